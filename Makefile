@@ -1,0 +1,32 @@
+# idgen — make targets. `make test` is the test command CI runs.
+GO      ?= go
+BIN     ?= bin/idgen
+BENCH   ?= .
+COUNT   ?= 1
+
+.PHONY: build test bench lint fmt tidy
+
+build:
+	$(GO) build ./...
+
+# Every test, with the race detector. Database tests read
+# IDGEN_TEST_POSTGRES_DSN / IDGEN_TEST_MYSQL_DSN (see docs/testing.md);
+# without them they start containers when Docker answers, else skip
+# (fail with IDGEN_TEST_REQUIRE_DB=1, as in .ci/run).
+test:
+	$(GO) test -race -count=1 -timeout 30m ./...
+
+# Benchmarks of the hot paths, with allocations; compare runs with benchstat.
+bench:
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) ./...
+
+# gofmt, go vet, and staticcheck when it installs from the module proxy.
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	@if $(GO) run honnef.co/go/tools/cmd/staticcheck@latest -version >/dev/null 2>&1; then \
+		$(GO) run honnef.co/go/tools/cmd/staticcheck@latest ./...; \
+	else echo "staticcheck could not be installed from the module proxy; skipped"; fi
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')

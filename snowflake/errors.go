@@ -1,0 +1,90 @@
+package snowflake
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors returned by this package. Test for them with errors.Is.
+var (
+	// ErrInvalidLayout is returned by Layout.Validate and NewGenerator for a
+	// layout whose widths or lifetime are unacceptable.
+	ErrInvalidLayout = errors.New("snowflake: invalid layout")
+
+	// ErrInvalidSettings is returned by NewGenerator when the datacenter or
+	// worker ID does not fit the layout or a setting is out of range.
+	ErrInvalidSettings = errors.New("snowflake: invalid settings")
+
+	// ErrOutOfRange is returned by Layout.Compose when a part does not fit
+	// its width.
+	ErrOutOfRange = errors.New("snowflake: value out of range for the layout")
+
+	// ErrInvalidID is returned by ParseID and ID.UnmarshalJSON for text that
+	// is not a non-negative 64-bit integer.
+	ErrInvalidID = errors.New("snowflake: invalid ID")
+
+	// The following are wrapped by a *RefusalError from Generator.Next and
+	// Generator.NextN: the generator refused to issue.
+
+	// ErrClockBackward: the clock is further behind the last timestamp
+	// issued than Settings.MaxBackwardWait.
+	ErrClockBackward = errors.New("snowflake: clock moved backwards")
+	// ErrBelowFloor: the clock is further behind the fence's floor than
+	// Settings.MaxBackwardWait.
+	ErrBelowFloor = errors.New("snowflake: clock is below the timestamp floor")
+	// ErrAboveCeiling: the next timestamp would exceed the fence's ceiling.
+	ErrAboveCeiling = errors.New("snowflake: timestamp ceiling reached")
+	// ErrFenceCheck: the fence's validity check failed; the RefusalError
+	// also wraps the check's own error.
+	ErrFenceCheck = errors.New("snowflake: fence check failed")
+	// ErrTimeOverflow: the clock lies before the epoch or past the last
+	// timestamp the layout can hold.
+	ErrTimeOverflow = errors.New("snowflake: clock outside the layout's time range")
+)
+
+// A RefusalError says why a Generator issued nothing. Err is one of
+// ErrClockBackward, ErrBelowFloor, ErrAboveCeiling, ErrFenceCheck or
+// ErrTimeOverflow; Cause is the fence check's error for ErrFenceCheck.
+type RefusalError struct {
+	Err     error
+	Cause   error
+	NowMS   int64 // the clock reading, Unix milliseconds
+	LimitMS int64 // the last timestamp issued, the floor or the ceiling, Unix milliseconds
+}
+
+func (e *RefusalError) Error() string {
+	switch {
+	case errors.Is(e.Err, ErrClockBackward):
+		return fmt.Sprintf("%v: clock %s is %s behind the last timestamp issued", e.Err, fmtMS(e.NowMS), time.Duration(e.LimitMS-e.NowMS)*time.Millisecond)
+	case errors.Is(e.Err, ErrBelowFloor):
+		return fmt.Sprintf("%v: clock %s is %s below the floor %s", e.Err, fmtMS(e.NowMS), time.Duration(e.LimitMS-e.NowMS)*time.Millisecond, fmtMS(e.LimitMS))
+	case errors.Is(e.Err, ErrAboveCeiling):
+		return fmt.Sprintf("%v: clock %s, ceiling %s", e.Err, fmtMS(e.NowMS), fmtMS(e.LimitMS))
+	case e.Cause != nil:
+		return fmt.Sprintf("%v: %v", e.Err, e.Cause)
+	}
+	return e.Err.Error()
+}
+
+// Unwrap returns Err and, if set, Cause.
+func (e *RefusalError) Unwrap() []error {
+	if e.Cause != nil {
+		return []error{e.Err, e.Cause}
+	}
+	return []error{e.Err}
+}
+
+// RetryAfter estimates how long until the refusal may clear: the distance
+// to the last timestamp or the floor for a clock behind them, else zero
+// (unknown).
+func (e *RefusalError) RetryAfter() time.Duration {
+	if (errors.Is(e.Err, ErrClockBackward) || errors.Is(e.Err, ErrBelowFloor)) && e.LimitMS > e.NowMS {
+		return time.Duration(e.LimitMS-e.NowMS+1) * time.Millisecond
+	}
+	return 0
+}
+
+func fmtMS(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+}

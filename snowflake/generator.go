@@ -1,0 +1,259 @@
+package snowflake
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultMaxBackwardWait is how far the clock may step back before a
+// Generator refuses instead of waiting.
+const DefaultMaxBackwardWait = 10 * time.Millisecond
+
+// Settings configure a Generator. The zero value is valid: the default
+// layout, datacenter 0, worker 0, a 10 ms backward wait and the system clock.
+type Settings struct {
+	// Layout is the bit layout; the zero Layout means DefaultLayout.
+	Layout Layout
+	// DatacenterID and WorkerID must fit the layout's widths.
+	DatacenterID int64
+	WorkerID     int64
+	// MaxBackwardWait is the largest backward clock step (or distance below
+	// the fence's floor) that is waited out; beyond it Next refuses. Zero
+	// means DefaultMaxBackwardWait; a negative value means never wait.
+	MaxBackwardWait time.Duration
+	// RandomSequenceStart starts each millisecond's sequence at a random
+	// value in the lower half of its range, which hides how many IDs a node
+	// issues and spreads IDs across shards keyed on their low bits. It
+	// lowers the most IDs per millisecond by a quarter on average.
+	RandomSequenceStart bool
+	// Clock is the time source; nil means SystemClock().
+	Clock Clock
+	// Fence is the fence in force from the start; the zero Fence allows
+	// every timestamp.
+	Fence Fence
+}
+
+// A Fence bounds the timestamps a Generator may use. Floor and Ceiling are
+// Unix milliseconds, inclusive; zero means unbounded. Check, when set, is
+// called before every issue and must be cheap and safe for concurrent use;
+// while it returns an error the generator issues nothing.
+type Fence struct {
+	Floor   int64
+	Ceiling int64
+	Check   func() error
+}
+
+// Generator issues Snowflake IDs for one datacenter and worker ID. It is
+// safe for concurrent use; its methods never block longer than the wait to
+// the next millisecond or a backward step of at most MaxBackwardWait.
+type Generator struct {
+	// state packs the last timestamp issued (ms since the epoch) above the
+	// last sequence number issued; -1 until the first ID. Updated only by
+	// compare-and-swap, so no lock is held while issuing.
+	state atomic.Int64
+	fence atomic.Pointer[fenceState]
+
+	clock        Clock
+	sys          *systemClock // clock, when it is the system clock: read without an interface call
+	layout       Layout
+	epochMS      int64
+	maxTS        int64
+	seqBits      uint
+	seqMask      int64
+	tsShift      uint
+	node         int64 // datacenter and worker bits, in place
+	maxWaitMS    int64
+	randomStart  bool
+	randomBound  int64
+	datacenterID int64
+	workerID     int64
+}
+
+// fenceState is a Fence converted to milliseconds since the epoch.
+type fenceState struct {
+	floor, ceiling int64 // ms since the epoch; ceiling math.MaxInt64 when unbounded
+	check          func() error
+	fence          Fence
+}
+
+// NewGenerator returns a Generator for s. It returns an error wrapping
+// ErrInvalidLayout for a bad layout and ErrInvalidSettings for IDs that do
+// not fit it.
+func NewGenerator(s Settings) (*Generator, error) {
+	l := s.Layout.orDefault()
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	if s.DatacenterID < 0 || s.DatacenterID > l.MaxDatacenter() {
+		return nil, fmt.Errorf("%w: datacenter ID %d not in 0..%d", ErrInvalidSettings, s.DatacenterID, l.MaxDatacenter())
+	}
+	if s.WorkerID < 0 || s.WorkerID > l.MaxWorker() {
+		return nil, fmt.Errorf("%w: worker ID %d not in 0..%d", ErrInvalidSettings, s.WorkerID, l.MaxWorker())
+	}
+	wait := s.MaxBackwardWait
+	switch {
+	case wait == 0:
+		wait = DefaultMaxBackwardWait
+	case wait < 0:
+		wait = 0
+	}
+	clock := s.Clock
+	if clock == nil {
+		clock = SystemClock()
+	}
+	g := &Generator{
+		clock:        clock,
+		layout:       l,
+		epochMS:      l.EpochMillis(),
+		maxTS:        l.MaxTimestamp(),
+		seqBits:      uint(l.SequenceBits),
+		seqMask:      l.MaxSequence(),
+		tsShift:      uint(l.DatacenterBits + l.WorkerBits + l.SequenceBits),
+		node:         s.DatacenterID<<(l.WorkerBits+l.SequenceBits) | s.WorkerID<<l.SequenceBits,
+		maxWaitMS:    wait.Milliseconds(),
+		randomStart:  s.RandomSequenceStart,
+		randomBound:  (l.MaxSequence() + 1) / 2,
+		datacenterID: s.DatacenterID,
+		workerID:     s.WorkerID,
+	}
+	g.sys, _ = clock.(*systemClock)
+	g.state.Store(-1)
+	g.SetFence(s.Fence)
+	return g, nil
+}
+
+// Layout returns the generator's layout.
+func (g *Generator) Layout() Layout { return g.layout }
+
+// DatacenterID returns the generator's datacenter ID.
+func (g *Generator) DatacenterID() int64 { return g.datacenterID }
+
+// WorkerID returns the generator's worker ID.
+func (g *Generator) WorkerID() int64 { return g.workerID }
+
+// SetFence replaces the fence; IDs issued after SetFence returns obey it.
+func (g *Generator) SetFence(f Fence) {
+	fs := &fenceState{floor: math.MinInt64, ceiling: math.MaxInt64, check: f.Check, fence: f}
+	if f.Floor != 0 {
+		fs.floor = f.Floor - g.epochMS
+	}
+	if f.Ceiling != 0 {
+		fs.ceiling = f.Ceiling - g.epochMS
+	}
+	g.fence.Store(fs)
+}
+
+// Fence returns the fence in force.
+func (g *Generator) Fence() Fence { return g.fence.Load().fence }
+
+// LastTimestamp returns the timestamp of the last ID issued, in Unix
+// milliseconds, or 0 if none was issued yet.
+func (g *Generator) LastTimestamp() int64 {
+	s := g.state.Load()
+	if s < 0 {
+		return 0
+	}
+	return s>>g.seqBits + g.epochMS
+}
+
+// Next returns the next ID. It returns a *RefusalError, wrapping one of
+// ErrClockBackward, ErrBelowFloor, ErrAboveCeiling, ErrFenceCheck or
+// ErrTimeOverflow, when it may not issue; it then issues nothing.
+func (g *Generator) Next() (ID, error) {
+	ts, seq, _, err := g.reserve(1)
+	if err != nil {
+		return 0, err
+	}
+	return ID(ts<<g.tsShift | g.node | seq), nil
+}
+
+// NextN appends n IDs to dst, in increasing order, and returns the extended
+// slice. The IDs of one millisecond are reserved with a single atomic
+// operation, so a batch costs little more than the sequence cap itself. On
+// a refusal it returns the IDs appended so far and a *RefusalError as Next
+// does.
+func (g *Generator) NextN(dst []ID, n int) ([]ID, error) {
+	for n > 0 {
+		ts, seq, got, err := g.reserve(int64(n))
+		if err != nil {
+			return dst, err
+		}
+		base := ts<<g.tsShift | g.node | seq
+		for i := int64(0); i < got; i++ {
+			dst = append(dst, ID(base+i))
+		}
+		n -= int(got)
+	}
+	return dst, nil
+}
+
+// reserve takes up to want consecutive sequence numbers of one millisecond
+// and returns the timestamp (ms since the epoch), the first sequence number
+// and how many it took (at least 1).
+func (g *Generator) reserve(want int64) (ts, seq, got int64, err error) {
+	for {
+		// Load the state before reading the clock: a reading taken before a
+		// preemption could otherwise look older than IDs issued meanwhile
+		// and pass for a backward step. With this order, a stale state only
+		// makes the compare-and-swap fail.
+		old := g.state.Load()
+		var nowNS int64
+		if g.sys != nil {
+			nowNS = g.sys.unixNano()
+		} else {
+			nowNS = g.clock.Now().UnixNano()
+		}
+		nowMS := nowNS / 1e6
+		now := nowMS - g.epochMS
+		f := g.fence.Load()
+		last := old >> g.seqBits
+		lastSeq := old & g.seqMask
+
+		switch {
+		case now > last:
+			ts = now
+			seq = 0
+			if g.randomStart && g.randomBound > 1 {
+				seq = rand.Int64N(g.randomBound)
+			}
+		case last-now > g.maxWaitMS:
+			return 0, 0, 0, &RefusalError{Err: ErrClockBackward, NowMS: nowMS, LimitMS: last + g.epochMS}
+		case lastSeq < g.seqMask:
+			// Same millisecond, or a clock step back small enough to wait
+			// out: carry on from the last timestamp issued.
+			ts = last
+			seq = lastSeq + 1
+		default:
+			// The millisecond's sequence is used up: sleep to the boundary.
+			g.clock.Sleep(time.Duration((last+1+g.epochMS)*1e6 - nowNS))
+			continue
+		}
+
+		if ts < f.floor {
+			if f.floor-now > g.maxWaitMS {
+				return 0, 0, 0, &RefusalError{Err: ErrBelowFloor, NowMS: nowMS, LimitMS: f.floor + g.epochMS}
+			}
+			g.clock.Sleep(time.Duration((f.floor+g.epochMS)*1e6 - nowNS))
+			continue
+		}
+		if ts > f.ceiling {
+			return 0, 0, 0, &RefusalError{Err: ErrAboveCeiling, NowMS: nowMS, LimitMS: f.ceiling + g.epochMS}
+		}
+		if ts < 0 || ts > g.maxTS {
+			return 0, 0, 0, &RefusalError{Err: ErrTimeOverflow, NowMS: nowMS, LimitMS: g.maxTS + g.epochMS}
+		}
+		if f.check != nil {
+			if cerr := f.check(); cerr != nil {
+				return 0, 0, 0, &RefusalError{Err: ErrFenceCheck, Cause: cerr, NowMS: nowMS}
+			}
+		}
+
+		got = min(want, g.seqMask-seq+1)
+		if g.state.CompareAndSwap(old, ts<<g.seqBits|(seq+got-1)) {
+			return ts, seq, got, nil
+		}
+	}
+}

@@ -1,0 +1,344 @@
+package snowflake
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// t0 is a fixed instant well inside the default layout, on a millisecond
+// boundary plus 300µs so that sleeps to the boundary are visible.
+var t0 = time.Date(2026, 6, 1, 12, 0, 0, 300_000, time.UTC)
+
+func mustGenerator(tb testing.TB, s Settings) *Generator {
+	tb.Helper()
+	g, err := NewGenerator(s)
+	if err != nil {
+		tb.Fatalf("NewGenerator: %v", err)
+	}
+	return g
+}
+
+func TestNextParts(t *testing.T) {
+	clk := newFakeClock(t0)
+	g := mustGenerator(t, Settings{DatacenterID: 3, WorkerID: 17, Clock: clk})
+	for i := int64(0); i < 3; i++ {
+		id, err := g.Next()
+		if err != nil {
+			t.Fatalf("Next: %v", err)
+		}
+		p := g.Layout().Decompose(id)
+		want := Parts{Time: t0.Truncate(time.Millisecond), Timestamp: t0.UnixMilli() - DefaultEpoch.UnixMilli(), Datacenter: 3, Worker: 17, Sequence: i}
+		if p != want {
+			t.Errorf("ID %d: got %+v, want %+v", i, p, want)
+		}
+	}
+	if got, want := g.LastTimestamp(), t0.UnixMilli(); got != want {
+		t.Errorf("LastTimestamp: got %d, want %d", got, want)
+	}
+}
+
+func TestClockSteps(t *testing.T) {
+	tests := []struct {
+		name     string
+		step     time.Duration // applied after the first ID
+		wait     time.Duration // Settings.MaxBackwardWait
+		wantErr  error
+		wantTSOK bool // the next ID's timestamp is the first one's (waited out)
+	}{
+		{"forward", 5 * time.Millisecond, 0, nil, false},
+		{"backward within wait", -5 * time.Millisecond, 0, nil, true},
+		{"backward at wait", -10 * time.Millisecond, 0, nil, true},
+		{"backward beyond wait", -11 * time.Millisecond, 0, ErrClockBackward, false},
+		{"backward large", -2 * time.Second, 0, ErrClockBackward, false},
+		{"backward with longer wait", -500 * time.Millisecond, time.Second, nil, true},
+		{"no wait allowed", -1 * time.Millisecond, -1, ErrClockBackward, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newFakeClock(t0)
+			g := mustGenerator(t, Settings{Clock: clk, MaxBackwardWait: tt.wait})
+			first, err := g.Next()
+			if err != nil {
+				t.Fatalf("first Next: %v", err)
+			}
+			clk.Add(tt.step)
+			id, err := g.Next()
+			if tt.wantErr != nil {
+				var re *RefusalError
+				if !errors.Is(err, tt.wantErr) || !errors.As(err, &re) {
+					t.Fatalf("got err %v, want %v as *RefusalError", err, tt.wantErr)
+				}
+				if id != 0 {
+					t.Errorf("got ID %d with the error, want 0", id)
+				}
+				if got, want := re.RetryAfter(), -tt.step+time.Millisecond; got != want {
+					t.Errorf("RetryAfter: got %v, want %v", got, want)
+				}
+				// Once the clock has caught up the generator issues again.
+				clk.Add(-tt.step + time.Millisecond)
+				if id, err = g.Next(); err != nil || id <= first {
+					t.Fatalf("after catching up: got %d, %v; want an ID above %d", id, err, first)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Next: %v", err)
+			}
+			if id <= first {
+				t.Fatalf("got %d, want above %d", id, first)
+			}
+			sameTS := g.Layout().Decompose(id).Timestamp == g.Layout().Decompose(first).Timestamp
+			if sameTS != tt.wantTSOK {
+				t.Errorf("second ID reuses first timestamp: got %v, want %v", sameTS, tt.wantTSOK)
+			}
+		})
+	}
+}
+
+func TestBackwardStepWaitedOutWhenSequenceRunsOut(t *testing.T) {
+	clk := newFakeClock(t0)
+	l := Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 15, SequenceBits: 2, Epoch: DefaultEpoch}
+	g := mustGenerator(t, Settings{Layout: l, Clock: clk})
+	ids, err := g.NextN(nil, 4) // the whole sequence of t0's millisecond
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(-5 * time.Millisecond)
+	id, err := g.Next()
+	if err != nil {
+		t.Fatalf("Next after a 5ms step back: %v", err)
+	}
+	if id <= ids[3] {
+		t.Errorf("got %d, want above %d", id, ids[3])
+	}
+	if got, want := l.Decompose(id).Timestamp, l.Decompose(ids[3]).Timestamp+1; got != want {
+		t.Errorf("timestamp: got %d, want %d (the millisecond after the last one issued)", got, want)
+	}
+	// It slept until the clock passed the last timestamp: 5ms back plus the
+	// 700µs left in the millisecond.
+	if got, want := clk.Sleeps(), []time.Duration{5*time.Millisecond + 700*time.Microsecond}; !slices.Equal(got, want) {
+		t.Errorf("sleeps: got %v, want %v", got, want)
+	}
+}
+
+func TestSequenceOverflowSleepsToBoundary(t *testing.T) {
+	clk := newFakeClock(t0)
+	g := mustGenerator(t, Settings{Clock: clk})
+	ids, err := g.NextN(nil, 4096+2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := g.Layout()
+	for i, id := range ids {
+		p := l.Decompose(id)
+		wantTS, wantSeq := int64(0), int64(i)
+		if i >= 4096 {
+			wantTS, wantSeq = 1, int64(i-4096)
+		}
+		if got := p.Timestamp - l.Decompose(ids[0]).Timestamp; got != wantTS || p.Sequence != wantSeq {
+			t.Fatalf("ID %d: got ts +%d seq %d, want ts +%d seq %d", i, got, p.Sequence, wantTS, wantSeq)
+		}
+	}
+	if got, want := clk.Sleeps(), []time.Duration{700 * time.Microsecond}; !slices.Equal(got, want) {
+		t.Errorf("sleeps: got %v, want %v (one sleep to the millisecond boundary)", got, want)
+	}
+}
+
+func TestFence(t *testing.T) {
+	nowMS := t0.UnixMilli()
+	errLease := errors.New("lease deadline passed")
+	tests := []struct {
+		name      string
+		fence     Fence
+		wantErr   error
+		wantCause error
+		wantTS    int64 // Unix ms of the ID issued, when no error
+		wantSleep bool
+	}{
+		{"unbounded", Fence{}, nil, nil, nowMS, false},
+		{"inside", Fence{Floor: nowMS - 10, Ceiling: nowMS + 10}, nil, nil, nowMS, false},
+		{"at floor and ceiling", Fence{Floor: nowMS, Ceiling: nowMS}, nil, nil, nowMS, false},
+		{"floor just ahead is waited for", Fence{Floor: nowMS + 3}, nil, nil, nowMS + 3, true},
+		{"floor far ahead", Fence{Floor: nowMS + 1000}, ErrBelowFloor, nil, 0, false},
+		{"above ceiling", Fence{Ceiling: nowMS - 1}, ErrAboveCeiling, nil, 0, false},
+		{"check passes", Fence{Check: func() error { return nil }}, nil, nil, nowMS, false},
+		{"check fails", Fence{Check: func() error { return errLease }}, ErrFenceCheck, errLease, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newFakeClock(t0)
+			g := mustGenerator(t, Settings{Clock: clk, Fence: tt.fence})
+			id, err := g.Next()
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("got err %v, want %v", err, tt.wantErr)
+				}
+				if tt.wantCause != nil && !errors.Is(err, tt.wantCause) {
+					t.Errorf("got err %v, want it to wrap %v", err, tt.wantCause)
+				}
+				if g.LastTimestamp() != 0 {
+					t.Errorf("a refused Next changed the state: LastTimestamp %d", g.LastTimestamp())
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Next: %v", err)
+			}
+			if got := g.Layout().Decompose(id).Time.UnixMilli(); got != tt.wantTS {
+				t.Errorf("timestamp: got %d, want %d", got, tt.wantTS)
+			}
+			if got := len(clk.Sleeps()) > 0; got != tt.wantSleep {
+				t.Errorf("slept: got %v, want %v", got, tt.wantSleep)
+			}
+		})
+	}
+}
+
+func TestFenceChangesAtRunTime(t *testing.T) {
+	clk := newFakeClock(t0)
+	valid := true
+	var mu sync.Mutex
+	check := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !valid {
+			return errors.New("revoked")
+		}
+		return nil
+	}
+	g := mustGenerator(t, Settings{Clock: clk, Fence: Fence{Ceiling: t0.UnixMilli() + 1, Check: check}})
+	if _, err := g.Next(); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(2 * time.Millisecond)
+	if _, err := g.Next(); !errors.Is(err, ErrAboveCeiling) {
+		t.Fatalf("past the ceiling: got %v, want ErrAboveCeiling", err)
+	}
+	f := g.Fence()
+	f.Ceiling += 10
+	g.SetFence(f)
+	if _, err := g.Next(); err != nil {
+		t.Fatalf("after raising the ceiling: %v", err)
+	}
+	mu.Lock()
+	valid = false
+	mu.Unlock()
+	if _, err := g.Next(); !errors.Is(err, ErrFenceCheck) {
+		t.Fatalf("after revoking: got %v, want ErrFenceCheck", err)
+	}
+	if _, err := g.NextN(nil, 3); !errors.Is(err, ErrFenceCheck) {
+		t.Fatalf("NextN after revoking: got %v, want ErrFenceCheck", err)
+	}
+}
+
+func TestRandomSequenceStart(t *testing.T) {
+	clk := newFakeClock(t0)
+	g := mustGenerator(t, Settings{Clock: clk, RandomSequenceStart: true})
+	starts := map[int64]bool{}
+	var prev ID
+	for i := 0; i < 64; i++ {
+		id, err := g.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id <= prev {
+			t.Fatalf("got %d after %d, want increasing", id, prev)
+		}
+		prev = id
+		seq := g.Layout().Decompose(id).Sequence
+		if seq >= 2048 {
+			t.Fatalf("start sequence %d, want below 2048", seq)
+		}
+		starts[seq] = true
+		clk.Add(time.Millisecond)
+	}
+	if len(starts) < 32 {
+		t.Errorf("got %d distinct starts in 64 milliseconds, want them spread", len(starts))
+	}
+}
+
+func TestNewGeneratorSettings(t *testing.T) {
+	tests := []struct {
+		name    string
+		s       Settings
+		wantErr error
+	}{
+		{"zero value", Settings{}, nil},
+		{"largest IDs", Settings{DatacenterID: 31, WorkerID: 31}, nil},
+		{"datacenter too big", Settings{DatacenterID: 32}, ErrInvalidSettings},
+		{"worker too big", Settings{WorkerID: 32}, ErrInvalidSettings},
+		{"negative worker", Settings{WorkerID: -1}, ErrInvalidSettings},
+		{"bad layout", Settings{Layout: Layout{TimeBits: 41, SequenceBits: 12, Epoch: DefaultEpoch}}, ErrInvalidLayout},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewGenerator(tt.s)
+			if !errors.Is(err, tt.wantErr) {
+				t.Errorf("got %v, want %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestConcurrentUnique(t *testing.T) {
+	const goroutines, perG = 8, 200_000
+	g := mustGenerator(t, Settings{WorkerID: 5})
+	got := make([][]ID, goroutines)
+	var wg sync.WaitGroup
+	for i := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids := make([]ID, 0, perG)
+			for range perG {
+				id, err := g.Next()
+				if err != nil {
+					t.Errorf("Next: %v", err)
+					return
+				}
+				ids = append(ids, id)
+			}
+			got[i] = ids
+		}()
+	}
+	wg.Wait()
+	all := make([]ID, 0, goroutines*perG)
+	for i, ids := range got {
+		if !slices.IsSorted(ids) {
+			t.Errorf("goroutine %d: IDs not increasing", i)
+		}
+		all = append(all, ids...)
+	}
+	slices.Sort(all)
+	if n := len(slices.Compact(all)); n != goroutines*perG {
+		t.Fatalf("got %d distinct IDs, want %d", n, goroutines*perG)
+	}
+}
+
+func TestShiftedClock(t *testing.T) {
+	base := newFakeClock(t0)
+	c := NewShiftedClock(base, -2*time.Second)
+	if got, want := c.Now(), t0.Add(-2*time.Second); !got.Equal(want) {
+		t.Errorf("Now: got %v, want %v", got, want)
+	}
+	c.Shift(3 * time.Second)
+	if got, want := c.Now(), t0.Add(time.Second); !got.Equal(want) {
+		t.Errorf("Now after Shift: got %v, want %v", got, want)
+	}
+}
+
+func TestSystemClock(t *testing.T) {
+	c := SystemClock()
+	a := c.Now()
+	c.Sleep(3 * time.Millisecond)
+	b := c.Now()
+	if d := b.Sub(a); d < 3*time.Millisecond {
+		t.Errorf("Sleep(3ms) advanced the clock by %v, want at least 3ms", d)
+	}
+	if d := time.Since(b); d < 0 || b.Sub(time.Now()) > wallResync {
+		t.Errorf("clock reading %v is off the wall clock", b)
+	}
+}

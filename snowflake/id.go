@@ -1,0 +1,138 @@
+package snowflake
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// ID is a Snowflake ID. Its JSON form is a decimal string, because
+// JavaScript numbers lose precision above 2^53; UnmarshalJSON accepts a
+// string or a number.
+type ID int64
+
+// ParseID parses a decimal ID. It returns an error wrapping ErrInvalidID for
+// anything but a non-negative integer that fits in 63 bits.
+func ParseID(s string) (ID, error) {
+	if len(s) == 0 || len(s) > 19 {
+		return 0, fmt.Errorf("%w: %q", ErrInvalidID, truncate(s))
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || s[0] == '+' {
+		return 0, fmt.Errorf("%w: %q", ErrInvalidID, truncate(s))
+	}
+	return ID(n), nil
+}
+
+func truncate(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "…"
+	}
+	return s
+}
+
+// Int64 returns id as an int64.
+func (id ID) Int64() int64 { return int64(id) }
+
+// String returns id in decimal.
+func (id ID) String() string { return strconv.FormatInt(int64(id), 10) }
+
+// AppendText appends the decimal form of id to b.
+func (id ID) AppendText(b []byte) ([]byte, error) { return strconv.AppendInt(b, int64(id), 10), nil }
+
+// MarshalText returns the decimal form of id.
+func (id ID) MarshalText() ([]byte, error) { return id.AppendText(nil) }
+
+// UnmarshalText parses the decimal form of an ID; see ParseID.
+func (id *ID) UnmarshalText(b []byte) error {
+	v, err := ParseID(string(b))
+	if err != nil {
+		return err
+	}
+	*id = v
+	return nil
+}
+
+// MarshalJSON returns id as a JSON string.
+func (id ID) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 22)
+	b = append(b, '"')
+	b = strconv.AppendInt(b, int64(id), 10)
+	return append(b, '"'), nil
+}
+
+// UnmarshalJSON accepts a JSON string or number holding a decimal ID. It
+// returns an error wrapping ErrInvalidID otherwise.
+func (id *ID) UnmarshalJSON(b []byte) error {
+	if len(b) >= 2 && b[0] == '"' && b[len(b)-1] == '"' {
+		b = b[1 : len(b)-1]
+	}
+	return id.UnmarshalText(b)
+}
+
+// Parts are the fields of an ID under a layout.
+type Parts struct {
+	Time       time.Time // the timestamp as an instant, UTC, millisecond precision
+	Timestamp  int64     // milliseconds since the layout's epoch
+	Datacenter int64
+	Worker     int64
+	Sequence   int64
+}
+
+// Decompose splits id into its parts under l.
+func (l Layout) Decompose(id ID) Parts {
+	l = l.orDefault()
+	v := int64(id)
+	seq := v & l.MaxSequence()
+	v >>= l.SequenceBits
+	worker := v & l.MaxWorker()
+	v >>= l.WorkerBits
+	dc := v & l.MaxDatacenter()
+	ts := v >> l.DatacenterBits
+	return Parts{
+		Time:       time.UnixMilli(l.EpochMillis() + ts).UTC(),
+		Timestamp:  ts,
+		Datacenter: dc,
+		Worker:     worker,
+		Sequence:   seq,
+	}
+}
+
+// Compose builds the ID with the given parts under l; p.Time is ignored and
+// p.Timestamp counts milliseconds since the epoch. It returns an error
+// wrapping ErrOutOfRange if a part does not fit its width.
+func (l Layout) Compose(p Parts) (ID, error) {
+	l = l.orDefault()
+	for _, f := range []struct {
+		name     string
+		v, limit int64
+	}{
+		{"timestamp", p.Timestamp, l.MaxTimestamp()},
+		{"datacenter", p.Datacenter, l.MaxDatacenter()},
+		{"worker", p.Worker, l.MaxWorker()},
+		{"sequence", p.Sequence, l.MaxSequence()},
+	} {
+		if f.v < 0 || f.v > f.limit {
+			return 0, fmt.Errorf("%w: %s %d not in 0..%d", ErrOutOfRange, f.name, f.v, f.limit)
+		}
+	}
+	return ID(p.Timestamp<<(l.DatacenterBits+l.WorkerBits+l.SequenceBits) |
+		p.Datacenter<<(l.WorkerBits+l.SequenceBits) |
+		p.Worker<<l.SequenceBits |
+		p.Sequence), nil
+}
+
+// SmallestID returns the smallest ID whose timestamp is t under l (all other
+// parts zero), or 0 if t lies before the epoch; idgen compares segment
+// counters with it so that the two ID spaces never meet.
+func (l Layout) SmallestID(t time.Time) ID {
+	l = l.orDefault()
+	ts := t.UnixMilli() - l.EpochMillis()
+	if ts <= 0 {
+		return 0
+	}
+	if ts > l.MaxTimestamp() {
+		ts = l.MaxTimestamp()
+	}
+	return ID(ts << (l.DatacenterBits + l.WorkerBits + l.SequenceBits))
+}

@@ -1,0 +1,181 @@
+package snowflake
+
+import (
+	"fmt"
+	"time"
+)
+
+// DefaultEpoch is the epoch of the default layout: 2026-01-01T00:00:00Z
+// (1767225600000 in Unix milliseconds).
+var DefaultEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// The widths of the default layout: 41 bits of milliseconds (about 69 years),
+// 5 bits of datacenter, 5 bits of worker and 12 bits of sequence.
+const (
+	DefaultTimeBits       = 41
+	DefaultDatacenterBits = 5
+	DefaultWorkerBits     = 5
+	DefaultSequenceBits   = 12
+)
+
+// MinLifetime is the shortest lifetime a layout may have: a layout whose
+// timestamp runs out within MinLifetime of now is refused by Validate.
+// WarnLifetime is the lifetime under which Warning returns a warning.
+const (
+	MinLifetime  = 10 * 365 * 24 * time.Hour
+	WarnLifetime = 30 * 365 * 24 * time.Hour
+)
+
+// Layout is how the 63 usable bits of an ID are split, and the epoch that
+// timestamps count from. The zero Layout means DefaultLayout.
+//
+// An ID is, from the most significant bit down:
+//
+//	0 | timestamp (TimeBits) | datacenter (DatacenterBits) | worker (WorkerBits) | sequence (SequenceBits)
+type Layout struct {
+	TimeBits       int
+	DatacenterBits int
+	WorkerBits     int
+	SequenceBits   int
+	// Epoch is the instant timestamp 0 stands for. It is truncated to the
+	// millisecond.
+	Epoch time.Time
+}
+
+// DefaultLayout returns the classic layout: 41/5/5/12 bits from DefaultEpoch.
+func DefaultLayout() Layout {
+	return Layout{
+		TimeBits:       DefaultTimeBits,
+		DatacenterBits: DefaultDatacenterBits,
+		WorkerBits:     DefaultWorkerBits,
+		SequenceBits:   DefaultSequenceBits,
+		Epoch:          DefaultEpoch,
+	}
+}
+
+// IsZero reports whether l is the zero Layout, which stands for DefaultLayout.
+func (l Layout) IsZero() bool {
+	return l.TimeBits == 0 && l.DatacenterBits == 0 && l.WorkerBits == 0 &&
+		l.SequenceBits == 0 && l.Epoch.IsZero()
+}
+
+// orDefault returns DefaultLayout for the zero Layout and l otherwise.
+func (l Layout) orDefault() Layout {
+	if l.IsZero() {
+		return DefaultLayout()
+	}
+	return l
+}
+
+// EpochMillis returns the epoch in Unix milliseconds.
+func (l Layout) EpochMillis() int64 { return l.orDefault().Epoch.UnixMilli() }
+
+// MaxDatacenter returns the largest datacenter ID the layout can hold.
+func (l Layout) MaxDatacenter() int64 { return 1<<l.orDefault().DatacenterBits - 1 }
+
+// MaxWorker returns the largest worker ID the layout can hold.
+func (l Layout) MaxWorker() int64 { return 1<<l.orDefault().WorkerBits - 1 }
+
+// MaxSequence returns the largest sequence number the layout can hold.
+func (l Layout) MaxSequence() int64 { return 1<<l.orDefault().SequenceBits - 1 }
+
+// MaxTimestamp returns the largest timestamp, in milliseconds since the epoch,
+// the layout can hold.
+func (l Layout) MaxTimestamp() int64 { return 1<<l.orDefault().TimeBits - 1 }
+
+// End returns the first instant the layout cannot represent: the epoch plus
+// 2^TimeBits milliseconds.
+func (l Layout) End() time.Time {
+	l = l.orDefault()
+	return time.UnixMilli(l.EpochMillis() + l.MaxTimestamp() + 1).UTC()
+}
+
+// Validate checks the widths and the lifetime of l against the wall clock.
+// It returns an error wrapping ErrInvalidLayout that says what is wrong.
+func (l Layout) Validate() error { return l.validate(time.Now()) }
+
+func (l Layout) validate(now time.Time) error {
+	l = l.orDefault()
+	for _, f := range []struct {
+		name string
+		bits int
+	}{
+		{"time", l.TimeBits}, {"datacenter", l.DatacenterBits},
+		{"worker", l.WorkerBits}, {"sequence", l.SequenceBits},
+	} {
+		if f.bits < 0 || f.bits > 63 {
+			return fmt.Errorf("%w: %s bits %d out of range 0..63", ErrInvalidLayout, f.name, f.bits)
+		}
+	}
+	if l.TimeBits < 1 {
+		return fmt.Errorf("%w: time bits must be at least 1", ErrInvalidLayout)
+	}
+	if sum := l.TimeBits + l.DatacenterBits + l.WorkerBits + l.SequenceBits; sum != 63 {
+		return fmt.Errorf("%w: widths sum to %d (time %d + datacenter %d + worker %d + sequence %d), want 63",
+			ErrInvalidLayout, sum, l.TimeBits, l.DatacenterBits, l.WorkerBits, l.SequenceBits)
+	}
+	if l.Epoch.IsZero() {
+		return fmt.Errorf("%w: epoch is not set", ErrInvalidLayout)
+	}
+	if l.Epoch.After(now) {
+		return fmt.Errorf("%w: epoch %s lies in the future", ErrInvalidLayout, l.Epoch.UTC().Format(time.RFC3339))
+	}
+	if end := l.End(); end.Before(now.Add(MinLifetime)) {
+		return fmt.Errorf("%w: %d time bits from epoch %s run out at %s, less than 10 years from now",
+			ErrInvalidLayout, l.TimeBits, l.Epoch.UTC().Format(time.RFC3339), end.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// Warning returns a non-empty message when l is valid but its timestamp runs
+// out less than 30 years from now (baidu uid-generator's default layout, with
+// 28 bits of seconds from 2016, ran out in 2024). It returns "" otherwise.
+func (l Layout) Warning() string { return l.warning(time.Now()) }
+
+func (l Layout) warning(now time.Time) string {
+	if l.validate(now) != nil {
+		return ""
+	}
+	if end := l.End(); end.Before(now.Add(WarnLifetime)) {
+		return fmt.Sprintf("snowflake layout runs out at %s, less than 30 years from now", end.Format(time.RFC3339))
+	}
+	return ""
+}
+
+// String returns the layout in the form used by the lease table and error
+// messages, e.g. "time=41 datacenter=5 worker=5 sequence=12 epoch=2026-01-01T00:00:00Z".
+func (l Layout) String() string {
+	l = l.orDefault()
+	return fmt.Sprintf("time=%d datacenter=%d worker=%d sequence=%d epoch=%s",
+		l.TimeBits, l.DatacenterBits, l.WorkerBits, l.SequenceBits,
+		l.Epoch.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+}
+
+// Diff describes how other differs from l, field by field, or returns "" when
+// they are the same layout. Epochs are compared to the millisecond.
+func (l Layout) Diff(other Layout) string {
+	a, b := l.orDefault(), other.orDefault()
+	var s string
+	add := func(name string, x, y any) {
+		if s != "" {
+			s += ", "
+		}
+		s += fmt.Sprintf("%s %v != %v", name, x, y)
+	}
+	if a.TimeBits != b.TimeBits {
+		add("time bits", a.TimeBits, b.TimeBits)
+	}
+	if a.DatacenterBits != b.DatacenterBits {
+		add("datacenter bits", a.DatacenterBits, b.DatacenterBits)
+	}
+	if a.WorkerBits != b.WorkerBits {
+		add("worker bits", a.WorkerBits, b.WorkerBits)
+	}
+	if a.SequenceBits != b.SequenceBits {
+		add("sequence bits", a.SequenceBits, b.SequenceBits)
+	}
+	if a.EpochMillis() != b.EpochMillis() {
+		add("epoch", a.Epoch.UTC().Format(time.RFC3339Nano), b.Epoch.UTC().Format(time.RFC3339Nano))
+	}
+	return s
+}
