@@ -86,20 +86,26 @@ func (c *systemClock) Sleep(d time.Duration) {
 	if coarse := d - 2*time.Millisecond; coarse > 0 {
 		time.Sleep(coarse)
 	}
-	// Fine part: a precise sleep aimed early by the measured lateness.
-	late := time.Duration(c.lateNS.Load())
-	if rem := time.Until(deadline); rem > late {
+	// Fine part: precise sleeps aimed early by the measured lateness, then
+	// yield for the last few microseconds.
+	for {
+		rem := time.Until(deadline)
+		if rem <= 0 {
+			return
+		}
+		late := time.Duration(c.lateNS.Load())
+		if rem <= late+20*time.Microsecond {
+			runtime.Gosched()
+			continue
+		}
 		req := rem - late
 		t0 := time.Now()
-		if preciseSleep(req) {
-			over := time.Since(t0) - req
-			if over >= 0 && over < 5*time.Millisecond {
-				c.lateNS.Store(int64(late + (over-late)/8))
-			}
+		if !preciseSleep(req) {
+			continue
 		}
-	}
-	for time.Now().Before(deadline) {
-		runtime.Gosched()
+		if over := time.Since(t0) - req; over >= 0 && over < 5*time.Millisecond {
+			c.lateNS.Store(int64(late + (over-late)/8))
+		}
 	}
 }
 

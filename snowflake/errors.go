@@ -41,11 +41,13 @@ var (
 	// ErrTimeOverflow: the clock lies before the epoch or past the last
 	// timestamp the layout can hold.
 	ErrTimeOverflow = errors.New("snowflake: clock outside the layout's time range")
+	// ErrStopped: Generator.Stop was called; the generator issues no more.
+	ErrStopped = errors.New("snowflake: generator stopped")
 )
 
 // A RefusalError says why a Generator issued nothing. Err is one of
-// ErrClockBackward, ErrBelowFloor, ErrAboveCeiling, ErrFenceCheck or
-// ErrTimeOverflow; Cause is the fence check's error for ErrFenceCheck.
+// ErrClockBackward, ErrBelowFloor, ErrAboveCeiling, ErrFenceCheck,
+// ErrTimeOverflow or ErrStopped; Cause is the fence check's error for ErrFenceCheck.
 type RefusalError struct {
 	Err     error
 	Cause   error

@@ -8,6 +8,14 @@ import (
 	"time"
 )
 
+// stoppedBit marks a stopped generator's state: packed states stay below
+// it, so every state at or above it is stopped. stoppedNone is the state of
+// a generator stopped before it issued anything.
+const (
+	stoppedBit  = 1 << 62
+	stoppedNone = math.MaxInt64
+)
+
 // DefaultMaxBackwardWait is how far the clock may step back before a
 // Generator refuses instead of waiting.
 const DefaultMaxBackwardWait = 10 * time.Millisecond
@@ -51,8 +59,9 @@ type Fence struct {
 // the next millisecond or a backward step of at most MaxBackwardWait.
 type Generator struct {
 	// state packs the last timestamp issued (ms since the epoch) above the
-	// last sequence number issued; -1 until the first ID. Updated only by
-	// compare-and-swap, so no lock is held while issuing.
+	// last sequence number issued; -1 until the first ID; stoppedBit set
+	// once stopped. Updated only by compare-and-swap, so no lock is held
+	// while issuing, and Stop fails every swap that was under way.
 	state atomic.Int64
 	fence atomic.Pointer[fenceState]
 
@@ -151,12 +160,34 @@ func (g *Generator) Fence() Fence { return g.fence.Load().fence }
 
 // LastTimestamp returns the timestamp of the last ID issued, in Unix
 // milliseconds, or 0 if none was issued yet.
-func (g *Generator) LastTimestamp() int64 {
-	s := g.state.Load()
-	if s < 0 {
+func (g *Generator) LastTimestamp() int64 { return g.lastTimestamp(g.state.Load()) }
+
+func (g *Generator) lastTimestamp(s int64) int64 {
+	if s < 0 || s == stoppedNone {
 		return 0
 	}
-	return s>>g.seqBits + g.epochMS
+	return (s&^stoppedBit)>>g.seqBits + g.epochMS
+}
+
+// Stop makes the generator refuse every later call with ErrStopped and
+// returns the timestamp of the last ID it issued (Unix milliseconds, 0 if
+// none). No ID is issued after Stop returns, not even by a call that was
+// under way: the timestamp returned is final. Stop may be called again; it
+// returns the same timestamp.
+func (g *Generator) Stop() int64 {
+	for {
+		old := g.state.Load()
+		if old >= stoppedBit {
+			return g.lastTimestamp(old)
+		}
+		next := int64(stoppedNone)
+		if old >= 0 {
+			next = old | stoppedBit
+		}
+		if g.state.CompareAndSwap(old, next) {
+			return g.lastTimestamp(old)
+		}
+	}
 }
 
 // Next returns the next ID. It returns a *RefusalError, wrapping one of
@@ -209,6 +240,9 @@ func (g *Generator) reserve(want int64) (ts, seq, got int64, err error) {
 		nowMS := nowNS / 1e6
 		now := nowMS - g.epochMS
 		f := g.fence.Load()
+		if old >= stoppedBit {
+			return 0, 0, 0, &RefusalError{Err: ErrStopped, NowMS: nowMS}
+		}
 		last := old >> g.seqBits
 		lastSeq := old & g.seqMask
 

@@ -342,3 +342,71 @@ func TestSystemClock(t *testing.T) {
 		t.Errorf("clock reading %v is off the wall clock", b)
 	}
 }
+
+func TestStop(t *testing.T) {
+	clk := newFakeClock(t0)
+	g := mustGenerator(t, Settings{Clock: clk})
+	if got := g.Stop(); got != 0 {
+		t.Errorf("Stop before any ID: got %d, want 0", got)
+	}
+	if got := g.Stop(); got != 0 {
+		t.Errorf("second Stop: got %d, want 0", got)
+	}
+	if _, err := g.Next(); !errors.Is(err, ErrStopped) {
+		t.Errorf("Next after Stop: got %v, want ErrStopped", err)
+	}
+
+	g = mustGenerator(t, Settings{Clock: clk})
+	if _, err := g.NextN(nil, 10); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(3 * time.Millisecond)
+	if _, err := g.Next(); err != nil {
+		t.Fatal(err)
+	}
+	want := t0.Add(3 * time.Millisecond).UnixMilli()
+	for i := range 2 {
+		if got := g.Stop(); got != want {
+			t.Errorf("Stop #%d: got %d, want %d", i+1, got, want)
+		}
+	}
+	if got := g.LastTimestamp(); got != want {
+		t.Errorf("LastTimestamp after Stop: got %d, want %d", got, want)
+	}
+	if _, err := g.NextN(nil, 2); !errors.Is(err, ErrStopped) {
+		t.Errorf("NextN after Stop: got %v, want ErrStopped", err)
+	}
+}
+
+// TestStopIsFinal stops a generator while goroutines issue: no ID may carry
+// a timestamp above the one Stop returned.
+func TestStopIsFinal(t *testing.T) {
+	for range 20 {
+		g := mustGenerator(t, Settings{})
+		var wg sync.WaitGroup
+		got := make([][]ID, 4)
+		for i := range got {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					id, err := g.Next()
+					if err != nil {
+						return
+					}
+					got[i] = append(got[i], id)
+				}
+			}()
+		}
+		time.Sleep(2 * time.Millisecond)
+		last := g.Stop()
+		wg.Wait()
+		for _, ids := range got {
+			for _, id := range ids {
+				if ts := g.Layout().Decompose(id).Time.UnixMilli(); ts > last {
+					t.Fatalf("ID %d has timestamp %d, above %d returned by Stop", id, ts, last)
+				}
+			}
+		}
+	}
+}
