@@ -1,0 +1,163 @@
+// Package mysql is idgen's Store on MySQL 8 and MariaDB 10.5+, through
+// database/sql and go-sql-driver/mysql.
+//
+// Open connects with a mysql:// URL; the schema is created by the goose
+// migrations returned by Store.Migrations. Leases are claimed, extended and
+// released in SERIALIZABLE transactions that are retried, whole, on deadlocks
+// and lock wait timeouts; every timestamp is the database's, in UTC
+// (UTC_TIMESTAMP(6)), never the node's clock.
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/pressly/goose/v3"
+
+	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/migrations"
+)
+
+var _ allocator.Store = (*Store)(nil)
+
+// Connection defaults, used unless the DSN sets them. A short lock wait
+// timeout turns a transaction stuck behind another into a quick retry.
+const (
+	defaultPort         = "3306"
+	defaultDialTimeout  = 5 * time.Second
+	defaultIOTimeout    = 30 * time.Second
+	defaultLockWait     = "5" // innodb_lock_wait_timeout, in seconds
+	defaultConnLifetime = 30 * time.Minute
+	defaultMaxIdleConns = 8
+)
+
+// Store is idgen's Store on MySQL or MariaDB. It is safe for concurrent use.
+type Store struct {
+	db        *sql.DB
+	connector driver.Connector // for the migrations' own pool
+	dsn       string           // redacted, for error messages
+	retries   atomic.Int64     // transactions run again after a deadlock or lock wait timeout
+}
+
+// Open connects to the MySQL or MariaDB database named by dsn, a URL such as
+// mysql://user:pass@host:3306/idgen?tls=true. Query parameters are
+// go-sql-driver/mysql's (timeout, readTimeout, tls, …; others become session
+// variables). Whatever the DSN says, times are read and written in UTC, and
+// UPDATE reports the rows it matched. Open checks that the server answers.
+// Errors name the DSN without its password.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, safe, err := parseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	connector, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: invalid DSN %s: %w", safe, err)
+	}
+	db := sql.OpenDB(connector)
+	db.SetConnMaxLifetime(defaultConnLifetime)
+	db.SetMaxIdleConns(defaultMaxIdleConns)
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("mysql: connect to %s: %w", safe, err)
+	}
+	return &Store{db: db, connector: connector, dsn: safe}, nil
+}
+
+// parseDSN turns idgen's mysql:// URL into a driver configuration, and
+// returns the URL without its password for messages.
+func parseDSN(dsn string) (*gomysql.Config, string, error) {
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme != "mysql" || u.Opaque != "" {
+		// The DSN cannot be shown: the password may be anywhere in it.
+		return nil, "", fmt.Errorf("mysql: invalid DSN: not a mysql://user:pass@host:port/database URL")
+	}
+	safe := u.Redacted()
+	if u.Host == "" {
+		return nil, "", fmt.Errorf("mysql: invalid DSN %s: no host", safe)
+	}
+	dbName := strings.TrimPrefix(u.Path, "/")
+	if dbName == "" || strings.Contains(dbName, "/") {
+		return nil, "", fmt.Errorf("mysql: invalid DSN %s: want one database name as the path", safe)
+	}
+	addr := u.Host
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		addr = net.JoinHostPort(strings.Trim(addr, "[]"), defaultPort)
+	}
+	// The driver parses its own parameters; user and password are set
+	// afterwards so that they never pass through its parser or its errors.
+	driverDSN := "tcp(" + addr + ")/"
+	if q := u.Query(); len(q) > 0 {
+		driverDSN += "?" + q.Encode()
+	}
+	cfg, err := gomysql.ParseDSN(driverDSN)
+	if err != nil {
+		return nil, "", fmt.Errorf("mysql: invalid DSN %s: %w", safe, err)
+	}
+	cfg.User = u.User.Username()
+	cfg.Passwd, _ = u.User.Password()
+	cfg.DBName = dbName
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	cfg.ClientFoundRows = true
+	if cfg.Timeout == 0 {
+		cfg.Timeout = defaultDialTimeout
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = defaultIOTimeout
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = defaultIOTimeout
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	if _, ok := cfg.Params["innodb_lock_wait_timeout"]; !ok {
+		cfg.Params["innodb_lock_wait_timeout"] = defaultLockWait
+	}
+	// DATETIME columns hold UTC; the session zone matters only to
+	// functions like NOW(), which idgen does not use, and to people.
+	cfg.Params["time_zone"] = "'+00:00'"
+	return cfg, safe, nil
+}
+
+// Close closes every connection of the store.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("mysql: close: %w", err)
+	}
+	return nil
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("mysql: ping %s: %w", s.dsn, err)
+	}
+	return nil
+}
+
+// Migrations returns a goose provider for idgen's MySQL schema. It has a
+// connection pool of its own, which closing the provider closes; the store
+// stays open.
+func (s *Store) Migrations() (*goose.Provider, error) {
+	db := sql.OpenDB(s.connector)
+	p, err := migrations.NewProvider(migrations.DialectMySQL, db)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// SerializationRetries returns how many transactions the store has run again
+// after a deadlock or lock wait timeout since it was opened.
+func (s *Store) SerializationRetries() int64 { return s.retries.Load() }

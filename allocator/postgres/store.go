@@ -1,0 +1,97 @@
+// Package postgres is idgen's Store on PostgreSQL, through pgx/v5.
+//
+// Open connects with a postgres:// URL; the schema is created by the goose
+// migrations returned by Store.Migrations. Leases are claimed, extended and
+// released in SERIALIZABLE transactions that are retried, whole, on
+// serialization failures and deadlocks; every timestamp is the database's
+// (now()), never the node's clock.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/migrations"
+)
+
+var _ allocator.Store = (*Store)(nil)
+
+// Store is idgen's Store on PostgreSQL. It is safe for concurrent use.
+type Store struct {
+	pool    *pgxpool.Pool
+	dsn     string       // redacted, for error messages
+	retries atomic.Int64 // transactions run again after a serialization failure or deadlock
+}
+
+// Open connects to the PostgreSQL database named by dsn, a URL such as
+// postgres://user:pass@host:5432/db?sslmode=disable. Parameters pgx does not
+// know (search_path, application_name, …) are sent as session settings, and
+// pool_max_conns and the other pgxpool parameters size the pool. Open checks
+// that the server answers. Errors name the DSN without its password.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	safe := redact(dsn)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgx's own message quotes the DSN, with the password removed on a
+		// best-effort basis only; keep to its cause.
+		var pce *pgconn.ParseConfigError
+		if errors.As(err, &pce) && pce.Unwrap() != nil {
+			return nil, fmt.Errorf("postgres: invalid DSN %s: %w", safe, pce.Unwrap())
+		}
+		return nil, fmt.Errorf("postgres: invalid DSN %s", safe)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect to %s: %w", safe, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: connect to %s: %w", safe, err)
+	}
+	return &Store{pool: pool, dsn: safe}, nil
+}
+
+// Close closes every connection of the store. It waits for connections in
+// use to be given back.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("postgres: ping %s: %w", s.dsn, err)
+	}
+	return nil
+}
+
+// Migrations returns a goose provider for idgen's PostgreSQL schema, working
+// through the store's connections. Closing the provider leaves the store open.
+func (s *Store) Migrations() (*goose.Provider, error) {
+	// A database/sql view of the pool: closing it does not close the pool.
+	return migrations.NewProvider(migrations.DialectPostgres, stdlib.OpenDBFromPool(s.pool))
+}
+
+// SerializationRetries returns how many transactions the store has run again
+// after a serialization failure or deadlock since it was opened.
+func (s *Store) SerializationRetries() int64 { return s.retries.Load() }
+
+// redact returns dsn with its password replaced, or a placeholder when dsn is
+// not a URL (and may hold a password somewhere unknown).
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Opaque != "" {
+		return "(DSN not shown: not a postgres:// URL)"
+	}
+	return u.Redacted()
+}

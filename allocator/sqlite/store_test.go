@@ -1,0 +1,96 @@
+package sqlite
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/allocator/storetest"
+	"github.com/idgen-project/idgen/internal/testdb"
+)
+
+// openTest opens a store on a fresh, migrated database file, closed when t
+// ends.
+func openTest(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), testdb.SQLite(t))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	p, err := s.Migrations()
+	if err != nil {
+		t.Fatalf("Migrations: %v", err)
+	}
+	defer p.Close()
+	if _, err := p.Up(t.Context()); err != nil {
+		t.Fatalf("migrate up: %v", err)
+	}
+	return s
+}
+
+func TestStore(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) allocator.Store { return openTest(t) })
+}
+
+func TestConnection(t *testing.T) {
+	s := openTest(t)
+	for _, tc := range []struct {
+		pragma string
+		want   string
+	}{
+		{"journal_mode", "wal"},
+		{"foreign_keys", "1"},
+		{"busy_timeout", "5000"},
+	} {
+		var got string
+		if err := s.db.QueryRowContext(t.Context(), "PRAGMA "+tc.pragma).Scan(&got); err != nil {
+			t.Errorf("PRAGMA %s: %v", tc.pragma, err)
+		} else if got != tc.want {
+			t.Errorf("PRAGMA %s = %q, want %q", tc.pragma, got, tc.want)
+		}
+	}
+}
+
+func TestParseDSN(t *testing.T) {
+	for _, tc := range []struct {
+		dsn, want string
+		ok        bool
+	}{
+		{"sqlite:idgen.db", "idgen.db", true},
+		{"sqlite:/var/lib/idgen/idgen.db", "/var/lib/idgen/idgen.db", true},
+		{"sqlite:///var/lib/idgen/idgen.db", "/var/lib/idgen/idgen.db", true},
+		{"sqlite:", "", false},
+		{"sqlite::memory:", "", false},
+		{"sqlite:file:x.db?mode=memory", "", false},
+		{"sqlite:x.db?_pragma=foreign_keys(0)", "", false},
+		{"idgen.db", "", false},
+		{"postgres://localhost/idgen", "", false},
+	} {
+		got, err := parseDSN(tc.dsn)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseDSN(%q) = %q, %v; want %q, ok %v", tc.dsn, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestMigrationsLeaveStoreOpen(t *testing.T) {
+	s := openTest(t)
+	p, err := s.Migrations()
+	if err != nil {
+		t.Fatalf("Migrations: %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("close provider: %v", err)
+	}
+	if err := s.Ping(t.Context()); err != nil {
+		t.Errorf("Ping after closing the migrations provider: %v", err)
+	}
+}
+
+func TestOpenMissingDirectory(t *testing.T) {
+	_, err := Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "no", "such", "dir", "idgen.db"))
+	if err == nil {
+		t.Fatalf("Open in a missing directory succeeded, want an error")
+	}
+}

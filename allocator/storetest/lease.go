@@ -1,0 +1,707 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/snowflake"
+)
+
+// Lease durations of the tests. longTTL outlives any test; shortTTL expires
+// during one, and expiryWait bounds how long a test polls for that.
+const (
+	longTTL    = time.Minute
+	shortTTL   = 400 * time.Millisecond
+	expiryWait = 15 * time.Second
+	pollEvery  = 50 * time.Millisecond
+)
+
+// runLeaseTests checks the LeaseStore part of a Store.
+func runLeaseTests(t *testing.T, open func(t *testing.T) allocator.Store) {
+	t.Run("EnsureLayoutFirstWriterWins", func(t *testing.T) { testEnsureLayout(t, open(t)) })
+	t.Run("EnsureLayoutRace", func(t *testing.T) { testEnsureLayoutRace(t, open(t)) })
+	t.Run("ClaimFreshPool", func(t *testing.T) { testClaimFreshPool(t, open(t)) })
+	t.Run("ClaimPrefersLowestCeiling", func(t *testing.T) { testClaimLowestCeiling(t, open(t)) })
+	t.Run("ClaimPoolExhausted", func(t *testing.T) { testPoolExhausted(t, open(t)) })
+	t.Run("ClaimMaxPrevCeiling", func(t *testing.T) { testMaxPrevCeiling(t, open(t)) })
+	t.Run("ClaimSameHolderAgain", func(t *testing.T) { testSameHolderReclaim(t, open(t)) })
+	t.Run("ClaimInvalid", func(t *testing.T) { testInvalidClaims(t, open(t)) })
+	t.Run("Heartbeat", func(t *testing.T) { testHeartbeat(t, open(t)) })
+	t.Run("HeartbeatAfterExpiry", func(t *testing.T) { testHeartbeatAfterExpiry(t, open(t)) })
+	t.Run("ExpiryAndTakeover", func(t *testing.T) { testExpiryTakeover(t, open(t)) })
+	t.Run("Release", func(t *testing.T) { testRelease(t, open(t)) })
+	t.Run("ConcurrentClaims", func(t *testing.T) { ClaimConcurrently(t, open(t), 32, 8) })
+	t.Run("ListLeasesOrder", func(t *testing.T) { testListLeasesOrder(t, open(t)) })
+	t.Run("LeaseEventsPaging", func(t *testing.T) { testLeaseEventsPaging(t, open(t)) })
+}
+
+// ClaimConcurrently has claimers goroutines claim, all at once, a worker ID
+// of a fresh pool of pool IDs (claimers > pool), and checks that exactly
+// pool of them succeed, each with its own worker ID, that the others get
+// allocator.ErrNoWorkerAvailable, and that lease_events holds one acquire per
+// claim and never two for one worker at one fencing version. s must be a
+// fresh store. Store packages call it directly to check that the claims
+// collided in the database (their serialization retry counters).
+func ClaimConcurrently(t *testing.T, s allocator.Store, claimers, pool int) {
+	t.Helper()
+	ctx := t.Context()
+	const dc = 3
+	type outcome struct {
+		res allocator.ClaimResult
+		err error
+	}
+	outcomes := make([]outcome, claimers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range claimers {
+		wg.Go(func() {
+			<-start
+			res, err := s.Claim(ctx, allocator.ClaimRequest{
+				DatacenterID: dc, MinWorkerID: 0, MaxWorkerID: int64(pool - 1),
+				Holder: fmt.Sprintf("claimer-%02d", i), TTL: longTTL, CeilingMS: 1000,
+			})
+			outcomes[i] = outcome{res, err}
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	holderOf := map[int64]string{} // worker ID → holder that claimed it
+	var failed int
+	for i, o := range outcomes {
+		holder := fmt.Sprintf("claimer-%02d", i)
+		switch {
+		case o.err == nil:
+			w := o.res.Lease.WorkerID
+			if prev, dup := holderOf[w]; dup {
+				t.Errorf("worker %d claimed by both %s and %s", w, prev, holder)
+			}
+			holderOf[w] = holder
+			if w < 0 || w >= int64(pool) {
+				t.Errorf("%s got worker %d, outside the pool 0..%d", holder, w, pool-1)
+			}
+			if o.res.Lease.Holder != holder || o.res.Lease.FencingVersion != 1 {
+				t.Errorf("%s: got holder %q version %d, want %q version 1",
+					holder, o.res.Lease.Holder, o.res.Lease.FencingVersion, holder)
+			}
+		case errors.Is(o.err, allocator.ErrNoWorkerAvailable):
+			failed++
+		default:
+			t.Errorf("%s: Claim: %v, want success or ErrNoWorkerAvailable", holder, o.err)
+		}
+	}
+	if len(holderOf) != pool || failed != claimers-pool {
+		t.Errorf("got %d claims and %d ErrNoWorkerAvailable, want %d and %d", len(holderOf), failed, pool, claimers-pool)
+	}
+
+	leases := listLeases(t, s)
+	if len(leases) != pool {
+		t.Fatalf("got %d rows in worker_leases, want %d", len(leases), pool)
+	}
+	for _, l := range leases {
+		if want := holderOf[l.WorkerID]; l.Holder != want || l.FencingVersion != 1 {
+			t.Errorf("worker %d: row holder %q version %d, want %q version 1", l.WorkerID, l.Holder, l.FencingVersion, want)
+		}
+	}
+
+	type claimKey struct{ worker, version int64 }
+	acquires := map[claimKey]int{}
+	for _, ev := range allEvents(t, s) {
+		if ev.Kind != allocator.EventAcquire && ev.Kind != allocator.EventTakeover {
+			t.Errorf("unexpected %s event of worker %d by %s", ev.Kind, ev.WorkerID, ev.Holder)
+			continue
+		}
+		k := claimKey{ev.WorkerID, ev.FencingVersion}
+		acquires[k]++
+		if acquires[k] > 1 {
+			t.Errorf("worker %d has %d claim events at fencing version %d", ev.WorkerID, acquires[k], ev.FencingVersion)
+		}
+		if want := holderOf[ev.WorkerID]; ev.Holder != want {
+			t.Errorf("claim event of worker %d names %q, want %q", ev.WorkerID, ev.Holder, want)
+		}
+	}
+	if len(acquires) != pool {
+		t.Errorf("got claim events for %d (worker, version) pairs, want %d", len(acquires), pool)
+	}
+}
+
+func testEnsureLayout(t *testing.T, s allocator.Store) {
+	ctx := t.Context()
+	got, err := s.EnsureLayout(ctx, snowflake.Layout{})
+	if err != nil {
+		t.Fatalf("EnsureLayout(zero): %v", err)
+	}
+	if d := snowflake.DefaultLayout().Diff(got); d != "" {
+		t.Errorf("EnsureLayout(zero) = %v, want the default layout (%s)", got, d)
+	}
+	other := snowflake.Layout{TimeBits: 40, DatacenterBits: 4, WorkerBits: 6, SequenceBits: 13,
+		Epoch: time.Date(2025, 6, 1, 12, 30, 0, 123e6, time.UTC)}
+	got, err = s.EnsureLayout(ctx, other)
+	if err != nil {
+		t.Fatalf("EnsureLayout(other): %v", err)
+	}
+	if d := snowflake.DefaultLayout().Diff(got); d != "" {
+		t.Errorf("second EnsureLayout = %v, want the first one recorded (%s)", got, d)
+	}
+	if got.Epoch.Location() != time.UTC {
+		t.Errorf("epoch in %v, want UTC", got.Epoch.Location())
+	}
+}
+
+func testEnsureLayoutRace(t *testing.T, s allocator.Store) {
+	ctx := t.Context()
+	const n = 8
+	epoch := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	layouts := make([]snowflake.Layout, n)
+	got := make([]snowflake.Layout, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		layouts[i] = snowflake.Layout{TimeBits: 41, DatacenterBits: 2, WorkerBits: 4 + i, SequenceBits: 16 - i, Epoch: epoch}
+		wg.Go(func() { got[i], errs[i] = s.EnsureLayout(ctx, layouts[i]) })
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("EnsureLayout #%d: %v", i, errs[i])
+		}
+	}
+	winner := slices.IndexFunc(layouts, func(l snowflake.Layout) bool { return l.Diff(got[0]) == "" })
+	if winner < 0 {
+		t.Fatalf("EnsureLayout returned %v, which nobody proposed", got[0])
+	}
+	for i := range n {
+		if d := got[0].Diff(got[i]); d != "" {
+			t.Errorf("EnsureLayout #%d = %v, want %v like #0 (%s)", i, got[i], got[0], d)
+		}
+	}
+}
+
+func testClaimFreshPool(t *testing.T, s allocator.Store) {
+	req := allocator.ClaimRequest{DatacenterID: 1, MinWorkerID: 3, MaxWorkerID: 6, Holder: "a", TTL: longTTL, CeilingMS: 1234}
+	res := claim(t, s, req)
+	l := res.Lease
+	if l.DatacenterID != 1 || l.WorkerID != 3 {
+		t.Errorf("got worker %d/%d, want the lowest of a fresh pool, 1/3", l.DatacenterID, l.WorkerID)
+	}
+	if l.Holder != "a" || l.FencingVersion != 1 || l.CeilingMS != 1234 {
+		t.Errorf("got holder %q version %d ceiling %d, want \"a\" 1 1234", l.Holder, l.FencingVersion, l.CeilingMS)
+	}
+	if res.PrevHolder != "" || res.PrevCeilingMS != 0 {
+		t.Errorf("got previous holder %q ceiling %d, want none and 0", res.PrevHolder, res.PrevCeilingMS)
+	}
+	checkFreshLease(t, res, longTTL)
+
+	res = claim(t, s, allocator.ClaimRequest{DatacenterID: 1, MinWorkerID: 3, MaxWorkerID: 6, Holder: "b", TTL: longTTL})
+	if res.Lease.WorkerID != 4 {
+		t.Errorf("second claim got worker %d, want 4", res.Lease.WorkerID)
+	}
+
+	leases := listLeases(t, s)
+	want := []struct {
+		worker  int64
+		holder  string
+		version int64
+	}{{3, "a", 1}, {4, "b", 1}, {5, "", 0}, {6, "", 0}}
+	if len(leases) != len(want) {
+		t.Fatalf("got %d rows, want %d (one per worker ID of the pool)", len(leases), len(want))
+	}
+	for i, w := range want {
+		if g := leases[i]; g.DatacenterID != 1 || g.WorkerID != w.worker || g.Holder != w.holder || g.FencingVersion != w.version {
+			t.Errorf("row %d: got %d/%d holder %q version %d, want 1/%d %q %d",
+				i, g.DatacenterID, g.WorkerID, g.Holder, g.FencingVersion, w.worker, w.holder, w.version)
+		}
+	}
+	if free := leases[2]; !free.ExpiresAt.IsZero() || !free.AcquiredAt.IsZero() || free.CeilingMS != 0 {
+		t.Errorf("never claimed row: got acquired %v expires %v ceiling %d, want NULL NULL 0", free.AcquiredAt, free.ExpiresAt, free.CeilingMS)
+	}
+
+	events := allEvents(t, s)
+	if len(events) != 2 {
+		t.Fatalf("got %d events, want 2", len(events))
+	}
+	if ev := events[0]; ev.Kind != allocator.EventAcquire || ev.Holder != "a" || ev.WorkerID != 3 || ev.FencingVersion != 1 {
+		t.Errorf("first event: got %s by %q of worker %d at version %d, want acquire by \"a\" of 3 at 1", ev.Kind, ev.Holder, ev.WorkerID, ev.FencingVersion)
+	}
+}
+
+func testClaimLowestCeiling(t *testing.T, s allocator.Store) {
+	pool := allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 0, MaxWorkerID: 2, TTL: longTTL}
+	ceilings := []int64{300, 100, 200}
+	for i, c := range ceilings {
+		req := pool
+		req.Holder = fmt.Sprintf("first-%d", i)
+		res := claim(t, s, req)
+		if res.Lease.WorkerID != int64(i) {
+			t.Fatalf("claim %d got worker %d, want %d", i, res.Lease.WorkerID, i)
+		}
+		release(t, s, res.Lease, c)
+	}
+	for _, want := range []struct {
+		worker, prevCeiling int64
+	}{{1, 100}, {2, 200}, {0, 300}} {
+		req := pool
+		req.Holder = fmt.Sprintf("second-%d", want.worker)
+		req.CeilingMS = 150
+		res := claim(t, s, req)
+		if res.Lease.WorkerID != want.worker || res.PrevCeilingMS != want.prevCeiling || res.PrevHolder != "" {
+			t.Errorf("got worker %d, previous ceiling %d, previous holder %q; want worker %d, %d, none",
+				res.Lease.WorkerID, res.PrevCeilingMS, res.PrevHolder, want.worker, want.prevCeiling)
+		}
+		if want := max(150, want.prevCeiling); res.Lease.CeilingMS != want {
+			t.Errorf("worker %d: got ceiling %d, want the larger of claimed and previous, %d", res.Lease.WorkerID, res.Lease.CeilingMS, want)
+		}
+		if res.Lease.FencingVersion != 2 {
+			t.Errorf("worker %d: got version %d, want 2", res.Lease.WorkerID, res.Lease.FencingVersion)
+		}
+	}
+}
+
+func testPoolExhausted(t *testing.T, s allocator.Store) {
+	ctx := t.Context()
+	req := allocator.ClaimRequest{DatacenterID: 1, MinWorkerID: 0, MaxWorkerID: 1, TTL: longTTL}
+	for _, h := range []string{"a", "b"} {
+		req.Holder = h
+		claim(t, s, req)
+	}
+	req.Holder = "c"
+	if _, err := s.Claim(ctx, req); !errors.Is(err, allocator.ErrNoWorkerAvailable) {
+		t.Errorf("third claim of a pool of 2: got %v, want ErrNoWorkerAvailable", err)
+	}
+	// Another datacenter is another pool.
+	req.DatacenterID = 2
+	if res := claim(t, s, req); res.Lease.DatacenterID != 2 || res.Lease.WorkerID != 0 {
+		t.Errorf("claim in datacenter 2 got %d/%d, want 2/0", res.Lease.DatacenterID, res.Lease.WorkerID)
+	}
+}
+
+func testMaxPrevCeiling(t *testing.T, s allocator.Store) {
+	ctx := t.Context()
+	pool := allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 0, MaxWorkerID: 1, TTL: longTTL}
+	for i, c := range []int64{5000, 1000} {
+		req := pool
+		req.Holder = fmt.Sprintf("first-%d", i)
+		release(t, s, claim(t, s, req).Lease, c)
+	}
+	req := pool
+	req.Holder, req.MaxPrevCeilingMS = "b", 2000
+	if res := claim(t, s, req); res.Lease.WorkerID != 1 {
+		t.Errorf("got worker %d, want 1, the only one with a ceiling <= 2000", res.Lease.WorkerID)
+	}
+	req.Holder = "c"
+	if res, err := s.Claim(ctx, req); !errors.Is(err, allocator.ErrNoWorkerAvailable) {
+		t.Errorf("claim with ceiling limit 2000 while only worker 0 (ceiling 5000) is free: got worker %d, %v; want ErrNoWorkerAvailable",
+			res.Lease.WorkerID, err)
+	}
+	req.MaxPrevCeilingMS = 5000 // the limit is inclusive
+	if res := claim(t, s, req); res.Lease.WorkerID != 0 || res.PrevCeilingMS != 5000 || res.Lease.CeilingMS != 5000 {
+		t.Errorf("got worker %d, previous ceiling %d, ceiling %d; want 0, 5000, 5000",
+			res.Lease.WorkerID, res.PrevCeilingMS, res.Lease.CeilingMS)
+	}
+}
+
+func testSameHolderReclaim(t *testing.T, s allocator.Store) {
+	ctx := t.Context()
+	req := allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 7, MaxWorkerID: 7, Holder: "a", TTL: longTTL, CeilingMS: 100}
+	first := claim(t, s, req)
+	other := req
+	other.Holder = "b"
+	if _, err := s.Claim(ctx, other); !errors.Is(err, allocator.ErrNoWorkerAvailable) {
+		t.Errorf("claim by b of a's live lease: got %v, want ErrNoWorkerAvailable", err)
+	}
+	req.CeilingMS = 50
+	again := claim(t, s, req)
+	if again.Lease.WorkerID != 7 || again.Lease.FencingVersion != 2 || again.PrevHolder != "a" || again.PrevCeilingMS != 100 {
+		t.Errorf("claim again by a: got worker %d version %d previous %q/%d, want 7 2 \"a\"/100",
+			again.Lease.WorkerID, again.Lease.FencingVersion, again.PrevHolder, again.PrevCeilingMS)
+	}
+	if again.Lease.CeilingMS != 100 {
+		t.Errorf("got ceiling %d, want 100: a claim never lowers it", again.Lease.CeilingMS)
+	}
+	events := allEvents(t, s)
+	if len(events) != 2 || events[1].Kind != allocator.EventAcquire || events[1].FencingVersion != 2 {
+		t.Errorf("got events %+v, want two acquires (claiming one's own lease is no takeover)", events)
+	}
+	// The first claim's fencing version is stale now.
+	hb := allocator.HeartbeatRequest{Key: first.Lease.LeaseKey, Holder: "a", FencingVersion: 1, TTL: longTTL}
+	if _, _, err := s.Heartbeat(ctx, hb); !errors.Is(err, allocator.ErrLeaseLost) {
+		t.Errorf("heartbeat at the superseded version: got %v, want ErrLeaseLost", err)
+	}
+	hb.FencingVersion = 2
+	if _, _, err := s.Heartbeat(ctx, hb); err != nil {
+		t.Errorf("heartbeat at the current version: %v", err)
+	}
+}
+
+func testInvalidClaims(t *testing.T, s allocator.Store) {
+	ctx := t.Context()
+	valid := allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 0, MaxWorkerID: 3, Holder: "a", TTL: longTTL}
+	for _, tc := range []struct {
+		name   string
+		change func(*allocator.ClaimRequest)
+	}{
+		{"no holder", func(r *allocator.ClaimRequest) { r.Holder = "" }},
+		{"no ttl", func(r *allocator.ClaimRequest) { r.TTL = 0 }},
+		{"negative datacenter", func(r *allocator.ClaimRequest) { r.DatacenterID = -1 }},
+		{"negative worker", func(r *allocator.ClaimRequest) { r.MinWorkerID = -1 }},
+		{"empty range", func(r *allocator.ClaimRequest) { r.MinWorkerID, r.MaxWorkerID = 3, 2 }},
+		{"negative ceiling", func(r *allocator.ClaimRequest) { r.CeilingMS = -1 }},
+	} {
+		req := valid
+		tc.change(&req)
+		_, err := s.Claim(ctx, req)
+		if err == nil || errors.Is(err, allocator.ErrNoWorkerAvailable) {
+			t.Errorf("%s: got %v, want an error other than ErrNoWorkerAvailable", tc.name, err)
+		}
+	}
+	if leases := listLeases(t, s); len(leases) != 0 {
+		t.Errorf("invalid claims left %d rows, want 0", len(leases))
+	}
+}
+
+func testHeartbeat(t *testing.T, s allocator.Store) {
+	ctx := t.Context()
+	res := claim(t, s, allocator.ClaimRequest{DatacenterID: 2, MinWorkerID: 0, MaxWorkerID: 0, Holder: "a", TTL: longTTL, CeilingMS: 100})
+	prev := res.Lease
+	for _, tc := range []struct {
+		ceiling, want int64
+		ttl           time.Duration
+	}{
+		{500, 500, longTTL},     // raises
+		{200, 500, longTTL},     // never lowers
+		{500, 500, 2 * longTTL}, // a longer ttl
+		{900, 900, longTTL / 2},
+	} {
+		l, now, err := s.Heartbeat(ctx, allocator.HeartbeatRequest{
+			Key: prev.LeaseKey, Holder: "a", FencingVersion: 1, TTL: tc.ttl, CeilingMS: tc.ceiling})
+		if err != nil {
+			t.Fatalf("Heartbeat(ceiling %d): %v", tc.ceiling, err)
+		}
+		if l.CeilingMS != tc.want {
+			t.Errorf("Heartbeat(ceiling %d): got ceiling %d, want %d", tc.ceiling, l.CeilingMS, tc.want)
+		}
+		if l.Holder != "a" || l.FencingVersion != 1 || !l.AcquiredAt.Equal(prev.AcquiredAt) {
+			t.Errorf("Heartbeat changed holder, version or acquired_at: got %q %d %v, want \"a\" 1 %v",
+				l.Holder, l.FencingVersion, l.AcquiredAt, prev.AcquiredAt)
+		}
+		if l.HeartbeatAt.Before(prev.HeartbeatAt) {
+			t.Errorf("heartbeat_at went back from %v to %v", prev.HeartbeatAt, l.HeartbeatAt)
+		}
+		if got := l.ExpiresAt.Sub(l.HeartbeatAt); got != tc.ttl {
+			t.Errorf("expires_at - heartbeat_at = %v, want the ttl %v", got, tc.ttl)
+		}
+		if now.Before(l.HeartbeatAt) || !plausible(now) {
+			t.Errorf("database time %v: want a time at or after heartbeat_at %v, near this machine's", now, l.HeartbeatAt)
+		}
+		prev = l
+	}
+	if got := listLeases(t, s)[0]; got.CeilingMS != 900 || !got.ExpiresAt.Equal(prev.ExpiresAt) {
+		t.Errorf("row after heartbeats: ceiling %d expires %v, want 900 %v", got.CeilingMS, got.ExpiresAt, prev.ExpiresAt)
+	}
+
+	for _, tc := range []struct {
+		name string
+		req  allocator.HeartbeatRequest
+	}{
+		{"other holder", allocator.HeartbeatRequest{Key: prev.LeaseKey, Holder: "b", FencingVersion: 1, TTL: longTTL}},
+		{"other version", allocator.HeartbeatRequest{Key: prev.LeaseKey, Holder: "a", FencingVersion: 2, TTL: longTTL}},
+		{"other worker", allocator.HeartbeatRequest{Key: allocator.LeaseKey{DatacenterID: 2, WorkerID: 1}, Holder: "a", FencingVersion: 1, TTL: longTTL}},
+	} {
+		if _, _, err := s.Heartbeat(ctx, tc.req); !errors.Is(err, allocator.ErrLeaseLost) {
+			t.Errorf("heartbeat with %s: got %v, want ErrLeaseLost", tc.name, err)
+		}
+	}
+	if got := listLeases(t, s)[0]; got.CeilingMS != 900 || got.Holder != "a" || !got.ExpiresAt.Equal(prev.ExpiresAt) {
+		t.Errorf("a failed heartbeat changed the row: %+v", got)
+	}
+}
+
+// testHeartbeatAfterExpiry checks that an expired lease cannot be extended,
+// even when nobody took it over, and that it can still be released.
+func testHeartbeatAfterExpiry(t *testing.T, s allocator.Store) {
+	ctx := t.Context()
+	l := claim(t, s, allocator.ClaimRequest{DatacenterID: 5, MinWorkerID: 0, MaxWorkerID: 0, Holder: "a", TTL: shortTTL, CeilingMS: 10}).Lease
+
+	// Read database time, a bounded number of times, through claims in
+	// another pool, until it has passed the lease's expiry.
+	probe := allocator.ClaimRequest{DatacenterID: 6, MinWorkerID: 0, MaxWorkerID: 0, Holder: "probe", TTL: longTTL}
+	deadline := time.Now().Add(expiryWait)
+	for claim(t, s, probe).DBNow.Before(l.ExpiresAt.Add(time.Millisecond)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("database time did not pass %v within %v", l.ExpiresAt, expiryWait)
+		}
+		time.Sleep(pollEvery)
+	}
+
+	hb := allocator.HeartbeatRequest{Key: l.LeaseKey, Holder: "a", FencingVersion: l.FencingVersion, TTL: longTTL, CeilingMS: 20}
+	if _, _, err := s.Heartbeat(ctx, hb); !errors.Is(err, allocator.ErrLeaseLost) {
+		t.Errorf("heartbeat of an expired lease: got %v, want ErrLeaseLost", err)
+	}
+	if got := listLeases(t, s)[0]; got.Holder != "a" || got.CeilingMS != 10 || !got.ExpiresAt.Equal(l.ExpiresAt) {
+		t.Errorf("failed heartbeat changed the row: holder %q ceiling %d expires %v, want \"a\" 10 %v", got.Holder, got.CeilingMS, got.ExpiresAt, l.ExpiresAt)
+	}
+	// Release is fenced on the holder and version only.
+	if err := s.Release(ctx, allocator.ReleaseRequest{Key: l.LeaseKey, Holder: "a", FencingVersion: l.FencingVersion, CeilingMS: 5}); err != nil {
+		t.Errorf("release of an expired lease nobody took: %v", err)
+	}
+	if got := listLeases(t, s)[0]; got.Holder != "" || got.CeilingMS != 5 {
+		t.Errorf("after release: holder %q ceiling %d, want none 5", got.Holder, got.CeilingMS)
+	}
+}
+
+func testExpiryTakeover(t *testing.T, s allocator.Store) {
+	ctx := t.Context()
+	req := allocator.ClaimRequest{DatacenterID: 4, MinWorkerID: 1, MaxWorkerID: 1, Holder: "old", TTL: shortTTL, CeilingMS: 700}
+	old := claim(t, s, req).Lease
+
+	// Wait, a bounded number of times, until the database lets another
+	// holder take the expired lease.
+	req.Holder, req.TTL, req.CeilingMS = "new", longTTL, 600
+	var (
+		res allocator.ClaimResult
+		err error
+	)
+	deadline := time.Now().Add(expiryWait)
+	for {
+		res, err = s.Claim(ctx, req)
+		if !errors.Is(err, allocator.ErrNoWorkerAvailable) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(pollEvery)
+	}
+	if err != nil {
+		t.Fatalf("claim after the lease of %v expired: %v", shortTTL, err)
+	}
+	l := res.Lease
+	if l.WorkerID != 1 || l.Holder != "new" || l.FencingVersion != old.FencingVersion+1 {
+		t.Errorf("takeover: got worker %d holder %q version %d, want 1 \"new\" %d", l.WorkerID, l.Holder, l.FencingVersion, old.FencingVersion+1)
+	}
+	if res.PrevHolder != "old" || res.PrevCeilingMS != 700 || l.CeilingMS != 700 {
+		t.Errorf("takeover: got previous holder %q ceiling %d, ceiling %d; want \"old\" 700, 700 (never lowered)",
+			res.PrevHolder, res.PrevCeilingMS, l.CeilingMS)
+	}
+	if res.DBNow.Before(old.ExpiresAt) {
+		t.Errorf("taken over at %v, before the old lease expired at %v", res.DBNow, old.ExpiresAt)
+	}
+	events := allEvents(t, s)
+	if n := len(events); n != 2 || events[1].Kind != allocator.EventTakeover || events[1].Holder != "new" || events[1].FencingVersion != 2 {
+		t.Errorf("got events %+v, want an acquire by old and a takeover by new at version 2", events)
+	}
+
+	// The old holder is fenced out.
+	if _, _, err := s.Heartbeat(ctx, allocator.HeartbeatRequest{Key: old.LeaseKey, Holder: "old", FencingVersion: old.FencingVersion, TTL: longTTL, CeilingMS: 9999}); !errors.Is(err, allocator.ErrLeaseLost) {
+		t.Errorf("heartbeat by the old holder: got %v, want ErrLeaseLost", err)
+	}
+	if err := s.Release(ctx, allocator.ReleaseRequest{Key: old.LeaseKey, Holder: "old", FencingVersion: old.FencingVersion, CeilingMS: 1}); !errors.Is(err, allocator.ErrLeaseLost) {
+		t.Errorf("release by the old holder: got %v, want ErrLeaseLost", err)
+	}
+	if got := listLeases(t, s)[0]; got.Holder != "new" || got.FencingVersion != 2 || got.CeilingMS != 700 {
+		t.Errorf("row after the old holder's attempts: holder %q version %d ceiling %d, want \"new\" 2 700", got.Holder, got.FencingVersion, got.CeilingMS)
+	}
+}
+
+func testRelease(t *testing.T, s allocator.Store) {
+	ctx := t.Context()
+	req := allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 0, MaxWorkerID: 0, Holder: "a", TTL: longTTL, CeilingMS: 1000}
+	l := claim(t, s, req).Lease
+	if _, _, err := s.Heartbeat(ctx, allocator.HeartbeatRequest{Key: l.LeaseKey, Holder: "a", FencingVersion: 1, TTL: longTTL, CeilingMS: 2000}); err != nil {
+		t.Fatalf("Heartbeat: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		req  allocator.ReleaseRequest
+	}{
+		{"other holder", allocator.ReleaseRequest{Key: l.LeaseKey, Holder: "b", FencingVersion: 1, CeilingMS: 1500}},
+		{"other version", allocator.ReleaseRequest{Key: l.LeaseKey, Holder: "a", FencingVersion: 2, CeilingMS: 1500}},
+	} {
+		if err := s.Release(ctx, tc.req); !errors.Is(err, allocator.ErrLeaseLost) {
+			t.Errorf("release with %s: got %v, want ErrLeaseLost", tc.name, err)
+		}
+	}
+	rel := allocator.ReleaseRequest{Key: l.LeaseKey, Holder: "a", FencingVersion: 1, CeilingMS: 1500}
+	if err := s.Release(ctx, rel); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	got := listLeases(t, s)[0]
+	if got.Holder != "" || got.FencingVersion != 1 || got.CeilingMS != 1500 {
+		t.Errorf("released row: holder %q version %d ceiling %d, want none 1 1500 (lowered to the last timestamp used)",
+			got.Holder, got.FencingVersion, got.CeilingMS)
+	}
+	if got.ReleasedAt.IsZero() || !got.ExpiresAt.Equal(got.ReleasedAt) || got.ReleasedAt.Before(got.HeartbeatAt) {
+		t.Errorf("released row: released_at %v expires_at %v heartbeat_at %v, want released_at = expires_at, not before the heartbeat",
+			got.ReleasedAt, got.ExpiresAt, got.HeartbeatAt)
+	}
+	if err := s.Release(ctx, rel); !errors.Is(err, allocator.ErrLeaseLost) {
+		t.Errorf("second release: got %v, want ErrLeaseLost", err)
+	}
+	if _, _, err := s.Heartbeat(ctx, allocator.HeartbeatRequest{Key: l.LeaseKey, Holder: "a", FencingVersion: 1, TTL: longTTL}); !errors.Is(err, allocator.ErrLeaseLost) {
+		t.Errorf("heartbeat after release: got %v, want ErrLeaseLost", err)
+	}
+	events := allEvents(t, s)
+	if len(events) != 2 || events[1].Kind != allocator.EventRelease || events[1].Holder != "a" || events[1].FencingVersion != 1 {
+		t.Errorf("got events %+v, want an acquire and a release by a at version 1", events)
+	}
+
+	req.Holder, req.CeilingMS = "b", 0
+	res := claim(t, s, req)
+	if res.PrevHolder != "" || res.PrevCeilingMS != 1500 || res.Lease.FencingVersion != 2 || res.Lease.CeilingMS != 1500 || !res.Lease.ReleasedAt.IsZero() {
+		t.Errorf("claim after release: previous holder %q ceiling %d, version %d ceiling %d released_at %v; want none 1500, 2 1500 NULL",
+			res.PrevHolder, res.PrevCeilingMS, res.Lease.FencingVersion, res.Lease.CeilingMS, res.Lease.ReleasedAt)
+	}
+	if ev := allEvents(t, s)[2]; ev.Kind != allocator.EventAcquire {
+		t.Errorf("claim of a released row recorded %s, want acquire", ev.Kind)
+	}
+}
+
+func testListLeasesOrder(t *testing.T, s allocator.Store) {
+	for _, k := range []allocator.LeaseKey{{DatacenterID: 2, WorkerID: 5}, {DatacenterID: 1, WorkerID: 7}, {DatacenterID: 1, WorkerID: 0}} {
+		claim(t, s, allocator.ClaimRequest{DatacenterID: k.DatacenterID, MinWorkerID: k.WorkerID, MaxWorkerID: k.WorkerID, Holder: "a", TTL: longTTL})
+	}
+	var got []allocator.LeaseKey
+	for _, l := range listLeases(t, s) {
+		got = append(got, l.LeaseKey)
+	}
+	want := []allocator.LeaseKey{{DatacenterID: 1, WorkerID: 0}, {DatacenterID: 1, WorkerID: 7}, {DatacenterID: 2, WorkerID: 5}}
+	if !slices.Equal(got, want) {
+		t.Errorf("ListLeases order: got %v, want %v", got, want)
+	}
+}
+
+func testLeaseEventsPaging(t *testing.T, s allocator.Store) {
+	ctx := t.Context()
+	var want []allocator.LeaseEvent
+	for i, kind := range []string{allocator.EventLost, allocator.EventAcquire, allocator.EventTakeover, allocator.EventRelease, allocator.EventLost} {
+		ev := allocator.LeaseEvent{
+			LeaseKey:       allocator.LeaseKey{DatacenterID: int64(i % 2), WorkerID: int64(10 + i)},
+			Holder:         fmt.Sprintf("holder-%d", i),
+			FencingVersion: int64(100 + i),
+			Kind:           kind,
+			Detail:         fmt.Sprintf("detail %d: ünïcode ok", i),
+		}
+		if err := s.RecordLeaseEvent(ctx, ev); err != nil {
+			t.Fatalf("RecordLeaseEvent(%s): %v", kind, err)
+		}
+		want = append(want, ev)
+	}
+	if err := s.RecordLeaseEvent(ctx, allocator.LeaseEvent{Holder: "x", Kind: "vanished"}); err == nil {
+		t.Errorf("RecordLeaseEvent with an unknown kind: got no error")
+	}
+
+	var got []allocator.LeaseEvent
+	after := int64(0)
+	var sizes []int
+	for range 10 { // bounded: 5 events in pages of 2
+		page, err := s.ListLeaseEvents(ctx, after, 2)
+		if err != nil {
+			t.Fatalf("ListLeaseEvents(%d, 2): %v", after, err)
+		}
+		sizes = append(sizes, len(page))
+		if len(page) == 0 {
+			break
+		}
+		got = append(got, page...)
+		after = page[len(page)-1].ID
+	}
+	if !slices.Equal(sizes, []int{2, 2, 1, 0}) {
+		t.Errorf("page sizes: got %v, want [2 2 1 0]", sizes)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d events, want %d", len(got), len(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if i > 0 && g.ID <= got[i-1].ID {
+			t.Errorf("event %d: ID %d not above the previous %d", i, g.ID, got[i-1].ID)
+		}
+		if g.LeaseKey != w.LeaseKey || g.Holder != w.Holder || g.FencingVersion != w.FencingVersion || g.Kind != w.Kind || g.Detail != w.Detail {
+			t.Errorf("event %d: got %+v, want %+v", i, g, w)
+		}
+		if !plausible(g.At) {
+			t.Errorf("event %d: at %v, want the database's current time", i, g.At)
+		}
+	}
+	for _, limit := range []int{0, -1} {
+		if page, err := s.ListLeaseEvents(ctx, 0, limit); err != nil || len(page) != 0 {
+			t.Errorf("ListLeaseEvents(0, %d): got %d events, %v; want none", limit, len(page), err)
+		}
+	}
+}
+
+// claim claims or fails the test.
+func claim(t *testing.T, s allocator.Store, req allocator.ClaimRequest) allocator.ClaimResult {
+	t.Helper()
+	res, err := s.Claim(t.Context(), req)
+	if err != nil {
+		t.Fatalf("Claim(%+v): %v", req, err)
+	}
+	return res
+}
+
+// release releases l at ceiling or fails the test.
+func release(t *testing.T, s allocator.Store, l allocator.Lease, ceiling int64) {
+	t.Helper()
+	err := s.Release(t.Context(), allocator.ReleaseRequest{Key: l.LeaseKey, Holder: l.Holder, FencingVersion: l.FencingVersion, CeilingMS: ceiling})
+	if err != nil {
+		t.Fatalf("Release(%d/%d by %s): %v", l.DatacenterID, l.WorkerID, l.Holder, err)
+	}
+}
+
+func listLeases(t *testing.T, s allocator.Store) []allocator.Lease {
+	t.Helper()
+	leases, err := s.ListLeases(t.Context())
+	if err != nil {
+		t.Fatalf("ListLeases: %v", err)
+	}
+	return leases
+}
+
+// allEvents returns every lease event, reading in pages.
+func allEvents(t *testing.T, s allocator.Store) []allocator.LeaseEvent {
+	t.Helper()
+	var all []allocator.LeaseEvent
+	for after := int64(0); ; {
+		page, err := s.ListLeaseEvents(t.Context(), after, 100)
+		if err != nil {
+			t.Fatalf("ListLeaseEvents: %v", err)
+		}
+		if len(page) == 0 {
+			return all
+		}
+		all = append(all, page...)
+		after = page[len(page)-1].ID
+	}
+}
+
+// checkFreshLease checks the times of a lease just claimed with ttl: all
+// database time, acquired_at = heartbeat_at = the claim's time, expiring ttl
+// later, not released.
+func checkFreshLease(t *testing.T, res allocator.ClaimResult, ttl time.Duration) {
+	t.Helper()
+	l := res.Lease
+	if !l.AcquiredAt.Equal(res.DBNow) || !l.HeartbeatAt.Equal(res.DBNow) {
+		t.Errorf("acquired_at %v heartbeat_at %v, want both the claim's database time %v", l.AcquiredAt, l.HeartbeatAt, res.DBNow)
+	}
+	if got := l.ExpiresAt.Sub(l.AcquiredAt); got != ttl {
+		t.Errorf("expires_at - acquired_at = %v, want the ttl %v", got, ttl)
+	}
+	if !l.ReleasedAt.IsZero() {
+		t.Errorf("released_at = %v, want NULL", l.ReleasedAt)
+	}
+	if !plausible(res.DBNow) {
+		t.Errorf("database time %v is far from this machine's: a time zone mistake?", res.DBNow)
+	}
+}
+
+// plausible reports whether a database time is in UTC and lies within an
+// hour of this machine's clock. The test databases run on this machine or
+// next to it, so a time further off means that a time zone was applied twice
+// or not at all; this is no measure of clock offset.
+func plausible(t time.Time) bool {
+	d := time.Since(t)
+	return t.Location() == time.UTC && d < time.Hour && d > -time.Hour
+}
