@@ -1,0 +1,355 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	mysqldriver "github.com/go-sql-driver/mysql"
+
+	"github.com/idgen-project/idgen/allocator"
+)
+
+// segmentColumns lists the columns of segments in the order scanSegment reads them.
+const segmentColumns = `namespace, max_id, step, min_step, max_step, mode, fallback,
+	version, created_at, updated_at, description`
+
+// CreateNamespace inserts ns and returns the row as stored. The store sets
+// version to 0 and both times to database time (UTC), whatever ns holds. It
+// returns an error wrapping allocator.ErrNamespaceExists if the name is
+// taken, and one wrapping allocator.ErrInvalidNamespace if ns breaks a
+// constraint of the table (steps out of order, unknown mode or fallback,
+// negative max_id, name too long).
+func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (allocator.Namespace, error) {
+	var got allocator.Namespace
+	err := s.segmentTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `
+			INSERT INTO segments (namespace, max_id, step, min_step, max_step, mode, fallback,
+				version, created_at, updated_at, description)
+			VALUES (?, ?, ?, ?, ?, ?, ?, 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), ?)`,
+			ns.Name, ns.MaxID, ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description)
+		if err != nil {
+			return err
+		}
+		got, err = scanSegment(tx.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ?`, ns.Name))
+		return err
+	})
+	if err != nil {
+		return allocator.Namespace{}, segmentError("create namespace", ns.Name, err)
+	}
+	return got, nil
+}
+
+// GetNamespace returns the namespace called name, or an error wrapping
+// allocator.ErrNamespaceNotFound.
+func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namespace, error) {
+	ns, err := scanSegment(s.db.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ?`, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return allocator.Namespace{}, fmt.Errorf("mysql: get namespace %q: %w", name, allocator.ErrNamespaceNotFound)
+	}
+	if err != nil {
+		return allocator.Namespace{}, segmentError("get namespace", name, err)
+	}
+	return ns, nil
+}
+
+// ListNamespaces returns every namespace in byte order of the name (the
+// column's collation is utf8mb4_bin).
+func (s *Store) ListNamespaces(ctx context.Context) ([]allocator.Namespace, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+segmentColumns+` FROM segments ORDER BY namespace`)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: list namespaces: %w", err)
+	}
+	defer rows.Close()
+	var list []allocator.Namespace
+	for rows.Next() {
+		ns, err := scanSegment(rows)
+		if err != nil {
+			return nil, fmt.Errorf("mysql: list namespaces: %w", err)
+		}
+		list = append(list, ns)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mysql: list namespaces: %w", err)
+	}
+	return list, nil
+}
+
+// UpdateNamespace changes the settings that u sets, stamps updated_at with
+// database time and returns the row after the change. It leaves max_id and
+// version alone, so a node may still give back the tail of a range it
+// fetched before the change. It returns an error wrapping
+// allocator.ErrNamespaceNotFound if the namespace does not exist, and one
+// wrapping allocator.ErrInvalidNamespace if the result would break a
+// constraint (for example min_step above max_step); the row is then unchanged.
+func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.NamespaceUpdate) (allocator.Namespace, error) {
+	var ns allocator.Namespace
+	err := s.segmentTx(ctx, func(tx *sql.Tx) error {
+		// Rows affected cannot tell a missing row from an unchanged one, so
+		// the read-back below, under the row lock the UPDATE took, decides.
+		_, err := tx.ExecContext(ctx, `
+			UPDATE segments SET
+				step        = COALESCE(?, step),
+				min_step    = COALESCE(?, min_step),
+				max_step    = COALESCE(?, max_step),
+				mode        = COALESCE(?, mode),
+				fallback    = COALESCE(?, fallback),
+				description = COALESCE(?, description),
+				updated_at  = UTC_TIMESTAMP(6)
+			WHERE namespace = ?`,
+			int64Arg(u.Step), int64Arg(u.MinStep), int64Arg(u.MaxStep),
+			modeArg(u.Mode), fallbackArg(u.Fallback), stringArg(u.Description), name)
+		if err != nil {
+			return err
+		}
+		ns, err = scanSegment(tx.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ?`, name))
+		return err
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return allocator.Namespace{}, fmt.Errorf("mysql: update namespace %q: %w", name, allocator.ErrNamespaceNotFound)
+	}
+	if err != nil {
+		return allocator.Namespace{}, segmentError("update namespace", name, err)
+	}
+	return ns, nil
+}
+
+// FetchSegment advances the namespace's max_id by n and increments its
+// version in one UPDATE that records the new max_id with LAST_INSERT_ID,
+// and returns the range it advanced over. The read-back of LAST_INSERT_ID()
+// and the row runs in the same transaction, on the same connection, while
+// the UPDATE's row lock keeps other fetches out, so the row returned is the
+// one this fetch left. Concurrent fetches queue on that lock, so their
+// ranges are disjoint. Any error, including a commit whose outcome is
+// unknown, returns no range: its IDs are never handed out.
+//
+// It returns an error wrapping allocator.ErrNamespaceNotFound if the
+// namespace does not exist, and one wrapping allocator.ErrInvalidNamespace
+// if n < 1 or the range would go past the largest int64 (the row is then
+// unchanged).
+func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
+	if n < 1 {
+		return allocator.Segment{}, fmt.Errorf("mysql: fetch segment of %q: count %d below 1: %w", name, n, allocator.ErrInvalidNamespace)
+	}
+	var (
+		ns      allocator.Namespace
+		matched bool
+	)
+	err := s.segmentTx(ctx, func(tx *sql.Tx) error {
+		// The max_id bound keeps max_id + n within BIGINT; a row it excludes
+		// is told apart from a missing one by fetchMiss.
+		res, err := tx.ExecContext(ctx, `
+			UPDATE segments SET
+				max_id     = LAST_INSERT_ID(max_id + ?),
+				version    = version + 1,
+				updated_at = UTC_TIMESTAMP(6)
+			WHERE namespace = ? AND max_id <= ?`,
+			n, name, int64(math.MaxInt64)-n)
+		if err != nil {
+			return err
+		}
+		// max_id changes whenever the row matches, so the count of changed
+		// rows is the count of matched rows.
+		affected, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if affected == 0 {
+			return nil
+		}
+		matched = true
+		var lastID int64
+		ns, err = scanSegmentWith(tx.QueryRowContext(ctx,
+			`SELECT LAST_INSERT_ID(), `+segmentColumns+` FROM segments WHERE namespace = ?`, name), &lastID)
+		if err != nil {
+			return err
+		}
+		if lastID != ns.MaxID {
+			return fmt.Errorf("LAST_INSERT_ID() %d differs from max_id %d read back", lastID, ns.MaxID)
+		}
+		return nil
+	})
+	if err != nil {
+		return allocator.Segment{}, segmentError("fetch segment of", name, err)
+	}
+	if !matched {
+		return allocator.Segment{}, s.fetchMiss(ctx, name, n)
+	}
+	return allocator.Segment{Namespace: ns, First: ns.MaxID - n + 1, Last: ns.MaxID}, nil
+}
+
+// fetchMiss explains why a fetch of n matched no row.
+func (s *Store) fetchMiss(ctx context.Context, name string, n int64) error {
+	ns, err := s.GetNamespace(ctx, name)
+	if err != nil {
+		return fmt.Errorf("mysql: fetch segment: %w", err)
+	}
+	return fmt.Errorf("mysql: fetch segment of %q: max_id %d + %d exceeds the largest int64: %w",
+		name, ns.MaxID, n, allocator.ErrInvalidNamespace)
+}
+
+// ReturnTail gives back the unused tail of the last range fetched: it sets
+// max_id to newMaxID and increments version, but only if max_id and
+// version still equal expectMaxID and expectVersion, that is if nobody
+// fetched since. It reports whether it changed the row; a namespace that
+// does not exist reports false. newMaxID above expectMaxID returns an
+// error wrapping allocator.ErrInvalidNamespace.
+func (s *Store) ReturnTail(ctx context.Context, name string, expectMaxID, expectVersion, newMaxID int64) (bool, error) {
+	if newMaxID > expectMaxID {
+		return false, fmt.Errorf("mysql: return tail of %q: new max_id %d above current %d: %w",
+			name, newMaxID, expectMaxID, allocator.ErrInvalidNamespace)
+	}
+	// version changes whenever the row matches, so rows affected counts
+	// matched rows.
+	res, err := s.db.ExecContext(ctx, `
+		UPDATE segments SET
+			max_id     = ?,
+			version    = version + 1,
+			updated_at = UTC_TIMESTAMP(6)
+		WHERE namespace = ? AND max_id = ? AND version = ?`,
+		newMaxID, name, expectMaxID, expectVersion)
+	if err != nil {
+		return false, segmentError("return tail of", name, err)
+	}
+	affected, err := res.RowsAffected()
+	if err != nil {
+		return false, segmentError("return tail of", name, err)
+	}
+	return affected == 1, nil
+}
+
+// segmentTx runs fn in one transaction at the server's default isolation
+// (REPEATABLE READ) and commits it; an error from fn rolls it back. Unlike
+// the lease transactions (inTx) it is neither SERIALIZABLE nor retried:
+// every segment transaction starts with a write to one row by primary key,
+// whose lock orders it against the others and keeps the read that follows
+// consistent, so there is no read-then-write race for SERIALIZABLE to catch.
+// A failure (a lock wait timeout under heavy contention, say) is returned
+// to the allocator, which decides when to fetch again.
+func (s *Store) segmentTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback() // the error from fn is the one that matters
+		return err
+	}
+	return tx.Commit()
+}
+
+// scanSegment reads one row of segmentColumns.
+func scanSegment(row interface{ Scan(...any) error }) (allocator.Namespace, error) {
+	return scanSegmentWith(row)
+}
+
+// scanSegmentWith reads the destinations in lead, then one row of segmentColumns.
+func scanSegmentWith(row interface{ Scan(...any) error }, lead ...any) (allocator.Namespace, error) {
+	var (
+		ns             allocator.Namespace
+		mode, fallback string
+	)
+	dest := append(lead,
+		&ns.Name, &ns.MaxID, &ns.Step, &ns.MinStep, &ns.MaxStep, &mode, &fallback, &ns.Version,
+		segmentTime{&ns.CreatedAt}, segmentTime{&ns.UpdatedAt}, &ns.Description)
+	if err := row.Scan(dest...); err != nil {
+		return allocator.Namespace{}, err
+	}
+	ns.Mode = allocator.Mode(mode)
+	ns.Fallback = allocator.Fallback(fallback)
+	return ns, nil
+}
+
+// segmentTime scans a DATETIME column holding UTC into a UTC time.Time,
+// whether the driver hands it over parsed (parseTime=true, in any loc) or
+// as text.
+type segmentTime struct{ t *time.Time }
+
+// segmentTimeLayout is how MySQL prints DATETIME(6).
+const segmentTimeLayout = "2006-01-02 15:04:05.999999"
+
+// Scan implements sql.Scanner.
+func (st segmentTime) Scan(src any) error {
+	switch v := src.(type) {
+	case time.Time:
+		// The stored value is UTC; read its wall clock as such whatever
+		// location the driver attached.
+		*st.t = time.Date(v.Year(), v.Month(), v.Day(), v.Hour(), v.Minute(), v.Second(), v.Nanosecond(), time.UTC)
+		return nil
+	case []byte:
+		return st.parse(string(v))
+	case string:
+		return st.parse(v)
+	case nil:
+		*st.t = time.Time{}
+		return nil
+	default:
+		return fmt.Errorf("cannot scan %T into a time", src)
+	}
+}
+
+func (st segmentTime) parse(s string) error {
+	t, err := time.ParseInLocation(segmentTimeLayout, s, time.UTC)
+	if err != nil {
+		return fmt.Errorf("parse DATETIME %q: %w", s, err)
+	}
+	*st.t = t
+	return nil
+}
+
+// segmentError wraps err from a statement on the namespace called name,
+// adding allocator.ErrNamespaceExists for a duplicate name and
+// allocator.ErrInvalidNamespace for a value the table refuses.
+func segmentError(op, name string, err error) error {
+	var myErr *mysqldriver.MySQLError
+	if errors.As(err, &myErr) {
+		switch myErr.Number {
+		case 1062: // ER_DUP_ENTRY
+			return fmt.Errorf("mysql: %s %q: %w: %w", op, name, allocator.ErrNamespaceExists, err)
+		case 3819, // ER_CHECK_CONSTRAINT_VIOLATED (MySQL)
+			4025, // ER_CONSTRAINT_FAILED (MariaDB)
+			1048, // ER_BAD_NULL_ERROR
+			1406, // ER_DATA_TOO_LONG
+			1366, // ER_TRUNCATED_WRONG_VALUE_FOR_FIELD
+			1264, // ER_WARN_DATA_OUT_OF_RANGE
+			1690: // ER_DATA_OUT_OF_RANGE
+			return fmt.Errorf("mysql: %s %q: %w: %w", op, name, allocator.ErrInvalidNamespace, err)
+		}
+	}
+	return fmt.Errorf("mysql: %s %q: %w", op, name, err)
+}
+
+// int64Arg turns an optional number into a parameter that is NULL when absent.
+func int64Arg(v *int64) sql.NullInt64 {
+	if v == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: *v, Valid: true}
+}
+
+// stringArg turns an optional string into a parameter that is NULL when absent.
+func stringArg(v *string) sql.NullString {
+	if v == nil {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: *v, Valid: true}
+}
+
+// modeArg turns an optional mode into a parameter that is NULL when absent.
+func modeArg(m *allocator.Mode) sql.NullString {
+	if m == nil {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: string(*m), Valid: true}
+}
+
+// fallbackArg turns an optional fallback into a parameter that is NULL when absent.
+func fallbackArg(f *allocator.Fallback) sql.NullString {
+	if f == nil {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: string(*f), Valid: true}
+}
