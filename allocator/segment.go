@@ -1,0 +1,500 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idgen-project/idgen/snowflake"
+)
+
+// Segments hands out dense, sequential IDs per namespace from ranges of the
+// namespace's counter in the segments table (see DESIGN.md, "Segments").
+//
+// For a namespace in buffered mode a node holds up to two ranges: the one it
+// draws from and the next one, fetched in the background once the current
+// range is consumed past SegmentSettings.Threshold. A draw from a warm range
+// is one atomic add and a bounds check; callers wait for the database only
+// when both ranges are empty. For a namespace in strict mode every draw is
+// its own fetch of exactly the IDs asked for, so IDs are gap-free and
+// increase across every node, at the speed of the database.
+//
+// An ID is handed out only from a range whose fetch returned without error.
+// A fetch that fails, even one whose commit may have happened before the
+// reply was lost, throws its range away and is tried again with a new fetch:
+// a range whose outcome is unknown is never used.
+//
+// A Segments is safe for concurrent use. Close stops it.
+type Segments struct {
+	store        SegmentStore
+	threshold    float64
+	fetchTimeout time.Duration
+	retryMin     time.Duration
+	retryMax     time.Duration
+	clock        snowflake.Clock
+	log          *slog.Logger
+	fallback     SnowflakeSource
+
+	// spaces maps a namespace name to its state. It is copied on write
+	// (under mu) so the hot path reads it with one atomic load and no lock.
+	spaces atomic.Pointer[map[string]*segNamespace]
+	mu     sync.Mutex // serialises writers of spaces and Close
+	closed atomic.Bool
+
+	// stop is cancelled by Close; it bounds every background fetch.
+	stop     context.Context
+	stopFunc context.CancelFunc
+	// wg counts the background goroutines (first lookups and range loads);
+	// Close waits for them.
+	wg sync.WaitGroup
+}
+
+// Defaults for a zero SegmentSettings.
+const (
+	DefaultSegmentThreshold    = 0.1
+	DefaultSegmentFetchTimeout = 5 * time.Second
+	DefaultSegmentRetryMin     = 50 * time.Millisecond
+	DefaultSegmentRetryMax     = 2 * time.Second
+)
+
+// MaxDrawCount is the largest number of IDs one draw may ask for.
+const MaxDrawCount = 1 << 24
+
+// The dynamic step: a range that lasted less than segmentGrowBelow doubles
+// the next step, one that lasted more than segmentShrinkAbove halves it.
+const (
+	segmentGrowBelow   = 15 * time.Minute
+	segmentShrinkAbove = 30 * time.Minute
+)
+
+// segClosedCursor is swapped into a range's cursor to stop draws from it at
+// once: every later reservation lands past the end of the range.
+const segClosedCursor = int64(1) << 62
+
+var (
+	// ErrInvalidCount is returned by the draw methods for a count below 1 or
+	// above MaxDrawCount.
+	ErrInvalidCount = errors.New("invalid count")
+
+	// ErrSegmentsClosed is returned by every draw after Segments.Close. It
+	// wraps ErrUnavailable.
+	ErrSegmentsClosed = fmt.Errorf("%w: segment allocator closed", ErrUnavailable)
+)
+
+// SegmentSettings configures a Segments. The zero value means the defaults.
+type SegmentSettings struct {
+	// Threshold is the fraction of the current range consumed before the
+	// next range is loaded in the background, in (0, 1]. Zero means
+	// DefaultSegmentThreshold; values above 1 mean 1.
+	Threshold float64
+	// FetchTimeout bounds each fetch from the store. Zero means
+	// DefaultSegmentFetchTimeout.
+	FetchTimeout time.Duration
+	// RetryMin and RetryMax bound the backoff between failed background
+	// fetches (doubling, with jitter). Zero means DefaultSegmentRetryMin and
+	// DefaultSegmentRetryMax.
+	RetryMin time.Duration
+	RetryMax time.Duration
+	// Clock measures how long ranges last (for the dynamic step) and fetch
+	// latencies. Nil means the system clock.
+	Clock snowflake.Clock
+	// Logger receives fetch failures, fallbacks and tail returns. Nil
+	// discards them.
+	Logger *slog.Logger
+	// Fallback serves Snowflake IDs for namespaces whose fallback is
+	// "snowflake" while their database is unreachable. Nil means no
+	// fallback is possible.
+	Fallback SnowflakeSource
+}
+
+// SnowflakeSource is what the segment allocator needs of the Snowflake side
+// to serve a fallback; the lease keeper implements it.
+type SnowflakeSource interface {
+	// NextSnowflakes appends n Snowflake IDs, in increasing order, to dst
+	// and returns the extended slice, or an error wrapping ErrUnavailable
+	// when the node cannot prove its lease.
+	NextSnowflakes(dst []int64, n int) ([]int64, error)
+	// SmallestIDNow returns the smallest Snowflake ID of the current
+	// millisecond: every ID issued from now on is at least this.
+	SmallestIDNow() int64
+}
+
+// Source says where the IDs of a Batch come from.
+type Source string
+
+const (
+	SourceSegment   Source = "segment"   // a range of the namespace's counter
+	SourceSnowflake Source = "snowflake" // the Snowflake fallback
+)
+
+// IDRange is a run of consecutive IDs First..Last (inclusive).
+type IDRange struct {
+	First int64
+	Last  int64
+}
+
+// Batch receives the result of a draw. It is owned by the caller, who may
+// reuse it: every draw truncates IDs and Ranges and appends to them, so a
+// reused Batch costs no allocation once its slices have grown.
+type Batch struct {
+	IDs    []int64   // the IDs in the order they were handed out
+	Ranges []IDRange // the contiguous runs IDs form, in the same order
+	Source Source    // SourceSegment, or SourceSnowflake when the fallback served
+}
+
+func (b *Batch) reset() {
+	b.IDs = b.IDs[:0]
+	b.Ranges = b.Ranges[:0]
+	b.Source = ""
+}
+
+// appendRun appends the n IDs first..first+n-1, merging them into the last
+// range when they continue it.
+func (b *Batch) appendRun(first, n int64) {
+	for id := first; id < first+n; id++ {
+		b.IDs = append(b.IDs, id)
+	}
+	last := first + n - 1
+	if k := len(b.Ranges); k > 0 && b.Ranges[k-1].Last+1 == first {
+		b.Ranges[k-1].Last = last
+		return
+	}
+	b.Ranges = append(b.Ranges, IDRange{First: first, Last: last})
+}
+
+// NewSegments returns a segment allocator drawing ranges from store.
+// Namespaces are looked up on first use; none is ever created by it.
+func NewSegments(store SegmentStore, s SegmentSettings) *Segments {
+	sg := &Segments{
+		store:        store,
+		threshold:    s.Threshold,
+		fetchTimeout: s.FetchTimeout,
+		retryMin:     s.RetryMin,
+		retryMax:     s.RetryMax,
+		clock:        s.Clock,
+		log:          s.Logger,
+		fallback:     s.Fallback,
+	}
+	if sg.threshold <= 0 {
+		sg.threshold = DefaultSegmentThreshold
+	}
+	if sg.threshold > 1 {
+		sg.threshold = 1
+	}
+	if sg.fetchTimeout <= 0 {
+		sg.fetchTimeout = DefaultSegmentFetchTimeout
+	}
+	if sg.retryMin <= 0 {
+		sg.retryMin = DefaultSegmentRetryMin
+	}
+	if sg.retryMax <= 0 {
+		sg.retryMax = DefaultSegmentRetryMax
+	}
+	if sg.retryMax < sg.retryMin {
+		sg.retryMax = sg.retryMin
+	}
+	if sg.clock == nil {
+		sg.clock = snowflake.SystemClock()
+	}
+	if sg.log == nil {
+		sg.log = slog.New(slog.DiscardHandler)
+	}
+	empty := map[string]*segNamespace{}
+	sg.spaces.Store(&empty)
+	sg.stop, sg.stopFunc = context.WithCancel(context.Background())
+	return sg
+}
+
+// ValidNamespace reports whether name is a valid namespace name: 1 to 64
+// characters of a-z, 0-9, '_', '.' and '-', starting with a letter or digit
+// (^[a-z0-9][a-z0-9_.-]{0,63}$). The error wraps ErrInvalidNamespace.
+func ValidNamespace(name string) error {
+	if len(name) == 0 {
+		return fmt.Errorf("%w: empty name", ErrInvalidNamespace)
+	}
+	if len(name) > 64 {
+		return fmt.Errorf("%w: name is %d bytes long, at most 64 allowed", ErrInvalidNamespace, len(name))
+	}
+	if c := name[0]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9') {
+		return fmt.Errorf("%w: name %q must start with a-z or 0-9", ErrInvalidNamespace, name)
+	}
+	for i := 1; i < len(name); i++ {
+		c := name[i]
+		if 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-' {
+			continue
+		}
+		return fmt.Errorf("%w: name %q may hold only a-z, 0-9, '_', '.' and '-'", ErrInvalidNamespace, name)
+	}
+	return nil
+}
+
+// Next returns one ID of namespace name.
+//
+// ctx bounds only waiting: a draw served from memory never looks at it.
+// Errors wrap ErrInvalidNamespace (malformed name), ErrNamespaceNotFound
+// (no such namespace) or ErrUnavailable (the database cannot be reached and
+// neither a range nor the fallback can serve; after Close,
+// ErrSegmentsClosed). When the namespace's Snowflake fallback serves, Next
+// returns a Snowflake ID like any other; callers that must tell the two
+// apart use Draw, whose Batch carries the source.
+func (s *Segments) Next(ctx context.Context, name string) (int64, error) {
+	if ns := (*s.spaces.Load())[name]; ns != nil {
+		if b := ns.cur.Load(); b != nil {
+			if off := b.used.Add(1) - 1; off < b.size {
+				if off == b.trigger {
+					ns.prefetch()
+				}
+				return b.first + off, nil
+			}
+		}
+		return ns.nextSlow(ctx)
+	}
+	ns, err := s.namespace(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	return ns.nextSlow(ctx)
+}
+
+// Draw hands out n IDs of namespace name into out (see Batch). Segment IDs
+// come in increasing order as contiguous ranges, spanning a switch of
+// ranges when needed; Snowflake fallback IDs are marked SourceSnowflake.
+// On error out holds no IDs. ctx bounds only waiting.
+//
+// Errors wrap ErrInvalidCount, ErrInvalidNamespace, ErrNamespaceNotFound or
+// ErrUnavailable (see Next).
+func (s *Segments) Draw(ctx context.Context, name string, n int, out *Batch) error {
+	out.reset()
+	if n < 1 || n > MaxDrawCount {
+		return fmt.Errorf("%w: %d IDs asked for, 1 to %d allowed", ErrInvalidCount, n, MaxDrawCount)
+	}
+	ns := (*s.spaces.Load())[name]
+	if ns == nil {
+		var err error
+		if ns, err = s.namespace(ctx, name); err != nil {
+			return err
+		}
+	}
+	return ns.draw(ctx, int64(n), out)
+}
+
+// Handle looks up namespace name (waiting for the store, bounded by ctx,
+// on first use) and returns a handle that draws from it without the lookup
+// by name. Errors are those of Next.
+func (s *Segments) Handle(ctx context.Context, name string) (*Handle, error) {
+	ns, err := s.namespace(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return &Handle{ns: ns}, nil
+}
+
+// Handle draws from one namespace. It is safe for concurrent use and stays
+// valid until its Segments is closed.
+type Handle struct {
+	ns *segNamespace
+}
+
+// Name returns the namespace's name.
+func (h *Handle) Name() string { return h.ns.name }
+
+// Next returns one ID of the handle's namespace, as Segments.Next does.
+func (h *Handle) Next(ctx context.Context) (int64, error) {
+	ns := h.ns
+	if b := ns.cur.Load(); b != nil {
+		if off := b.used.Add(1) - 1; off < b.size {
+			if off == b.trigger {
+				ns.prefetch()
+			}
+			return b.first + off, nil
+		}
+	}
+	return ns.nextSlow(ctx)
+}
+
+// Draw hands out n IDs of the handle's namespace, as Segments.Draw does.
+func (h *Handle) Draw(ctx context.Context, n int, out *Batch) error {
+	out.reset()
+	if n < 1 || n > MaxDrawCount {
+		return fmt.Errorf("%w: %d IDs asked for, 1 to %d allowed", ErrInvalidCount, n, MaxDrawCount)
+	}
+	return h.ns.draw(ctx, int64(n), out)
+}
+
+// SegmentStats describes one namespace as this node sees it, for metrics
+// and the status page.
+type SegmentStats struct {
+	Namespace string
+	Mode      Mode
+	Fallback  Fallback
+	// Step is the number of IDs the next background fetch asks for.
+	Step int64
+	// MaxID is the highest max_id this node has seen for the namespace.
+	MaxID int64
+	// Runway is the number of IDs left in both buffers.
+	Runway int64
+	// Fetches and FetchErrors count fetches from the store (background and
+	// strict ones), and those of them that failed.
+	Fetches     int64
+	FetchErrors int64
+	// LastFetchLatency is how long the last fetch took; LastFetchAt when it
+	// returned.
+	LastFetchLatency time.Duration
+	LastFetchAt      time.Time
+	// Fallbacks counts draws served by the Snowflake fallback, FallbackIDs
+	// the IDs they served.
+	Fallbacks   int64
+	FallbackIDs int64
+	// Loading is true while a background fetch is in flight.
+	Loading bool
+	// Failing is true from a failed fetch until the next successful one.
+	Failing bool
+	// LastError is the last fetch error, LastErrorAt when it happened.
+	LastError   error
+	LastErrorAt time.Time
+}
+
+// Stats returns the state of every namespace this node has used, ordered
+// by name.
+func (s *Segments) Stats() []SegmentStats {
+	m := *s.spaces.Load()
+	out := make([]SegmentStats, 0, len(m))
+	for _, ns := range m {
+		st, ok := ns.stats()
+		if ok {
+			out = append(out, st)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Namespace < out[j].Namespace })
+	return out
+}
+
+// NamespaceStats returns the state of one namespace, and false if this node
+// has not used it.
+func (s *Segments) NamespaceStats(name string) (SegmentStats, bool) {
+	ns := (*s.spaces.Load())[name]
+	if ns == nil {
+		return SegmentStats{}, false
+	}
+	return ns.stats()
+}
+
+// Close stops background fetches and waits for them, makes every later draw
+// fail with ErrSegmentsClosed, and returns the unused tail of each
+// namespace's most recent range to the store (compare-and-set on max_id and
+// version, bounded by ctx), so the next start continues right after the
+// last ID used. A tail whose compare-and-set fails (another node fetched
+// since) is skipped and never reused. Close returns the store errors of
+// the tail returns, joined; a second Close returns nil.
+func (s *Segments) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed.Store(true)
+	spaces := *s.spaces.Load()
+	s.mu.Unlock()
+
+	s.stopFunc()
+	for _, ns := range spaces {
+		ns.markClosed()
+	}
+	s.wg.Wait()
+
+	names := make([]string, 0, len(spaces))
+	for name := range spaces {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var errs []error
+	for _, name := range names {
+		t, ok := spaces[name].stopDraws()
+		if !ok {
+			continue
+		}
+		if err := s.returnTail(ctx, name, t); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// segTail is a ReturnTail call: set max_id to newMax if it is still
+// expectMax at version expectVersion.
+type segTail struct {
+	expectMax, expectVersion, newMax int64
+}
+
+func (s *Segments) returnTail(ctx context.Context, name string, t segTail) error {
+	ctx, cancel := context.WithTimeout(ctx, s.fetchTimeout)
+	defer cancel()
+	ok, err := s.store.ReturnTail(ctx, name, t.expectMax, t.expectVersion, t.newMax)
+	if err != nil {
+		s.log.Warn("segment tail not returned", "namespace", name, "from", t.newMax+1, "to", t.expectMax, "err", err)
+		return fmt.Errorf("return tail of namespace %q: %w", name, err)
+	}
+	if ok {
+		s.log.Info("segment tail returned", "namespace", name, "from", t.newMax+1, "to", t.expectMax)
+	} else {
+		s.log.Info("segment tail skipped: the namespace was fetched from since", "namespace", name, "from", t.newMax+1, "to", t.expectMax)
+	}
+	return nil
+}
+
+// namespace returns the state of name, creating it (and starting its first
+// lookup) if this node has not used it, and waits until the store has said
+// whether it exists.
+func (s *Segments) namespace(ctx context.Context, name string) (*segNamespace, error) {
+	ns := (*s.spaces.Load())[name]
+	if ns == nil {
+		if err := ValidNamespace(name); err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		if s.closed.Load() {
+			s.mu.Unlock()
+			return nil, ErrSegmentsClosed
+		}
+		old := *s.spaces.Load()
+		if ns = old[name]; ns == nil {
+			ns = newSegNamespace(s, name)
+			m := make(map[string]*segNamespace, len(old)+1)
+			for k, v := range old {
+				m[k] = v
+			}
+			m[name] = ns
+			s.spaces.Store(&m)
+			s.wg.Add(1)
+			go ns.run(true)
+		}
+		s.mu.Unlock()
+	}
+	if err := ns.waitKnown(ctx); err != nil {
+		return nil, err
+	}
+	return ns, nil
+}
+
+// forget removes ns from spaces (after its lookup failed), so the next use
+// of the name looks it up again.
+func (s *Segments) forget(ns *segNamespace) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := *s.spaces.Load()
+	if old[ns.name] != ns {
+		return
+	}
+	m := make(map[string]*segNamespace, len(old))
+	for k, v := range old {
+		if k != ns.name {
+			m[k] = v
+		}
+	}
+	s.spaces.Store(&m)
+}

@@ -1,0 +1,137 @@
+package allocator
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// benchSegments returns a Segments on a fake store whose namespace "orders"
+// has a range large enough that a benchmark never runs it dry, and a Handle
+// on it, warmed up (first range fetched, prefetch done).
+func benchSegments(b *testing.B) (*Segments, *Handle) {
+	b.Helper()
+	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 1 << 40})
+	s := NewSegments(store, SegmentSettings{})
+	b.Cleanup(func() { _ = s.Close(context.Background()) })
+	ctx := context.Background()
+	h, err := s.Handle(ctx, "orders")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range 2 {
+		if _, err := h.Next(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return s, h
+}
+
+// BenchmarkAtomicInt64Add is the baseline: the cost of the one atomic add a
+// warm draw must make.
+func BenchmarkAtomicInt64Add(b *testing.B) {
+	b.ReportAllocs()
+	var n atomic.Int64
+	for b.Loop() {
+		n.Add(1)
+	}
+}
+
+// BenchmarkSegmentDrawByName draws single IDs by namespace name from a warm
+// buffer.
+func BenchmarkSegmentDrawByName(b *testing.B) {
+	s, _ := benchSegments(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Next(ctx, "orders"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSegmentDrawHandle draws single IDs through a Handle.
+func BenchmarkSegmentDrawHandle(b *testing.B) {
+	_, h := benchSegments(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := h.Next(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSegmentDrawBatch100 draws batches of 100 into a reused Batch.
+func BenchmarkSegmentDrawBatch100(b *testing.B) {
+	s, _ := benchSegments(b)
+	ctx := context.Background()
+	var out Batch
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.Draw(ctx, "orders", 100, &out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSegmentDrawParallel draws single IDs by name from every P at once
+// (all from one namespace: one contended counter).
+func BenchmarkSegmentDrawParallel(b *testing.B) {
+	s, _ := benchSegments(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := s.Next(ctx, "orders"); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkSegmentDrawLatency measures the latency of single draws while
+// ranges switch, each fetch taking 20 ms in the fake store. The step starts
+// at 1,000 and grows by the dynamic step to 2^22 during the warm-up; the
+// timed draws then switch ranges several times. It reports p50, p99 and
+// p99.9 of the draw latency in nanoseconds, and the number of switches.
+func BenchmarkSegmentDrawLatency(b *testing.B) {
+	const maxStep = 1 << 22
+	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 1000, MinStep: 1000, MaxStep: maxStep})
+	store.setLatency(20 * time.Millisecond)
+	s := NewSegments(store, SegmentSettings{})
+	defer func() { _ = s.Close(context.Background()) }()
+	ctx := context.Background()
+	h, err := s.Handle(ctx, "orders")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for st, _ := s.NamespaceStats("orders"); st.Step < maxStep; st, _ = s.NamespaceStats("orders") {
+		if _, err := h.Next(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	lat := make([]time.Duration, b.N)
+	_, before, _ := store.counts()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		start := time.Now()
+		if _, err := h.Next(ctx); err != nil {
+			b.Fatal(err)
+		}
+		lat[i] = time.Since(start)
+	}
+	b.StopTimer()
+	_, after, _ := store.counts()
+	slices.Sort(lat)
+	pct := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(float64(len(lat))*p))]) }
+	b.ReportMetric(pct(0.50), "p50-ns")
+	b.ReportMetric(pct(0.99), "p99-ns")
+	b.ReportMetric(pct(0.999), "p99.9-ns")
+	b.ReportMetric(float64(lat[len(lat)-1]), "max-ns")
+	b.ReportMetric(float64(after-before), "fetches")
+}

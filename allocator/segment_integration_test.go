@@ -1,0 +1,535 @@
+package allocator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/pressly/goose/v3"
+	"github.com/rs/zerolog"
+
+	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/allocator/mysql"
+	"github.com/idgen-project/idgen/allocator/postgres"
+	"github.com/idgen-project/idgen/allocator/sqlite"
+	"github.com/idgen-project/idgen/internal/testdb"
+	"github.com/idgen-project/idgen/snowflake"
+)
+
+// These tests run the segment allocator against the real stores. Postgres
+// and MariaDB/MySQL are reached through a toxiproxy proxy run in this
+// process on 127.0.0.1, which adds latency or cuts the database off; SQLite
+// is a local file and has no proxy.
+
+// segBackend is one kind of database.
+type segBackend struct {
+	name  string
+	dsn   func(testing.TB) string
+	open  func(ctx context.Context, dsn string) (segTestStore, error)
+	proxy bool // reach it through toxiproxy
+}
+
+// segTestStore is what the tests need of a store.
+type segTestStore interface {
+	allocator.Store
+	Migrations() (*goose.Provider, error)
+}
+
+var segBackends = []segBackend{
+	{"postgres", testdb.Postgres, func(ctx context.Context, dsn string) (segTestStore, error) { return postgres.Open(ctx, dsn) }, true},
+	{"mysql", testdb.MySQL, func(ctx context.Context, dsn string) (segTestStore, error) { return mysql.Open(ctx, dsn) }, true},
+	{"sqlite", testdb.SQLite, func(ctx context.Context, dsn string) (segTestStore, error) { return sqlite.Open(ctx, dsn) }, false},
+}
+
+// segEnv is a migrated database of its own for one test, and the DSN that
+// allocators use (through the proxy when the backend has one).
+type segEnv struct {
+	backend segBackend
+	admin   allocator.Store // direct connection, for setting up rows
+	dsn     string
+	proxy   *toxiproxy.Proxy // nil for SQLite
+}
+
+func newSegEnv(tb testing.TB, b segBackend) *segEnv {
+	tb.Helper()
+	ctx := context.Background()
+	dsn := b.dsn(tb)
+	admin, err := b.open(ctx, dsn)
+	if err != nil {
+		tb.Fatalf("open %s: %v", b.name, err)
+	}
+	tb.Cleanup(func() { _ = admin.Close() })
+	p, err := admin.Migrations()
+	if err != nil {
+		tb.Fatalf("migrations: %v", err)
+	}
+	_, err = p.Up(ctx)
+	_ = p.Close()
+	if err != nil {
+		tb.Fatalf("migrate up: %v", err)
+	}
+	env := &segEnv{backend: b, admin: admin, dsn: dsn}
+	if b.proxy {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			tb.Fatalf("parse DSN: %v", err)
+		}
+		server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+		env.proxy = toxiproxy.NewProxy(server, b.name, "127.0.0.1:0", u.Host)
+		if err := env.proxy.Start(); err != nil {
+			tb.Fatalf("start toxiproxy: %v", err)
+		}
+		tb.Cleanup(env.proxy.Stop)
+		u.Host = env.proxy.Listen // the port it listens on, kept across Stop and Start
+		env.dsn = u.String()
+	}
+	return env
+}
+
+// store opens a store through the proxy, as a node of its own would.
+func (e *segEnv) store(tb testing.TB) allocator.Store {
+	tb.Helper()
+	st, err := e.backend.open(context.Background(), e.dsn)
+	if err != nil {
+		tb.Fatalf("open %s: %v", e.backend.name, err)
+	}
+	tb.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+func (e *segEnv) create(tb testing.TB, ns allocator.Namespace) {
+	tb.Helper()
+	if ns.MinStep == 0 {
+		ns.MinStep = ns.Step
+	}
+	if ns.MaxStep == 0 {
+		ns.MaxStep = ns.Step
+	}
+	if ns.Mode == "" {
+		ns.Mode = allocator.ModeBuffered
+	}
+	if ns.Fallback == "" {
+		ns.Fallback = allocator.FallbackNone
+	}
+	if _, err := e.admin.CreateNamespace(context.Background(), ns); err != nil {
+		tb.Fatalf("create namespace: %v", err)
+	}
+}
+
+// latency adds ms milliseconds to every reply from the database.
+func (e *segEnv) latency(tb testing.TB, ms int) {
+	tb.Helper()
+	_, err := e.proxy.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
+		`{"name":"latency","type":"latency","stream":"downstream","attributes":{"latency":%d}}`, ms)))
+	if err != nil {
+		tb.Fatalf("add latency toxic: %v", err)
+	}
+}
+
+// recordingStore records the ranges its FetchSegment returned without error.
+type recordingStore struct {
+	allocator.SegmentStore
+	mu      sync.Mutex
+	fetches int
+	ranges  []allocator.Segment
+}
+
+func (r *recordingStore) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
+	seg, err := r.SegmentStore.FetchSegment(ctx, name, n)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fetches++
+	if err == nil {
+		r.ranges = append(r.ranges, seg)
+	}
+	return seg, err
+}
+
+func segSettings() allocator.SegmentSettings {
+	return allocator.SegmentSettings{
+		FetchTimeout: 3 * time.Second,
+		RetryMin:     5 * time.Millisecond,
+		RetryMax:     50 * time.Millisecond,
+	}
+}
+
+func newSegs(tb testing.TB, st allocator.SegmentStore, s allocator.SegmentSettings) *allocator.Segments {
+	tb.Helper()
+	sg := allocator.NewSegments(st, s)
+	tb.Cleanup(func() { _ = sg.Close(context.Background()) })
+	return sg
+}
+
+func forEachBackend(t *testing.T, fn func(t *testing.T, env *segEnv)) {
+	for _, b := range segBackends {
+		t.Run(b.name, func(t *testing.T) { fn(t, newSegEnv(t, b)) })
+	}
+}
+
+// TestSegmentIntegrationUnique draws 1,000,000 IDs with 4 allocators of 8
+// goroutines each, step 1,000: every ID is unique, each goroutine's IDs and
+// each allocator's ranges increase, and there are at most 1,000 + 2 fetches
+// per allocator.
+func TestSegmentIntegrationUnique(t *testing.T) {
+	const (
+		allocators = 4
+		goroutines = 8
+		total      = 1_000_000
+		perG       = total / (allocators * goroutines)
+		step       = 1000
+	)
+	forEachBackend(t, func(t *testing.T, env *segEnv) {
+		env.create(t, allocator.Namespace{Name: "orders", Step: step})
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+
+		recs := make([]*recordingStore, allocators)
+		var (
+			wg   sync.WaitGroup
+			mu   sync.Mutex
+			all  = make([]int64, 0, total)
+			errs []error
+		)
+		start := time.Now()
+		for a := range allocators {
+			recs[a] = &recordingStore{SegmentStore: env.store(t)}
+			sg := newSegs(t, recs[a], segSettings())
+			for g := range goroutines {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					mine := make([]int64, 0, perG)
+					var b allocator.Batch
+					for i := 0; len(mine) < perG; i++ {
+						n := min([]int{1, 10, 1, 100, 1, 500}[i%6], perG-len(mine))
+						if n == 1 {
+							id, err := sg.Next(ctx, "orders")
+							if err != nil {
+								mu.Lock()
+								errs = append(errs, fmt.Errorf("allocator %d goroutine %d: %w", a, g, err))
+								mu.Unlock()
+								return
+							}
+							mine = append(mine, id)
+							continue
+						}
+						if err := sg.Draw(ctx, "orders", n, &b); err != nil {
+							mu.Lock()
+							errs = append(errs, fmt.Errorf("allocator %d goroutine %d: %w", a, g, err))
+							mu.Unlock()
+							return
+						}
+						mine = append(mine, b.IDs...)
+					}
+					for i := 1; i < len(mine); i++ {
+						if mine[i] <= mine[i-1] {
+							mu.Lock()
+							errs = append(errs, fmt.Errorf("allocator %d goroutine %d: ID %d after %d", a, g, mine[i], mine[i-1]))
+							mu.Unlock()
+							return
+						}
+					}
+					mu.Lock()
+					all = append(all, mine...)
+					mu.Unlock()
+				}()
+			}
+		}
+		wg.Wait()
+		t.Logf("%s: %d IDs in %v", env.backend.name, len(all), time.Since(start).Round(time.Millisecond))
+		for _, err := range errs {
+			t.Error(err)
+		}
+		if t.Failed() {
+			return
+		}
+		if len(all) != total {
+			t.Fatalf("IDs drawn: got %d, want %d", len(all), total)
+		}
+		slices.Sort(all)
+		for i := 1; i < len(all); i++ {
+			if all[i] == all[i-1] {
+				t.Fatalf("ID %d handed out twice", all[i])
+			}
+		}
+		fetches := 0
+		var ranges []allocator.Segment
+		for a, r := range recs {
+			r.mu.Lock()
+			fetches += r.fetches
+			for i := 1; i < len(r.ranges); i++ {
+				if r.ranges[i].First <= r.ranges[i-1].Last {
+					t.Errorf("allocator %d: range %d..%d fetched after %d..%d", a,
+						r.ranges[i].First, r.ranges[i].Last, r.ranges[i-1].First, r.ranges[i-1].Last)
+				}
+			}
+			ranges = append(ranges, r.ranges...)
+			r.mu.Unlock()
+		}
+		t.Logf("%s: %d fetches", env.backend.name, fetches)
+		if limit := total/step + 2*allocators; fetches > limit {
+			t.Errorf("fetches: got %d, want at most %d", fetches, limit)
+		}
+		// Every ID lies in a range whose fetch succeeded.
+		slices.SortFunc(ranges, func(a, b allocator.Segment) int { return int(a.First - b.First) })
+		j := 0
+		for _, id := range all {
+			for j < len(ranges) && ranges[j].Last < id {
+				j++
+			}
+			if j == len(ranges) || id < ranges[j].First {
+				t.Fatalf("ID %d lies in no range fetched", id)
+			}
+		}
+	})
+}
+
+// TestSegmentIntegrationStrict draws from a strict namespace with 3
+// allocators: in turns the IDs increase without gaps across allocators, and
+// concurrently they are gap-free together.
+func TestSegmentIntegrationStrict(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, env *segEnv) {
+		env.create(t, allocator.Namespace{Name: "invoices", Step: 1, Mode: allocator.ModeStrict})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		segs := make([]*allocator.Segments, 3)
+		for i := range segs {
+			segs[i] = newSegs(t, env.store(t), segSettings())
+		}
+
+		next := int64(1)
+		var b allocator.Batch
+		for i := range 30 {
+			n := 1 + i%3
+			if err := segs[i%3].Draw(ctx, "invoices", n, &b); err != nil {
+				t.Fatalf("draw %d: %v", i, err)
+			}
+			if want := []allocator.IDRange{{First: next, Last: next + int64(n) - 1}}; !slices.Equal(b.Ranges, want) {
+				t.Fatalf("draw %d (allocator %d): got %v, want %v", i, i%3, b.Ranges, want)
+			}
+			next += int64(n)
+		}
+
+		var (
+			wg  sync.WaitGroup
+			mu  sync.Mutex
+			all []int64
+		)
+		errc := make(chan error, 6)
+		for g := range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var b allocator.Batch
+				for j := range 40 {
+					if err := segs[g%3].Draw(ctx, "invoices", 1+j%4, &b); err != nil {
+						errc <- err
+						return
+					}
+					mu.Lock()
+					all = append(all, b.IDs...)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		close(errc)
+		for err := range errc {
+			t.Fatal(err)
+		}
+		slices.Sort(all)
+		for i, id := range all {
+			if want := next + int64(i); id != want {
+				t.Fatalf("concurrent strict IDs: got %d at %d, want %d", id, i, want)
+			}
+		}
+	})
+}
+
+// TestSegmentIntegrationTailReturn closes an allocator that used 10 IDs of a
+// 1,000-range: the next allocator starts at the 11th, unless another fetch
+// came in between, when the tail is skipped.
+func TestSegmentIntegrationTailReturn(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, env *segEnv) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		tests := []struct {
+			ns       string
+			between  bool
+			wantNext int64
+		}{
+			{"returned", false, 11},
+			{"skipped", true, 2001},
+		}
+		for _, tt := range tests {
+			env.create(t, allocator.Namespace{Name: tt.ns, Step: 1000})
+			a := allocator.NewSegments(env.store(t), segSettings())
+			var b allocator.Batch
+			if err := a.Draw(ctx, tt.ns, 10, &b); err != nil {
+				t.Fatal(err)
+			}
+			if tt.between {
+				// A fetch by another node: a's tail can no longer be given back.
+				if _, err := env.admin.FetchSegment(ctx, tt.ns, 1000); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := a.Close(ctx); err != nil {
+				t.Fatalf("%s: Close: %v", tt.ns, err)
+			}
+			c := newSegs(t, env.store(t), segSettings())
+			id, err := c.Next(ctx, tt.ns)
+			if err != nil || id != tt.wantNext {
+				t.Errorf("%s: next allocator's first ID: got %d, %v, want %d", tt.ns, id, err, tt.wantNext)
+			}
+		}
+	})
+}
+
+// testSnowflakes is a SnowflakeSource for the fallback test: IDs of the
+// default layout's current millisecond, handed out consecutively.
+type testSnowflakes struct {
+	mu     sync.Mutex
+	layout snowflake.Layout
+	next   int64
+}
+
+func (s *testSnowflakes) SmallestIDNow() int64 {
+	return int64(s.layout.SmallestID(time.Now()))
+}
+
+func (s *testSnowflakes) NextSnowflakes(dst []int64, n int) ([]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next = max(s.next, s.SmallestIDNow())
+	for range n {
+		dst = append(dst, s.next)
+		s.next++
+	}
+	return dst, nil
+}
+
+// TestSegmentIntegrationFallback cuts the database off (toxiproxy disabled)
+// with both buffers empty: a namespace with the Snowflake fallback serves
+// Snowflake IDs, one without fails with ErrUnavailable; once the database is
+// back, segment IDs continue above the old max_id.
+func TestSegmentIntegrationFallback(t *testing.T) {
+	for _, b := range segBackends {
+		if !b.proxy {
+			continue
+		}
+		t.Run(b.name, func(t *testing.T) {
+			env := newSegEnv(t, b)
+			env.create(t, allocator.Namespace{Name: "orders", Step: 100, Fallback: allocator.FallbackSnowflake})
+			env.create(t, allocator.Namespace{Name: "plain", Step: 100})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			set := segSettings()
+			set.Fallback = &testSnowflakes{layout: snowflake.DefaultLayout()}
+			sg := newSegs(t, env.store(t), set)
+
+			for _, ns := range []string{"orders", "plain"} {
+				if id, err := sg.Next(ctx, ns); err != nil || id != 1 {
+					t.Fatalf("%s: first Next: got %d, %v, want 1", ns, id, err)
+				}
+			}
+			env.proxy.Stop() // the database is cut off
+			var batch allocator.Batch
+			for _, ns := range []string{"orders", "plain"} {
+				// The rest of the range: its prefetch fails.
+				if err := sg.Draw(ctx, ns, 99, &batch); err != nil {
+					t.Fatalf("%s: Draw(99) from the buffer: %v", ns, err)
+				}
+			}
+			if err := sg.Draw(ctx, "plain", 3, &batch); !errors.Is(err, allocator.ErrUnavailable) {
+				t.Errorf("plain with the database cut off: got %v, want ErrUnavailable", err)
+			}
+			if err := sg.Draw(ctx, "orders", 3, &batch); err != nil {
+				t.Fatalf("orders with the database cut off: %v", err)
+			}
+			if batch.Source != allocator.SourceSnowflake || len(batch.IDs) != 3 || batch.IDs[0] <= 100 {
+				t.Errorf("orders with the database cut off: got %v from %q, want 3 Snowflake IDs", batch.IDs, batch.Source)
+			}
+			st, _ := sg.NamespaceStats("orders")
+			if st.Fallbacks != 1 || st.MaxID != 100 {
+				t.Errorf("stats: got %d fallbacks, max_id %d, want 1, 100", st.Fallbacks, st.MaxID)
+			}
+
+			if err := env.proxy.Start(); err != nil { // the database is back
+				t.Fatal(err)
+			}
+			for {
+				if err := sg.Draw(ctx, "orders", 2, &batch); err != nil {
+					t.Fatalf("orders after the database came back: %v", err)
+				}
+				if batch.Source == allocator.SourceSegment {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					t.Fatal("orders: still no segment IDs after the database came back")
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			if batch.IDs[0] <= 100 {
+				t.Errorf("orders after the database came back: got %v, want IDs above the old max_id 100", batch.IDs)
+			}
+		})
+	}
+}
+
+// BenchmarkSegmentIntegrationDrawLatency measures single draws while ranges
+// switch, with 20 ms of toxiproxy latency on every database reply (none on
+// SQLite, a local file). Like BenchmarkSegmentDrawLatency, it lets the
+// dynamic step grow first and reports p50, p99 and p99.9 in nanoseconds.
+func BenchmarkSegmentIntegrationDrawLatency(b *testing.B) {
+	const maxStep = 1 << 22
+	for _, be := range segBackends {
+		b.Run(be.name, func(b *testing.B) {
+			env := newSegEnv(b, be)
+			env.create(b, allocator.Namespace{Name: "orders", Step: 1000, MinStep: 1000, MaxStep: maxStep})
+			st := env.store(b)
+			if env.proxy != nil {
+				env.latency(b, 20)
+			}
+			sg := newSegs(b, st, allocator.SegmentSettings{})
+			ctx := context.Background()
+			h, err := sg.Handle(ctx, "orders")
+			if err != nil {
+				b.Fatal(err)
+			}
+			for s, _ := sg.NamespaceStats("orders"); s.Step < maxStep; s, _ = sg.NamespaceStats("orders") {
+				if _, err := h.Next(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			before, _ := sg.NamespaceStats("orders")
+			lat := make([]time.Duration, b.N)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				start := time.Now()
+				if _, err := h.Next(ctx); err != nil {
+					b.Fatal(err)
+				}
+				lat[i] = time.Since(start)
+			}
+			b.StopTimer()
+			after, _ := sg.NamespaceStats("orders")
+			slices.Sort(lat)
+			pct := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(float64(len(lat))*p))]) }
+			b.ReportMetric(pct(0.50), "p50-ns")
+			b.ReportMetric(pct(0.99), "p99-ns")
+			b.ReportMetric(pct(0.999), "p99.9-ns")
+			b.ReportMetric(float64(lat[len(lat)-1]), "max-ns")
+			b.ReportMetric(float64(after.Fetches-before.Fetches), "fetches")
+		})
+	}
+}

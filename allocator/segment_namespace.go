@@ -1,0 +1,680 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// segRange is one fetched range first..first+size-1. Draws reserve IDs by
+// adding to used; a reservation that lands past size is a miss. first, size,
+// trigger and version never change after the range is published.
+type segRange struct {
+	used    atomic.Int64 // offsets below used are handed out (used may run past size)
+	first   int64
+	size    int64
+	trigger int64 // the draw that takes this offset starts the background load of the next range
+	version int64 // the namespace's version after the fetch, for ReturnTail
+}
+
+func (r *segRange) last() int64 { return r.first + r.size - 1 }
+
+// remaining returns how many IDs of r are still unreserved.
+func (r *segRange) remaining() int64 {
+	if u := r.used.Load(); u < r.size {
+		return r.size - u
+	}
+	return 0
+}
+
+// stop makes every later reservation miss and returns how many IDs had been
+// reserved.
+func (r *segRange) stop() int64 {
+	return min(r.used.Swap(segClosedCursor), r.size)
+}
+
+// segNamespace is a node's state for one namespace. cur is read without a
+// lock by the draws; everything else is guarded by mu.
+type segNamespace struct {
+	s    *Segments
+	name string
+
+	cur atomic.Pointer[segRange] // the range draws come from; switched only under mu
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced whenever a waiter may proceed
+	next    *segRange     // the range loaded in the background, nil if none
+	known   bool          // the store's row has been read
+	lookErr error         // the first lookup failed; the state is being forgotten
+	closed  bool          // the Segments is closing
+	loading bool          // a goroutine is fetching (or looking up) for this namespace
+	// failing is the error of the last fetch while no fetch succeeded since.
+	failing error
+	hint    int64 // the largest number of IDs a waiter needs, for the next fetch
+
+	row         Namespace // the last row read or fetched
+	rowStep     int64     // row.Step when the step was last reset to it
+	mode        Mode
+	step        int64
+	maxKnown    int64 // the highest max_id seen
+	highest     int64 // the last ID of the highest range fetched in buffered mode
+	lastFetchAt time.Time
+
+	fetches     int64
+	fetchErrors int64
+	lastLatency time.Duration
+	lastErr     error
+	lastErrAt   time.Time
+	fallbacks   atomic.Int64
+	fallbackIDs atomic.Int64
+	fallingBack bool // a fallback was logged since the last successful fetch
+}
+
+func newSegNamespace(s *Segments, name string) *segNamespace {
+	return &segNamespace{
+		s:       s,
+		name:    name,
+		changed: make(chan struct{}),
+		loading: true, // run(true) is started with it
+	}
+}
+
+func (ns *segNamespace) broadcastLocked() {
+	close(ns.changed)
+	ns.changed = make(chan struct{})
+}
+
+// take reserves up to n IDs of r and returns the first one and how many it
+// got (0 if r is used up). The reservation that covers r's trigger offset
+// starts the background load of the next range.
+func (ns *segNamespace) take(r *segRange, n int64) (first, got int64) {
+	end := r.used.Add(n)
+	off := end - n
+	if off >= r.size {
+		return 0, 0
+	}
+	if off <= r.trigger && r.trigger < end {
+		ns.prefetch()
+	}
+	return r.first + off, min(n, r.size-off)
+}
+
+// prefetch starts the background load of the next range unless one is
+// loaded or loading.
+func (ns *segNamespace) prefetch() {
+	ns.mu.Lock()
+	if ns.next == nil && ns.mode != ModeStrict {
+		ns.startLoadLocked(0)
+	}
+	ns.mu.Unlock()
+}
+
+// startLoadLocked starts a background load unless one is in flight; need
+// is the number of IDs a waiter needs from it (0 for a prefetch).
+func (ns *segNamespace) startLoadLocked(need int64) {
+	if need > ns.hint {
+		ns.hint = need
+	}
+	if ns.loading || ns.closed || !ns.known {
+		return
+	}
+	ns.loading = true
+	ns.s.wg.Add(1)
+	go ns.run(false)
+}
+
+// markClosed wakes every waiter and stops new loads; called by Close.
+func (ns *segNamespace) markClosed() {
+	ns.mu.Lock()
+	ns.closed = true
+	ns.broadcastLocked()
+	ns.mu.Unlock()
+}
+
+// waitKnown waits until the first lookup of the namespace has finished.
+func (ns *segNamespace) waitKnown(ctx context.Context) error {
+	ns.mu.Lock()
+	for {
+		switch {
+		case ns.s.closed.Load():
+			ns.mu.Unlock()
+			return ErrSegmentsClosed
+		case ns.known:
+			ns.mu.Unlock()
+			return nil
+		case ns.lookErr != nil:
+			err := ns.lookErr
+			ns.mu.Unlock()
+			return err
+		}
+		ch := ns.changed
+		ns.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: namespace %q: waiting for the database: %w", ErrUnavailable, ns.name, ctx.Err())
+		}
+		ns.mu.Lock()
+	}
+}
+
+// run is the background goroutine of a namespace: the first lookup (when
+// lookup is true), then the load of one range, retried until it succeeds,
+// the error is one that retrying cannot cure, or the Segments closes.
+func (ns *segNamespace) run(lookup bool) {
+	defer ns.s.wg.Done()
+	if lookup && !ns.lookup() {
+		return
+	}
+	ns.load()
+}
+
+// lookup reads the namespace's row. It reports whether a range should be
+// loaded next.
+func (ns *segNamespace) lookup() bool {
+	s := ns.s
+	ctx, cancel := context.WithTimeout(s.stop, s.fetchTimeout)
+	row, err := s.store.GetNamespace(ctx, ns.name)
+	cancel()
+	if err != nil {
+		// Forget the name first, so that whoever sees the error and tries
+		// again looks the name up afresh.
+		s.forget(ns)
+	}
+	ns.mu.Lock()
+	if err != nil {
+		if segPermanent(err) {
+			ns.lookErr = fmt.Errorf("namespace %q: %w", ns.name, err)
+		} else {
+			ns.lookErr = fmt.Errorf("%w: namespace %q: %w", ErrUnavailable, ns.name, err)
+		}
+		ns.loading = false
+		ns.broadcastLocked()
+		ns.mu.Unlock()
+		return false
+	}
+	ns.known = true
+	ns.applyRowLocked(row)
+	ns.broadcastLocked()
+	if ns.mode == ModeStrict || ns.closed {
+		ns.loading = false
+		ns.mu.Unlock()
+		return false
+	}
+	ns.mu.Unlock()
+	return true
+}
+
+// load fetches the next range and publishes it, retrying with capped
+// backoff. A failed fetch's range is thrown away, whatever the store did.
+func (ns *segNamespace) load() {
+	s := ns.s
+	ns.mu.Lock()
+	step := ns.nextStepLocked(s.clock.Now())
+	ns.mu.Unlock()
+	backoff := s.retryMin
+	for {
+		ns.mu.Lock()
+		n := max(step, ns.hint)
+		ns.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(s.stop, s.fetchTimeout)
+		start := s.clock.Now()
+		seg, err := s.store.FetchSegment(ctx, ns.name, n)
+		cancel()
+		end := s.clock.Now()
+
+		ns.mu.Lock()
+		ns.fetches++
+		ns.lastLatency = end.Sub(start)
+		if err == nil {
+			err = ns.checkLocked(seg, n, true)
+		}
+		if err == nil {
+			ns.installLocked(seg, end)
+			ns.mu.Unlock()
+			return
+		}
+		ns.recordErrLocked(err, end)
+		stop := segPermanent(err) || ns.closed || s.stop.Err() != nil
+		if stop {
+			ns.loading = false
+		}
+		ns.broadcastLocked()
+		ns.mu.Unlock()
+		if stop {
+			return
+		}
+		s.log.Warn("segment fetch failed; its range is discarded", "namespace", ns.name, "step", n, "retry_in", backoff, "err", err)
+		if !segSleep(s.stop, segJitter(backoff)) {
+			ns.mu.Lock()
+			ns.loading = false
+			ns.broadcastLocked()
+			ns.mu.Unlock()
+			return
+		}
+		backoff = min(2*backoff, s.retryMax)
+	}
+}
+
+// checkLocked refuses a range that is not what was asked for or, for a
+// buffered load, that does not lie above every range fetched before: the
+// store would be handing out IDs again.
+func (ns *segNamespace) checkLocked(seg Segment, n int64, buffered bool) error {
+	if seg.Last-seg.First+1 != n || seg.Namespace.MaxID != seg.Last {
+		return fmt.Errorf("store returned IDs %d..%d (max_id %d) for a fetch of %d; range discarded",
+			seg.First, seg.Last, seg.Namespace.MaxID, n)
+	}
+	if buffered && seg.First <= ns.highest {
+		return fmt.Errorf("store returned IDs %d..%d below IDs already fetched (up to %d); range discarded",
+			seg.First, seg.Last, ns.highest)
+	}
+	return nil
+}
+
+func (ns *segNamespace) recordErrLocked(err error, at time.Time) {
+	ns.fetchErrors++
+	ns.lastErr = err
+	ns.lastErrAt = at
+	ns.failing = err
+}
+
+// installLocked publishes a fetched range: as the current range if that is
+// used up (or absent), else as the next one.
+func (ns *segNamespace) installLocked(seg Segment, at time.Time) {
+	ns.lastFetchAt = at
+	ns.failing = nil
+	ns.fallingBack = false
+	ns.hint = 0
+	ns.loading = false
+	ns.highest = max(ns.highest, seg.Last)
+	ns.applyRowLocked(seg.Namespace)
+	defer ns.broadcastLocked()
+	if ns.mode == ModeStrict {
+		// The namespace turned strict: this range is not served (its IDs
+		// are skipped), draws fetch exactly what they need from now on.
+		return
+	}
+	r := &segRange{
+		first:   seg.First,
+		size:    seg.Last - seg.First + 1,
+		version: seg.Namespace.Version,
+	}
+	r.trigger = min(int64(float64(r.size)*ns.s.threshold), r.size-1)
+	if cur := ns.cur.Load(); cur == nil || cur.remaining() == 0 {
+		ns.cur.Store(r)
+		return
+	}
+	ns.next = r
+}
+
+// applyRowLocked takes the settings of a row read or fetched from the store.
+func (ns *segNamespace) applyRowLocked(row Namespace) {
+	ns.row = row
+	ns.maxKnown = max(ns.maxKnown, row.MaxID)
+	if row.Step != ns.rowStep {
+		// First sight of the row, or its step was changed by an operator.
+		ns.rowStep = row.Step
+		ns.step = row.Step
+	}
+	mode := row.Mode
+	if mode != ModeStrict {
+		mode = ModeBuffered
+	}
+	if mode == ModeStrict && ns.mode != ModeStrict {
+		// Stop serving buffered ranges: their IDs are skipped, so strict
+		// draws are gap-free and increasing from here on.
+		if cur := ns.cur.Load(); cur != nil {
+			cur.stop()
+		}
+		ns.next = nil
+	}
+	ns.mode = mode
+}
+
+// stepBoundsLocked returns the row's min_step and max_step, made sane.
+func (ns *segNamespace) stepBoundsLocked() (lo, hi int64) {
+	lo, hi = ns.row.MinStep, ns.row.MaxStep
+	if lo < 1 {
+		lo = 1
+	}
+	if hi < lo {
+		hi = max(lo, ns.row.Step)
+	}
+	return lo, hi
+}
+
+// nextStepLocked returns the size of the next fetch: the step doubles when
+// the previous range lasted less than 15 minutes and halves when it lasted
+// more than 30, within the row's min_step..max_step. How long a range
+// lasted is the time since the previous fetch returned: fetches start at the
+// same point of consecutive ranges, so in steady state that is the lifetime
+// of one range.
+func (ns *segNamespace) nextStepLocked(now time.Time) int64 {
+	lo, hi := ns.stepBoundsLocked()
+	step := ns.step
+	if !ns.lastFetchAt.IsZero() {
+		switch lasted := now.Sub(ns.lastFetchAt); {
+		case lasted < segmentGrowBelow:
+			if step > hi/2 {
+				step = hi
+			} else {
+				step *= 2
+			}
+		case lasted > segmentShrinkAbove:
+			step /= 2
+		}
+	}
+	step = min(max(step, lo), hi)
+	if step != ns.step && ns.step != 0 {
+		ns.s.log.Debug("segment step changed", "namespace", ns.name, "from", ns.step, "to", step)
+	}
+	ns.step = step
+	return step
+}
+
+// segRefill says what a draw that found the current range used up does next.
+type segRefill int
+
+const (
+	segRetry    segRefill = iota // draw from the current range again
+	segStrict                    // the namespace is strict: fetch exactly the IDs needed
+	segFallback                  // serve from the Snowflake fallback
+	segFail                      // return the error
+)
+
+// refill is the slow path of a draw that found seen (the current range, or
+// nil) used up: switch to the next range, or start a load and wait for it
+// (bounded by ctx), or decide on the fallback. need is the number of IDs the
+// draw still needs. With segFallback it returns the highest max_id known and
+// the store's error.
+func (ns *segNamespace) refill(ctx context.Context, seen *segRange, need int64) (segRefill, int64, error) {
+	ns.mu.Lock()
+	for {
+		if ns.closed || ns.s.closed.Load() {
+			ns.mu.Unlock()
+			return segFail, 0, ErrSegmentsClosed
+		}
+		if ns.lookErr != nil {
+			err := ns.lookErr
+			ns.mu.Unlock()
+			return segFail, 0, err
+		}
+		if ns.known {
+			if ns.cur.Load() != seen {
+				ns.mu.Unlock()
+				return segRetry, 0, nil
+			}
+			if ns.mode == ModeStrict {
+				ns.mu.Unlock()
+				return segStrict, 0, nil
+			}
+			if ns.next != nil {
+				ns.cur.Store(ns.next)
+				ns.next = nil
+				ns.mu.Unlock()
+				return segRetry, 0, nil
+			}
+			ns.startLoadLocked(need)
+			if err := ns.failing; err != nil {
+				// Both buffers are empty and the store is failing: serve from
+				// the fallback or fail now rather than keep the caller waiting.
+				if segPermanent(err) {
+					ns.mu.Unlock()
+					return segFail, 0, fmt.Errorf("namespace %q: %w", ns.name, err)
+				}
+				if ns.s.fallback != nil && ns.row.Fallback == FallbackSnowflake {
+					maxID := ns.maxKnown
+					if !ns.fallingBack {
+						ns.fallingBack = true
+						ns.s.log.Warn("segment database failing; serving Snowflake IDs", "namespace", ns.name, "max_id", maxID, "err", err)
+					}
+					ns.mu.Unlock()
+					return segFallback, maxID, err
+				}
+				ns.mu.Unlock()
+				return segFail, 0, fmt.Errorf("%w: namespace %q: %w", ErrUnavailable, ns.name, err)
+			}
+		}
+		ch := ns.changed
+		ns.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return segFail, 0, fmt.Errorf("%w: namespace %q: waiting for a range: %w", ErrUnavailable, ns.name, ctx.Err())
+		}
+		ns.mu.Lock()
+	}
+}
+
+// nextSlow is the slow path of Next.
+func (ns *segNamespace) nextSlow(ctx context.Context) (int64, error) {
+	for {
+		cur := ns.cur.Load()
+		if cur != nil {
+			if first, got := ns.take(cur, 1); got == 1 {
+				return first, nil
+			}
+		}
+		act, maxID, err := ns.refill(ctx, cur, 1)
+		switch act {
+		case segRetry:
+			continue
+		case segStrict:
+			seg, err := ns.fetchStrict(ctx, 1)
+			return seg.First, err
+		case segFallback:
+			var buf [1]int64
+			ids, err := ns.serveFallback(buf[:0], 1, maxID, err)
+			if err != nil {
+				return 0, err
+			}
+			return ids[0], nil
+		default:
+			return 0, err
+		}
+	}
+}
+
+// draw hands out n IDs into out (already reset).
+func (ns *segNamespace) draw(ctx context.Context, n int64, out *Batch) error {
+	for rem := n; rem > 0; {
+		cur := ns.cur.Load()
+		if cur != nil {
+			if first, got := ns.take(cur, rem); got > 0 {
+				out.appendRun(first, got)
+				rem -= got
+				continue
+			}
+		}
+		act, maxID, err := ns.refill(ctx, cur, rem)
+		switch act {
+		case segRetry:
+		case segStrict:
+			seg, err := ns.fetchStrict(ctx, rem)
+			if err != nil {
+				out.reset()
+				return err
+			}
+			out.appendRun(seg.First, rem)
+			rem = 0
+		case segFallback:
+			// Any segment IDs reserved so far are skipped: one batch has
+			// one source.
+			out.reset()
+			ids, err := ns.serveFallback(out.IDs, n, maxID, err)
+			if err != nil {
+				out.reset()
+				return err
+			}
+			out.IDs = ids
+			for _, id := range ids {
+				if k := len(out.Ranges); k > 0 && out.Ranges[k-1].Last+1 == id {
+					out.Ranges[k-1].Last = id
+				} else {
+					out.Ranges = append(out.Ranges, IDRange{First: id, Last: id})
+				}
+			}
+			out.Source = SourceSnowflake
+			return nil
+		default:
+			out.reset()
+			return err
+		}
+	}
+	out.Source = SourceSegment
+	return nil
+}
+
+// fetchStrict fetches exactly n IDs for a strict draw, bounded by ctx and
+// the fetch timeout.
+func (ns *segNamespace) fetchStrict(ctx context.Context, n int64) (Segment, error) {
+	s := ns.s
+	if s.closed.Load() {
+		return Segment{}, ErrSegmentsClosed
+	}
+	fctx, cancel := context.WithTimeout(ctx, s.fetchTimeout)
+	start := s.clock.Now()
+	seg, err := s.store.FetchSegment(fctx, ns.name, n)
+	cancel()
+	end := s.clock.Now()
+
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	ns.fetches++
+	ns.lastLatency = end.Sub(start)
+	if err == nil {
+		err = ns.checkLocked(seg, n, false)
+	}
+	if err != nil {
+		ns.recordErrLocked(err, end)
+		if segPermanent(err) {
+			return Segment{}, fmt.Errorf("namespace %q: %w", ns.name, err)
+		}
+		return Segment{}, fmt.Errorf("%w: namespace %q: strict fetch: %w", ErrUnavailable, ns.name, err)
+	}
+	ns.lastFetchAt = end
+	ns.failing = nil
+	ns.applyRowLocked(seg.Namespace)
+	return seg, nil
+}
+
+// serveFallback appends n Snowflake IDs to dst, provided every one of them
+// lies above maxID (the highest max_id known for the namespace); storeErr is
+// the error that made the store unusable.
+func (ns *segNamespace) serveFallback(dst []int64, n, maxID int64, storeErr error) ([]int64, error) {
+	src := ns.s.fallback
+	if smallest := src.SmallestIDNow(); maxID >= smallest {
+		return dst, fmt.Errorf("%w: namespace %q: database failing and its max_id %d is not below the smallest Snowflake ID now (%d), so no fallback: %w",
+			ErrUnavailable, ns.name, maxID, smallest, storeErr)
+	}
+	k := len(dst)
+	ids, err := src.NextSnowflakes(dst, int(n))
+	if err != nil {
+		if !errors.Is(err, ErrUnavailable) {
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return dst[:k], fmt.Errorf("namespace %q: database failing and Snowflake fallback failed: %w", ns.name, err)
+	}
+	if int64(len(ids)-k) != n || ids[k] <= maxID {
+		return dst[:k], fmt.Errorf("%w: namespace %q: Snowflake fallback returned %d IDs for %d, or IDs not above max_id %d",
+			ErrUnavailable, ns.name, len(ids)-k, n, maxID)
+	}
+	ns.fallbacks.Add(1)
+	ns.fallbackIDs.Add(n)
+	return ids, nil
+}
+
+// stopDraws stops every draw from the namespace's ranges at once and returns
+// the tail to give back to the store: everything after the last ID used, up
+// to the end of the most recently fetched range, provided the unused ranges
+// follow that ID contiguously. Called by Close after the loads stopped.
+func (ns *segNamespace) stopDraws() (segTail, bool) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	ns.closed = true
+	cur, next := ns.cur.Load(), ns.next
+	ns.next = nil
+	var used int64
+	if cur != nil {
+		used = cur.stop()
+	}
+	switch {
+	case next != nil && cur != nil && cur.last()+1 == next.first:
+		// The unused end of cur and all of next: nobody fetched in between.
+		return segTail{expectMax: next.last(), expectVersion: next.version, newMax: cur.first + used - 1}, true
+	case next != nil:
+		return segTail{expectMax: next.last(), expectVersion: next.version, newMax: next.first - 1}, true
+	case cur != nil && used < cur.size:
+		return segTail{expectMax: cur.last(), expectVersion: cur.version, newMax: cur.first + used - 1}, true
+	}
+	return segTail{}, false
+}
+
+func (ns *segNamespace) stats() (SegmentStats, bool) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if !ns.known {
+		return SegmentStats{}, false
+	}
+	var runway int64
+	if cur := ns.cur.Load(); cur != nil {
+		runway += cur.remaining()
+	}
+	if ns.next != nil {
+		runway += ns.next.size
+	}
+	fb := ns.row.Fallback
+	if fb != FallbackSnowflake {
+		fb = FallbackNone
+	}
+	return SegmentStats{
+		Namespace:        ns.name,
+		Mode:             ns.mode,
+		Fallback:         fb,
+		Step:             ns.step,
+		MaxID:            ns.maxKnown,
+		Runway:           runway,
+		Fetches:          ns.fetches,
+		FetchErrors:      ns.fetchErrors,
+		LastFetchLatency: ns.lastLatency,
+		LastFetchAt:      ns.lastFetchAt,
+		Fallbacks:        ns.fallbacks.Load(),
+		FallbackIDs:      ns.fallbackIDs.Load(),
+		Loading:          ns.loading,
+		Failing:          ns.failing != nil,
+		LastError:        ns.lastErr,
+		LastErrorAt:      ns.lastErrAt,
+	}, true
+}
+
+// segPermanent reports whether a store error is one that retrying cannot
+// cure: the namespace is gone or the request is malformed.
+func segPermanent(err error) bool {
+	return errors.Is(err, ErrNamespaceNotFound) || errors.Is(err, ErrInvalidNamespace)
+}
+
+// segJitter returns a duration between d/2 and d.
+func segJitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
+// segSleep waits for d or until ctx is done, and reports whether d passed.
+func segSleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

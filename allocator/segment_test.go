@@ -1,0 +1,1020 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testSettings are SegmentSettings for tests: fast retries.
+func testSettings() SegmentSettings {
+	return SegmentSettings{RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond}
+}
+
+// newTestSegments returns a Segments on store that is closed when the test
+// ends.
+func newTestSegments(t *testing.T, store SegmentStore, s SegmentSettings) *Segments {
+	t.Helper()
+	sg := NewSegments(store, s)
+	t.Cleanup(func() { _ = sg.Close(context.Background()) })
+	return sg
+}
+
+// testCtx returns a context that ends with the test, bounded so that a
+// hung draw fails the test instead of hanging it.
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// cancelledCtx is a context that is already done: a draw that succeeds with
+// it did not wait.
+func cancelledCtx() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+// waitIdle waits until no background load of name is in flight.
+func waitIdle(t *testing.T, s *Segments, name string) {
+	t.Helper()
+	ns := (*s.spaces.Load())[name]
+	if ns == nil {
+		t.Fatalf("namespace %q not in use", name)
+	}
+	ctx := testCtx(t)
+	for {
+		ns.mu.Lock()
+		loading, ch := ns.loading, ns.changed
+		ns.mu.Unlock()
+		if !loading {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("namespace %q: background load still in flight", name)
+		}
+	}
+}
+
+func mustNext(t *testing.T, ctx context.Context, s *Segments, name string) int64 {
+	t.Helper()
+	id, err := s.Next(ctx, name)
+	if err != nil {
+		t.Fatalf("Next(%q): %v", name, err)
+	}
+	return id
+}
+
+func mustDraw(t *testing.T, ctx context.Context, s *Segments, name string, n int) Batch {
+	t.Helper()
+	var b Batch
+	if err := s.Draw(ctx, name, n, &b); err != nil {
+		t.Fatalf("Draw(%q, %d): %v", name, n, err)
+	}
+	return b
+}
+
+func stats(t *testing.T, s *Segments, name string) SegmentStats {
+	t.Helper()
+	st, ok := s.NamespaceStats(name)
+	if !ok {
+		t.Fatalf("no stats for namespace %q", name)
+	}
+	return st
+}
+
+func TestValidNamespace(t *testing.T) {
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"a", true},
+		{"0", true},
+		{"orders", true},
+		{"invoice.eu-west_2", true},
+		{"9lives", true},
+		{strings.Repeat("a", 64), true},
+		{"a" + strings.Repeat("_", 63), true},
+		{"", false},
+		{strings.Repeat("a", 65), false},
+		{"Orders", false},
+		{"_orders", false},
+		{".orders", false},
+		{"-orders", false},
+		{"order s", false},
+		{"orders/1", false},
+		{"orders;drop", false},
+		{"ordérs", false},
+		{"orders\n", false},
+		{"a'b", false},
+	}
+	for _, tt := range tests {
+		err := ValidNamespace(tt.name)
+		if got := err == nil; got != tt.ok {
+			t.Errorf("ValidNamespace(%q) = %v, want ok=%v", tt.name, err, tt.ok)
+		}
+		if err != nil && !errors.Is(err, ErrInvalidNamespace) {
+			t.Errorf("ValidNamespace(%q) = %v, want an error wrapping ErrInvalidNamespace", tt.name, err)
+		}
+	}
+}
+
+func TestSegmentsBadAndUnknownNames(t *testing.T) {
+	store := newFakeSegmentStore(Namespace{Name: "orders"})
+	s := newTestSegments(t, store, testSettings())
+	ctx := testCtx(t)
+
+	for _, name := range []string{"", "Orders", "-x", "a b", strings.Repeat("x", 65)} {
+		if _, err := s.Next(ctx, name); !errors.Is(err, ErrInvalidNamespace) {
+			t.Errorf("Next(%q): got %v, want ErrInvalidNamespace", name, err)
+		}
+		var b Batch
+		if err := s.Draw(ctx, name, 3, &b); !errors.Is(err, ErrInvalidNamespace) {
+			t.Errorf("Draw(%q): got %v, want ErrInvalidNamespace", name, err)
+		}
+		if _, err := s.Handle(ctx, name); !errors.Is(err, ErrInvalidNamespace) {
+			t.Errorf("Handle(%q): got %v, want ErrInvalidNamespace", name, err)
+		}
+	}
+	if gets, fetches, _ := store.counts(); gets != 0 || fetches != 0 {
+		t.Errorf("bad names reached the store: got %d lookups, %d fetches, want 0, 0", gets, fetches)
+	}
+
+	for i := range 3 {
+		if _, err := s.Next(ctx, "missing"); !errors.Is(err, ErrNamespaceNotFound) {
+			t.Fatalf("Next(missing) #%d: got %v, want ErrNamespaceNotFound", i, err)
+		}
+	}
+	if _, err := s.Handle(ctx, "missing"); !errors.Is(err, ErrNamespaceNotFound) {
+		t.Errorf("Handle(missing): got %v, want ErrNamespaceNotFound", err)
+	}
+	// An unknown name leaves nothing behind: each use asks the store again,
+	// and a namespace created later is found.
+	if gets, fetches, _ := store.counts(); gets != 4 || fetches != 0 {
+		t.Errorf("unknown name: got %d lookups, %d fetches, want 4, 0", gets, fetches)
+	}
+	if st := s.Stats(); len(st) != 0 {
+		t.Errorf("Stats after unknown names: got %d namespaces, want 0", len(st))
+	}
+	store.add(Namespace{Name: "missing", Step: 10})
+	if id := mustNext(t, ctx, s, "missing"); id != 1 {
+		t.Errorf("Next(missing) after creating it: got %d, want 1", id)
+	}
+
+	for _, n := range []int{0, -1, MaxDrawCount + 1} {
+		var b Batch
+		if err := s.Draw(ctx, "orders", n, &b); !errors.Is(err, ErrInvalidCount) {
+			t.Errorf("Draw(orders, %d): got %v, want ErrInvalidCount", n, err)
+		}
+	}
+}
+
+func TestSegmentsFirstUseWithDatabaseDown(t *testing.T) {
+	store := newFakeSegmentStore(Namespace{Name: "orders", Fallback: FallbackSnowflake})
+	store.setDown(errFakeDown)
+	sf := &fakeSnowflakeSource{}
+	sf.set(1<<40, 1<<40, nil)
+	set := testSettings()
+	set.Fallback = sf
+	s := newTestSegments(t, store, set)
+	ctx := testCtx(t)
+
+	// The row was never read, so its fallback setting is unknown: no fallback.
+	_, err := s.Next(ctx, "orders")
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, errFakeDown) {
+		t.Fatalf("Next with the database down: got %v, want ErrUnavailable wrapping the store error", err)
+	}
+	if sf.calls != 0 {
+		t.Errorf("fallback calls: got %d, want 0", sf.calls)
+	}
+	store.setDown(nil)
+	if id := mustNext(t, ctx, s, "orders"); id != 1 {
+		t.Errorf("Next after the database came back: got %d, want 1", id)
+	}
+}
+
+// TestSegmentsUniqueAcrossAllocators draws from one namespace with several
+// allocators and goroutines, with batches of mixed sizes.
+func TestSegmentsUniqueAcrossAllocators(t *testing.T) {
+	const (
+		allocators = 4
+		goroutines = 8
+		perG       = 6000
+		step       = 1000
+	)
+	store := newFakeSegmentStore(Namespace{Name: "orders", Step: step})
+	ctx := testCtx(t)
+
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		all   []int64
+		drawn [allocators]int64
+		errs  []error
+	)
+	segs := make([]*Segments, allocators)
+	for a := range allocators {
+		segs[a] = newTestSegments(t, store, testSettings())
+		for g := range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				mine := make([]int64, 0, perG)
+				var b Batch
+				for i := 0; len(mine) < perG; i++ {
+					n := []int{1, 1, 7, 1, 64, 1, 250}[i%7]
+					n = min(n, perG-len(mine))
+					if n == 1 && i%2 == 0 {
+						id, err := segs[a].Next(ctx, "orders")
+						if err != nil {
+							mu.Lock()
+							errs = append(errs, fmt.Errorf("allocator %d goroutine %d: %w", a, g, err))
+							mu.Unlock()
+							return
+						}
+						mine = append(mine, id)
+						continue
+					}
+					if err := segs[a].Draw(ctx, "orders", n, &b); err != nil {
+						mu.Lock()
+						errs = append(errs, fmt.Errorf("allocator %d goroutine %d: %w", a, g, err))
+						mu.Unlock()
+						return
+					}
+					if b.Source != SourceSegment || len(b.IDs) != n {
+						mu.Lock()
+						errs = append(errs, fmt.Errorf("allocator %d: Draw(%d) gave %d IDs from %q", a, n, len(b.IDs), b.Source))
+						mu.Unlock()
+						return
+					}
+					mine = append(mine, b.IDs...)
+				}
+				for i := 1; i < len(mine); i++ {
+					if mine[i] <= mine[i-1] {
+						mu.Lock()
+						errs = append(errs, fmt.Errorf("allocator %d goroutine %d: ID %d after %d", a, g, mine[i], mine[i-1]))
+						mu.Unlock()
+						return
+					}
+				}
+				mu.Lock()
+				all = append(all, mine...)
+				drawn[a] += int64(len(mine))
+				mu.Unlock()
+			}()
+		}
+	}
+	wg.Wait()
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		return
+	}
+	if got, want := len(all), allocators*goroutines*perG; got != want {
+		t.Fatalf("IDs drawn: got %d, want %d", got, want)
+	}
+	slices.Sort(all)
+	for i := 1; i < len(all); i++ {
+		if all[i] == all[i-1] {
+			t.Fatalf("ID %d handed out twice", all[i])
+		}
+	}
+	// Every ID lies in a committed range.
+	commits := store.commits()
+	slices.SortFunc(commits, func(a, b Segment) int { return int(a.First - b.First) })
+	j := 0
+	for _, id := range all {
+		for j < len(commits) && commits[j].Last < id {
+			j++
+		}
+		if j == len(commits) || id < commits[j].First {
+			t.Fatalf("ID %d lies in no committed range", id)
+		}
+	}
+	for a, sg := range segs {
+		st := stats(t, sg, "orders")
+		if limit := drawn[a]/step + 2; st.Fetches > limit {
+			t.Errorf("allocator %d: got %d fetches for %d IDs, want at most %d", a, st.Fetches, drawn[a], limit)
+		}
+	}
+}
+
+func TestSegmentsBatchSpansSwitch(t *testing.T) {
+	tests := []struct {
+		name   string
+		other  bool // another allocator fetches before this one's second range
+		prefix int  // IDs drawn before the batch
+		n      int
+		want   []IDRange
+	}{
+		{"contiguous switch merges", false, 95, 10, []IDRange{{96, 105}}},
+		{"gap across switch", true, 95, 10, []IDRange{{96, 100}, {201, 205}}},
+		{"exactly the rest", false, 95, 5, []IDRange{{96, 100}}},
+		{"larger than a step", false, 50, 260, []IDRange{{51, 310}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newFakeSegmentStore(Namespace{Name: "orders", Step: 100})
+			a := newTestSegments(t, store, testSettings())
+			b := newTestSegments(t, store, testSettings())
+			ctx := testCtx(t)
+
+			mustDraw(t, ctx, a, "orders", 5) // 1..5, before the trigger at 11
+			if tt.other {
+				if id := mustNext(t, ctx, b, "orders"); id != 101 {
+					t.Fatalf("other allocator: got %d, want 101", id)
+				}
+			}
+			mustDraw(t, ctx, a, "orders", tt.prefix-5) // crosses the trigger
+			waitIdle(t, a, "orders")
+			got := mustDraw(t, ctx, a, "orders", tt.n)
+			if !slices.Equal(got.Ranges, tt.want) {
+				t.Errorf("Ranges: got %v, want %v", got.Ranges, tt.want)
+			}
+			var wantIDs []int64
+			for _, r := range tt.want {
+				for id := r.First; id <= r.Last; id++ {
+					wantIDs = append(wantIDs, id)
+				}
+			}
+			if !slices.Equal(got.IDs, wantIDs) {
+				t.Errorf("IDs: got %v, want %v", got.IDs, wantIDs)
+			}
+			if got.Source != SourceSegment {
+				t.Errorf("Source: got %q, want %q", got.Source, SourceSegment)
+			}
+		})
+	}
+}
+
+func TestSegmentsOneLoadInFlight(t *testing.T) {
+	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 50})
+	store.setLatency(200 * time.Microsecond)
+	s := newTestSegments(t, store, testSettings())
+	ctx := testCtx(t)
+
+	var wg sync.WaitGroup
+	errc := make(chan error, 16)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var b Batch
+			for i := range 300 {
+				if err := s.Draw(ctx, "orders", 1+i%3, &b); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	if _, fetches, maxInFlight := store.counts(); maxInFlight != 1 {
+		t.Errorf("fetches in flight at once: got %d (of %d fetches), want 1", maxInFlight, fetches)
+	}
+}
+
+// TestSegmentsWaitOnlyWhenBothEmpty holds the background fetch at a gate and
+// draws with a context that is already cancelled: such a draw succeeds only
+// if it did not have to wait.
+func TestSegmentsWaitOnlyWhenBothEmpty(t *testing.T) {
+	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 100})
+	s := newTestSegments(t, store, testSettings())
+	ctx := testCtx(t)
+	done := cancelledCtx()
+
+	if id := mustNext(t, ctx, s, "orders"); id != 1 {
+		t.Fatalf("first Next: got %d, want 1", id)
+	}
+	store.closeGate()
+	// IDs 2..100: the 11th starts the background load, which is held.
+	for want := int64(2); want <= 100; want++ {
+		id, err := s.Next(done, "orders")
+		if err != nil || id != want {
+			t.Fatalf("Next with a load in flight: got %d, %v, want %d", id, err, want)
+		}
+	}
+	if st := stats(t, s, "orders"); !st.Loading || st.Runway != 0 {
+		t.Errorf("stats with both buffers empty: got loading=%v runway=%d, want true, 0", st.Loading, st.Runway)
+	}
+	// Both buffers empty: the draw waits, and its context is done.
+	if _, err := s.Next(done, "orders"); !errors.Is(err, context.Canceled) || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Next with both buffers empty: got %v, want context.Canceled and ErrUnavailable", err)
+	}
+	var b Batch
+	if err := s.Draw(done, "orders", 2, &b); !errors.Is(err, context.Canceled) || len(b.IDs) != 0 {
+		t.Fatalf("Draw with both buffers empty: got %v with %d IDs, want context.Canceled and none", err, len(b.IDs))
+	}
+	store.openGate()
+	waitIdle(t, s, "orders")
+	// The range loaded is served without waiting (the IDs reserved by the
+	// cancelled draws are skipped).
+	id, err := s.Next(done, "orders")
+	if err != nil || id != 101 {
+		t.Fatalf("Next after the load: got %d, %v, want 101", id, err)
+	}
+
+	// A range loaded in the background while the current one still has IDs
+	// becomes current without waiting.
+	rest := stats(t, s, "orders").Runway
+	if err := s.Draw(done, "orders", int(rest), &b); err != nil {
+		t.Fatalf("Draw(rest of range): %v", err)
+	}
+	waitIdle(t, s, "orders")
+	id, err = s.Next(done, "orders")
+	if err != nil || id != 201 {
+		t.Fatalf("Next after the switch: got %d, %v, want 201", id, err)
+	}
+}
+
+func TestSegmentsDynamicStep(t *testing.T) {
+	clock := newFakeSegmentClock()
+	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 100, MinStep: 25, MaxStep: 400})
+	set := testSettings()
+	set.Clock = clock
+	s := newTestSegments(t, store, set)
+	ctx := testCtx(t)
+
+	mustNext(t, ctx, s, "orders") // fetch of 100 at time 0
+	steps := []struct {
+		lasted time.Duration
+		want   int64
+		change func() // applied to the row before this fetch
+	}{
+		{time.Minute, 200, nil},
+		{time.Minute, 400, nil},
+		{14 * time.Minute, 400, nil}, // capped at max_step
+		{20 * time.Minute, 400, nil}, // between 15 and 30 minutes: kept
+		{31 * time.Minute, 200, nil},
+		{40 * time.Minute, 100, nil},
+		{time.Hour, 50, nil},
+		{time.Hour, 25, nil},
+		{time.Hour, 25, nil}, // floor at min_step
+		{20 * time.Minute, 25, func() { // an operator sets step 300: applied from the row this fetch returns
+			store.update("orders", func(ns *Namespace) { ns.Step = 300 })
+		}},
+		{20 * time.Minute, 300, nil},
+		{time.Minute, 400, nil},
+	}
+	for i, st := range steps {
+		if st.change != nil {
+			st.change()
+		}
+		clock.Advance(st.lasted)
+		// Draw the rest of the current range: it crosses the trigger, so the
+		// next range is fetched in the background.
+		rest := stats(t, s, "orders").Runway
+		mustDraw(t, ctx, s, "orders", int(rest))
+		waitIdle(t, s, "orders")
+		sizes := store.sizes()
+		if got := sizes[len(sizes)-1]; got != st.want {
+			t.Errorf("fetch %d after a range that lasted %v: got step %d, want %d (all: %v)", i+2, st.lasted, got, st.want, sizes)
+		}
+		if got := stats(t, s, "orders").Runway; got != st.want {
+			t.Errorf("fetch %d: runway got %d, want %d", i+2, got, st.want)
+		}
+	}
+}
+
+func TestSegmentsStrictGapFree(t *testing.T) {
+	store := newFakeSegmentStore(Namespace{Name: "invoices", Mode: ModeStrict, Step: 1000})
+	ctx := testCtx(t)
+	segs := make([]*Segments, 3)
+	for i := range segs {
+		segs[i] = newTestSegments(t, store, testSettings())
+	}
+
+	// Interleaved, one at a time: increasing and gap-free across allocators.
+	next := int64(1)
+	var b Batch
+	for i := range 30 {
+		s := segs[i%3]
+		n := 1 + i%4
+		if n == 1 {
+			id := mustNext(t, ctx, s, "invoices")
+			if id != next {
+				t.Fatalf("draw %d (allocator %d): got %d, want %d", i, i%3, id, next)
+			}
+			next++
+			continue
+		}
+		if err := s.Draw(ctx, "invoices", n, &b); err != nil {
+			t.Fatal(err)
+		}
+		if want := []IDRange{{next, next + int64(n) - 1}}; !slices.Equal(b.Ranges, want) {
+			t.Fatalf("draw %d (allocator %d): got %v, want %v", i, i%3, b.Ranges, want)
+		}
+		next += int64(n)
+	}
+
+	// Concurrently: together the IDs are gap-free.
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		all []int64
+	)
+	errc := make(chan error, 12)
+	for i := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var b Batch
+			for j := range 25 {
+				if err := segs[i%3].Draw(ctx, "invoices", 1+j%3, &b); err != nil {
+					errc <- err
+					return
+				}
+				mu.Lock()
+				all = append(all, b.IDs...)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	slices.Sort(all)
+	for i, id := range all {
+		if want := next + int64(i); id != want {
+			t.Fatalf("concurrent strict IDs: got %d at %d, want %d", id, i, want)
+		}
+	}
+	for i, s := range segs {
+		st := stats(t, s, "invoices")
+		if st.Runway != 0 || st.Mode != ModeStrict {
+			t.Errorf("allocator %d: got runway %d, mode %q, want 0, strict", i, st.Runway, st.Mode)
+		}
+	}
+	// Every fetch was exactly one draw: nothing was buffered.
+	if _, fetches, _ := store.counts(); fetches != 30+12*25 {
+		t.Errorf("fetches: got %d, want %d", fetches, 30+12*25)
+	}
+}
+
+func TestSegmentsTailReturn(t *testing.T) {
+	tests := []struct {
+		name string
+		// run draws from a (and from other allocators on the same store)
+		// before a is closed.
+		run      func(t *testing.T, ctx context.Context, a *Segments, store *fakeSegmentStore)
+		wantNext int64 // first ID of a new allocator after a closed
+		wantTail []bool
+	}{
+		{
+			name: "unused tail returned",
+			run: func(t *testing.T, ctx context.Context, a *Segments, store *fakeSegmentStore) {
+				mustDraw(t, ctx, a, "orders", 10)
+			},
+			wantNext: 11,
+			wantTail: []bool{true},
+		},
+		{
+			name: "another fetch in between: tail skipped",
+			run: func(t *testing.T, ctx context.Context, a *Segments, store *fakeSegmentStore) {
+				mustDraw(t, ctx, a, "orders", 10)
+				b := newTestSegments(t, store, testSettings())
+				if id := mustNext(t, ctx, b, "orders"); id != 1001 {
+					t.Fatalf("other allocator: got %d, want 1001", id)
+				}
+				if err := b.Close(ctx); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantNext: 1002, // b returned its own tail; a's 11..1000 are never reused
+			wantTail: []bool{true, false},
+		},
+		{
+			name: "tail spans the prefetched range",
+			run: func(t *testing.T, ctx context.Context, a *Segments, store *fakeSegmentStore) {
+				mustDraw(t, ctx, a, "orders", 150)
+				waitIdle(t, a, "orders")
+				if st := stats(t, a, "orders"); st.Runway != 1850 {
+					t.Fatalf("runway: got %d, want 1850", st.Runway)
+				}
+			},
+			wantNext: 151,
+			wantTail: []bool{true},
+		},
+		{
+			name: "prefetched range not contiguous: only it is returned",
+			run: func(t *testing.T, ctx context.Context, a *Segments, store *fakeSegmentStore) {
+				mustDraw(t, ctx, a, "orders", 5)
+				b := newTestSegments(t, store, testSettings())
+				mustNext(t, ctx, b, "orders") // 1001..2000 go to b
+				mustDraw(t, ctx, a, "orders", 145)
+				waitIdle(t, a, "orders") // a holds 2001..3000
+			},
+			wantNext: 2001,
+			wantTail: []bool{true},
+		},
+		{
+			name: "range fetched, nothing drawn",
+			run: func(t *testing.T, ctx context.Context, a *Segments, store *fakeSegmentStore) {
+				if _, err := a.Handle(ctx, "orders"); err != nil {
+					t.Fatal(err)
+				}
+				waitIdle(t, a, "orders")
+			},
+			wantNext: 1,
+			wantTail: []bool{true},
+		},
+		{
+			name: "range used up: nothing to return",
+			run: func(t *testing.T, ctx context.Context, a *Segments, store *fakeSegmentStore) {
+				if _, err := a.Handle(ctx, "orders"); err != nil {
+					t.Fatal(err)
+				}
+				waitIdle(t, a, "orders")
+				store.closeGate() // the prefetch never commits
+				mustDraw(t, ctx, a, "orders", 1000)
+			},
+			wantNext: 1001,
+			wantTail: nil,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newFakeSegmentStore(Namespace{Name: "orders", Step: 1000})
+			ctx := testCtx(t)
+			a := NewSegments(store, testSettings())
+			tt.run(t, ctx, a, store)
+			if err := a.Close(ctx); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			store.openGate()
+			if _, err := a.Next(ctx, "orders"); !errors.Is(err, ErrSegmentsClosed) {
+				t.Errorf("Next after Close: got %v, want ErrSegmentsClosed", err)
+			}
+			var got []bool
+			for _, c := range store.tailCalls() {
+				got = append(got, c.ok)
+			}
+			if !slices.Equal(got, tt.wantTail) {
+				t.Errorf("tail returns (ok per call): got %v, want %v", got, tt.wantTail)
+			}
+			c := newTestSegments(t, store, testSettings())
+			if id := mustNext(t, ctx, c, "orders"); id != tt.wantNext {
+				t.Errorf("next allocator's first ID: got %d, want %d", id, tt.wantNext)
+			}
+		})
+	}
+}
+
+func TestSegmentsCloseWithDatabaseDown(t *testing.T) {
+	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 1000})
+	ctx := testCtx(t)
+	a := NewSegments(store, testSettings())
+	mustDraw(t, ctx, a, "orders", 10)
+	store.setDown(errFakeDown)
+	if err := a.Close(ctx); !errors.Is(err, errFakeDown) {
+		t.Fatalf("Close with the database down: got %v, want the store error", err)
+	}
+	if err := a.Close(ctx); err != nil {
+		t.Errorf("second Close: got %v, want nil", err)
+	}
+	store.setDown(nil)
+	c := newTestSegments(t, store, testSettings())
+	if id := mustNext(t, ctx, c, "orders"); id != 1001 {
+		t.Errorf("next allocator's first ID: got %d, want 1001 (the tail is skipped)", id)
+	}
+}
+
+func TestSegmentsCloseStopsLoadsAndWaiters(t *testing.T) {
+	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 10})
+	ctx := testCtx(t)
+	s := NewSegments(store, testSettings())
+	h, err := s.Handle(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, s, "orders")
+	store.closeGate()
+	var b Batch
+	if err := h.Draw(ctx, 10, &b); err != nil { // starts a load held at the gate
+		t.Fatal(err)
+	}
+	waiter := make(chan error, 1)
+	go func() {
+		_, err := h.Next(ctx)
+		waiter <- err
+	}()
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := <-waiter; !errors.Is(err, ErrSegmentsClosed) {
+		t.Errorf("waiter during Close: got %v, want ErrSegmentsClosed", err)
+	}
+	if n := store.fetchesInFlight(); n != 0 {
+		t.Errorf("fetches in flight after Close: got %d, want 0", n)
+	}
+	for _, draw := range []func() error{
+		func() error { _, err := h.Next(ctx); return err },
+		func() error { return h.Draw(ctx, 2, &b) },
+		func() error { return s.Draw(ctx, "orders", 2, &b) },
+		func() error { _, err := s.Handle(ctx, "other"); return err },
+	} {
+		if err := draw(); !errors.Is(err, ErrSegmentsClosed) || !errors.Is(err, ErrUnavailable) {
+			t.Errorf("draw after Close: got %v, want ErrSegmentsClosed wrapping ErrUnavailable", err)
+		}
+	}
+}
+
+// TestSegmentsFailedFetchNeverServed makes fetches fail, some after their
+// commit (the reply is lost, or comes after the fetch timeout), and checks
+// that no ID of those ranges is ever handed out.
+func TestSegmentsFailedFetchNeverServed(t *testing.T) {
+	errLost := errors.New("fake store: connection reset")
+	tests := []struct {
+		name     string
+		faults   []fakeFault
+		wantLost int // committed ranges whose fetch failed
+	}{
+		{"first fetch: reply lost", []fakeFault{{err: errLost, commit: true}}, 1},
+		{"prefetch: reply lost twice", []fakeFault{{}, {err: errLost, commit: true}, {err: errLost, commit: true}}, 2},
+		{"prefetch: error before commit", []fakeFault{{}, {err: errLost}}, 0},
+		{"prefetch: reply after the fetch timeout", []fakeFault{{}, {delay: time.Minute}}, 1},
+		{"first fetch: reply after the fetch timeout", []fakeFault{{delay: time.Minute}}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newFakeSegmentStore(Namespace{Name: "orders", Step: 100})
+			store.inject(tt.faults...)
+			set := testSettings()
+			set.FetchTimeout = 50 * time.Millisecond
+			s := newTestSegments(t, store, set)
+			ctx := testCtx(t)
+
+			var served []int64
+			var b Batch
+			for failures := 0; len(served) < 500; {
+				if err := s.Draw(ctx, "orders", 7, &b); err != nil {
+					if !errors.Is(err, ErrUnavailable) || failures > 10 {
+						t.Fatalf("Draw: got %v after %d failures, want success or ErrUnavailable", err, failures)
+					}
+					failures++
+					waitIdle(t, s, "orders")
+					continue
+				}
+				served = append(served, b.IDs...)
+			}
+			lost := store.lostRanges()
+			if len(lost) != tt.wantLost {
+				t.Fatalf("committed ranges whose fetch failed: got %d, want %d", len(lost), tt.wantLost)
+			}
+			for i, id := range served {
+				if i > 0 && id <= served[i-1] {
+					t.Fatalf("ID %d after %d", id, served[i-1])
+				}
+				for _, l := range lost {
+					if l.First <= id && id <= l.Last {
+						t.Fatalf("ID %d served from the range %d..%d whose fetch failed", id, l.First, l.Last)
+					}
+				}
+			}
+			if st := stats(t, s, "orders"); st.FetchErrors != int64(len(tt.faults)-countZero(tt.faults)) || st.LastError == nil {
+				t.Errorf("stats: got %d fetch errors, last error %v, want %d and an error", st.FetchErrors, st.LastError, len(tt.faults)-countZero(tt.faults))
+			}
+		})
+	}
+}
+
+func countZero(faults []fakeFault) int {
+	n := 0
+	for _, f := range faults {
+		if f == (fakeFault{}) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestSegmentsFallback(t *testing.T) {
+	const smallest = 1 << 40 // the fake "smallest Snowflake ID now"
+	tests := []struct {
+		name      string
+		ns        Namespace
+		noSource  bool
+		smallest  int64
+		sourceErr error
+		remove    bool // the namespace is deleted instead of the database failing
+		wantErr   error
+		wantSrc   Source
+	}{
+		{name: "fallback serves", ns: Namespace{Fallback: FallbackSnowflake}, smallest: smallest, wantSrc: SourceSnowflake},
+		{name: "fallback none", ns: Namespace{Fallback: FallbackNone}, smallest: smallest, wantErr: ErrUnavailable},
+		{name: "strict never falls back", ns: Namespace{Fallback: FallbackSnowflake, Mode: ModeStrict}, smallest: smallest, wantErr: ErrUnavailable},
+		{name: "no Snowflake source", ns: Namespace{Fallback: FallbackSnowflake}, noSource: true, smallest: smallest, wantErr: ErrUnavailable},
+		{name: "max_id not below the smallest Snowflake ID", ns: Namespace{Fallback: FallbackSnowflake}, smallest: 10, wantErr: ErrUnavailable},
+		{name: "max_id just below the smallest Snowflake ID", ns: Namespace{Fallback: FallbackSnowflake}, smallest: 11, wantSrc: SourceSnowflake},
+		{name: "Snowflake source unavailable", ns: Namespace{Fallback: FallbackSnowflake}, smallest: smallest, sourceErr: fmt.Errorf("lease lost: %w", ErrUnavailable), wantErr: ErrUnavailable},
+		{name: "namespace deleted: no fallback", ns: Namespace{Fallback: FallbackSnowflake}, smallest: smallest, remove: true, wantErr: ErrNamespaceNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.ns.Name, tt.ns.Step = "orders", 10
+			store := newFakeSegmentStore(tt.ns)
+			sf := &fakeSnowflakeSource{}
+			sf.set(smallest+5, tt.smallest, tt.sourceErr)
+			set := testSettings()
+			if !tt.noSource {
+				set.Fallback = sf
+			}
+			s := newTestSegments(t, store, set)
+			ctx := testCtx(t)
+
+			// The first range (or strict draw) is fetched; the database then
+			// fails while the rest of the range is drawn: the known max_id is 10
+			// and both buffers are empty.
+			mustNext(t, ctx, s, "orders")
+			waitIdle(t, s, "orders")
+			if tt.ns.Mode == ModeStrict {
+				mustDraw(t, ctx, s, "orders", 9)
+			}
+			if tt.remove {
+				store.remove("orders")
+			} else {
+				store.setDown(errFakeDown)
+			}
+			if tt.ns.Mode != ModeStrict {
+				mustDraw(t, ctx, s, "orders", 9) // starts a prefetch, which fails
+			}
+			if got := stats(t, s, "orders"); got.MaxID != 10 || got.Runway != 0 {
+				t.Fatalf("known max_id, runway: got %d, %d, want 10, 0", got.MaxID, got.Runway)
+			}
+
+			var b Batch
+			err := s.Draw(ctx, "orders", 3, &b)
+			st := stats(t, s, "orders")
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("Draw: got %v, want %v", err, tt.wantErr)
+				}
+				if len(b.IDs) != 0 || st.Fallbacks != 0 {
+					t.Errorf("after a failed draw: got %d IDs, %d fallbacks, want 0, 0", len(b.IDs), st.Fallbacks)
+				}
+				if tt.remove && errors.Is(err, ErrUnavailable) {
+					t.Errorf("Draw of a deleted namespace: got %v, which wraps ErrUnavailable", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Draw: %v", err)
+			}
+			want := Batch{IDs: []int64{smallest + 5, smallest + 6, smallest + 7}, Ranges: []IDRange{{smallest + 5, smallest + 7}}, Source: tt.wantSrc}
+			if !slices.Equal(b.IDs, want.IDs) || !slices.Equal(b.Ranges, want.Ranges) || b.Source != want.Source {
+				t.Errorf("Draw: got %+v, want %+v", b, want)
+			}
+			id, err := s.Next(ctx, "orders")
+			if err != nil || id != smallest+8 {
+				t.Errorf("Next: got %d, %v, want %d", id, err, smallest+8)
+			}
+			if st := stats(t, s, "orders"); st.Fallbacks != 2 || st.FallbackIDs != 4 || !st.Failing {
+				t.Errorf("stats: got %d fallbacks, %d IDs, failing=%v, want 2, 4, true", st.Fallbacks, st.FallbackIDs, st.Failing)
+			}
+
+			// The database is back: segment IDs continue above the old max_id.
+			store.setDown(nil)
+			waitIdle(t, s, "orders")
+			b = mustDraw(t, ctx, s, "orders", 2)
+			if b.Source != SourceSegment || b.IDs[0] != 11 {
+				t.Errorf("Draw after the database came back: got %v from %q, want 11, 12 from segment", b.IDs, b.Source)
+			}
+		})
+	}
+}
+
+func TestSegmentsModeChange(t *testing.T) {
+	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 10})
+	s := newTestSegments(t, store, testSettings())
+	ctx := testCtx(t)
+
+	mustDraw(t, ctx, s, "orders", 5)
+	store.update("orders", func(ns *Namespace) { ns.Mode = ModeStrict })
+	// The prefetch started by this draw returns the row in strict mode: the
+	// buffered ranges are dropped and draws fetch exactly what they need.
+	mustDraw(t, ctx, s, "orders", 2)
+	waitIdle(t, s, "orders")
+	if st := stats(t, s, "orders"); st.Mode != ModeStrict || st.Runway != 0 {
+		t.Fatalf("after the switch to strict: got mode %q, runway %d, want strict, 0", st.Mode, st.Runway)
+	}
+	_, before, _ := store.counts()
+	b := mustDraw(t, ctx, s, "orders", 3)
+	if want := []IDRange{{21, 23}}; !slices.Equal(b.Ranges, want) {
+		t.Errorf("strict draw: got %v, want %v", b.Ranges, want)
+	}
+	if id := mustNext(t, ctx, s, "orders"); id != 24 {
+		t.Errorf("strict Next: got %d, want 24", id)
+	}
+	if _, after, _ := store.counts(); after-before != 2 {
+		t.Errorf("fetches for two strict draws: got %d, want 2", after-before)
+	}
+
+	store.update("orders", func(ns *Namespace) { ns.Mode = ModeBuffered })
+	mustNext(t, ctx, s, "orders") // a strict fetch that reads the new mode: 25
+	if id := mustNext(t, ctx, s, "orders"); id != 26 {
+		t.Errorf("first buffered Next: got %d, want 26", id)
+	}
+	waitIdle(t, s, "orders")
+	if st := stats(t, s, "orders"); st.Mode != ModeBuffered || st.Runway != 9 {
+		t.Errorf("after the switch to buffered: got mode %q, runway %d, want buffered, 9", st.Mode, st.Runway)
+	}
+}
+
+func TestSegmentsStats(t *testing.T) {
+	store := newFakeSegmentStore(
+		Namespace{Name: "b-orders", Step: 100, MinStep: 10, MaxStep: 1000, Fallback: FallbackSnowflake},
+		Namespace{Name: "a-invoices", Mode: ModeStrict, Step: 5},
+	)
+	s := newTestSegments(t, store, testSettings())
+	ctx := testCtx(t)
+	mustDraw(t, ctx, s, "b-orders", 30)
+	waitIdle(t, s, "b-orders")
+	mustDraw(t, ctx, s, "a-invoices", 3)
+
+	got := s.Stats()
+	if len(got) != 2 || got[0].Namespace != "a-invoices" || got[1].Namespace != "b-orders" {
+		t.Fatalf("Stats: got %+v, want a-invoices then b-orders", got)
+	}
+	inv, ord := got[0], got[1]
+	if inv.Mode != ModeStrict || inv.Runway != 0 || inv.Fetches != 1 || inv.MaxID != 3 || inv.Loading {
+		t.Errorf("a-invoices: got %+v, want strict, runway 0, 1 fetch, max_id 3, not loading", inv)
+	}
+	if ord.Mode != ModeBuffered || ord.Fallback != FallbackSnowflake || ord.Fetches != 2 || ord.Runway != 70+200 ||
+		ord.Step != 200 || ord.MaxID != 300 || ord.Loading || ord.Failing || ord.LastError != nil {
+		t.Errorf("b-orders: got %+v, want buffered, snowflake, 2 fetches, runway 270, step 200, max_id 300, idle", ord)
+	}
+}
+
+func TestSegmentsHandle(t *testing.T) {
+	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 10})
+	s := newTestSegments(t, store, testSettings())
+	ctx := testCtx(t)
+	h, err := s.Handle(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Name() != "orders" {
+		t.Errorf("Name: got %q, want orders", h.Name())
+	}
+	for want := int64(1); want <= 25; want++ {
+		id, err := h.Next(ctx)
+		if err != nil || id != want {
+			t.Fatalf("Handle.Next: got %d, %v, want %d", id, err, want)
+		}
+	}
+	var b Batch
+	if err := h.Draw(ctx, 10, &b); err != nil {
+		t.Fatal(err)
+	}
+	if want := []IDRange{{26, 35}}; !slices.Equal(b.Ranges, want) {
+		t.Errorf("Handle.Draw: got %v, want %v", b.Ranges, want)
+	}
+	if id := mustNext(t, ctx, s, "orders"); id != 36 {
+		t.Errorf("Next by name after the handle: got %d, want 36", id)
+	}
+}
+
+// TestSegmentsWarmDrawsDoNotAllocate checks the hot path: a draw from a warm
+// buffer allocates nothing, a reused Batch included.
+func TestSegmentsWarmDrawsDoNotAllocate(t *testing.T) {
+	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 1 << 30})
+	s := newTestSegments(t, store, testSettings())
+	ctx := testCtx(t)
+	h, err := s.Handle(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustDraw(t, ctx, s, "orders", 1<<20) // past the trigger: the prefetch is done
+	waitIdle(t, s, "orders")
+	b := Batch{IDs: make([]int64, 0, 64), Ranges: make([]IDRange, 0, 4)}
+	tests := []struct {
+		name string
+		fn   func()
+	}{
+		{"Segments.Next", func() { _, _ = s.Next(ctx, "orders") }},
+		{"Handle.Next", func() { _, _ = h.Next(ctx) }},
+		{"Segments.Draw", func() { _ = s.Draw(ctx, "orders", 50, &b) }},
+		{"Handle.Draw", func() { _ = h.Draw(ctx, 50, &b) }},
+	}
+	for _, tt := range tests {
+		if got := testing.AllocsPerRun(1000, tt.fn); got != 0 {
+			t.Errorf("%s: got %v allocs per draw, want 0", tt.name, got)
+		}
+	}
+}
