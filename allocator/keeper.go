@@ -1,0 +1,677 @@
+package allocator
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idgen-project/idgen/snowflake"
+)
+
+// Defaults of KeeperSettings.
+const (
+	DefaultLeaseTTL        = 30 * time.Second
+	DefaultMaxCeilingAhead = 5 * time.Second
+	DefaultMaxClockOffset  = 5 * time.Second
+)
+
+// Errors returned by the lease keeper, wrapped together with ErrUnavailable
+// when they stop IDs from being issued.
+var (
+	// ErrNoLease: the keeper holds no lease (not claimed yet, lost, or the
+	// pool is full).
+	ErrNoLease = errors.New("no worker lease held")
+	// ErrLeaseExpired: the local lease deadline passed without a successful
+	// heartbeat; the database may hand the worker ID to another node soon.
+	ErrLeaseExpired = errors.New("lease deadline passed without a heartbeat")
+	// ErrClockOffset: the node's clock is further from database time than
+	// KeeperSettings.MaxClockOffset.
+	ErrClockOffset = errors.New("clock offset from database time too large")
+	// ErrKeeperClosed: Close was called.
+	ErrKeeperClosed = errors.New("lease keeper closed")
+)
+
+// WorkerRange is an inclusive range of worker IDs.
+type WorkerRange struct{ Min, Max int64 }
+
+// KeeperSettings configure a Keeper. The zero value means the defaults: the
+// default layout, datacenter 0, every worker ID of the layout, a 30 s ttl.
+type KeeperSettings struct {
+	Layout       snowflake.Layout
+	DatacenterID int64
+	// WorkerIDs is the pool to claim from; nil means every worker ID the
+	// layout can hold.
+	WorkerIDs *WorkerRange
+	// Holder names this node in the lease table; "" means host/pid/random.
+	Holder string
+	// TTL is the lease time to live (default 30 s); Heartbeat the interval
+	// between heartbeats (default TTL/3).
+	TTL       time.Duration
+	Heartbeat time.Duration
+	// Margin is taken off the local deadline, which is the monotonic time
+	// before a claim or heartbeat was sent plus TTL; default TTL/10.
+	Margin time.Duration
+	// MaxCeilingAhead: a worker ID whose previous holder's ceiling lies
+	// further ahead of this node's clock is not claimed (default 5 s).
+	MaxCeilingAhead time.Duration
+	// MaxClockOffset: beyond this offset from database time the node
+	// refuses to issue (default 5 s).
+	MaxClockOffset time.Duration
+	// MaxBackwardWait and RandomSequenceStart are passed to the generator.
+	MaxBackwardWait     time.Duration
+	RandomSequenceStart bool
+	// Clock is the wall clock IDs carry; nil means snowflake.SystemClock().
+	// Deadlines always run on the monotonic clock, never on Clock.
+	Clock snowflake.Clock
+	// Logger receives lease events; nil discards them.
+	Logger *slog.Logger
+}
+
+// leaseState is the lease the keeper holds. Fields other than deadline are
+// fixed once the lease is published.
+type leaseState struct {
+	lease    Lease // as claimed; CeilingMS is the claim's ceiling
+	floorMS  int64 // first timestamp this holder may use
+	gen      *snowflake.Generator
+	deadline atomic.Int64 // monotonic ns (since Keeper.monoBase); 0 revokes
+	ceiling  atomic.Int64 // committed ceiling, Unix ms
+	hbAt     atomic.Int64 // database time of the last heartbeat, Unix ns
+}
+
+// Keeper claims a worker ID from the lease table, keeps it with
+// heartbeats and issues Snowflake IDs only while it can prove it owns it.
+//
+// It feeds its generator a fence: the floor is just above the previous
+// holder's ceiling, the ceiling is the one the database last committed for
+// this holder, and the validity check fails once the local deadline passes.
+// Two holders of one worker ID therefore use disjoint timestamps whatever
+// their clocks say and however long a process was paused.
+type Keeper struct {
+	store    LeaseStore
+	s        KeeperSettings
+	layout   snowflake.Layout
+	pool     WorkerRange
+	logger   *slog.Logger
+	clock    snowflake.Clock
+	monoBase time.Time
+	mono     func() time.Duration // monotonic time since monoBase; a seam for tests
+
+	cur atomic.Pointer[leaseState] // nil when no lease is held
+
+	offsetNS  atomic.Int64 // last measured offset of database time from the node's clock
+	offsetBad atomic.Bool
+	dbOK      atomic.Bool // the last database call succeeded
+	lastErr   atomic.Pointer[string]
+
+	claims, takeovers, lost, heartbeatFailures, releases atomic.Int64
+
+	kickC chan struct{} // asks the loop to act now (clock stepped back)
+
+	// mu guards the lifecycle fields below; the run loop owns lease changes.
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	stopC   chan struct{}
+	doneC   chan struct{}
+}
+
+// NewKeeper returns a keeper for store. It does not touch the database
+// until Start. It returns an error wrapping snowflake.ErrInvalidLayout or
+// snowflake.ErrInvalidSettings for bad settings.
+func NewKeeper(store LeaseStore, s KeeperSettings) (*Keeper, error) {
+	layout := s.Layout
+	if layout.IsZero() {
+		layout = snowflake.DefaultLayout()
+	}
+	if err := layout.Validate(); err != nil {
+		return nil, err
+	}
+	if s.DatacenterID < 0 || s.DatacenterID > layout.MaxDatacenter() {
+		return nil, fmt.Errorf("%w: datacenter ID %d not in 0..%d", snowflake.ErrInvalidSettings, s.DatacenterID, layout.MaxDatacenter())
+	}
+	pool := WorkerRange{0, layout.MaxWorker()}
+	if s.WorkerIDs != nil {
+		pool = *s.WorkerIDs
+	}
+	if pool.Min < 0 || pool.Max > layout.MaxWorker() || pool.Min > pool.Max {
+		return nil, fmt.Errorf("%w: worker IDs %d-%d not within 0-%d", snowflake.ErrInvalidSettings, pool.Min, pool.Max, layout.MaxWorker())
+	}
+	if s.TTL == 0 {
+		s.TTL = DefaultLeaseTTL
+	}
+	if s.TTL < 100*time.Millisecond {
+		return nil, fmt.Errorf("%w: lease ttl %v below 100ms", snowflake.ErrInvalidSettings, s.TTL)
+	}
+	if s.Heartbeat == 0 {
+		s.Heartbeat = s.TTL / 3
+	}
+	if s.Margin == 0 {
+		s.Margin = s.TTL / 10
+	}
+	if s.Heartbeat <= 0 || s.Margin < 0 || s.Heartbeat+s.Margin >= s.TTL {
+		return nil, fmt.Errorf("%w: heartbeat %v plus margin %v must stay below the ttl %v", snowflake.ErrInvalidSettings, s.Heartbeat, s.Margin, s.TTL)
+	}
+	if s.MaxCeilingAhead == 0 {
+		s.MaxCeilingAhead = DefaultMaxCeilingAhead
+	}
+	if s.MaxClockOffset == 0 {
+		s.MaxClockOffset = DefaultMaxClockOffset
+	}
+	if s.Holder == "" {
+		s.Holder = defaultHolder()
+	}
+	if s.Clock == nil {
+		s.Clock = snowflake.SystemClock()
+	}
+	logger := s.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	base := time.Now()
+	return &Keeper{
+		store:    store,
+		s:        s,
+		layout:   layout,
+		pool:     pool,
+		logger:   logger.With("component", "lease"),
+		clock:    s.Clock,
+		monoBase: base,
+		mono:     func() time.Duration { return time.Since(base) },
+		kickC:    make(chan struct{}, 1),
+	}, nil
+}
+
+func defaultHolder() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	var b [4]byte
+	_, _ = crand.Read(b[:])
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Layout returns the Snowflake layout in use.
+func (k *Keeper) Layout() snowflake.Layout { return k.layout }
+
+// Holder returns the name this node uses in the lease table.
+func (k *Keeper) Holder() string { return k.s.Holder }
+
+// Start checks the layout recorded in the database and starts the loop
+// that claims and keeps a lease. It returns at once; Ready says when IDs
+// can be issued. It returns an error wrapping ErrLayoutMismatch, naming
+// what differs, when the database records another layout.
+func (k *Keeper) Start(ctx context.Context) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return ErrKeeperClosed
+	}
+	if k.started {
+		return errors.New("lease keeper already started")
+	}
+	stored, err := k.store.EnsureLayout(ctx, k.layout)
+	if err != nil {
+		return fmt.Errorf("check snowflake layout: %w", err)
+	}
+	if d := k.layout.Diff(stored); d != "" {
+		return fmt.Errorf("%w: configured vs stored: %s", ErrLayoutMismatch, d)
+	}
+	k.started = true
+	k.stopC = make(chan struct{})
+	k.doneC = make(chan struct{})
+	go k.run()
+	return nil
+}
+
+// Close stops the loop, stops issuing and releases the lease, lowering its
+// ceiling to the last timestamp used so that the next holder can start
+// right after it. ctx bounds the release.
+func (k *Keeper) Close(ctx context.Context) error {
+	k.mu.Lock()
+	if k.closed {
+		k.mu.Unlock()
+		return nil
+	}
+	k.closed = true
+	started := k.started
+	k.mu.Unlock()
+	if started {
+		close(k.stopC)
+		<-k.doneC
+	}
+	ls := k.cur.Swap(nil)
+	if ls == nil {
+		return nil
+	}
+	return k.release(ctx, ls)
+}
+
+// release stops ls's generator and gives its lease back.
+func (k *Keeper) release(ctx context.Context, ls *leaseState) error {
+	ls.deadline.Store(0)
+	last := ls.gen.Stop()
+	ceiling := max(last, ls.floorMS-1)
+	err := k.store.Release(ctx, ReleaseRequest{
+		Key: ls.lease.LeaseKey, Holder: k.s.Holder, FencingVersion: ls.lease.FencingVersion, CeilingMS: ceiling,
+	})
+	if err != nil {
+		k.logger.Warn("lease release failed; it will expire", "datacenter", ls.lease.DatacenterID, "worker", ls.lease.WorkerID, "err", err)
+		return fmt.Errorf("release worker %d: %w", ls.lease.WorkerID, err)
+	}
+	k.releases.Add(1)
+	k.logger.Info("lease released", "datacenter", ls.lease.DatacenterID, "worker", ls.lease.WorkerID,
+		"fencing_version", ls.lease.FencingVersion, "ceiling_ms", ceiling)
+	return nil
+}
+
+// Next returns a Snowflake ID. It returns an error wrapping ErrUnavailable
+// (and ErrNoLease, ErrLeaseExpired, ErrClockOffset or a
+// *snowflake.RefusalError saying why) when it cannot prove its lease.
+func (k *Keeper) Next() (snowflake.ID, error) {
+	ls := k.cur.Load()
+	if ls == nil {
+		return 0, k.noLease()
+	}
+	id, err := ls.gen.Next()
+	if err != nil {
+		return 0, k.refused(err)
+	}
+	return id, nil
+}
+
+// NextN appends n Snowflake IDs to dst; errors as Next. On an error the
+// IDs appended so far are returned with it.
+func (k *Keeper) NextN(dst []snowflake.ID, n int) ([]snowflake.ID, error) {
+	ls := k.cur.Load()
+	if ls == nil {
+		return dst, k.noLease()
+	}
+	dst, err := ls.gen.NextN(dst, n)
+	if err != nil {
+		return dst, k.refused(err)
+	}
+	return dst, nil
+}
+
+// NextSnowflakes appends n Snowflake IDs to dst as int64s; the segment
+// allocator's fallback draws from it. Errors as Next.
+func (k *Keeper) NextSnowflakes(dst []int64, n int) ([]int64, error) {
+	var buf [64]snowflake.ID
+	for n > 0 {
+		ids, err := k.NextN(buf[:0], min(n, len(buf)))
+		for _, id := range ids {
+			dst = append(dst, int64(id))
+		}
+		if err != nil {
+			return dst, err
+		}
+		n -= len(ids)
+	}
+	return dst, nil
+}
+
+// SmallestIDNow returns the smallest Snowflake ID of the current
+// millisecond.
+func (k *Keeper) SmallestIDNow() int64 { return int64(k.layout.SmallestID(k.clock.Now())) }
+
+func (k *Keeper) noLease() error {
+	k.mu.Lock()
+	closed := k.closed
+	k.mu.Unlock()
+	if closed {
+		return fmt.Errorf("%w: %w", ErrUnavailable, ErrKeeperClosed)
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, ErrNoLease)
+}
+
+func (k *Keeper) refused(err error) error {
+	if errors.Is(err, snowflake.ErrClockBackward) {
+		// Ask the loop to look for a worker ID whose ceiling lies below
+		// the clock instead of waiting for the clock to catch up.
+		select {
+		case k.kickC <- struct{}{}:
+		default:
+		}
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// check is the generator's validity check: it fails once the local
+// deadline has passed or the clock offset is too large.
+func (k *Keeper) check(ls *leaseState) func() error {
+	return func() error {
+		if int64(k.mono()) >= ls.deadline.Load() {
+			return ErrLeaseExpired
+		}
+		if k.offsetBad.Load() {
+			return ErrClockOffset
+		}
+		return nil
+	}
+}
+
+// Ready returns nil when the keeper holds a lease it can prove and its
+// clock has passed the lease's floor; otherwise an error wrapping
+// ErrUnavailable that says why.
+func (k *Keeper) Ready() error {
+	ls := k.cur.Load()
+	if ls == nil {
+		return k.noLease()
+	}
+	if err := k.check(ls)(); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if now := k.clock.Now().UnixMilli(); now < ls.floorMS {
+		return fmt.Errorf("%w: clock %d ms below the lease's floor", ErrUnavailable, ls.floorMS-now)
+	}
+	if k.clockSteppedBack(ls) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, snowflake.ErrClockBackward)
+	}
+	return nil
+}
+
+// KeeperStatus is a snapshot of the keeper for metrics and status pages.
+type KeeperStatus struct {
+	Holder         string
+	Held           bool
+	Lease          Lease         // the lease as claimed (valid when Held)
+	CeilingMS      int64         // ceiling committed now
+	FloorMS        int64         // first timestamp usable under this lease
+	ValidFor       time.Duration // until the local deadline; <= 0 when passed
+	LastHeartbeat  time.Time     // database time
+	ClockOffset    time.Duration // database time minus node time, last measured
+	DatabaseOK     bool
+	LastError      string
+	Ready          bool
+	Claims         int64
+	Takeovers      int64
+	Lost           int64
+	HeartbeatFails int64
+	Releases       int64
+}
+
+// Status returns a snapshot of the keeper.
+func (k *Keeper) Status() KeeperStatus {
+	st := KeeperStatus{
+		Holder:         k.s.Holder,
+		ClockOffset:    time.Duration(k.offsetNS.Load()),
+		DatabaseOK:     k.dbOK.Load(),
+		Ready:          k.Ready() == nil,
+		Claims:         k.claims.Load(),
+		Takeovers:      k.takeovers.Load(),
+		Lost:           k.lost.Load(),
+		HeartbeatFails: k.heartbeatFailures.Load(),
+		Releases:       k.releases.Load(),
+	}
+	if p := k.lastErr.Load(); p != nil {
+		st.LastError = *p
+	}
+	if ls := k.cur.Load(); ls != nil {
+		st.Held = true
+		st.Lease = ls.lease
+		st.CeilingMS = ls.ceiling.Load()
+		st.FloorMS = ls.floorMS
+		st.ValidFor = time.Duration(ls.deadline.Load()) - k.mono()
+		st.LastHeartbeat = time.Unix(0, ls.hbAt.Load()).UTC()
+	}
+	return st
+}
+
+// run claims a lease and keeps it until stopC closes. It is the only
+// goroutine that changes k.cur while the keeper runs.
+func (k *Keeper) run() {
+	defer close(k.doneC)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-k.stopC:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	claimBackoff := newBackoff(100*time.Millisecond, 5*time.Second)
+	hbBackoff := newBackoff(k.s.Heartbeat/10, k.s.Heartbeat)
+	var wait time.Duration
+	for {
+		if !k.sleep(wait) {
+			return
+		}
+		ls := k.cur.Load()
+		if ls == nil {
+			if k.claim(ctx, nil) {
+				claimBackoff.reset()
+				wait = k.s.Heartbeat
+			} else {
+				wait = claimBackoff.next()
+			}
+			continue
+		}
+		if k.clockSteppedBack(ls) {
+			// Prefer another worker ID whose ceiling lies below the clock;
+			// keep this one (refusing) if there is none.
+			k.claim(ctx, ls)
+		}
+		switch err := k.heartbeat(ctx, k.cur.Load()); {
+		case err == nil:
+			hbBackoff.reset()
+			wait = k.s.Heartbeat
+		case errors.Is(err, ErrLeaseLost):
+			wait = 0 // claim afresh at once
+		case ctx.Err() != nil:
+			return
+		default:
+			wait = hbBackoff.next()
+		}
+	}
+}
+
+// sleep waits d, or until kicked; it returns false once the keeper stops.
+func (k *Keeper) sleep(d time.Duration) bool {
+	if d <= 0 {
+		select {
+		case <-k.stopC:
+			return false
+		default:
+			return true
+		}
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-k.stopC:
+		return false
+	case <-t.C:
+	case <-k.kickC:
+	}
+	return true
+}
+
+func (k *Keeper) clockSteppedBack(ls *leaseState) bool {
+	wait := k.s.MaxBackwardWait
+	if wait == 0 {
+		wait = snowflake.DefaultMaxBackwardWait
+	}
+	last := ls.gen.LastTimestamp()
+	return last != 0 && k.clock.Now().UnixMilli() < last-wait.Milliseconds()
+}
+
+// claim claims a worker ID and publishes it. With old set (the clock
+// stepped back), it only accepts a worker ID whose ceiling lies below the
+// clock, and on success releases old. It reports whether a lease is held
+// afterwards that was claimed by this call.
+func (k *Keeper) claim(ctx context.Context, old *leaseState) bool {
+	nowMS := k.clock.Now().UnixMilli()
+	maxPrev := nowMS + k.s.MaxCeilingAhead.Milliseconds()
+	if old != nil {
+		maxPrev = nowMS - 1
+	}
+	sent := k.mono()
+	cctx, cancel := context.WithTimeout(ctx, k.s.TTL-k.s.Margin)
+	res, err := k.store.Claim(cctx, ClaimRequest{
+		DatacenterID:     k.s.DatacenterID,
+		MinWorkerID:      k.pool.Min,
+		MaxWorkerID:      k.pool.Max,
+		Holder:           k.s.Holder,
+		TTL:              k.s.TTL,
+		CeilingMS:        nowMS + k.s.TTL.Milliseconds(),
+		MaxPrevCeilingMS: maxPrev,
+	})
+	cancel()
+	if err != nil {
+		k.noteErr(err)
+		if errors.Is(err, ErrNoWorkerAvailable) {
+			k.dbOK.Store(true)
+			if old == nil {
+				k.logger.Warn("no worker ID available; retrying", "datacenter", k.s.DatacenterID,
+					"pool", fmt.Sprintf("%d-%d", k.pool.Min, k.pool.Max))
+			}
+		} else {
+			k.dbOK.Store(false)
+			k.logger.Warn("claim failed", "err", err)
+		}
+		return false
+	}
+	k.dbOK.Store(true)
+	k.lastErr.Store(nil)
+	k.measureOffset(res.DBNow, sent)
+
+	ls := &leaseState{lease: res.Lease, floorMS: res.PrevCeilingMS + 1}
+	ls.deadline.Store(int64(sent + k.s.TTL - k.s.Margin))
+	ls.ceiling.Store(res.Lease.CeilingMS)
+	ls.hbAt.Store(res.DBNow.UnixNano())
+	gen, err := snowflake.NewGenerator(snowflake.Settings{
+		Layout:              k.layout,
+		DatacenterID:        res.Lease.DatacenterID,
+		WorkerID:            res.Lease.WorkerID,
+		MaxBackwardWait:     k.s.MaxBackwardWait,
+		RandomSequenceStart: k.s.RandomSequenceStart,
+		Clock:               k.clock,
+		Fence:               snowflake.Fence{Floor: ls.floorMS, Ceiling: res.Lease.CeilingMS, Check: k.check(ls)},
+	})
+	if err != nil { // settings were validated in NewKeeper
+		k.logger.Error("cannot build generator for claimed lease", "err", err)
+		return false
+	}
+	ls.gen = gen
+	k.cur.Store(ls)
+	k.claims.Add(1)
+	if res.PrevHolder != "" && res.PrevHolder != k.s.Holder {
+		k.takeovers.Add(1)
+	}
+	k.logger.Info("lease acquired", "datacenter", res.Lease.DatacenterID, "worker", res.Lease.WorkerID,
+		"fencing_version", res.Lease.FencingVersion, "floor_ms", ls.floorMS, "ceiling_ms", res.Lease.CeilingMS,
+		"previous_holder", res.PrevHolder)
+	if old != nil {
+		rctx, cancel := context.WithTimeout(ctx, k.s.TTL-k.s.Margin)
+		_ = k.release(rctx, old)
+		cancel()
+	}
+	return true
+}
+
+// heartbeat extends ls. On success it moves the local deadline and the
+// ceiling forward (the ceiling only after the database committed it). On
+// ErrLeaseLost it stops issuing at once, records the loss and drops ls.
+func (k *Keeper) heartbeat(ctx context.Context, ls *leaseState) error {
+	nowMS := k.clock.Now().UnixMilli()
+	sent := k.mono()
+	// Give up on a heartbeat that could not land before the deadline.
+	timeout := max(time.Duration(ls.deadline.Load())-sent, k.s.Heartbeat)
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	lease, dbNow, err := k.store.Heartbeat(hctx, HeartbeatRequest{
+		Key: ls.lease.LeaseKey, Holder: k.s.Holder, FencingVersion: ls.lease.FencingVersion,
+		TTL: k.s.TTL, CeilingMS: nowMS + k.s.TTL.Milliseconds(),
+	})
+	cancel()
+	switch {
+	case err == nil:
+		k.dbOK.Store(true)
+		k.lastErr.Store(nil)
+		k.measureOffset(dbNow, sent)
+		ls.ceiling.Store(lease.CeilingMS)
+		f := ls.gen.Fence()
+		f.Ceiling = lease.CeilingMS
+		ls.gen.SetFence(f)
+		ls.hbAt.Store(dbNow.UnixNano())
+		ls.deadline.Store(int64(sent + k.s.TTL - k.s.Margin))
+		return nil
+	case errors.Is(err, ErrLeaseLost):
+		k.dbOK.Store(true)
+		ls.deadline.Store(0)
+		last := ls.gen.Stop()
+		k.cur.CompareAndSwap(ls, nil)
+		k.lost.Add(1)
+		k.noteErr(err)
+		k.logger.Error("lease lost; stopped issuing and claiming afresh", "datacenter", ls.lease.DatacenterID,
+			"worker", ls.lease.WorkerID, "fencing_version", ls.lease.FencingVersion, "last_timestamp_ms", last)
+		ev := LeaseEvent{LeaseKey: ls.lease.LeaseKey, Holder: k.s.Holder, FencingVersion: ls.lease.FencingVersion,
+			Kind: EventLost, Detail: fmt.Sprintf("heartbeat matched no row; last timestamp used %d", last)}
+		ectx, cancel := context.WithTimeout(ctx, k.s.Heartbeat)
+		if rerr := k.store.RecordLeaseEvent(ectx, ev); rerr != nil {
+			k.logger.Warn("could not record lost lease", "err", rerr)
+		}
+		cancel()
+		return err
+	default:
+		k.dbOK.Store(false)
+		k.heartbeatFailures.Add(1)
+		k.noteErr(err)
+		k.logger.Warn("heartbeat failed", "worker", ls.lease.WorkerID, "valid_for", time.Duration(ls.deadline.Load())-k.mono(), "err", err)
+		return err
+	}
+}
+
+// measureOffset records database time minus node time, taking the node's
+// time halfway through the round trip that started at sent.
+func (k *Keeper) measureOffset(dbNow time.Time, sent time.Duration) {
+	if dbNow.IsZero() {
+		return
+	}
+	rtt := k.mono() - sent
+	local := k.clock.Now().Add(-rtt / 2)
+	off := dbNow.Sub(local)
+	k.offsetNS.Store(int64(off))
+	bad := off > k.s.MaxClockOffset || off < -k.s.MaxClockOffset
+	if bad != k.offsetBad.Swap(bad) {
+		if bad {
+			k.logger.Error("clock offset from database time beyond the limit; refusing to issue", "offset", off, "limit", k.s.MaxClockOffset)
+		} else {
+			k.logger.Info("clock offset back within the limit", "offset", off)
+		}
+	}
+}
+
+func (k *Keeper) noteErr(err error) {
+	s := err.Error()
+	k.lastErr.Store(&s)
+}
+
+// backoff is capped exponential backoff with full jitter.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func newBackoff(lo, hi time.Duration) *backoff {
+	lo = max(lo, time.Millisecond)
+	return &backoff{min: lo, max: max(hi, lo), cur: lo}
+}
+
+func (b *backoff) next() time.Duration {
+	d := b.cur/2 + rand.N(b.cur/2+1)
+	b.cur = min(b.cur*2, b.max)
+	return d
+}
+
+func (b *backoff) reset() { b.cur = b.min }

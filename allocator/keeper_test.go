@@ -1,0 +1,496 @@
+package allocator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/snowflake"
+)
+
+// faultStore wraps a LeaseStore so a test can cut a node off its database
+// (every call hangs until its context ends, like a black-holed network) or
+// make releases fail (a crash: the lease is left to expire).
+type faultStore struct {
+	allocator.LeaseStore
+	blackhole   atomic.Bool
+	failRelease atomic.Bool
+}
+
+var errCrashed = errors.New("test: node crashed before releasing")
+
+func (f *faultStore) hang(ctx context.Context) error {
+	if !f.blackhole.Load() {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (f *faultStore) Claim(ctx context.Context, r allocator.ClaimRequest) (allocator.ClaimResult, error) {
+	if err := f.hang(ctx); err != nil {
+		return allocator.ClaimResult{}, err
+	}
+	return f.LeaseStore.Claim(ctx, r)
+}
+
+func (f *faultStore) Heartbeat(ctx context.Context, r allocator.HeartbeatRequest) (allocator.Lease, time.Time, error) {
+	if err := f.hang(ctx); err != nil {
+		return allocator.Lease{}, time.Time{}, err
+	}
+	return f.LeaseStore.Heartbeat(ctx, r)
+}
+
+func (f *faultStore) Release(ctx context.Context, r allocator.ReleaseRequest) error {
+	if f.failRelease.Load() {
+		return errCrashed
+	}
+	if err := f.hang(ctx); err != nil {
+		return err
+	}
+	return f.LeaseStore.Release(ctx, r)
+}
+
+func (f *faultStore) RecordLeaseEvent(ctx context.Context, ev allocator.LeaseEvent) error {
+	if err := f.hang(ctx); err != nil {
+		return err
+	}
+	return f.LeaseStore.RecordLeaseEvent(ctx, ev)
+}
+
+func mustKeeper(tb testing.TB, store allocator.LeaseStore, s allocator.KeeperSettings) *allocator.Keeper {
+	tb.Helper()
+	k, err := allocator.NewKeeper(store, s)
+	if err != nil {
+		tb.Fatalf("NewKeeper: %v", err)
+	}
+	if err := k.Start(context.Background()); err != nil {
+		tb.Fatalf("Start: %v", err)
+	}
+	tb.Cleanup(func() { closeKeeper(k) })
+	return k
+}
+
+// closeKeeper closes k within a bounded time, even if its database hangs.
+func closeKeeper(k *allocator.Keeper) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = k.Close(ctx)
+}
+
+// waitFor polls cond every 10ms until it holds or timeout passes.
+func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("gave up after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func pool(lo, hi int64) *allocator.WorkerRange { return &allocator.WorkerRange{Min: lo, Max: hi} }
+
+func forEachDialect(t *testing.T, f func(t *testing.T, dialect string)) {
+	for _, d := range teststore.Dialects {
+		t.Run(d, func(t *testing.T) { f(t, d) })
+	}
+}
+
+func allEvents(t *testing.T, s allocator.LeaseStore) []allocator.LeaseEvent {
+	t.Helper()
+	var all []allocator.LeaseEvent
+	after := int64(0)
+	for {
+		evs, err := s.ListLeaseEvents(context.Background(), after, 500)
+		if err != nil {
+			t.Fatalf("ListLeaseEvents: %v", err)
+		}
+		if len(evs) == 0 {
+			return all
+		}
+		all = append(all, evs...)
+		after = evs[len(evs)-1].ID
+	}
+}
+
+// checkEventHistory replays lease_events: every claim of a worker ID must
+// carry a fencing version above the one before, and no claim may happen
+// while another holder's claim is live (neither released, lost nor
+// superseded by a takeover after expiry).
+func checkEventHistory(t *testing.T, evs []allocator.LeaseEvent) {
+	t.Helper()
+	type key = allocator.LeaseKey
+	lastVersion := map[key]int64{}
+	holder := map[key]string{}
+	for _, ev := range evs {
+		switch ev.Kind {
+		case allocator.EventAcquire, allocator.EventTakeover:
+			if ev.FencingVersion <= lastVersion[ev.LeaseKey] {
+				t.Errorf("event %d: %s of worker %d at fencing version %d, not above %d",
+					ev.ID, ev.Kind, ev.WorkerID, ev.FencingVersion, lastVersion[ev.LeaseKey])
+			}
+			if h := holder[ev.LeaseKey]; ev.Kind == allocator.EventAcquire && h != "" && h != ev.Holder {
+				t.Errorf("event %d: worker %d acquired by %s while %s still held it", ev.ID, ev.WorkerID, ev.Holder, h)
+			}
+			lastVersion[ev.LeaseKey] = ev.FencingVersion
+			holder[ev.LeaseKey] = ev.Holder
+		case allocator.EventRelease:
+			if holder[ev.LeaseKey] == ev.Holder && lastVersion[ev.LeaseKey] == ev.FencingVersion {
+				holder[ev.LeaseKey] = ""
+			}
+		}
+	}
+}
+
+// TestKeeperRace starts 32 keepers at once on a pool of 8 worker IDs:
+// exactly 8 hold a lease, no worker ID has two holders, and on Postgres
+// and MySQL the SERIALIZABLE claims were retried at least once.
+func TestKeeperRace(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, dialect string) {
+		store := teststore.Open(t, dialect)
+		const keepers, workers = 32, 8
+		ks := make([]*allocator.Keeper, keepers)
+		var wg sync.WaitGroup
+		for i := range ks {
+			k, err := allocator.NewKeeper(store, allocator.KeeperSettings{
+				WorkerIDs: pool(0, workers-1), TTL: 20 * time.Second, Holder: fmt.Sprintf("node-%02d", i),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ks[i] = k
+			t.Cleanup(func() { closeKeeper(k) })
+		}
+		for _, k := range ks {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := k.Start(context.Background()); err != nil {
+					t.Errorf("Start: %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+		ready := func() int {
+			n := 0
+			for _, k := range ks {
+				if k.Ready() == nil {
+					n++
+				}
+			}
+			return n
+		}
+		waitFor(t, 30*time.Second, "8 keepers to hold a lease", func() bool { return ready() == workers })
+		// Give the others time to try again; still exactly 8.
+		time.Sleep(300 * time.Millisecond)
+		if got := ready(); got != workers {
+			t.Fatalf("ready keepers: got %d, want %d", got, workers)
+		}
+		seen := map[int64]string{}
+		for _, k := range ks {
+			st := k.Status()
+			if !st.Held {
+				if !errors.Is(k.Ready(), allocator.ErrUnavailable) {
+					t.Errorf("%s holds nothing but Ready says %v", st.Holder, k.Ready())
+				}
+				continue
+			}
+			if other, dup := seen[st.Lease.WorkerID]; dup {
+				t.Fatalf("worker %d held by %s and %s", st.Lease.WorkerID, other, st.Holder)
+			}
+			seen[st.Lease.WorkerID] = st.Holder
+			if _, err := k.Next(); err != nil {
+				t.Errorf("%s: Next: %v", st.Holder, err)
+			}
+		}
+		leases, err := store.ListLeases(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := 0
+		for _, l := range leases {
+			if l.Holder != "" {
+				held++
+				if seen[l.WorkerID] != l.Holder {
+					t.Errorf("table says worker %d is held by %q, keepers say %q", l.WorkerID, l.Holder, seen[l.WorkerID])
+				}
+			}
+		}
+		if held != workers {
+			t.Errorf("held rows in worker_leases: got %d, want %d", held, workers)
+		}
+		checkEventHistory(t, allEvents(t, store))
+		if r, ok := store.(interface{ SerializationRetries() int64 }); ok && dialect != "sqlite" {
+			t.Logf("%s: serialization retries: %d", dialect, r.SerializationRetries())
+			if r.SerializationRetries() == 0 {
+				t.Errorf("serialization retries: got 0, want > 0 after 32 concurrent claims")
+			}
+		}
+	})
+}
+
+// TestKeeperTakeover stops a keeper's heartbeats (its database is cut off);
+// it stops issuing before its lease expires in the database, another
+// keeper takes the worker ID over, the new holder's IDs start above the old
+// holder's ceiling, and when the old keeper reaches the database again its
+// heartbeat matches no row and it issues nothing more.
+func TestKeeperTakeover(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, dialect string) {
+		store := teststore.Open(t, dialect)
+		ctx := context.Background()
+		const ttl = 2 * time.Second
+		fa := &faultStore{LeaseStore: store}
+		a := mustKeeper(t, fa, allocator.KeeperSettings{WorkerIDs: pool(3, 3), TTL: ttl, Holder: "node-a"})
+		waitFor(t, 10*time.Second, "node-a to be ready", func() bool { return a.Ready() == nil })
+
+		var aIDs []snowflake.ID
+		var aLast time.Time // wall time of node-a's last successful Next
+		for range 100 {
+			id, err := a.Next()
+			if err != nil {
+				t.Fatalf("node-a Next: %v", err)
+			}
+			aIDs = append(aIDs, id)
+		}
+
+		fa.blackhole.Store(true)
+		// node-a keeps issuing until its local deadline, then refuses.
+		for {
+			id, err := a.Next()
+			if err != nil {
+				if !errors.Is(err, allocator.ErrUnavailable) || !errors.Is(err, allocator.ErrLeaseExpired) {
+					t.Fatalf("node-a refused with %v, want ErrUnavailable wrapping ErrLeaseExpired", err)
+				}
+				break
+			}
+			aIDs = append(aIDs, id)
+			aLast = time.Now()
+			time.Sleep(time.Millisecond)
+		}
+		leases, err := store.ListLeases(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var aLease allocator.Lease
+		for _, l := range leases {
+			if l.WorkerID == 3 {
+				aLease = l
+			}
+		}
+		if aLease.Holder != "node-a" {
+			t.Fatalf("worker 3 held by %q, want node-a", aLease.Holder)
+		}
+		// The database is on this machine, so its clock is ours.
+		if !aLast.IsZero() && !aLast.Before(aLease.ExpiresAt) {
+			t.Errorf("node-a issued at %v, not before its lease expired in the database at %v", aLast, aLease.ExpiresAt)
+		}
+
+		b := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(3, 3), TTL: ttl, Holder: "node-b"})
+		waitFor(t, 10*time.Second, "node-b to take worker 3 over", func() bool { return b.Ready() == nil })
+		bst := b.Status()
+		if bst.Lease.FencingVersion <= aLease.FencingVersion {
+			t.Errorf("node-b fencing version %d, want above node-a's %d", bst.Lease.FencingVersion, aLease.FencingVersion)
+		}
+		if bst.FloorMS <= aLease.CeilingMS {
+			t.Errorf("node-b floor %d, want above node-a's ceiling %d", bst.FloorMS, aLease.CeilingMS)
+		}
+		bFirst, err := b.Next()
+		if err != nil {
+			t.Fatalf("node-b Next: %v", err)
+		}
+		if ts := b.Layout().Decompose(bFirst).Time.UnixMilli(); ts <= aLease.CeilingMS {
+			t.Errorf("node-b's first timestamp %d, want above node-a's ceiling %d", ts, aLease.CeilingMS)
+		}
+		if last := slices.Max(aIDs); bFirst <= last {
+			t.Errorf("node-b's first ID %d, want above every node-a ID (max %d)", bFirst, last)
+		}
+
+		// node-a reaches the database again: its heartbeat matches no row.
+		fa.blackhole.Store(false)
+		waitFor(t, 10*time.Second, "node-a to notice the loss", func() bool { return a.Status().Lost > 0 })
+		for range 50 {
+			if id, err := a.Next(); err == nil {
+				t.Fatalf("node-a issued %d after losing its lease", id)
+			}
+		}
+		kinds := map[string][]string{}
+		for _, ev := range allEvents(t, store) {
+			kinds[ev.Holder] = append(kinds[ev.Holder], ev.Kind)
+		}
+		if got := kinds["node-a"]; !slices.Contains(got, allocator.EventAcquire) || !slices.Contains(got, allocator.EventLost) {
+			t.Errorf("node-a events: got %v, want acquire and lost", got)
+		}
+		if got := kinds["node-b"]; !slices.Contains(got, allocator.EventTakeover) {
+			t.Errorf("node-b events: got %v, want takeover", got)
+		}
+	})
+}
+
+// TestKeeperRestarts restarts one node 100 times on a pool of 4 worker IDs;
+// every 10th run it crashes without releasing. The pool is never
+// exhausted for good and no ID repeats across the runs.
+func TestKeeperRestarts(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, dialect string) {
+		store := teststore.Open(t, dialect)
+		ctx := context.Background()
+		seen := map[snowflake.ID]int{}
+		for run := range 100 {
+			fs := &faultStore{LeaseStore: store}
+			k, err := allocator.NewKeeper(fs, allocator.KeeperSettings{
+				WorkerIDs: pool(0, 3), TTL: time.Second, Heartbeat: 300 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := k.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 15*time.Second, fmt.Sprintf("run %d to be ready", run), func() bool { return k.Ready() == nil })
+			ids, err := k.NextN(nil, 50)
+			if err != nil {
+				t.Fatalf("run %d: NextN: %v", run, err)
+			}
+			for _, id := range ids {
+				if prev, dup := seen[id]; dup {
+					t.Fatalf("run %d issued %d, already issued by run %d", run, id, prev)
+				}
+				seen[id] = run
+			}
+			crash := run%10 == 9
+			fs.failRelease.Store(crash)
+			err = k.Close(ctx)
+			if crash != errors.Is(err, errCrashed) {
+				t.Fatalf("run %d: Close: %v", run, err)
+			}
+		}
+		events := allEvents(t, store)
+		checkEventHistory(t, events)
+		takeovers := 0
+		for _, ev := range events {
+			if ev.Kind == allocator.EventTakeover {
+				takeovers++
+			}
+		}
+		t.Logf("%s: 100 runs, %d IDs, %d takeovers of crashed leases", dialect, len(seen), takeovers)
+	})
+}
+
+// TestKeeperClockSteppedBack sets the node's clock back 3 s while it runs:
+// it refuses on its worker ID and moves to a free one whose ceiling lies
+// below the clock, releasing the old one.
+func TestKeeperClockSteppedBack(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, dialect string) {
+		store := teststore.Open(t, dialect)
+		clock := snowflake.NewShiftedClock(nil, 0)
+		k := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(0, 1), TTL: 3 * time.Second, Clock: clock})
+		waitFor(t, 10*time.Second, "ready", func() bool { return k.Ready() == nil })
+		before, err := k.NextN(nil, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := k.Status().Lease.WorkerID
+
+		clock.Shift(-3 * time.Second)
+		if _, err := k.Next(); !errors.Is(err, snowflake.ErrClockBackward) {
+			t.Fatalf("Next after the step: got %v, want ErrClockBackward", err)
+		}
+		waitFor(t, 10*time.Second, "a move to another worker ID", func() bool {
+			return k.Ready() == nil && k.Status().Lease.WorkerID != first
+		})
+		after, err := k.NextN(nil, 10)
+		if err != nil {
+			t.Fatalf("Next after moving: %v", err)
+		}
+		for _, id := range after {
+			if slices.Contains(before, id) {
+				t.Fatalf("ID %d issued before and after the step", id)
+			}
+		}
+		leases, err := store.ListLeases(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range leases {
+			if l.WorkerID == first && l.Holder != "" {
+				t.Errorf("worker %d still held by %q after the move", first, l.Holder)
+			}
+		}
+	})
+}
+
+// TestKeeperPoolFull: a node that finds every worker ID held stays not
+// ready and keeps trying; once one is released it becomes ready.
+func TestKeeperPoolFull(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, dialect string) {
+		store := teststore.Open(t, dialect)
+		a := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(0, 0), TTL: 10 * time.Second, Holder: "a"})
+		waitFor(t, 10*time.Second, "a ready", func() bool { return a.Ready() == nil })
+		b := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(0, 0), TTL: 10 * time.Second, Holder: "b"})
+		time.Sleep(500 * time.Millisecond)
+		if err := b.Ready(); !errors.Is(err, allocator.ErrNoLease) {
+			t.Fatalf("b.Ready with the pool full: got %v, want ErrNoLease", err)
+		}
+		if _, err := b.Next(); !errors.Is(err, allocator.ErrUnavailable) {
+			t.Fatalf("b.Next with the pool full: got %v, want ErrUnavailable", err)
+		}
+		if err := a.Close(context.Background()); err != nil {
+			t.Fatalf("a.Close: %v", err)
+		}
+		waitFor(t, 15*time.Second, "b ready after a released", func() bool { return b.Ready() == nil })
+		if _, err := b.Next(); err != nil {
+			t.Fatalf("b.Next: %v", err)
+		}
+	})
+}
+
+// TestKeeperClockOffset: a node whose clock is further from database time
+// than the limit refuses to issue.
+func TestKeeperClockOffset(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, dialect string) {
+		store := teststore.Open(t, dialect)
+		clock := snowflake.NewShiftedClock(nil, 3*time.Second)
+		k := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(0, 3), Clock: clock, MaxClockOffset: time.Second})
+		waitFor(t, 10*time.Second, "a lease", func() bool { return k.Status().Held })
+		if _, err := k.Next(); !errors.Is(err, allocator.ErrClockOffset) {
+			t.Fatalf("Next with the clock 3s ahead: got %v, want ErrClockOffset", err)
+		}
+		if off := k.Status().ClockOffset; off > -2*time.Second {
+			t.Errorf("measured offset %v, want about -3s", off)
+		}
+	})
+}
+
+// TestKeeperLayoutMismatch: a node configured with another layout than the
+// one stored refuses to start and says what differs.
+func TestKeeperLayoutMismatch(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, dialect string) {
+		store := teststore.Open(t, dialect)
+		mustKeeper(t, store, allocator.KeeperSettings{})
+		other := snowflake.DefaultLayout()
+		other.WorkerBits, other.SequenceBits = 6, 11
+		k, err := allocator.NewKeeper(store, allocator.KeeperSettings{Layout: other})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = k.Start(context.Background())
+		if !errors.Is(err, allocator.ErrLayoutMismatch) {
+			t.Fatalf("Start: got %v, want ErrLayoutMismatch", err)
+		}
+		if want := "worker bits 6 != 5, sequence bits 11 != 12"; !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+		if _, err := k.Next(); !errors.Is(err, allocator.ErrUnavailable) {
+			t.Errorf("Next on a keeper that did not start: got %v, want ErrUnavailable", err)
+		}
+	})
+}

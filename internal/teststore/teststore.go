@@ -1,0 +1,56 @@
+// Package teststore gives a test a migrated Store of its own on each
+// database idgen supports, built on internal/testdb.
+package teststore
+
+import (
+	"context"
+	"testing"
+
+	"github.com/idgen-project/idgen/internal/stores"
+	"github.com/idgen-project/idgen/internal/testdb"
+)
+
+// Dialects are the databases every store-backed test runs on.
+var Dialects = []string{"sqlite", "postgres", "mysql"}
+
+// DSN returns the DSN of a fresh, empty database of the dialect; see testdb
+// for where it comes from and when the test is skipped or fails instead.
+func DSN(tb testing.TB, dialect string) string {
+	tb.Helper()
+	switch dialect {
+	case "postgres":
+		return testdb.Postgres(tb)
+	case "mysql":
+		return testdb.MySQL(tb)
+	case "sqlite":
+		return testdb.SQLite(tb)
+	}
+	tb.Fatalf("teststore: unknown dialect %q", dialect)
+	return ""
+}
+
+// Open returns a Store on a fresh database of the dialect with every
+// migration applied, closed when the test ends.
+func Open(tb testing.TB, dialect string) stores.Store {
+	tb.Helper()
+	return OpenDSN(tb, DSN(tb, dialect))
+}
+
+// OpenDSN opens and migrates the store dsn names, closed when the test ends.
+func OpenDSN(tb testing.TB, dsn string) stores.Store {
+	tb.Helper()
+	ctx := context.Background()
+	s, err := stores.Open(ctx, dsn)
+	if err != nil {
+		tb.Fatalf("open store: %v", err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	p, err := s.Migrations()
+	if err != nil {
+		tb.Fatalf("migrations: %v", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		tb.Fatalf("migrate up: %v", err)
+	}
+	return s
+}
