@@ -108,6 +108,7 @@ type Keeper struct {
 	cur atomic.Pointer[leaseState] // nil when no lease is held
 
 	offsetNS  atomic.Int64 // last measured offset of database time from the node's clock
+	dbRef     atomic.Pointer[dbReading]
 	offsetBad atomic.Bool
 	dbOK      atomic.Bool // the last database call succeeded
 	lastErr   atomic.Pointer[string]
@@ -513,6 +514,7 @@ func (k *Keeper) clockSteppedBack(ls *leaseState) bool {
 // afterwards that was claimed by this call.
 func (k *Keeper) claim(ctx context.Context, old *leaseState) bool {
 	nowMS := k.clock.Now().UnixMilli()
+	ceiling := k.proposeCeiling()
 	maxPrev := nowMS + k.s.MaxCeilingAhead.Milliseconds()
 	if old != nil {
 		maxPrev = nowMS - 1
@@ -525,7 +527,7 @@ func (k *Keeper) claim(ctx context.Context, old *leaseState) bool {
 		MaxWorkerID:      k.pool.Max,
 		Holder:           k.s.Holder,
 		TTL:              k.s.TTL,
-		CeilingMS:        nowMS + k.s.TTL.Milliseconds(),
+		CeilingMS:        ceiling,
 		MaxPrevCeilingMS: maxPrev,
 	})
 	cancel()
@@ -585,14 +587,14 @@ func (k *Keeper) claim(ctx context.Context, old *leaseState) bool {
 // ceiling forward (the ceiling only after the database committed it). On
 // ErrLeaseLost it stops issuing at once, records the loss and drops ls.
 func (k *Keeper) heartbeat(ctx context.Context, ls *leaseState) error {
-	nowMS := k.clock.Now().UnixMilli()
+	ceiling := k.proposeCeiling()
 	sent := k.mono()
 	// Give up on a heartbeat that could not land before the deadline.
 	timeout := max(time.Duration(ls.deadline.Load())-sent, k.s.Heartbeat)
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	lease, dbNow, err := k.store.Heartbeat(hctx, HeartbeatRequest{
 		Key: ls.lease.LeaseKey, Holder: k.s.Holder, FencingVersion: ls.lease.FencingVersion,
-		TTL: k.s.TTL, CeilingMS: nowMS + k.s.TTL.Milliseconds(),
+		TTL: k.s.TTL, CeilingMS: ceiling,
 	})
 	cancel()
 	switch {
@@ -633,12 +635,34 @@ func (k *Keeper) heartbeat(ctx context.Context, ls *leaseState) error {
 	}
 }
 
+// proposeCeiling returns the ceiling to ask the database for: the node's
+// clock plus the ttl, but never more than the allowed clock offset beyond
+// the database time expected now (the last database reading advanced on
+// the monotonic clock). A wall clock that jumps far ahead between two
+// heartbeats thus cannot push a worker ID's ceiling out of reach of later
+// holders.
+func (k *Keeper) proposeCeiling() int64 {
+	c := k.clock.Now().UnixMilli() + k.s.TTL.Milliseconds()
+	if ref := k.dbRef.Load(); ref != nil {
+		expected := ref.dbNow.Add(k.mono() - ref.mono)
+		c = min(c, expected.Add(k.s.TTL+k.s.MaxClockOffset).UnixMilli())
+	}
+	return c
+}
+
+// dbReading is a database time and the monotonic time it was taken at.
+type dbReading struct {
+	dbNow time.Time
+	mono  time.Duration
+}
+
 // measureOffset records database time minus node time, taking the node's
 // time halfway through the round trip that started at sent.
 func (k *Keeper) measureOffset(dbNow time.Time, sent time.Duration) {
 	if dbNow.IsZero() {
 		return
 	}
+	k.dbRef.Store(&dbReading{dbNow: dbNow, mono: sent + (k.mono()-sent)/2})
 	rtt := k.mono() - sent
 	local := k.clock.Now().Add(-rtt / 2)
 	off := dbNow.Sub(local)

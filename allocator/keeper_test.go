@@ -494,3 +494,34 @@ func TestKeeperLayoutMismatch(t *testing.T) {
 		}
 	})
 }
+
+// TestKeeperClockOffsetKeepsCeiling: while a node's clock is too far from
+// database time, its heartbeats do not push the worker ID's ceiling ahead.
+func TestKeeperClockOffsetKeepsCeiling(t *testing.T) {
+	store := teststore.Open(t, "sqlite")
+	clock := snowflake.NewShiftedClock(nil, 0)
+	k := mustKeeper(t, store, allocator.KeeperSettings{
+		WorkerIDs: pool(0, 0), Clock: clock, TTL: 900 * time.Millisecond, Heartbeat: 100 * time.Millisecond, MaxClockOffset: time.Second,
+	})
+	waitFor(t, 10*time.Second, "ready", func() bool { return k.Ready() == nil })
+	clock.Shift(time.Hour)
+	waitFor(t, 10*time.Second, "the offset to be refused", func() bool { return errors.Is(k.Ready(), allocator.ErrClockOffset) })
+	before := k.Status().CeilingMS
+	claims := k.Status().Claims
+	time.Sleep(500 * time.Millisecond) // several heartbeats
+	st := k.Status()
+	if st.Claims != claims {
+		t.Fatalf("the keeper re-claimed (%d claims, was %d); the test wants heartbeats on one lease", st.Claims, claims)
+	}
+	// The database is on this machine: its time is ours. The ceiling may
+	// follow database time, but never run ahead by more than ttl plus the
+	// allowed offset (and a little for the round trips).
+	limit := time.Now().Add(900*time.Millisecond + time.Second + 200*time.Millisecond).UnixMilli()
+	if st.CeilingMS > limit {
+		t.Errorf("ceiling %d lies %v ahead of database time with the clock an hour off, want at most ttl + max offset",
+			st.CeilingMS, time.Duration(st.CeilingMS-time.Now().UnixMilli())*time.Millisecond)
+	}
+	if st.CeilingMS < before {
+		t.Errorf("ceiling went down from %d to %d", before, st.CeilingMS)
+	}
+}
