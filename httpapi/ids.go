@@ -1,0 +1,289 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/snowflake"
+)
+
+// scratch is the reusable memory of one /ids request: the JSON being built,
+// the Snowflake IDs and the segment batch. Server.scratch pools them, so a
+// request allocates nothing per ID once the pool has warmed up.
+type scratch struct {
+	buf   []byte
+	ids   []snowflake.ID
+	batch allocator.Batch
+}
+
+// maxPooledBytes keeps a rare huge answer from pinning its memory in the pool.
+const maxPooledBytes = 4 << 20
+
+func (s *Server) putScratch(sc *scratch) {
+	if cap(sc.buf) > maxPooledBytes || cap(sc.ids)*8 > maxPooledBytes || cap(sc.batch.IDs)*8 > maxPooledBytes {
+		return
+	}
+	s.scratch.Put(sc)
+}
+
+// idsQuery is the parsed query of GET /ids.
+type idsQuery struct {
+	count     int
+	namespace string
+	explain   bool
+}
+
+// parseIDsQuery parses the raw query of GET /ids: count (default 1, digits
+// only, 1..maxCount), namespace and explain (true or false), each at most
+// once, and nothing else. It allocates only for escaped text and errors.
+func parseIDsQuery(raw string, maxCount int) (idsQuery, *apiError) {
+	q := idsQuery{count: 1}
+	var seenCount, seenNamespace, seenExplain bool
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if pair == "" {
+			continue
+		}
+		if strings.IndexByte(pair, ';') >= 0 {
+			return q, invalidf("query parameters are separated by '&', not ';'")
+		}
+		key, value, _ := strings.Cut(pair, "=")
+		var err error
+		if key, err = unescapeQuery(key); err != nil {
+			return q, invalidf("malformed query parameter name")
+		}
+		switch key {
+		case "count":
+			if seenCount {
+				return q, invalidf("count given more than once")
+			}
+			seenCount = true
+			if value, err = unescapeQuery(value); err != nil {
+				return q, invalidf("malformed count")
+			}
+			n, ok := parseCount(value, maxCount)
+			if !ok {
+				return q, invalidf("count must be an integer from 1 to %d", maxCount)
+			}
+			q.count = n
+		case "namespace":
+			if seenNamespace {
+				return q, invalidf("namespace given more than once")
+			}
+			seenNamespace = true
+			if value, err = unescapeQuery(value); err != nil {
+				return q, invalidf("malformed namespace")
+			}
+			if err := allocator.ValidNamespace(value); err != nil {
+				return q, invalidf("namespace must match ^[a-z0-9][a-z0-9_.-]{0,63}$")
+			}
+			q.namespace = value
+		case "explain":
+			if seenExplain {
+				return q, invalidf("explain given more than once")
+			}
+			seenExplain = true
+			switch value {
+			case "true":
+				q.explain = true
+			case "false":
+				q.explain = false
+			default:
+				return q, invalidf("explain must be true or false")
+			}
+		default:
+			return q, invalidf("unknown query parameter %q; allowed: count, namespace, explain", truncate(key, 64))
+		}
+	}
+	if q.explain && q.namespace != "" {
+		return q, invalidf("explain applies to Snowflake IDs only, not to a namespace")
+	}
+	return q, nil
+}
+
+// parseCount parses a count of digits only (no sign, no exponent) in
+// 1..maxCount.
+func parseCount(s string, maxCount int) (int, bool) {
+	if s == "" || len(s) > 9 {
+		// Nine digits cover every count up to allocator.MaxDrawCount.
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, 1 <= n && n <= maxCount
+}
+
+// unescapeQuery decodes s as a query component, without allocating when
+// there is nothing to decode.
+func unescapeQuery(s string) (string, error) {
+	if strings.IndexByte(s, '%') < 0 && strings.IndexByte(s, '+') < 0 {
+		return s, nil
+	}
+	return url.QueryUnescape(s)
+}
+
+// truncate shortens s for an error message.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// handleIDs serves GET /ids: Snowflake IDs, or with namespace the IDs of a
+// namespace's counter.
+func (s *Server) handleIDs(c echo.Context) error {
+	q, perr := parseIDsQuery(c.Request().URL.RawQuery, s.maxCount)
+	if perr != nil {
+		return perr
+	}
+	sc := s.scratch.Get().(*scratch)
+	defer s.putScratch(sc)
+	if q.namespace != "" {
+		return s.serveNamespace(c, q, sc)
+	}
+
+	ids, err := s.keeper.NextN(sc.ids[:0], q.count)
+	sc.ids = ids[:0]
+	if err != nil {
+		// IDs issued before the refusal are dropped: they are unique and
+		// nobody will ever see them.
+		return fromDomain(err)
+	}
+	s.metrics.issuedSnowflake.Add(float64(len(ids)))
+
+	b := append(sc.buf[:0], `{"ids":[`...)
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendQuotedInt(b, int64(id))
+	}
+	b = append(b, `],"source":"snowflake"`...)
+	if q.explain {
+		b = append(b, `,"explain":[`...)
+		for i, id := range ids {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = s.appendDecomposition(b, id)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, "}\n"...)
+	sc.buf = b
+	return s.writeJSON(c, http.StatusOK, b)
+}
+
+// serveNamespace answers GET /ids?namespace=NS.
+func (s *Server) serveNamespace(c echo.Context, q idsQuery, sc *scratch) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), drawTimeout)
+	err := s.segments.Draw(ctx, q.namespace, q.count, &sc.batch)
+	cancel()
+	if err != nil {
+		return fromDomain(err)
+	}
+	batch := &sc.batch
+	source := "segment"
+	if batch.Source == allocator.SourceSnowflake {
+		source = "snowflake"
+		s.metrics.issuedFallback.Add(float64(len(batch.IDs)))
+	} else {
+		s.metrics.issuedSegment.Add(float64(len(batch.IDs)))
+	}
+
+	b := append(sc.buf[:0], `{"ids":[`...)
+	for i, id := range batch.IDs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendQuotedInt(b, id)
+	}
+	// The name passed ValidNamespace: it needs no JSON escaping.
+	b = append(b, `],"namespace":"`...)
+	b = append(b, q.namespace...)
+	b = append(b, `","source":"`...)
+	b = append(b, source...)
+	b = append(b, `","ranges":[`...)
+	for i, r := range batch.Ranges {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"first":`...)
+		b = appendQuotedInt(b, r.First)
+		b = append(b, `,"last":`...)
+		b = appendQuotedInt(b, r.Last)
+		b = append(b, '}')
+	}
+	b = append(b, "]}\n"...)
+	sc.buf = b
+	return s.writeJSON(c, http.StatusOK, b)
+}
+
+// handleParse serves GET /ids/:id, the decomposition of a Snowflake ID
+// under this node's layout.
+func (s *Server) handleParse(c echo.Context) error {
+	raw := c.Param("id")
+	id, err := snowflake.ParseID(raw)
+	if err != nil {
+		return invalidf("%q is not a Snowflake ID: a decimal integer from 0 to %d", truncate(raw, 32), int64(1<<63-1))
+	}
+	var arr [256]byte
+	b := s.appendDecomposition(arr[:0], id)
+	b = append(b, '\n')
+	return s.writeJSON(c, http.StatusOK, b)
+}
+
+// appendDecomposition appends the JSON object describing id:
+// {"id":"…","time":"…","timestamp_ms":…,"datacenter":…,"worker":…,"sequence":…}.
+// timestamp_ms is Unix milliseconds, the same instant as time.
+func (s *Server) appendDecomposition(b []byte, id snowflake.ID) []byte {
+	p := s.layout.Decompose(id)
+	b = append(b, `{"id":`...)
+	b = appendQuotedInt(b, int64(id))
+	b = append(b, `,"time":"`...)
+	b = p.Time.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	b = append(b, `","timestamp_ms":`...)
+	b = strconv.AppendInt(b, p.Time.UnixMilli(), 10)
+	b = append(b, `,"datacenter":`...)
+	b = strconv.AppendInt(b, p.Datacenter, 10)
+	b = append(b, `,"worker":`...)
+	b = strconv.AppendInt(b, p.Worker, 10)
+	b = append(b, `,"sequence":`...)
+	b = strconv.AppendInt(b, p.Sequence, 10)
+	return append(b, '}')
+}
+
+func appendQuotedInt(b []byte, v int64) []byte {
+	b = append(b, '"')
+	b = strconv.AppendInt(b, v, 10)
+	return append(b, '"')
+}
+
+// writeJSON sends body as an uncacheable JSON answer.
+func (s *Server) writeJSON(c echo.Context, status int, body []byte) error {
+	w := c.Response()
+	h := w.Header()
+	h["Content-Type"] = s.hdrJSON
+	h["Cache-Control"] = s.hdrNoStore
+	h["X-Content-Type-Options"] = s.hdrNoSniff
+	w.WriteHeader(status)
+	if c.Request().Method == http.MethodHead {
+		return nil
+	}
+	_, err := w.Write(body)
+	return err
+}
