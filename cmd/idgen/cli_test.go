@@ -1,0 +1,461 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/snowflake"
+)
+
+// result is what one in-process run of idgen left behind.
+type result struct {
+	code           int
+	stdout, stderr string
+	err            error
+}
+
+// cli runs idgen in-process as main does, with the environment vars (and
+// nothing else), and returns its exit code and output.
+func cli(t *testing.T, vars map[string]string, args ...string) result {
+	t.Helper()
+	return cliCtx(context.Background(), t, vars, args...)
+}
+
+func cliCtx(ctx context.Context, t *testing.T, vars map[string]string, args ...string) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, args, func(k string) string { return vars[k] }, &stdout, &stderr)
+	code := exitCode(err, &stderr)
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String(), err: err}
+}
+
+func lines(s string) []string {
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+}
+
+func TestUsageErrors(t *testing.T) {
+	// Every case must fail before touching the database: IDGEN_DSN names a
+	// file that must still not exist afterwards.
+	dbFile := filepath.Join(t.TempDir(), "untouched.db")
+	base := map[string]string{"IDGEN_DSN": "sqlite:" + dbFile}
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string // in the message line
+		hint string // the command in the hint line
+	}{
+		{"no command", nil, nil, "no command given", "idgen"},
+		{"unknown command", []string{"frobnicate"}, nil, `unknown command "frobnicate"`, "idgen"},
+		{"flag before command", []string{"--nope"}, nil, "unknown flag --nope", "idgen"},
+		{"help of unknown command", []string{"help", "frobnicate"}, nil, `unknown command "frobnicate"`, "idgen"},
+		{"unknown flag", []string{"serve", "--nope"}, nil, "flag provided but not defined: -nope", "idgen serve"},
+		{"serve argument", []string{"serve", "extra"}, nil, `unexpected argument "extra"`, "idgen serve"},
+		{"worker-ids reversed", []string{"serve", "--worker-ids", "7-3"}, nil, "range 7-3 is empty", "idgen serve"},
+		{"worker-ids not a range", []string{"serve", "--worker-ids", "abc"}, nil, "want a range of worker IDs", "idgen serve"},
+		{"worker-ids negative", []string{"serve", "--worker-ids", "-1-3"}, nil, "want a range of worker IDs", "idgen serve"},
+		{"worker-ids beyond layout", []string{"serve", "--worker-ids", "0-32"}, nil, "the layout allows 0 to 31", "idgen serve"},
+		{"worker-ids beyond custom layout", []string{"serve", "--layout", "41/5/4/13", "--worker-ids", "16"}, nil, "the layout allows 0 to 15", "idgen serve"},
+		{"layout sum", []string{"serve", "--layout", "41/5/5/13"}, nil, "bit widths sum to 64, want 63", "idgen serve"},
+		{"layout three parts", []string{"serve", "--layout", "41/10/12"}, nil, "want four bit widths", "idgen serve"},
+		{"layout not numbers", []string{"serve", "--layout", "x/5/5/12"}, nil, `bit width "x"`, "idgen serve"},
+		{"layout too short-lived", []string{"serve", "--layout", "30/5/5/23"}, nil, "invalid --layout/--epoch", "idgen serve"},
+		{"epoch not a time", []string{"serve", "--epoch", "yesterday"}, nil, "RFC 3339", "idgen serve"},
+		{"datacenter beyond layout", []string{"serve", "--datacenter", "32"}, nil, "the layout allows 0 to 31", "idgen serve"},
+		{"heartbeat too long", []string{"serve", "--heartbeat", "20s"}, nil, "at most half of --lease-ttl", "idgen serve"},
+		{"lease-ttl too short", []string{"serve", "--lease-ttl", "10ms"}, nil, "want at least 1s", "idgen serve"},
+		{"max-count zero", []string{"serve", "--max-count", "0"}, nil, "invalid --max-count 0", "idgen serve"},
+		{"log-format", []string{"serve", "--log-format", "xml"}, nil, "want text or json", "idgen serve"},
+		{"listen without port", []string{"serve", "--listen", "localhost"}, nil, "want host:port", "idgen serve"},
+		{"dsn scheme", []string{"serve", "--dsn", "redis://127.0.0.1:6379"}, nil, "want postgres://, mysql:// or sqlite:", "idgen serve"},
+		{"bad environment value", []string{"serve"}, map[string]string{"IDGEN_LEASE_TTL": "abc"}, "invalid value for IDGEN_LEASE_TTL", "idgen serve"},
+		{"bad environment bool", []string{"serve"}, map[string]string{"IDGEN_MIGRATE": "perhaps"}, "invalid value for IDGEN_MIGRATE", "idgen serve"},
+		{"migrate without command", []string{"migrate"}, nil, "want one of up, down or status", "idgen migrate"},
+		{"migrate sideways", []string{"migrate", "sideways"}, nil, `unknown migrate command "sideways"`, "idgen migrate"},
+		{"leases argument", []string{"leases", "all"}, nil, `unexpected argument "all"`, "idgen leases"},
+		{"namespaces without command", []string{"namespaces"}, nil, "want list or create", "idgen namespaces"},
+		{"namespaces delete", []string{"namespaces", "delete", "orders"}, nil, `unknown namespaces command "delete"`, "idgen namespaces"},
+		{"create missing NAME", []string{"namespaces", "create"}, nil, "missing namespace NAME", "idgen namespaces create"},
+		{"create missing NAME with flags", []string{"namespaces", "create", "--step", "10"}, nil, "missing namespace NAME", "idgen namespaces create"},
+		{"create two names", []string{"namespaces", "create", "a", "b"}, nil, `unexpected argument "b"`, "idgen namespaces create"},
+		{"create bad NAME", []string{"namespaces", "create", "Orders!"}, nil, `invalid NAME "Orders!"`, "idgen namespaces create"},
+		{"create start 0", []string{"namespaces", "create", "orders", "--start", "0"}, nil, "invalid --start 0", "idgen namespaces create"},
+		{"create bad mode", []string{"namespaces", "create", "orders", "--mode", "fast"}, nil, "want buffered or strict", "idgen namespaces create"},
+		{"create bad fallback", []string{"namespaces", "create", "orders", "--fallback", "uuid"}, nil, "want none or snowflake", "idgen namespaces create"},
+		{"create min-step above step", []string{"namespaces", "create", "orders", "--step", "100", "--min-step", "5000"}, nil, "invalid --min-step 5000", "idgen namespaces create"},
+		{"create step too large", []string{"namespaces", "create", "orders", "--step", "1073741825"}, nil, "invalid --step 1073741825", "idgen namespaces create"},
+		{"create max-step below step", []string{"namespaces", "create", "orders", "--step", "50", "--max-step", "10"}, nil, "invalid --max-step 10", "idgen namespaces create"},
+		{"list argument", []string{"namespaces", "list", "orders"}, nil, `unexpected argument "orders"`, "idgen namespaces list"},
+		{"parse missing ID", []string{"parse"}, nil, "missing ID", "idgen parse"},
+		{"parse bad ID", []string{"parse", "abc"}, nil, `invalid ID "abc"`, "idgen parse"},
+		{"parse negative ID", []string{"parse", "--", "-5"}, nil, `invalid ID "-5"`, "idgen parse"},
+		{"parse two IDs", []string{"parse", "1", "2"}, nil, `unexpected argument "2"`, "idgen parse"},
+		{"parse bad layout", []string{"parse", "1", "--layout", "41/5/5/13"}, nil, "bit widths sum to 64", "idgen parse"},
+		{"version argument", []string{"version", "now"}, nil, `unexpected argument "now"`, "idgen version"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vars := map[string]string{}
+			for k, v := range base {
+				vars[k] = v
+			}
+			for k, v := range tt.env {
+				vars[k] = v
+			}
+			r := cli(t, vars, tt.args...)
+			if r.code != 2 {
+				t.Fatalf("idgen %q: got exit code %d, want 2 (stderr %q)", tt.args, r.code, r.stderr)
+			}
+			var ue *usageError
+			if !errors.As(r.err, &ue) {
+				t.Errorf("got error %T %v, want a *usageError", r.err, r.err)
+			}
+			if r.stdout != "" {
+				t.Errorf("got stdout %q, want nothing", r.stdout)
+			}
+			got := lines(r.stderr)
+			wantHint := "Run '" + tt.hint + " --help' for usage."
+			if len(got) != 2 || !strings.HasPrefix(got[0], "idgen: ") || got[1] != wantHint {
+				t.Fatalf("got stderr %q, want one line \"idgen: …\" then %q", r.stderr, wantHint)
+			}
+			if !strings.Contains(got[0], tt.want) {
+				t.Errorf("got message %q, want it to contain %q", got[0], tt.want)
+			}
+		})
+	}
+	if _, err := os.Stat(dbFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a usage error touched the database: stat %s: got %v, want not exist", dbFile, err)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string // first line of the usage
+	}{
+		{[]string{"--help"}, "Usage: idgen <command> [arguments]"},
+		{[]string{"-h"}, "Usage: idgen <command> [arguments]"},
+		{[]string{"help"}, "Usage: idgen <command> [arguments]"},
+		{[]string{"help", "serve"}, "Usage: idgen serve [flags]"},
+		{[]string{"serve", "--help"}, "Usage: idgen serve [flags]"},
+		{[]string{"serve", "-h"}, "Usage: idgen serve [flags]"},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--help"}, "Usage: idgen serve [flags]"},
+		{[]string{"migrate", "--help"}, "Usage: idgen migrate up|down|status [--dsn DSN]"},
+		{[]string{"migrate", "up", "--help"}, "Usage: idgen migrate up|down|status [--dsn DSN]"},
+		{[]string{"leases", "--help"}, "Usage: idgen leases [--all] [--dsn DSN]"},
+		{[]string{"namespaces", "--help"}, "Usage: idgen namespaces list [--dsn DSN]"},
+		{[]string{"namespaces", "list", "--help"}, "Usage: idgen namespaces list [--dsn DSN]"},
+		{[]string{"namespaces", "create", "--help"}, "Usage: idgen namespaces list [--dsn DSN]"},
+		{[]string{"namespaces", "create", "orders", "--help"}, "Usage: idgen namespaces list [--dsn DSN]"},
+		{[]string{"parse", "--help"}, "Usage: idgen parse ID [--layout T/D/W/S] [--epoch TIME]"},
+		{[]string{"version", "--help"}, "Usage: idgen version"},
+	}
+	for _, tt := range tests {
+		r := cli(t, nil, tt.args...)
+		if r.code != 0 || r.stderr != "" {
+			t.Errorf("idgen %q: got exit code %d, stderr %q; want 0 and nothing", tt.args, r.code, r.stderr)
+			continue
+		}
+		if got := lines(r.stdout)[0]; got != tt.want {
+			t.Errorf("idgen %q: got first line %q, want %q", tt.args, got, tt.want)
+		}
+	}
+}
+
+// TestServeFlagsDocumented checks that every serve flag but the test-only
+// ones is in serve's --help and in docs/cli.md, with its environment variable.
+func TestServeFlagsDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "cli.md"))
+	if err != nil {
+		t.Fatalf("read the CLI reference: %v", err)
+	}
+	sf := newServeFlags()
+	n := 0
+	sf.f.fs.VisitAll(func(fl *flag.Flag) {
+		if sf.f.noEnv[fl.Name] {
+			if strings.Contains(serveUsage, "--"+fl.Name) {
+				t.Errorf("serve --help shows the test-only flag --%s", fl.Name)
+			}
+			return
+		}
+		n++
+		for _, want := range []string{"--" + fl.Name + " ", "[" + envName(fl.Name) + "]"} {
+			if !strings.Contains(serveUsage, want) {
+				t.Errorf("serve --help does not mention %q", want)
+			}
+		}
+		for _, want := range []string{"--" + fl.Name, envName(fl.Name)} {
+			if !strings.Contains(string(doc), want) {
+				t.Errorf("docs/cli.md does not mention %q", want)
+			}
+		}
+	})
+	if n < 15 {
+		t.Errorf("got %d documented serve flags, want at least 15", n)
+	}
+}
+
+func TestParseServe(t *testing.T) {
+	custom := snowflake.Layout{TimeBits: 41, DatacenterBits: 4, WorkerBits: 6, SequenceBits: 12,
+		Epoch: time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)}
+	tests := []struct {
+		name  string
+		args  []string
+		env   map[string]string
+		check func(t *testing.T, c serveConfig)
+	}{
+		{"defaults", nil, nil, func(t *testing.T, c serveConfig) {
+			if c.listen != "127.0.0.1:8080" || c.dsn != "sqlite:idgen.db" || !c.migrate || c.datacenter != 0 ||
+				c.workers != nil || c.ttl != 30*time.Second || c.heartbeat != 10*time.Second ||
+				c.maxCount != 10000 || c.adminToken != "" || c.logFormat != "text" || c.holder != "" ||
+				c.shutdownTimeout != 10*time.Second || c.clockOffset != 0 || c.clockFile != "" {
+				t.Errorf("got %+v, want the documented defaults", c)
+			}
+			if d := snowflake.DefaultLayout().Diff(c.layout); d != "" {
+				t.Errorf("got layout %s, want the default: %s", c.layout, d)
+			}
+		}},
+		{"environment", nil, map[string]string{
+			"IDGEN_LISTEN": "127.0.0.1:9000", "IDGEN_DSN": "mysql://root@127.0.0.1:3306/x", "IDGEN_DATACENTER": "3",
+			"IDGEN_WORKER_IDS": "4-9", "IDGEN_LEASE_TTL": "20s", "IDGEN_HEARTBEAT": "5s", "IDGEN_MAX_COUNT": "50",
+			"IDGEN_ADMIN_TOKEN": "t0ken", "IDGEN_LOG_FORMAT": "json", "IDGEN_LOG_LEVEL": "debug",
+			"IDGEN_MIGRATE": "false", "IDGEN_HOLDER": "node-a", "IDGEN_SHUTDOWN_TIMEOUT": "3s",
+			"IDGEN_LAYOUT": "41/4/6/12", "IDGEN_EPOCH": "2025-06-01T00:00:00Z",
+			// Test-only flags have no environment variable.
+			"IDGEN_TEST_CLOCK_OFFSET": "1h", "IDGEN_TEST_CLOCK_FILE": "/tmp/clock",
+		}, func(t *testing.T, c serveConfig) {
+			if c.listen != "127.0.0.1:9000" || c.dsn != "mysql://root@127.0.0.1:3306/x" || c.migrate ||
+				c.datacenter != 3 || c.workers == nil || *c.workers != (allocator.WorkerRange{Min: 4, Max: 9}) ||
+				c.ttl != 20*time.Second || c.heartbeat != 5*time.Second || c.maxCount != 50 ||
+				c.adminToken != "t0ken" || c.logFormat != "json" || c.logLevel.String() != "DEBUG" ||
+				c.holder != "node-a" || c.shutdownTimeout != 3*time.Second {
+				t.Errorf("got %+v, want the environment's values", c)
+			}
+			if d := custom.Diff(c.layout); d != "" {
+				t.Errorf("got layout %s, want %s: %s", c.layout, custom, d)
+			}
+			if c.clockOffset != 0 || c.clockFile != "" {
+				t.Errorf("got test clock %s %q from the environment, want none", c.clockOffset, c.clockFile)
+			}
+		}},
+		{"flag beats environment", []string{"--datacenter", "2", "--lease-ttl", "40s", "--migrate=true"},
+			map[string]string{"IDGEN_DATACENTER": "3", "IDGEN_LEASE_TTL": "not a duration", "IDGEN_MIGRATE": "false"},
+			func(t *testing.T, c serveConfig) {
+				if c.datacenter != 2 || c.ttl != 40*time.Second || !c.migrate {
+					t.Errorf("got datacenter %d, ttl %s, migrate %v; want the flags' 2, 40s, true", c.datacenter, c.ttl, c.migrate)
+				}
+			}},
+		{"one worker ID", []string{"--worker-ids", "5"}, nil, func(t *testing.T, c serveConfig) {
+			if c.workers == nil || *c.workers != (allocator.WorkerRange{Min: 5, Max: 5}) {
+				t.Errorf("got workers %v, want 5-5", c.workers)
+			}
+		}},
+		{"test clock flags", []string{"--test-clock-offset", "-2s", "--test-clock-file", "/tmp/f"}, nil,
+			func(t *testing.T, c serveConfig) {
+				if c.clockOffset != -2*time.Second || c.clockFile != "/tmp/f" {
+					t.Errorf("got %s %q, want -2s /tmp/f", c.clockOffset, c.clockFile)
+				}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseServe(tt.args, env{getenv: func(k string) string { return tt.env[k] }})
+			if err != nil {
+				t.Fatalf("parseServe(%q): %v", tt.args, err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestParse(t *testing.T) {
+	custom := snowflake.Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 6, SequenceBits: 11,
+		Epoch: time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)}
+	at := time.Date(2026, 3, 4, 5, 6, 7, 890e6, time.UTC)
+	tests := []struct {
+		name   string
+		layout snowflake.Layout
+		args   []string
+		env    map[string]string
+	}{
+		{"default layout", snowflake.DefaultLayout(), nil, nil},
+		{"flags", custom, []string{"--layout", "41/5/6/11", "--epoch", "2025-06-01T00:00:00Z"}, nil},
+		{"environment", custom, nil, map[string]string{"IDGEN_LAYOUT": "41/5/6/11", "IDGEN_EPOCH": "2025-06-01T00:00:00Z"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ts := at.UnixMilli() - tt.layout.EpochMillis()
+			id, err := tt.layout.Compose(snowflake.Parts{Timestamp: ts, Datacenter: 17, Worker: 29, Sequence: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := cli(t, tt.env, append([]string{"parse", id.String()}, tt.args...)...)
+			if r.code != 0 {
+				t.Fatalf("got exit code %d, stderr %q; want 0", r.code, r.stderr)
+			}
+			got := map[string]string{}
+			for _, l := range lines(r.stdout) {
+				k, v, _ := strings.Cut(l, " ")
+				got[k] = strings.TrimSpace(v)
+			}
+			want := map[string]string{
+				"id": id.String(), "time": "2026-03-04T05:06:07.89Z", "timestamp_ms": strconv.FormatInt(at.UnixMilli(), 10),
+				"since_epoch_ms": strconv.FormatInt(ts, 10), "datacenter": "17", "worker": "29",
+				"sequence": "1000", "layout": tt.layout.String(),
+			}
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("got %s %q, want %q (output %q)", k, got[k], v, r.stdout)
+				}
+			}
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	r := cli(t, nil, "version")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("got exit code %d, stderr %q; want 0 and nothing", r.code, r.stderr)
+	}
+	if !regexp.MustCompile(`^idgen \S+ \(go1\.\S+, \w+/\w+\)\n$`).MatchString(r.stdout) {
+		t.Errorf("got %q, want \"idgen <version> (<go version>, <os>/<arch>)\"", r.stdout)
+	}
+	if r2 := cli(t, nil, "--version"); r2.stdout != r.stdout {
+		t.Errorf("--version: got %q, want %q", r2.stdout, r.stdout)
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	tests := []struct {
+		err  error
+		code int
+		want string
+	}{
+		{nil, 0, ""},
+		{flag.ErrHelp, 0, ""},
+		{usagef("serve", "bad"), 2, "idgen: bad\nRun 'idgen serve --help' for usage.\n"},
+		{errors.New("boom"), 1, "idgen: boom\n"},
+		{errors.Join(errors.New("first"), errors.New("second")), 1, "idgen: first; second\n"},
+	}
+	for _, tt := range tests {
+		var b bytes.Buffer
+		if got := exitCode(tt.err, &b); got != tt.code || b.String() != tt.want {
+			t.Errorf("exitCode(%v): got %d %q, want %d %q", tt.err, got, b.String(), tt.code, tt.want)
+		}
+	}
+}
+
+func TestClockWatcherRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "clock")
+	clock := snowflake.NewShiftedClock(nil, 0)
+	// The watcher's goroutine is not started: read is called directly.
+	w := &clockWatcher{clock: clock, path: path, log: newLogger(io.Discard, "text", 0)}
+	steps := []struct {
+		content string // "" removes the file
+		want    time.Duration
+	}{
+		{"", 0}, // no file: unchanged
+		{"2s\n", 2 * time.Second},
+		{"-3s", -3 * time.Second},
+		{"soon", -3 * time.Second}, // not a duration: unchanged
+		{" ", -3 * time.Second},    // empty: unchanged
+		{"", -3 * time.Second},     // removed: unchanged
+		{"1500ms", 1500 * time.Millisecond},
+		{"0s", 0},
+	}
+	for i, st := range steps {
+		if st.content == "" {
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				t.Fatal(err)
+			}
+		} else if err := os.WriteFile(path, []byte(st.content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		w.read()
+		if got := clock.Offset(); got != st.want {
+			t.Errorf("step %d (%q): got offset %s, want %s", i, st.content, got, st.want)
+		}
+	}
+}
+
+func TestClockWatcher(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "clock")
+	if err := os.WriteFile(path, []byte("2s"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clock := snowflake.NewShiftedClock(nil, 0)
+	w := startClockWatcher(clock, path, 5*time.Millisecond, newLogger(io.Discard, "text", 0))
+	defer w.stop()
+	if got := clock.Offset(); got != 2*time.Second {
+		t.Fatalf("right after start: got offset %s, want the file's 2s", got)
+	}
+	if err := os.WriteFile(path, []byte("-3s"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for clock.Offset() != -3*time.Second {
+		if time.Now().After(deadline) {
+			t.Fatalf("got offset %s, want the file's new -3s", clock.Offset())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	w.stop()
+	w.stop() // a second stop returns at once
+	select {
+	case <-w.doneC:
+	default:
+		t.Fatal("stop returned before the watcher's goroutine ended")
+	}
+}
+
+func TestScrubber(t *testing.T) {
+	const pw = "S3cret-pw"
+	tests := []struct {
+		dsn    string
+		others []string
+		in     string
+		want   string
+	}{
+		{"postgres://u:" + pw + "@h:5432/db", nil, "connect to postgres://u:" + pw + "@h/db failed", "connect to postgres://u:xxxxx@h/db failed"},
+		{"postgres://u:S3cret%2Fpw@h/db", nil, "raw S3cret%2Fpw decoded S3cret/pw", "raw xxxxx decoded xxxxx"},
+		{"postgres://u@h/db?sslmode=disable&password=" + pw, nil, "dsn ?password=" + pw + "&x", "dsn ?password=xxxxx&x"},
+		{"mysql://root:" + pw + "@[::1/db", nil, "bad " + pw, "bad xxxxx"},          // malformed URL
+		{"root:" + pw + "@tcp(127.0.0.1:3306)/test", nil, "dsn " + pw, "dsn xxxxx"}, // driver form
+		{"sqlite:idgen.db", []string{"admin-token-123"}, "token admin-token-123 and admin-token-123", "token xxxxx and xxxxx"},
+		// Too short to scrub, and nothing to scrub.
+		{"mysql://root:abc@h/db", nil, "abc 127.0.0.1", "abc 127.0.0.1"},
+		{"mysql://root@127.0.0.1:3306/test", nil, "dial 127.0.0.1:3306", "dial 127.0.0.1:3306"},
+	}
+	for _, tt := range tests {
+		sc := newScrubber(tt.dsn, tt.others...)
+		if got := sc.scrub(tt.in); got != tt.want {
+			t.Errorf("scrub(%q) for %q: got %q, want %q", tt.in, tt.dsn, got, tt.want)
+		}
+		var b bytes.Buffer
+		if _, err := sc.writer(&b).Write([]byte(tt.in)); err != nil || b.String() != tt.want {
+			t.Errorf("writer for %q: got %q %v, want %q", tt.dsn, b.String(), err, tt.want)
+		}
+	}
+	sc := newScrubber("postgres://u:" + pw + "@h/db")
+	inner := usagef("serve", "bad %s", pw)
+	err := sc.err(fmt.Errorf("wrapped: %w", inner))
+	var ue *usageError
+	if err.Error() != "wrapped: bad xxxxx" || !errors.As(err, &ue) || !errors.Is(err, inner) {
+		t.Errorf("got %q (errors.As %v), want the message scrubbed and the chain kept", err, errors.As(err, &ue))
+	}
+	if sc.err(nil) != nil {
+		t.Error("sc.err(nil) is not nil")
+	}
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/snowflake"
+)
+
+// layoutFlag is --layout: the bit widths of a Snowflake ID as
+// time/datacenter/worker/sequence, e.g. 41/5/5/12.
+type layoutFlag struct{ time, datacenter, worker, sequence int }
+
+func defaultLayoutFlag() layoutFlag {
+	return layoutFlag{snowflake.DefaultTimeBits, snowflake.DefaultDatacenterBits,
+		snowflake.DefaultWorkerBits, snowflake.DefaultSequenceBits}
+}
+
+func (l *layoutFlag) String() string {
+	return fmt.Sprintf("%d/%d/%d/%d", l.time, l.datacenter, l.worker, l.sequence)
+}
+
+func (l *layoutFlag) Set(s string) error {
+	parts := strings.Split(s, "/")
+	if len(parts) != 4 {
+		return errors.New("want four bit widths time/datacenter/worker/sequence, e.g. 41/5/5/12")
+	}
+	var v [4]int
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 || n > 63 {
+			return fmt.Errorf("bit width %q is not a number from 0 to 63", p)
+		}
+		v[i] = n
+	}
+	if sum := v[0] + v[1] + v[2] + v[3]; sum != 63 {
+		return fmt.Errorf("bit widths sum to %d, want 63", sum)
+	}
+	*l = layoutFlag{v[0], v[1], v[2], v[3]}
+	return nil
+}
+
+// timeFlag is a flag holding an RFC 3339 instant (--epoch).
+type timeFlag struct{ t time.Time }
+
+func (f *timeFlag) String() string { return f.t.UTC().Format(time.RFC3339Nano) }
+
+func (f *timeFlag) Set(s string) error {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return fmt.Errorf("want an RFC 3339 time such as 2026-01-01T00:00:00Z")
+	}
+	f.t = t.UTC()
+	return nil
+}
+
+// layout returns the validated layout of the --layout and --epoch flags.
+func layoutOf(bits layoutFlag, epoch timeFlag) (snowflake.Layout, error) {
+	l := snowflake.Layout{
+		TimeBits:       bits.time,
+		DatacenterBits: bits.datacenter,
+		WorkerBits:     bits.worker,
+		SequenceBits:   bits.sequence,
+		Epoch:          epoch.t,
+	}
+	if err := l.Validate(); err != nil {
+		return snowflake.Layout{}, err
+	}
+	return l, nil
+}
+
+// workerRangeFlag is --worker-ids: an inclusive range of worker IDs, "A-B",
+// or a single worker ID "N". Unset means every worker ID of the layout.
+type workerRangeFlag struct {
+	r   allocator.WorkerRange
+	set bool
+}
+
+func (f *workerRangeFlag) String() string {
+	if !f.set {
+		return ""
+	}
+	return fmt.Sprintf("%d-%d", f.r.Min, f.r.Max)
+}
+
+func (f *workerRangeFlag) Set(s string) error {
+	lo, hi, found := strings.Cut(s, "-")
+	if !found {
+		hi = lo
+	}
+	a, errA := strconv.ParseInt(lo, 10, 64)
+	b, errB := strconv.ParseInt(hi, 10, 64)
+	if errA != nil || errB != nil || a < 0 || b < 0 {
+		return errors.New("want a range of worker IDs such as 0-31, or one worker ID")
+	}
+	if a > b {
+		return fmt.Errorf("range %d-%d is empty (start above end)", a, b)
+	}
+	f.r, f.set = allocator.WorkerRange{Min: a, Max: b}, true
+	return nil
+}
+
+// choiceFlag is a string flag restricted to a few values.
+type choiceFlag struct {
+	v       string
+	choices []string
+}
+
+func (f *choiceFlag) String() string { return f.v }
+
+func (f *choiceFlag) Set(s string) error {
+	for _, c := range f.choices {
+		if s == c {
+			f.v = s
+			return nil
+		}
+	}
+	return fmt.Errorf("want %s", strings.Join(f.choices, " or "))
+}

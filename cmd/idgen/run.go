@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// run is the whole program but for the process around it: it runs the
+// command args[0] with the arguments that follow, reading the environment
+// through getenv and writing to stdout and stderr. Cancelling ctx (SIGINT or SIGTERM in main) shuts a
+// running server down gracefully. The error it returns decides the exit code
+// (see exitCode): nil or flag.ErrHelp is 0, a *usageError is 2, anything
+// else is 1.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usagef("", "no command given")
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "-h", "-help", "--help", "help":
+		if name == "help" && len(rest) > 0 {
+			if c, ok := lookup(rest[0]); ok {
+				fmt.Fprint(stdout, c.usage)
+				return nil
+			}
+			return usagef("", "unknown command %q", rest[0])
+		}
+		fmt.Fprint(stdout, mainUsage)
+		return nil
+	case "-version", "--version":
+		name = "version"
+	}
+	c, ok := lookup(name)
+	if !ok {
+		if strings.HasPrefix(name, "-") {
+			return usagef("", "unknown flag %s (flags go after the command)", name)
+		}
+		return usagef("", "unknown command %q", name)
+	}
+	return c.run(ctx, rest, env{getenv: getenv, stdout: stdout, stderr: stderr})
+}
+
+// env is what every command gets from the process.
+type env struct {
+	getenv func(string) string
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// command is one of idgen's commands.
+type command struct {
+	usage string // printed by --help
+	run   func(ctx context.Context, args []string, e env) error
+}
+
+// lookup returns idgen's command called name.
+func lookup(name string) (command, bool) {
+	switch name {
+	case "serve":
+		return command{usage: serveUsage, run: runServe}, true
+	case "migrate":
+		return command{usage: migrateUsage, run: runMigrate}, true
+	case "leases":
+		return command{usage: leasesUsage, run: runLeases}, true
+	case "namespaces":
+		return command{usage: namespacesUsage, run: runNamespaces}, true
+	case "parse":
+		return command{usage: parseUsage, run: runParse}, true
+	case "version":
+		return command{usage: versionUsage, run: runVersion}, true
+	}
+	return command{}, false
+}
+
+const mainUsage = `Usage: idgen <command> [arguments]
+
+idgen hands out unique 64-bit IDs: time-sortable Snowflake IDs whose worker ID
+is leased from a database, and dense sequential IDs per namespace.
+
+Commands:
+  serve        run the HTTP service
+  migrate      apply, roll back or list the database migrations (up|down|status)
+  leases       print the worker lease table
+  namespaces   list or create segment namespaces (list|create)
+  parse        decompose a Snowflake ID
+  version      print the version
+
+Every flag can also be set with an environment variable: --lease-ttl is
+IDGEN_LEASE_TTL. A flag beats its variable, which beats the default.
+
+Run 'idgen <command> --help' for a command's flags.
+`
+
+// usageError is a bad command line: a flag, argument or environment value
+// idgen cannot use. It exits with code 2 and a hint to the command's help.
+type usageError struct {
+	cmd string // "serve", "namespaces create", or "" for idgen itself
+	msg string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+// usagef returns a *usageError for command cmd.
+func usagef(cmd, format string, args ...any) error {
+	return &usageError{cmd: cmd, msg: fmt.Sprintf(format, args...)}
+}
+
+// exitCode writes err to stderr, as one line (and a hint for a usage error),
+// and returns the process's exit code: 0 for success and --help, 2 for a
+// usage error, 1 for any other error.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		cmd := "idgen"
+		if ue.cmd != "" {
+			cmd += " " + ue.cmd
+		}
+		fmt.Fprintf(stderr, "idgen: %s\nRun '%s --help' for usage.\n", oneLine(err.Error()), cmd)
+		return 2
+	}
+	fmt.Fprintf(stderr, "idgen: %s\n", oneLine(err.Error()))
+	return 1
+}
+
+// oneLine folds a multi-line message (errors.Join) onto one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
+}
+
+// flagSet is a command's flags, parsed from the command line and then from
+// the environment: flag beats IDGEN_<NAME> beats the default. The usage text
+// is written by hand, so flags it leaves out (the test-only ones) are hidden.
+type flagSet struct {
+	cmd   string // for messages: "serve", "namespaces create"
+	usage string
+	fs    *flag.FlagSet
+	noEnv map[string]bool // flags without an environment variable
+}
+
+// newFlagSet returns an empty flag set for command cmd whose --help prints usage.
+func newFlagSet(cmd, usage string) *flagSet {
+	fs := flag.NewFlagSet("idgen "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors come back as a *usageError
+	fs.Usage = func() {}
+	return &flagSet{cmd: cmd, usage: usage, fs: fs, noEnv: map[string]bool{}}
+}
+
+// envName is the environment variable for flag name: IDGEN_LEASE_TTL for lease-ttl.
+func envName(name string) string {
+	return "IDGEN_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// parse parses args, which may mix flags and positional arguments (flags
+// after "--" are positional), then fills every flag not given on the command
+// line from its environment variable. It returns the positional arguments.
+// On --help it writes the usage to e.stdout and returns flag.ErrHelp.
+func (f *flagSet) parse(args []string, e env) ([]string, error) {
+	var pos []string
+	for {
+		if err := f.fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(e.stdout, f.usage)
+				return nil, flag.ErrHelp
+			}
+			return nil, usagef(f.cmd, "%s", err)
+		}
+		rest := f.fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	given := map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	var names []string
+	f.fs.VisitAll(func(fl *flag.Flag) {
+		if !given[fl.Name] && !f.noEnv[fl.Name] {
+			names = append(names, fl.Name)
+		}
+	})
+	sort.Strings(names)
+	for _, name := range names {
+		v := e.getenv(envName(name))
+		if v == "" {
+			continue
+		}
+		if err := f.fs.Set(name, v); err != nil {
+			return nil, usagef(f.cmd, "invalid value for %s: %v", envName(name), err)
+		}
+	}
+	return pos, nil
+}
+
+// isSet reports whether flag name was given on the command line or in the
+// environment (after parse).
+func (f *flagSet) isSet(name string) bool {
+	set := false
+	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	return set
+}
