@@ -46,9 +46,15 @@ type Segments struct {
 	mu     sync.Mutex // serialises writers of spaces and Close
 	closed atomic.Bool
 
-	// stop is cancelled by Close; it bounds every background fetch.
-	stop     context.Context
-	stopFunc context.CancelFunc
+	// closing is cancelled when Close starts: no new fetch begins and
+	// backoff sleeps end. stop is cancelled once Close's ctx ends (or after
+	// the loads finished): it aborts fetches still in flight. Letting them
+	// finish first matters: an aborted UPDATE may still commit, after the
+	// tail was returned, and leave a gap.
+	closing     context.Context
+	closingFunc context.CancelFunc
+	stop        context.Context
+	stopFunc    context.CancelFunc
 	// wg counts the background goroutines (first lookups and range loads);
 	// Close waits for them.
 	wg sync.WaitGroup
@@ -207,6 +213,7 @@ func NewSegments(store SegmentStore, s SegmentSettings) *Segments {
 	empty := map[string]*segNamespace{}
 	sg.spaces.Store(&empty)
 	sg.stop, sg.stopFunc = context.WithCancel(context.Background())
+	sg.closing, sg.closingFunc = context.WithCancel(context.Background())
 	return sg
 }
 
@@ -401,11 +408,24 @@ func (s *Segments) Close(ctx context.Context) error {
 	spaces := *s.spaces.Load()
 	s.mu.Unlock()
 
-	s.stopFunc()
+	s.closingFunc()
 	for _, ns := range spaces {
 		ns.markClosed()
 	}
-	s.wg.Wait()
+	// Let fetches in flight finish (their ranges become tails to return),
+	// for as long as ctx allows.
+	loadsDone := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(loadsDone)
+	}()
+	select {
+	case <-loadsDone:
+	case <-ctx.Done():
+		s.stopFunc()
+		<-loadsDone
+	}
+	s.stopFunc()
 
 	names := make([]string, 0, len(spaces))
 	for name := range spaces {

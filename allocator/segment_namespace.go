@@ -219,6 +219,12 @@ func (ns *segNamespace) load() {
 	backoff := s.retryMin
 	for {
 		ns.mu.Lock()
+		if ns.closed || s.closing.Err() != nil {
+			ns.loading = false
+			ns.broadcastLocked()
+			ns.mu.Unlock()
+			return
+		}
 		n := max(step, ns.hint)
 		ns.mu.Unlock()
 
@@ -240,7 +246,7 @@ func (ns *segNamespace) load() {
 			return
 		}
 		ns.recordErrLocked(err, end)
-		stop := segPermanent(err) || ns.closed || s.stop.Err() != nil
+		stop := segPermanent(err) || ns.closed || s.closing.Err() != nil
 		if stop {
 			ns.loading = false
 		}
@@ -250,7 +256,7 @@ func (ns *segNamespace) load() {
 			return
 		}
 		s.log.Warn("segment fetch failed; its range is discarded", "namespace", ns.name, "step", n, "retry_in", backoff, "err", err)
-		if !segSleep(s.stop, segJitter(backoff)) {
+		if !segSleep(s.closing, segJitter(backoff)) {
 			ns.mu.Lock()
 			ns.loading = false
 			ns.broadcastLocked()

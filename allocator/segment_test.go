@@ -1018,3 +1018,38 @@ func TestSegmentsWarmDrawsDoNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// TestSegmentsCloseWaitsForFetchInFlight: a background fetch still running
+// when Close starts is let finish, so its range is returned with the tail
+// rather than committed after it and lost as a gap.
+func TestSegmentsCloseWaitsForFetchInFlight(t *testing.T) {
+	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 1000})
+	ctx := testCtx(t)
+	a := NewSegments(store, testSettings())
+	mustDraw(t, ctx, a, "orders", 10)
+	waitIdle(t, a, "orders")
+	store.closeGate()
+	mustDraw(t, ctx, a, "orders", 140) // past the threshold: the prefetch starts and waits at the gate
+	deadline := time.Now().Add(10 * time.Second)
+	for store.fetchesInFlight() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the prefetch never started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- a.Close(ctx) }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a fetch was in flight and its ctx had time left", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	store.openGate()
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	c := newTestSegments(t, store, testSettings())
+	if id := mustNext(t, ctx, c, "orders"); id != 151 {
+		t.Errorf("next allocator's first ID: got %d, want 151 (the fetch in flight was returned too)", id)
+	}
+}

@@ -18,8 +18,10 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"time"
 
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 )
 
 // files holds the SQL migrations of every dialect.
@@ -66,6 +68,8 @@ func FS(d Dialect) (fs.FS, error) {
 
 // NewProvider returns a goose provider that applies the migrations of dialect
 // d to db. goose records the applied versions in the table goose_db_version.
+// On PostgreSQL and MySQL the provider holds a lock while it migrates, so
+// nodes started together on a fresh database do not race.
 //
 // Closing the provider closes db.
 func NewProvider(d Dialect, db *sql.DB) (*goose.Provider, error) {
@@ -77,7 +81,26 @@ func NewProvider(d Dialect, db *sql.DB) (*goose.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := goose.NewProvider(gd, db, sub)
+	var opts []goose.ProviderOption
+	switch d {
+	case DialectPostgres:
+		// An advisory lock held by the migrating session: nodes that start
+		// together on a fresh database migrate one after another.
+		l, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 120))
+		if err != nil {
+			return nil, fmt.Errorf("migrations: %s: %w", d, err)
+		}
+		opts = append(opts, goose.WithSessionLocker(l))
+	case DialectMySQL:
+		// MySQL has no session lock goose can use; goose keeps a lock row
+		// in the table goose_lock instead.
+		l, err := lock.NewMySQLTableLocker(lock.WithTableLockTimeout(250*time.Millisecond, 480))
+		if err != nil {
+			return nil, fmt.Errorf("migrations: %s: %w", d, err)
+		}
+		opts = append(opts, goose.WithLocker(l))
+	}
+	p, err := goose.NewProvider(gd, db, sub, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("migrations: %s: %w", d, err)
 	}

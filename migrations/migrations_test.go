@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/idgen-project/idgen/allocator/mysql"
 	"github.com/idgen-project/idgen/allocator/postgres"
 	"github.com/idgen-project/idgen/allocator/sqlite"
+	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/testdb"
 	"github.com/idgen-project/idgen/migrations"
 	"github.com/idgen-project/idgen/snowflake"
@@ -158,5 +160,62 @@ func TestUnknownDialect(t *testing.T) {
 	}
 	if _, err := migrations.FS("oracle"); err == nil {
 		t.Errorf("FS(oracle) succeeded, want an error")
+	}
+}
+
+// TestConcurrentUp starts eight nodes' migrations at once on a fresh
+// database: all succeed and the schema ends at the latest version.
+func TestConcurrentUp(t *testing.T) {
+	for _, tt := range []struct {
+		dialect string
+		dsn     func(testing.TB) string
+	}{{"postgres", testdb.Postgres}, {"mysql", testdb.MySQL}} {
+		t.Run(tt.dialect, func(t *testing.T) {
+			dsn := tt.dsn(t)
+			var wg sync.WaitGroup
+			errs := make([]error, 8)
+			for i := range errs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s, err := stores.Open(t.Context(), dsn)
+					if err != nil {
+						errs[i] = err
+						return
+					}
+					defer s.Close()
+					p, err := s.Migrations()
+					if err != nil {
+						errs[i] = err
+						return
+					}
+					defer p.Close()
+					_, errs[i] = p.Up(t.Context())
+				}()
+			}
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("node %d: Up: %v", i, err)
+				}
+			}
+			s, err := stores.Open(t.Context(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			p, err := s.Migrations()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			got, err := p.GetDBVersion(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := int64(len(p.ListSources())); got != want {
+				t.Errorf("schema version: got %d, want %d", got, want)
+			}
+		})
 	}
 }

@@ -80,7 +80,7 @@ func parseDSN(dsn string) (*gomysql.Config, string, error) {
 		// The DSN cannot be shown: the password may be anywhere in it.
 		return nil, "", fmt.Errorf("mysql: invalid DSN: not a mysql://user:pass@host:port/database URL")
 	}
-	safe := u.Redacted()
+	safe := allocator.RedactDSN(dsn)
 	if u.Host == "" {
 		return nil, "", fmt.Errorf("mysql: invalid DSN %s: no host", safe)
 	}

@@ -93,5 +93,5 @@ func redact(dsn string) string {
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Opaque != "" {
 		return "(DSN not shown: not a postgres:// URL)"
 	}
-	return u.Redacted()
+	return allocator.RedactDSN(dsn)
 }

@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 
 	"github.com/pressly/goose/v3"
@@ -58,28 +57,6 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 	return nil, fmt.Errorf("%w: %s", ErrUnknownScheme, Redact(dsn))
 }
 
-// Redact returns dsn with any password replaced by "xxxxx", for logs and
-// error messages; a DSN it cannot parse is reduced to its scheme.
-func Redact(dsn string) string {
-	if strings.HasPrefix(dsn, "sqlite:") {
-		return dsn
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		if i := strings.Index(dsn, "://"); i > 0 && i < 16 {
-			return dsn[:i+3] + "(unparsable DSN)"
-		}
-		return "(unparsable DSN)"
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	q := u.Query()
-	for _, k := range []string{"password", "passwd", "pass"} {
-		if q.Has(k) {
-			q.Set(k, "xxxxx")
-		}
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+// Redact returns dsn with any password replaced, for logs and error
+// messages; see allocator.RedactDSN.
+func Redact(dsn string) string { return allocator.RedactDSN(dsn) }

@@ -13,7 +13,7 @@ func TestRedact(t *testing.T) {
 		{"mysql://root@127.0.0.1:3306/test", "mysql://root@127.0.0.1:3306/test"},
 		{"postgres://h/db?password=s3cret", "postgres://h/db?password=xxxxx"},
 		{"sqlite:idgen.db", "sqlite:idgen.db"},
-		{"postgres://u:s3cret@h:99999999999/%zz", "postgres://(unparsable DSN)"},
+		{"postgres://u:s3cret@h:99999999999/%zz", "postgres://(DSN not shown: unparsable)"},
 	}
 	for _, tt := range tests {
 		if got := Redact(tt.in); got != tt.want {
