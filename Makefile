@@ -4,10 +4,28 @@ BIN     ?= bin/idgen
 BENCH   ?= .
 COUNT   ?= 1
 
-.PHONY: build test bench lint fmt tidy
+.PHONY: build run test bench lint fmt chaos fuzz
 
+# The idgen binary in bin/, after checking that everything compiles.
 build:
 	$(GO) build ./...
+	$(GO) build -o $(BIN) ./cmd/idgen
+
+# idgen on the embedded default: SQLite in ./idgen.db, http://127.0.0.1:8080.
+run: build
+	$(BIN) serve
+
+# The fault harness: real idgen processes against PostgreSQL and MariaDB
+# with faults injected (test/chaos; needs the same databases as make test).
+chaos:
+	$(GO) test -tags chaos -count=1 -v -timeout 25m ./test/chaos/
+
+# A bounded fuzz run of the HTTP request parsing. A count budget, not a
+# duration: Go 1.26's fuzz coordinator can end a timed run with a spurious
+# "context deadline exceeded" (golang/go#75804).
+FUZZTIME ?= 100000x
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzIDsQuery -fuzztime $(FUZZTIME) ./httpapi/
 
 # Every test, with the race detector. Database tests read
 # IDGEN_TEST_POSTGRES_DSN / IDGEN_TEST_MYSQL_DSN (see docs/testing.md);
