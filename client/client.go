@@ -1,0 +1,592 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idgen-project/idgen/snowflake"
+)
+
+// Defaults used for zero fields of Options.
+const (
+	DefaultMaxAttempts      = 4
+	DefaultBackoffBase      = 50 * time.Millisecond
+	DefaultBackoffMax       = 2 * time.Second
+	DefaultMaxRetryAfter    = 30 * time.Second
+	DefaultAttemptTimeout   = 5 * time.Second
+	DefaultMaxCount         = 10000
+	DefaultBreakerThreshold = 5
+	DefaultBreakerCooldown  = 5 * time.Second
+	DefaultCacheLowWater    = 0.25
+)
+
+// maxBody bounds what the client reads of one response. The largest
+// answer idgen gives (10000 IDs with their ranges) is well below it.
+const maxBody = 8 << 20
+
+// Options configure a Client. The zero value is ready to use; see the
+// Default constants for what each zero field stands for.
+type Options struct {
+	// HTTPClient sends the requests. Nil means a client of the package's
+	// own, with keep-alive connections; its Timeout should be zero, because
+	// AttemptTimeout bounds each attempt.
+	HTTPClient *http.Client
+
+	// MaxAttempts is the number of attempts per call, the first included.
+	// Zero means DefaultMaxAttempts; 1 disables retries.
+	MaxAttempts int
+	// BackoffBase and BackoffMax bound the exponential backoff between
+	// attempts: the n-th retry waits between half and all of
+	// min(BackoffMax, BackoffBase·2^(n-1)), chosen at random.
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// MaxRetryAfter is the longest Retry-After the client waits for. A
+	// server that asks for more gets its error returned at once.
+	MaxRetryAfter time.Duration
+	// AttemptTimeout bounds one attempt, response body included.
+	AttemptTimeout time.Duration
+
+	// MaxCount is the most IDs asked for in one request: the server's
+	// --max-count. NextN and DrawNamespace split larger counts.
+	MaxCount int
+
+	// Breaker configures the circuit breaker.
+	Breaker BreakerOptions
+
+	// Cache configures the local block cache, off by default.
+	Cache CacheOptions
+
+	// UserAgent is sent with every request; empty means "idgen-go-client".
+	UserAgent string
+}
+
+// BreakerOptions configure the circuit breaker. It opens after Threshold
+// failed attempts in a row (network errors, 5xx and 429), fails calls at
+// once with ErrCircuitOpen for Cooldown, then lets one probe through.
+type BreakerOptions struct {
+	// Threshold: zero means DefaultBreakerThreshold; negative disables the
+	// breaker.
+	Threshold int
+	// Cooldown: zero means DefaultBreakerCooldown.
+	Cooldown time.Duration
+}
+
+// CacheOptions configure the local block cache. Each cache fetches Block IDs
+// per request and refills in the background once fewer than LowWater·Block
+// are left. A call asking for more IDs than a block goes to the server
+// directly.
+type CacheOptions struct {
+	// Snowflake is the block size for Next and NextN; zero leaves them
+	// uncached.
+	Snowflake int
+	// Namespaces maps a namespace to its block size; namespaces not listed
+	// are uncached. Block sizes may not exceed Options.MaxCount.
+	Namespaces map[string]int
+	// LowWater is the fraction of a block left that starts a refill, in
+	// (0, 1); zero means DefaultCacheLowWater.
+	LowWater float64
+}
+
+// Source says where the IDs of a namespace draw come from.
+type Source string
+
+// Sources of IDs.
+const (
+	SourceSegment   Source = "segment"   // the namespace's counter
+	SourceSnowflake Source = "snowflake" // Snowflake IDs: the namespace's fallback, or Next
+	// SourceMixed marks a draw served from the local cache that holds
+	// IDs of both sources; each Range says which.
+	SourceMixed Source = "mixed"
+)
+
+// Range is a run of consecutive IDs First..Last, inclusive.
+type Range struct {
+	First  int64
+	Last   int64
+	Source Source
+}
+
+// Draw is the answer to DrawNamespace.
+type Draw struct {
+	Namespace string
+	IDs       []int64 // in the order handed out
+	Ranges    []Range // the contiguous runs the IDs form, in the same order
+	// Source is SourceSegment, SourceSnowflake when the namespace's
+	// Snowflake fallback served (the database was unreachable), or
+	// SourceMixed (see Range.Source).
+	Source Source
+}
+
+// Parts is the decomposition of a Snowflake ID by the server's layout.
+type Parts struct {
+	ID          int64
+	Time        time.Time // when the ID was made, UTC, millisecond precision
+	TimestampMS int64     // the same instant in Unix milliseconds
+	Datacenter  int64
+	Worker      int64
+	Sequence    int64
+}
+
+// Client talks to one idgen service (one node, or a load balancer in front
+// of several). It is safe for concurrent use. Close it to stop background
+// cache refills.
+type Client struct {
+	base      string // scheme://host[/prefix], no trailing slash
+	hc        *http.Client
+	ownHC     bool
+	clock     clock
+	breaker   *breaker
+	userAgent string
+
+	maxAttempts    int
+	backoffBase    time.Duration
+	backoffMax     time.Duration
+	maxRetryAfter  time.Duration
+	attemptTimeout time.Duration
+	maxCount       int
+
+	snowCache *cache            // nil when uncached
+	nsCaches  map[string]*cache // read-only after New
+
+	life     context.Context // cancelled by Close; bounds cache refills
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // cache refills in flight
+	mu       sync.Mutex     // guards isClosed and wg.Add
+	isClosed bool
+	closing  atomic.Bool // set by Close; read by every cached draw
+}
+
+// New returns a client for the idgen service at baseURL, such as
+// "http://idgen:8080" (a path prefix is kept). It returns an error wrapping
+// ErrInvalidInput for a URL that is not http(s) or options out of range.
+func New(baseURL string, opts Options) (*Client, error) {
+	return newClient(baseURL, opts, systemClock{})
+}
+
+func newClient(baseURL string, opts Options, clk clock) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("%w: base URL must be http(s)://host[:port][/prefix], got %q", ErrInvalidInput, redactURL(baseURL))
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("%w: base URL must not carry credentials", ErrInvalidInput)
+	}
+	if opts.MaxAttempts < 0 || opts.BackoffBase < 0 || opts.BackoffMax < 0 || opts.MaxRetryAfter < 0 ||
+		opts.AttemptTimeout < 0 || opts.MaxCount < 0 || opts.Breaker.Cooldown < 0 ||
+		opts.Cache.Snowflake < 0 || opts.Cache.LowWater < 0 || opts.Cache.LowWater >= 1 {
+		return nil, fmt.Errorf("%w: negative option, or Cache.LowWater outside [0, 1)", ErrInvalidInput)
+	}
+	c := &Client{
+		base:           strings.TrimRight(u.String(), "/"),
+		hc:             opts.HTTPClient,
+		clock:          clk,
+		userAgent:      orDefault(opts.UserAgent, "idgen-go-client"),
+		maxAttempts:    orDefault(opts.MaxAttempts, DefaultMaxAttempts),
+		backoffBase:    orDefault(opts.BackoffBase, DefaultBackoffBase),
+		backoffMax:     orDefault(opts.BackoffMax, DefaultBackoffMax),
+		maxRetryAfter:  orDefault(opts.MaxRetryAfter, DefaultMaxRetryAfter),
+		attemptTimeout: orDefault(opts.AttemptTimeout, DefaultAttemptTimeout),
+		maxCount:       orDefault(opts.MaxCount, DefaultMaxCount),
+	}
+	if c.hc == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 64
+		c.hc = &http.Client{Transport: tr}
+		c.ownHC = true
+	}
+	c.breaker = newBreaker(orDefault(opts.Breaker.Threshold, DefaultBreakerThreshold),
+		orDefault(opts.Breaker.Cooldown, DefaultBreakerCooldown), clk.Now)
+
+	low := orDefault(opts.Cache.LowWater, DefaultCacheLowWater)
+	if opts.Cache.Snowflake > c.maxCount {
+		return nil, fmt.Errorf("%w: Cache.Snowflake %d is above MaxCount %d", ErrInvalidInput, opts.Cache.Snowflake, c.maxCount)
+	}
+	if opts.Cache.Snowflake > 0 {
+		c.snowCache = newCache(c, "", opts.Cache.Snowflake, low)
+	}
+	for ns, size := range opts.Cache.Namespaces {
+		if err := validNamespace(ns); err != nil {
+			return nil, err
+		}
+		if size < 0 || size > c.maxCount {
+			return nil, fmt.Errorf("%w: cache block %d for namespace %q: want 0..MaxCount (%d)", ErrInvalidInput, size, ns, c.maxCount)
+		}
+		if size == 0 {
+			continue
+		}
+		if c.nsCaches == nil {
+			c.nsCaches = map[string]*cache{}
+		}
+		c.nsCaches[ns] = newCache(c, ns, size, low)
+	}
+	c.life, c.cancel = context.WithCancel(context.Background())
+	return c, nil
+}
+
+// orDefault returns v, or def when v is the zero value.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Close stops background cache refills and waits for them. IDs still
+// cached are dropped. Calls after Close that need the cache fail with
+// ErrClosed; uncached calls keep working. Close returns nil.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	already := c.isClosed
+	c.isClosed = true
+	c.closing.Store(true)
+	c.mu.Unlock()
+	if already {
+		return nil
+	}
+	c.cancel()
+	c.wg.Wait()
+	if c.ownHC {
+		c.hc.CloseIdleConnections()
+	}
+	return nil
+}
+
+// goBackground registers a background refill with the client, which Close
+// waits for; it returns false once Close has been called.
+func (c *Client) goBackground() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.isClosed {
+		return false
+	}
+	c.wg.Add(1)
+	return true
+}
+
+// BreakerState returns the state of the circuit breaker.
+func (c *Client) BreakerState() BreakerState { return c.breaker.State() }
+
+// Next returns one Snowflake ID. Errors: *Error (match with errors.Is
+// against ErrUnavailable and the other sentinels), ErrCircuitOpen, network
+// errors, ctx's error, ErrClosed for a cached client after Close.
+func (c *Client) Next(ctx context.Context) (int64, error) {
+	ids, err := c.NextN(ctx, 1)
+	if err != nil {
+		return 0, err
+	}
+	return ids[0], nil
+}
+
+// NextN returns n Snowflake IDs, in increasing order unless they come from
+// the local cache across a refill. Counts above Options.MaxCount are split
+// over several requests. It returns an error wrapping ErrInvalidInput for
+// n < 1; other errors as Next.
+func (c *Client) NextN(ctx context.Context, n int) ([]int64, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("%w: count %d, want at least 1", ErrInvalidInput, n)
+	}
+	if c.snowCache != nil && n <= c.snowCache.size {
+		d, err := c.snowCache.take(ctx, n)
+		return d.IDs, err
+	}
+	d, err := c.drawDirect(ctx, "", n)
+	return d.IDs, err
+}
+
+// NextInNamespace returns one ID of namespace ns. Errors as DrawNamespace.
+func (c *Client) NextInNamespace(ctx context.Context, ns string) (int64, error) {
+	d, err := c.DrawNamespace(ctx, ns, 1)
+	if err != nil {
+		return 0, err
+	}
+	return d.IDs[0], nil
+}
+
+// DrawNamespace returns n IDs of namespace ns with the contiguous ranges
+// they form and where they come from. Errors: ErrInvalidInput for a
+// malformed name or n < 1; an *Error matching ErrNotFound for a namespace
+// the server does not know; otherwise as Next.
+func (c *Client) DrawNamespace(ctx context.Context, ns string, n int) (Draw, error) {
+	if err := validNamespace(ns); err != nil {
+		return Draw{}, err
+	}
+	if n < 1 {
+		return Draw{}, fmt.Errorf("%w: count %d, want at least 1", ErrInvalidInput, n)
+	}
+	if ch := c.nsCaches[ns]; ch != nil && n <= ch.size {
+		return ch.take(ctx, n)
+	}
+	return c.drawDirect(ctx, ns, n)
+}
+
+// Parse asks the server to decompose the Snowflake ID id by its layout.
+// Errors: an *Error matching ErrInvalid for an ID the server refuses;
+// otherwise as Next.
+func (c *Client) Parse(ctx context.Context, id int64) (Parts, error) {
+	if id < 0 {
+		return Parts{}, fmt.Errorf("%w: negative ID %d", ErrInvalidInput, id)
+	}
+	var r struct {
+		ID          snowflake.ID `json:"id"`
+		Time        time.Time    `json:"time"`
+		TimestampMS int64        `json:"timestamp_ms"`
+		Datacenter  int64        `json:"datacenter"`
+		Worker      int64        `json:"worker"`
+		Sequence    int64        `json:"sequence"`
+	}
+	if err := c.get(ctx, "/ids/"+strconv.FormatInt(id, 10), &r); err != nil {
+		return Parts{}, err
+	}
+	return Parts{
+		ID: int64(r.ID), Time: r.Time.UTC(), TimestampMS: r.TimestampMS,
+		Datacenter: r.Datacenter, Worker: r.Worker, Sequence: r.Sequence,
+	}, nil
+}
+
+// idsResponse is the body of GET /ids.
+type idsResponse struct {
+	IDs       []snowflake.ID `json:"ids"`
+	Namespace string         `json:"namespace"`
+	Source    Source         `json:"source"`
+	Ranges    []struct {
+		First snowflake.ID `json:"first"`
+		Last  snowflake.ID `json:"last"`
+	} `json:"ranges"`
+}
+
+// drawDirect asks the server for n IDs (of namespace ns, or Snowflake IDs
+// when ns is ""), in requests of at most maxCount.
+func (c *Client) drawDirect(ctx context.Context, ns string, n int) (Draw, error) {
+	d := Draw{Namespace: ns, IDs: make([]int64, 0, n)}
+	for len(d.IDs) < n {
+		k := min(n-len(d.IDs), c.maxCount)
+		part, err := c.fetch(ctx, ns, k)
+		if err != nil {
+			return Draw{}, err
+		}
+		d.IDs = append(d.IDs, part.IDs...)
+		d.Ranges = appendRanges(d.Ranges, part.Ranges)
+		d.Source = mergeSource(d.Source, part.Source)
+	}
+	return d, nil
+}
+
+// fetch makes one GET /ids request (with its retries) for exactly n IDs.
+func (c *Client) fetch(ctx context.Context, ns string, n int) (Draw, error) {
+	q := url.Values{}
+	q.Set("count", strconv.Itoa(n))
+	if ns != "" {
+		q.Set("namespace", ns)
+	}
+	var r idsResponse
+	if err := c.get(ctx, "/ids?"+q.Encode(), &r); err != nil {
+		return Draw{}, err
+	}
+	if len(r.IDs) != n {
+		return Draw{}, fmt.Errorf("%w: asked for %d IDs, got %d", ErrBadResponse, n, len(r.IDs))
+	}
+	src := r.Source
+	if src == "" {
+		src = SourceSnowflake
+		if ns != "" {
+			src = SourceSegment
+		}
+	}
+	d := Draw{Namespace: ns, IDs: make([]int64, n), Source: src}
+	for i, id := range r.IDs {
+		d.IDs[i] = int64(id)
+	}
+	switch {
+	case ns == "":
+		// Snowflake IDs: ranges would say nothing useful.
+	case len(r.Ranges) > 0:
+		d.Ranges = make([]Range, len(r.Ranges))
+		for i, rg := range r.Ranges {
+			d.Ranges[i] = Range{First: int64(rg.First), Last: int64(rg.Last), Source: src}
+		}
+	default:
+		d.Ranges = rangesOf(nil, d.IDs, src)
+	}
+	return d, nil
+}
+
+// get sends GET path (with its query) and decodes a 200 answer into out,
+// retrying as the Options say. Its errors name the request and wrap the
+// last attempt's error.
+func (c *Client) get(ctx context.Context, path string, out any) error {
+	fail := func(attempts int, err error) error {
+		if attempts > 1 {
+			return fmt.Errorf("idgen client: GET %s: after %d attempts: %w", path, attempts, err)
+		}
+		return fmt.Errorf("idgen client: GET %s: %w", path, err)
+	}
+	var last error
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return fail(attempt-1, joinLast(err, last))
+		}
+		if !c.breaker.allow() {
+			return fail(attempt-1, joinLast(ErrCircuitOpen, last))
+		}
+		err := c.attempt(ctx, path, out)
+		switch {
+		case err == nil:
+			c.breaker.done(outcomeSuccess)
+			return nil
+		case ctx.Err() != nil:
+			c.breaker.done(outcomeNeutral)
+			return fail(attempt, joinLast(ctx.Err(), last))
+		case failure(err):
+			c.breaker.done(outcomeFailure)
+		default:
+			c.breaker.done(outcomeSuccess)
+		}
+		if !retryable(err) || attempt >= c.maxAttempts {
+			return fail(attempt, err)
+		}
+		wait := c.backoff(attempt)
+		var e *Error
+		if errors.As(err, &e) && e.RetryAfter > 0 {
+			if e.RetryAfter > c.maxRetryAfter {
+				return fail(attempt, err) // asked to wait longer than we are willing to
+			}
+			wait = max(wait, e.RetryAfter)
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return fail(attempt, err) // the retry could not happen before the deadline
+		}
+		if serr := c.clock.Sleep(ctx, wait); serr != nil {
+			return fail(attempt, joinLast(serr, err))
+		}
+		last = err
+	}
+}
+
+// joinLast adds the error of the previous attempt, if any, to err.
+func joinLast(err, last error) error {
+	if last == nil {
+		return err
+	}
+	return fmt.Errorf("%w (last attempt: %w)", err, last)
+}
+
+// backoff is the wait before retry number attempt (1 for the first retry):
+// between half and all of min(max, base·2^(attempt-1)).
+func (c *Client) backoff(attempt int) time.Duration {
+	d := c.backoffMax
+	if attempt-1 < 32 {
+		if v := c.backoffBase << (attempt - 1); v > 0 && v < d {
+			d = v
+		}
+	}
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
+// attempt sends one request. Errors: *netError when no answer came,
+// *Error for a non-200 answer, ErrBadResponse for an unreadable 200.
+func (c *Client) attempt(ctx context.Context, path string, out any) error {
+	actx, cancel := context.WithTimeout(ctx, c.attemptTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	req.Header.Set("Accept", "application/json, application/problem+json")
+	req.Header.Set("User-Agent", c.userAgent)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return &netError{err}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if err != nil {
+		return &netError{fmt.Errorf("reading the response: %w", err)}
+	}
+	if resp.StatusCode != http.StatusOK {
+		return newError(resp.StatusCode, resp.Header, body, c.clock.Now())
+	}
+	if len(body) > maxBody {
+		return fmt.Errorf("%w: body larger than %d bytes", ErrBadResponse, maxBody)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadResponse, err)
+	}
+	return nil
+}
+
+// validNamespace checks a name the way the server does
+// (^[a-z0-9][a-z0-9_.-]{0,63}$), so a typo fails without a request.
+func validNamespace(ns string) error {
+	ok := len(ns) >= 1 && len(ns) <= 64
+	for i := 0; ok && i < len(ns); i++ {
+		ch := ns[i]
+		switch {
+		case ch >= 'a' && ch <= 'z', ch >= '0' && ch <= '9':
+		case i > 0 && (ch == '_' || ch == '.' || ch == '-'):
+		default:
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("%w: namespace %q: want ^[a-z0-9][a-z0-9_.-]{0,63}$", ErrInvalidInput, ns)
+	}
+	return nil
+}
+
+// redactURL drops anything that could be a credential from a URL for an
+// error message.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// rangesOf appends the contiguous runs of ids to rs.
+func rangesOf(rs []Range, ids []int64, src Source) []Range {
+	for _, id := range ids {
+		if n := len(rs); n > 0 && rs[n-1].Source == src && rs[n-1].Last+1 == id {
+			rs[n-1].Last = id
+			continue
+		}
+		rs = append(rs, Range{First: id, Last: id, Source: src})
+	}
+	return rs
+}
+
+// appendRanges appends more to rs, merging a run that continues the last.
+func appendRanges(rs, more []Range) []Range {
+	for _, r := range more {
+		if n := len(rs); n > 0 && rs[n-1].Source == r.Source && rs[n-1].Last+1 == r.First {
+			rs[n-1].Last = r.Last
+			continue
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// mergeSource combines the sources of two parts of one draw.
+func mergeSource(a, b Source) Source {
+	switch {
+	case a == "":
+		return b
+	case a == b:
+		return a
+	}
+	return SourceMixed
+}

@@ -1,0 +1,47 @@
+// Package client is the Go client of the idgen service.
+//
+// A Client draws Snowflake IDs (Next, NextN), dense IDs of a segment
+// namespace (NextInNamespace, DrawNamespace) and decomposes Snowflake IDs
+// (Parse) over idgen's HTTP API:
+//
+//	c, err := client.New("http://idgen:8080", client.Options{})
+//	if err != nil { … }
+//	defer c.Close()
+//	id, err := c.Next(ctx)                       // one Snowflake ID
+//	ids, err := c.NextN(ctx, 500)                // 500 of them, in one request
+//	d, err := c.DrawNamespace(ctx, "orders", 10) // 10 order numbers, with their ranges
+//
+// The zero Options are usable as they are: up to four attempts per call,
+// retried with exponential backoff and jitter on 429, 502, 503, 504 and
+// network errors, never sooner than a Retry-After header asks; a circuit
+// breaker that opens after five failed attempts in a row and lets one probe
+// through after five seconds; no local cache.
+//
+// # Retries
+//
+// Every request idgen serves is a GET that changes nothing a retry could
+// repeat: a retried draw may leave a gap (IDs the server handed out but the
+// response never arrived), never a duplicate. A retry waits the larger of
+// the backoff and the server's Retry-After. When Retry-After is longer than
+// Options.MaxRetryAfter, or the wait would pass the context's deadline, the
+// call returns the server's error at once instead of waiting in vain.
+//
+// # Local block cache
+//
+// With Options.Cache set, the client fetches IDs a block at a time (count=N)
+// and hands them out in process, so most calls cost no request at all. When a
+// block runs low the next one is fetched in the background. Cached Snowflake
+// IDs are as unique as any others, but they are older by the time they are
+// handed out, so IDs from two cached clients are no longer ordered by the time
+// they were handed out; cached segment IDs come out in increasing order per
+// client, not across clients. IDs still cached when the Client is closed are
+// dropped and leave a gap. Leave the cache off where those matter.
+//
+// # Errors
+//
+// Errors the service answers with are *Error values carrying the fields of
+// its application/problem+json body; errors.Is matches them against
+// ErrInvalid, ErrNotFound, ErrUnavailable and the other sentinel errors of
+// this package by their problem code. ErrCircuitOpen says the breaker refused
+// a call without sending it; network errors are wrapped with %w.
+package client

@@ -1,0 +1,52 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/idgen-project/idgen/client"
+)
+
+// A client with the default options: retries, circuit breaker, no cache.
+func Example() {
+	c, err := client.New("http://localhost:8080", client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	id, err := c.Next(ctx)
+	switch {
+	case errors.Is(err, client.ErrUnavailable):
+		log.Print("no idgen node can prove its lease right now; try later")
+	case err != nil:
+		log.Fatal(err)
+	default:
+		fmt.Println("order key:", id)
+	}
+
+	d, err := c.DrawNamespace(ctx, "invoices", 3)
+	if errors.Is(err, client.ErrNotFound) {
+		log.Fatal("create the namespace first: idgen namespaces create invoices")
+	}
+	if err == nil && d.Source == client.SourceSegment {
+		fmt.Println("invoice numbers:", d.IDs, "ranges:", d.Ranges)
+	}
+}
+
+// A client that fetches Snowflake IDs 1000 at a time and hands them out in
+// process, for callers that need many IDs fast.
+func ExampleOptions_cache() {
+	c, err := client.New("http://idgen:8080", client.Options{
+		Cache: client.CacheOptions{Snowflake: 1000, Namespaces: map[string]int{"orders": 100}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close() // stops background refills; cached IDs are dropped
+}

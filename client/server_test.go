@@ -1,0 +1,195 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/httpapi"
+	"github.com/idgen-project/idgen/internal/teststore"
+)
+
+// testServer is a real idgen server (httpapi on a lease keeper and segment
+// allocator over a fresh SQLite store) behind a fault injector.
+type testServer struct {
+	URL    string
+	store  allocator.Store
+	keeper *allocator.Keeper
+	faults *faults
+}
+
+// startServer starts a test server. With lease false the keeper is never
+// started, so the server answers 503 to Snowflake requests.
+func startServer(t *testing.T, lease bool) *testServer {
+	t.Helper()
+	ctx := context.Background()
+	store := teststore.Open(t, "sqlite")
+	keeper, err := allocator.NewKeeper(store, allocator.KeeperSettings{TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lease {
+		if err := keeper.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = keeper.Close(ctx) })
+		deadline := time.Now().Add(10 * time.Second)
+		for keeper.Ready() != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("keeper not ready after 10s: %v", keeper.Ready())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	segs := allocator.NewSegments(store, allocator.SegmentSettings{Fallback: keeper})
+	t.Cleanup(func() { _ = segs.Close(ctx) })
+	srv, err := httpapi.New(httpapi.Config{Keeper: keeper, Segments: segs, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &faults{next: srv.Handler()}
+	ts := httptest.NewServer(f)
+	t.Cleanup(ts.Close)
+	return &testServer{URL: ts.URL, store: store, keeper: keeper, faults: f}
+}
+
+// createNamespace adds a buffered namespace whose first ID is 1.
+func (s *testServer) createNamespace(t *testing.T, name string, step int64) {
+	t.Helper()
+	if _, err := s.store.CreateNamespace(context.Background(), allocator.Namespace{
+		Name: name, Step: step, MinStep: step, MaxStep: step * 10,
+		Mode: allocator.ModeBuffered, Fallback: allocator.FallbackNone,
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// faults wraps the server's handler and injects failures into the next
+// requests: 503s with a Retry-After header, or connections closed without
+// an answer. It counts every request it sees.
+type faults struct {
+	next http.Handler
+
+	mu         sync.Mutex
+	unavail    int    // answer this many more requests with 503
+	retryAfter string // the Retry-After of injected 503s; "" for none
+	drops      int    // close this many more connections without answering
+	block      chan struct{}
+
+	requests atomic.Int64
+}
+
+// inject503 makes the next n requests fail with 503 and Retry-After ra.
+func (f *faults) inject503(n int, ra string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unavail, f.retryAfter = n, ra
+}
+
+// injectDrops makes the next n requests end with a closed connection.
+func (f *faults) injectDrops(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.drops = n
+}
+
+// blockUntil holds every request until ch is closed or the request ends.
+func (f *faults) blockUntil(ch chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.block = ch
+}
+
+func (f *faults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.requests.Add(1)
+	f.mu.Lock()
+	block := f.block
+	drop := f.drops > 0
+	if drop {
+		f.drops--
+	}
+	unavail := !drop && f.unavail > 0
+	if unavail {
+		f.unavail--
+	}
+	ra := f.retryAfter
+	f.mu.Unlock()
+
+	if block != nil {
+		select {
+		case <-block:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	switch {
+	case drop:
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+	case unavail:
+		w.Header().Set("Content-Type", "application/problem+json")
+		if ra != "" {
+			w.Header().Set("Retry-After", ra)
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"type":"https://idgen.dev/problems/unavailable","title":"Service unavailable","status":503,"detail":"injected by the test","code":"unavailable"}`))
+	default:
+		f.next.ServeHTTP(w, r)
+	}
+}
+
+// fakeClock is the client's clock in tests: Sleep records the wait and
+// moves the clock on at once, so waits are measured, not spent.
+type fakeClock struct {
+	mu    sync.Mutex
+	now   time.Time
+	slept []time.Duration
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	c.mu.Lock()
+	c.slept = append(c.slept, d)
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+	return ctx.Err()
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func (c *fakeClock) Slept() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Duration(nil), c.slept...)
+}
+
+// newTestClient returns a client on clk, closed when the test ends.
+func newTestClient(t *testing.T, url string, opts Options, clk clock) *Client {
+	t.Helper()
+	c, err := newClient(url, opts, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
