@@ -5,21 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/snowflake"
 )
-
-// maxPoolSize bounds the worker IDs of one claim: Claim creates a row for
-// each of them.
-const maxPoolSize = 1 << 16
-
-// maxHolderLen is the longest holder name, in bytes, that every store keeps
-// (worker_leases.holder is a VARCHAR(255)).
-const maxHolderLen = 255
 
 // insertChunk is how many worker rows one INSERT creates.
 const insertChunk = 500
@@ -79,8 +70,8 @@ func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snow
 // reversed IDs, a pool of more than 65536 IDs) is refused with an error that
 // wraps no sentinel.
 func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocator.ClaimResult, error) {
-	if err := checkClaim(req); err != nil {
-		return allocator.ClaimResult{}, err
+	if err := req.Validate(); err != nil {
+		return allocator.ClaimResult{}, fmt.Errorf("mysql: %w", err)
 	}
 	if err := s.ensureWorkers(ctx, req.DatacenterID, req.MinWorkerID, req.MaxWorkerID); err != nil {
 		return allocator.ClaimResult{}, err
@@ -136,7 +127,7 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 		if err != nil {
 			return err
 		}
-		kind, detail := claimEvent(prevHolder.String, req.Holder, prevVersion, prevCeiling)
+		kind, detail := allocator.ClaimEvent(prevHolder.String, req.Holder, prevVersion, prevCeiling)
 		if err := insertEvent(ctx, tx, key, req.Holder, lease.FencingVersion, kind, detail); err != nil {
 			return err
 		}
@@ -265,8 +256,8 @@ func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) error
 // ev.At are ignored. A kind other than the allocator.Event constants is
 // refused.
 func (s *Store) RecordLeaseEvent(ctx context.Context, ev allocator.LeaseEvent) error {
-	if err := checkEventKind(ev.Kind); err != nil {
-		return err
+	if err := allocator.ValidEventKind(ev.Kind); err != nil {
+		return fmt.Errorf("mysql: %w", err)
 	}
 	return insertEvent(ctx, s.db, ev.LeaseKey, ev.Holder, ev.FencingVersion, ev.Kind, ev.Detail)
 }
@@ -375,48 +366,4 @@ func utc(t sql.NullTime) time.Time {
 		return time.Time{}
 	}
 	return t.Time.UTC()
-}
-
-// claimEvent returns the lease event a claim records: a takeover when the row
-// had another holder (whose lease had expired), an acquire otherwise.
-func claimEvent(prevHolder, holder string, prevVersion, prevCeiling int64) (kind, detail string) {
-	switch prevHolder {
-	case "":
-		return allocator.EventAcquire, fmt.Sprintf("free row, previous ceiling %d", prevCeiling)
-	case holder:
-		return allocator.EventAcquire, fmt.Sprintf("claimed again from version %d, previous ceiling %d", prevVersion, prevCeiling)
-	default:
-		return allocator.EventTakeover, fmt.Sprintf("taken over from %s at version %d, previous ceiling %d", prevHolder, prevVersion, prevCeiling)
-	}
-}
-
-// checkClaim reports a claim request no store could carry out.
-func checkClaim(req allocator.ClaimRequest) error {
-	var problem string
-	switch {
-	case req.Holder == "" || len(req.Holder) > maxHolderLen:
-		problem = fmt.Sprintf("holder must have 1 to %d bytes", maxHolderLen)
-	case req.TTL < time.Millisecond:
-		problem = fmt.Sprintf("ttl %s is below 1ms", req.TTL)
-	case req.DatacenterID < 0 || req.DatacenterID > math.MaxInt32:
-		problem = fmt.Sprintf("datacenter %d out of range", req.DatacenterID)
-	case req.MinWorkerID < 0 || req.MaxWorkerID < req.MinWorkerID || req.MaxWorkerID > math.MaxInt32:
-		problem = fmt.Sprintf("worker IDs %d..%d are not a range of non-negative IDs", req.MinWorkerID, req.MaxWorkerID)
-	case req.MaxWorkerID-req.MinWorkerID >= maxPoolSize:
-		problem = fmt.Sprintf("pool of %d worker IDs is larger than %d", req.MaxWorkerID-req.MinWorkerID+1, maxPoolSize)
-	case req.CeilingMS < 0 || req.MaxPrevCeilingMS < 0:
-		problem = "negative ceiling"
-	default:
-		return nil
-	}
-	return fmt.Errorf("mysql: invalid claim: %s", problem)
-}
-
-// checkEventKind reports a lease event kind other than the allocator's.
-func checkEventKind(kind string) error {
-	switch kind {
-	case allocator.EventAcquire, allocator.EventTakeover, allocator.EventRelease, allocator.EventLost:
-		return nil
-	}
-	return fmt.Errorf("mysql: unknown lease event kind %q", kind)
 }

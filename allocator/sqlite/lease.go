@@ -5,19 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/snowflake"
 )
-
-// maxPoolSize bounds the worker IDs of one claim: Claim creates a row for
-// each of them.
-const maxPoolSize = 1 << 16
-
-// maxHolderLen is the longest holder name, in bytes, that every store keeps.
-const maxHolderLen = 255
 
 // timeLayout is how the schema writes times: UTC, to the millisecond, as
 // strftime('%Y-%m-%d %H:%M:%f') does. Such strings sort as the times do.
@@ -77,8 +69,8 @@ func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snow
 // ttl under 1ms, negative or reversed IDs, a pool of more than 65536 IDs) is
 // refused with an error that wraps no sentinel.
 func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocator.ClaimResult, error) {
-	if err := checkClaim(req); err != nil {
-		return allocator.ClaimResult{}, err
+	if err := req.Validate(); err != nil {
+		return allocator.ClaimResult{}, fmt.Errorf("sqlite: %w", err)
 	}
 	var res allocator.ClaimResult
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -134,7 +126,7 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 			// just read cannot have changed, and no row is an error.
 			return fmt.Errorf("sqlite: claim worker %d/%d: %w", req.DatacenterID, workerID, err)
 		}
-		kind, detail := claimEvent(prevHolder.String, req.Holder, prevVersion, prevCeiling)
+		kind, detail := allocator.ClaimEvent(prevHolder.String, req.Holder, prevVersion, prevCeiling)
 		if err := insertEvent(ctx, tx, lease.LeaseKey, req.Holder, lease.FencingVersion, kind, detail, now); err != nil {
 			return err
 		}
@@ -234,8 +226,8 @@ func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) error
 // ev.At are ignored. A kind other than the allocator.Event constants is
 // refused.
 func (s *Store) RecordLeaseEvent(ctx context.Context, ev allocator.LeaseEvent) error {
-	if err := checkEventKind(ev.Kind); err != nil {
-		return err
+	if err := allocator.ValidEventKind(ev.Kind); err != nil {
+		return fmt.Errorf("sqlite: %w", err)
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		now, err := dbNow(ctx, tx)
@@ -360,48 +352,4 @@ func parseTime(s string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("sqlite: time %q: %w", s, err)
 	}
 	return t.UTC(), nil
-}
-
-// claimEvent returns the lease event a claim records: a takeover when the row
-// had another holder (whose lease had expired), an acquire otherwise.
-func claimEvent(prevHolder, holder string, prevVersion, prevCeiling int64) (kind, detail string) {
-	switch prevHolder {
-	case "":
-		return allocator.EventAcquire, fmt.Sprintf("free row, previous ceiling %d", prevCeiling)
-	case holder:
-		return allocator.EventAcquire, fmt.Sprintf("claimed again from version %d, previous ceiling %d", prevVersion, prevCeiling)
-	default:
-		return allocator.EventTakeover, fmt.Sprintf("taken over from %s at version %d, previous ceiling %d", prevHolder, prevVersion, prevCeiling)
-	}
-}
-
-// checkClaim reports a claim request no store could carry out.
-func checkClaim(req allocator.ClaimRequest) error {
-	var problem string
-	switch {
-	case req.Holder == "" || len(req.Holder) > maxHolderLen:
-		problem = fmt.Sprintf("holder must have 1 to %d bytes", maxHolderLen)
-	case req.TTL < time.Millisecond:
-		problem = fmt.Sprintf("ttl %s is below 1ms", req.TTL)
-	case req.DatacenterID < 0 || req.DatacenterID > math.MaxInt32:
-		problem = fmt.Sprintf("datacenter %d out of range", req.DatacenterID)
-	case req.MinWorkerID < 0 || req.MaxWorkerID < req.MinWorkerID || req.MaxWorkerID > math.MaxInt32:
-		problem = fmt.Sprintf("worker IDs %d..%d are not a range of non-negative IDs", req.MinWorkerID, req.MaxWorkerID)
-	case req.MaxWorkerID-req.MinWorkerID >= maxPoolSize:
-		problem = fmt.Sprintf("pool of %d worker IDs is larger than %d", req.MaxWorkerID-req.MinWorkerID+1, maxPoolSize)
-	case req.CeilingMS < 0 || req.MaxPrevCeilingMS < 0:
-		problem = "negative ceiling"
-	default:
-		return nil
-	}
-	return fmt.Errorf("sqlite: invalid claim: %s", problem)
-}
-
-// checkEventKind reports a lease event kind other than the allocator's.
-func checkEventKind(kind string) error {
-	switch kind {
-	case allocator.EventAcquire, allocator.EventTakeover, allocator.EventRelease, allocator.EventLost:
-		return nil
-	}
-	return fmt.Errorf("sqlite: unknown lease event kind %q", kind)
 }
