@@ -442,7 +442,9 @@ func (k *Keeper) run() {
 		}
 	}()
 
-	claimBackoff := newBackoff(100*time.Millisecond, 5*time.Second)
+	// Claims back off up to one heartbeat interval (5 s at most), so a node
+	// that lost its database claims again soon after it is back.
+	claimBackoff := newBackoff(100*time.Millisecond, min(5*time.Second, k.s.Heartbeat))
 	hbBackoff := newBackoff(k.s.Heartbeat/10, k.s.Heartbeat)
 	var wait time.Duration
 	for {
