@@ -42,6 +42,7 @@ bench:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags chaos ./test/chaos/
 	@if $(GO) run honnef.co/go/tools/cmd/staticcheck@latest -version >/dev/null 2>&1; then \
 		$(GO) run honnef.co/go/tools/cmd/staticcheck@latest ./...; \
 	else echo "staticcheck could not be installed from the module proxy; skipped"; fi

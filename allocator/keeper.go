@@ -111,6 +111,7 @@ type Keeper struct {
 	dbRef     atomic.Pointer[dbReading]
 	offsetBad atomic.Bool
 	dbOK      atomic.Bool // the last database call succeeded
+	poolFull  atomic.Bool // the last claim found no worker ID free (warned once)
 	lastErr   atomic.Pointer[string]
 
 	claims, takeovers, lost, heartbeatFailures, releases atomic.Int64
@@ -538,7 +539,13 @@ func (k *Keeper) claim(ctx context.Context, old *leaseState) bool {
 		if errors.Is(err, ErrNoWorkerAvailable) {
 			k.dbOK.Store(true)
 			if old == nil {
-				k.logger.Warn("no worker ID available; retrying", "datacenter", k.s.DatacenterID,
+				// Warn once per spell of a full pool; the retries after it
+				// log at debug level.
+				level := slog.LevelDebug
+				if !k.poolFull.Swap(true) {
+					level = slog.LevelWarn
+				}
+				k.logger.Log(context.Background(), level, "no worker ID available; retrying", "datacenter", k.s.DatacenterID,
 					"pool", fmt.Sprintf("%d-%d", k.pool.Min, k.pool.Max))
 			}
 		} else {
@@ -549,6 +556,7 @@ func (k *Keeper) claim(ctx context.Context, old *leaseState) bool {
 	}
 	k.dbOK.Store(true)
 	k.lastErr.Store(nil)
+	k.poolFull.Store(false)
 	k.measureOffset(res.DBNow, sent)
 
 	ls := &leaseState{lease: res.Lease, floorMS: res.PrevCeilingMS + 1}

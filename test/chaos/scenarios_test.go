@@ -1,0 +1,696 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idgen-project/idgen/allocator"
+)
+
+// summaries collects the summary lines of a run to print them together at
+// the end.
+type summaries struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (s *summaries) add(line string) {
+	fmt.Println(line) // at once, as its own line, whatever -v does
+	s.mu.Lock()
+	s.lines = append(s.lines, line)
+	s.mu.Unlock()
+}
+
+// env is what a scenario runs in: a fresh schema or database of one server.
+type env struct {
+	t   *testing.T
+	bin string
+	db  database
+	sum *summaries
+}
+
+// outcome is what a scenario adds to the oracle's verdict.
+type outcome struct {
+	clockMin map[string]time.Duration // per holder, the most negative clock offset used
+	strict   map[string]bool
+	recovery time.Duration // < 0: not applicable
+	notes    []string      // figures for the detail line
+	problems []string      // broken expectations of the scenario itself
+}
+
+func (o *outcome) note(format string, args ...any) {
+	o.notes = append(o.notes, fmt.Sprintf(format, args...))
+}
+func (o *outcome) problem(format string, args ...any) {
+	o.problems = append(o.problems, fmt.Sprintf(format, args...))
+}
+
+// scenario is one fault scenario.
+type scenario struct {
+	name string
+	run  func(e *env) (*cluster, *load, []Draw, outcome)
+}
+
+// scenarios lists the fault scenarios in the order they run; db-restart
+// restarts the shared server, so it runs last.
+func scenarios() []scenario {
+	return []scenario{
+		{"baseline", scenarioBaseline},
+		{"pause", scenarioPause},
+		{"blackhole", scenarioBlackhole},
+		{"latency", scenarioLatency},
+		{"kill-restart", scenarioKillRestart},
+		{"restart-clock-back", scenarioRestartClockBack},
+		{"clock-jump", scenarioClockJump},
+		{"contention", scenarioContention},
+		{"lost-commit-ack", scenarioLostCommitAck},
+		{"db-restart", scenarioDBRestart},
+	}
+}
+
+// TestChaos runs every scenario on PostgreSQL, then on MySQL/MariaDB, then
+// the bad-input checks and the fuzz run of the HTTP parsing.
+func TestChaos(t *testing.T) {
+	began := time.Now()
+	bin := buildIdgen(t, t.TempDir())
+	sum := &summaries{}
+	for _, db := range []string{"postgres", "mysql"} {
+		t.Run(db, func(t *testing.T) {
+			for _, sc := range scenarios() {
+				if sc.name == "db-restart" {
+					t.Run("security", func(t *testing.T) { runSecurity(t, bin, db, sum) })
+				}
+				t.Run(sc.name, func(t *testing.T) {
+					e := &env{t: t, bin: bin, db: freshDatabase(t, db), sum: sum}
+					e.run(sc)
+				})
+			}
+		})
+	}
+	t.Run("negative-control", func(t *testing.T) { runNegativeControl(t, bin, sum) })
+	t.Run("fuzz", func(t *testing.T) { runFuzz(t, sum) })
+	sum.mu.Lock()
+	defer sum.mu.Unlock()
+	fmt.Printf("chaos: summary of %d lines, total %s\n", len(sum.lines), time.Since(began).Round(time.Second))
+	for _, l := range sum.lines {
+		fmt.Println(l)
+	}
+}
+
+// run runs one scenario and judges it.
+func (e *env) run(sc scenario) {
+	t := e.t
+	began := time.Now()
+	c, l, draws, out := sc.run(e)
+	for _, n := range c.nodes {
+		if p := n.unexpectedExit(); p != "" {
+			out.problem("%s", p)
+		}
+	}
+	out.problems = append(out.problems, c.stopAll()...)
+	if l != nil {
+		l.mu.Lock()
+		out.problems = append(out.problems, l.problems...)
+		if l.no503RA > 0 {
+			out.problem("%d responses 503 without a Retry-After of at least 1 second", l.no503RA)
+		}
+		for code, body := range l.samples {
+			if code != 503 {
+				out.note("sample_%d=%q", code, body)
+			}
+		}
+		l.mu.Unlock()
+	}
+	events, maxIDs := readHistory(t, e.db.dsn)
+	rep := Check(Input{Draws: draws, Events: events, ClockOffsetMin: out.clockMin, MaxID: maxIDs, Strict: out.strict})
+
+	result := "PASS"
+	if rep.Failed() || len(out.problems) > 0 {
+		result = "FAIL"
+	}
+	recovery := "n/a"
+	if out.recovery >= 0 {
+		recovery = fmt.Sprintf("%.2fs", out.recovery.Seconds())
+	}
+	e.sum.add(fmt.Sprintf("chaos: scenario=%s db=%s attempted=%d acknowledged=%d duplicates=%d foreign=%d unavailable_503=%d recovery=%s result=%s",
+		sc.name, e.db.name, rep.Attempted, rep.Acknowledged, rep.Duplicates, rep.Foreign, rep.Unavailable503, recovery, result))
+	t.Logf("detail: requests=%d ok=%d transport_errors=%d other_status=%v no_tenure=%d outside_tenure=%d fence_overlap=%d uncommitted=%d ambiguous=%d strict_gaps=%d strict_order=%d lease_events=%d took=%s %s",
+		rep.Requests, rep.OKRequests, rep.TransportErrors, rep.OtherStatus, rep.NoTenure, rep.OutsideTenure, rep.FenceOverlap,
+		rep.Uncommitted, rep.Ambiguous, rep.StrictGaps, rep.StrictOrder, len(events), time.Since(began).Round(time.Millisecond),
+		strings.Join(out.notes, " "))
+	if rep.Failed() {
+		t.Errorf("oracle: duplicates=%d foreign=%d strict_gaps=%d strict_order=%d; first violations:\n  %s",
+			rep.Duplicates, rep.Foreign, rep.StrictGaps, rep.StrictOrder, strings.Join(rep.Examples, "\n  "))
+	}
+	for _, p := range out.problems {
+		t.Errorf("%s", p)
+	}
+	if dir := os.Getenv("IDGEN_CHAOS_LOGS"); dir != "" {
+		keepLogs(t, dir, e.db.name+"-"+sc.name, c)
+	}
+}
+
+// keepLogs copies the nodes' logs to dir (set IDGEN_CHAOS_LOGS to keep them).
+func keepLogs(t *testing.T, dir, prefix string, c *cluster) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("keep logs: %v", err)
+		return
+	}
+	for _, n := range c.nodes {
+		if err := os.WriteFile(filepath.Join(dir, prefix+"-"+n.holder+".log"), []byte(n.log()), 0o644); err != nil {
+			t.Logf("keep logs: %v", err)
+		}
+	}
+}
+
+// waitReady waits until the given nodes are ready; a node that is not is
+// fatal, with its log.
+func (c *cluster) waitReady(idx ...int) {
+	c.t.Helper()
+	for _, i := range idx {
+		if !c.nodes[i].waitReady(20 * time.Second) {
+			c.t.Fatalf("%s not ready within 20s:\n%s", c.nodes[i].holder, c.nodes[i].logTail(30))
+		}
+	}
+}
+
+func span(from, to int) []int {
+	var s []int
+	for i := from; i <= to; i++ {
+		s = append(s, i)
+	}
+	return s
+}
+
+// okCount counts the 200 responses of node to requests sent at or after
+// from and answered before to.
+func okCount(draws []Draw, node int, from, to time.Time) int {
+	n := 0
+	for _, d := range draws {
+		if d.Node == node && d.Status == 200 && !d.Send.Before(from) && d.Recv.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// takenOver reports whether holder took over a worker ID in [from, to].
+func takenOver(events []allocator.LeaseEvent, holder string, from, to time.Time) bool {
+	for _, ev := range events {
+		if ev.Holder == holder && ev.Kind == allocator.EventTakeover && !ev.At.Before(from) && !ev.At.After(to) {
+			return true
+		}
+	}
+	return false
+}
+
+// 1. baseline: four nodes, no faults, at least a million IDs.
+func scenarioBaseline(e *env) (*cluster, *load, []Draw, outcome) {
+	migrate(e.t, e.bin, e.db.dsn)
+	c := newCluster(e.t, e.bin, "0-3", []string{e.db.dsn}, 4)
+	c.startAll()
+	c.waitReady(0, 1, 2, 3)
+	l := c.startLoad(loadSpec{Nodes: span(0, 3), Clients: 2})
+	const want = 1_000_000
+	l.waitAcked(want+50_000, 90*time.Second)
+	draws := l.stop()
+	out := outcome{recovery: -1}
+	if got := l.acked.Load(); got < want {
+		out.problem("baseline acknowledged %d IDs, want at least %d", got, want)
+	}
+	return c, l, draws, out
+}
+
+// 2. pause: SIGSTOP a node past its lease while a spare takes its worker ID,
+// then SIGCONT.
+func scenarioPause(e *env) (*cluster, *load, []Draw, outcome) {
+	migrate(e.t, e.bin, e.db.dsn)
+	// Three worker IDs, three nodes holding them and a spare: the spare can
+	// only get the paused node's worker ID.
+	c := newCluster(e.t, e.bin, "0-2", []string{e.db.dsn}, 4)
+	for _, i := range []int{0, 1, 2} {
+		c.nodes[i].start()
+	}
+	for _, i := range []int{0, 1, 2} {
+		c.nodes[i].waitUp(30 * time.Second)
+	}
+	c.waitReady(0, 1, 2)
+	c.nodes[3].start()
+	c.nodes[3].waitUp(30 * time.Second)
+	l := c.startLoad(loadSpec{Nodes: span(0, 3), Clients: 2, Interval: 20 * time.Millisecond})
+	out := outcome{recovery: -1}
+
+	time.Sleep(2 * time.Second)
+	paused := time.Now()
+	c.nodes[0].signal(syscall.SIGSTOP)
+	// Past the lease, and until the spare has taken the worker ID over.
+	time.Sleep(2 * leaseTTL)
+	if !c.nodes[3].waitReady(10 * time.Second) {
+		out.problem("the spare did not become ready while node-0 was paused")
+	}
+	resumed := time.Now()
+	c.nodes[0].signal(syscall.SIGCONT)
+	// The pool is full: the resumed node has nothing to issue with.
+	time.Sleep(2 * time.Second)
+	freed := time.Now()
+	if code := c.nodes[3].stop(15 * time.Second); code != 0 {
+		out.problem("spare exited with %d after SIGTERM, want 0", code)
+	}
+	time.Sleep(2*leaseTTL + time.Second)
+	draws := l.stop()
+
+	stale := okCount(draws, 0, paused.Add(10*time.Millisecond), freed)
+	if stale > 0 {
+		out.problem("node-0 answered 200 to %d requests sent while it was paused and answered before a worker ID was freed", stale)
+	}
+	if first, ok := FirstOK(draws, 0, "", freed); ok {
+		out.recovery = first.Sub(freed)
+	} else {
+		out.problem("node-0 served nothing after a worker ID was freed for it")
+	}
+	events, _ := readHistory(e.t, e.db.dsn)
+	if !takenOver(events, "node-3", paused, resumed) {
+		out.problem("the spare did not take over a worker ID while node-0 was paused")
+	}
+	out.note("paused=%s stale_200=%d", resumed.Sub(paused).Round(time.Millisecond), stale)
+	return c, l, draws, out
+}
+
+// 3. blackhole: node-0's database connections drop everything for 2 × ttl.
+func scenarioBlackhole(e *env) (*cluster, *load, []Draw, outcome) {
+	migrate(e.t, e.bin, e.db.dsn)
+	proxy := newToxicProxy(e.t, "blackhole", hostPort(e.t, e.db.dsn))
+	c := newCluster(e.t, e.bin, "0-2", []string{withHost(e.t, e.db.dsn, proxy.addr), e.db.dsn}, 4)
+	for _, i := range []int{0, 1, 2} {
+		c.nodes[i].start()
+	}
+	for _, i := range []int{0, 1, 2} {
+		c.nodes[i].waitUp(30 * time.Second)
+	}
+	c.waitReady(0, 1, 2)
+	l := c.startLoad(loadSpec{Nodes: span(0, 2), Clients: 2, Interval: 20 * time.Millisecond})
+	out := outcome{recovery: -1}
+
+	time.Sleep(2 * time.Second)
+	holed := time.Now()
+	proxy.add(e.t, "hole_up", "timeout", "upstream", `{"timeout":0}`)
+	proxy.add(e.t, "hole_down", "timeout", "downstream", `{"timeout":0}`)
+	// The spare starts with the black hole, so that its claim retries are
+	// still frequent when node-0's lease expires; the hole lasts 2 × ttl
+	// and until the spare has taken the worker ID over.
+	c.nodes[3].start()
+	c.nodes[3].waitUp(30 * time.Second)
+	spare := c.startLoad(loadSpec{Nodes: []int{3}, Clients: 2, Interval: 20 * time.Millisecond})
+	time.Sleep(time.Until(holed.Add(2 * leaseTTL)))
+	if !c.nodes[3].waitReady(10 * time.Second) {
+		out.problem("the spare did not become ready during the black hole")
+	}
+	healed := time.Now()
+	proxy.remove(e.t, "hole_up")
+	proxy.remove(e.t, "hole_down")
+	// The spare gives the worker ID back so that node-0 can recover.
+	if code := c.nodes[3].stop(15 * time.Second); code != 0 {
+		out.problem("spare exited with %d after SIGTERM, want 0", code)
+	}
+	time.Sleep(2*leaseTTL + 2*time.Second)
+	draws := append(l.stop(), spare.stop()...)
+	l.mu.Lock()
+	l.problems = append(l.problems, spare.problems...)
+	l.mu.Unlock()
+
+	// The node's deadline is at most ttl after its last heartbeat, which
+	// was sent before the black hole.
+	late := okCount(draws, 0, holed.Add(leaseTTL), healed)
+	if late > 0 {
+		out.problem("node-0 answered 200 to %d requests sent more than a ttl into the black hole and answered before it healed", late)
+	}
+	first503 := time.Duration(-1)
+	for _, d := range draws {
+		if d.Node == 0 && d.Status == 503 && !d.Send.Before(holed) {
+			if s := d.Recv.Sub(holed); first503 < 0 || s < first503 {
+				first503 = s
+			}
+		}
+	}
+	switch {
+	case first503 < 0:
+		out.problem("node-0 never answered 503 during the black hole")
+	case first503 > leaseTTL+time.Second:
+		out.problem("node-0 first answered 503 %s into the black hole, past its lease deadline (ttl %s)", first503, leaseTTL)
+	}
+	if first, ok := FirstOK(draws, 0, "", healed); ok {
+		out.recovery = first.Sub(healed)
+	} else {
+		out.problem("node-0 served nothing after the black hole")
+	}
+	events, _ := readHistory(e.t, e.db.dsn)
+	if !takenOver(events, "node-3", holed, healed) {
+		out.problem("no worker ID was taken over by the spare during the black hole")
+	}
+	out.note("first_503_after=%s late_200=%d", first503.Round(time.Millisecond), late)
+	return c, l, draws, out
+}
+
+// 4. latency: 1.5 s ± 0.5 s on everything node-0's database sends back, so
+// its heartbeats land late or after the lease expired.
+func scenarioLatency(e *env) (*cluster, *load, []Draw, outcome) {
+	migrate(e.t, e.bin, e.db.dsn)
+	proxy := newToxicProxy(e.t, "latency", hostPort(e.t, e.db.dsn))
+	c := newCluster(e.t, e.bin, "0-4", []string{withHost(e.t, e.db.dsn, proxy.addr), e.db.dsn}, 4)
+	c.startAll()
+	c.waitReady(0, 1, 2, 3)
+	l := c.startLoad(loadSpec{Nodes: span(0, 3), Interval: 20 * time.Millisecond})
+	out := outcome{recovery: -1}
+	time.Sleep(2 * time.Second)
+	proxy.add(e.t, "slow", "latency", "downstream", `{"latency":1500,"jitter":500}`)
+	time.Sleep(20 * time.Second)
+	cured := time.Now()
+	proxy.remove(e.t, "slow")
+	time.Sleep(2*leaseTTL + 2*time.Second)
+	draws := l.stop()
+	if first, ok := FirstOK(draws, 0, "", cured); ok {
+		out.recovery = first.Sub(cured)
+	} else {
+		out.problem("node-0 served nothing after the latency was removed")
+	}
+	var during, during503 int
+	for _, d := range draws {
+		if d.Node == 0 && d.Send.After(cured.Add(-20*time.Second)) && d.Send.Before(cured) {
+			during++
+			if d.Status == 503 {
+				during503++
+			}
+		}
+	}
+	out.note("node0_requests_under_latency=%d node0_503_under_latency=%d", during, during503)
+	return c, l, draws, out
+}
+
+// 5. kill-restart: kill -9 a random node every 2 s for 60 s, restarting it
+// at once.
+func scenarioKillRestart(e *env) (*cluster, *load, []Draw, outcome) {
+	migrate(e.t, e.bin, e.db.dsn)
+	// One worker ID more than nodes: a restarted node takes the free one
+	// or claims its own again and waits past its ceiling.
+	c := newCluster(e.t, e.bin, "0-4", []string{e.db.dsn}, 4)
+	c.startAll()
+	c.waitReady(0, 1, 2, 3)
+	l := c.startLoad(loadSpec{Nodes: span(0, 3), Interval: 50 * time.Millisecond})
+	out := outcome{recovery: -1}
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, seed>>1))
+	type restart struct {
+		node int
+		at   time.Time
+	}
+	var restarts []restart
+	end := time.Now().Add(60 * time.Second)
+	for time.Now().Before(end) {
+		time.Sleep(2 * time.Second)
+		i := rng.IntN(len(c.nodes))
+		c.nodes[i].kill9()
+		c.nodes[i].start()
+		restarts = append(restarts, restart{i, time.Now()})
+	}
+	time.Sleep(2*leaseTTL + time.Second)
+	draws := l.stop()
+	var worst time.Duration
+	recovered := 0
+	for k, r := range restarts {
+		// Only restarts the node survived long enough to serve after.
+		next := time.Now()
+		for _, later := range restarts[k+1:] {
+			if later.node == r.node {
+				next = later.at
+				break
+			}
+		}
+		if first, ok := FirstOK(draws, r.node, "", r.at); ok && first.Before(next) {
+			recovered++
+			worst = max(worst, first.Sub(r.at))
+		}
+	}
+	out.recovery = worst
+	out.note("seed=%d kills=%d recovered_before_next_kill=%d", seed, len(restarts), recovered)
+	if recovered == 0 {
+		out.problem("no restarted node served before it was killed again")
+	}
+	return c, l, draws, out
+}
+
+// 6. restart-clock-back: kill -9 a node and restart it with its clock set
+// back 2 s. The pool has no spare worker ID, so it must wait until its clock
+// passes the old ceiling.
+func scenarioRestartClockBack(e *env) (*cluster, *load, []Draw, outcome) {
+	migrate(e.t, e.bin, e.db.dsn)
+	c := newCluster(e.t, e.bin, "0-3", []string{e.db.dsn}, 4)
+	c.startAll()
+	c.waitReady(0, 1, 2, 3)
+	l := c.startLoad(loadSpec{Nodes: span(0, 3), Clients: 2, Interval: 20 * time.Millisecond})
+	out := outcome{recovery: -1, clockMin: map[string]time.Duration{"node-1": -2 * time.Second}}
+	time.Sleep(3 * time.Second)
+	c.nodes[1].kill9()
+	c.nodes[1].flags = []string{"--test-clock-offset", "-2s"}
+	restarted := time.Now()
+	c.nodes[1].start()
+	time.Sleep(4 * leaseTTL)
+	draws := l.stop()
+	if first, ok := FirstOK(draws, 1, "", restarted); ok {
+		out.recovery = first.Sub(restarted)
+	} else {
+		out.problem("node-1 served nothing after its restart with the clock set back")
+	}
+	return c, l, draws, out
+}
+
+// 7. clock-jump: a node's clock jumps back 4 s while it runs, and forward
+// again later.
+func scenarioClockJump(e *env) (*cluster, *load, []Draw, outcome) {
+	migrate(e.t, e.bin, e.db.dsn)
+	c := newCluster(e.t, e.bin, "0-5", []string{e.db.dsn}, 4)
+	clockFile := filepath.Join(c.dir, "node-2.clock")
+	writeClock(e.t, clockFile, "0s")
+	c.nodes[2].flags = []string{"--test-clock-file", clockFile}
+	c.startAll()
+	c.waitReady(0, 1, 2, 3)
+	l := c.startLoad(loadSpec{Nodes: span(0, 3), Clients: 2, Interval: 20 * time.Millisecond})
+	// -4s: a large jump, yet within the default 5 s limit on the offset
+	// from database time, so the node keeps going on another worker ID.
+	out := outcome{recovery: -1, clockMin: map[string]time.Duration{"node-2": -4 * time.Second}}
+	time.Sleep(3 * time.Second)
+	jumped := time.Now()
+	writeClock(e.t, clockFile, "-4s")
+	time.Sleep(8 * time.Second)
+	back := time.Now()
+	writeClock(e.t, clockFile, "0s")
+	time.Sleep(2*leaseTTL + time.Second)
+	draws := l.stop()
+	if first, ok := FirstOK(draws, 2, "", jumped.Add(150*time.Millisecond)); ok && first.Before(back) {
+		out.recovery = first.Sub(jumped)
+	} else {
+		out.problem("node-2 served nothing between the backward jump and the clock's return")
+	}
+	if _, ok := FirstOK(draws, 2, "", back.Add(150*time.Millisecond)); !ok {
+		out.problem("node-2 served nothing after its clock jumped forward again")
+	}
+	return c, l, draws, out
+}
+
+// writeClock replaces the content of a --test-clock-file atomically.
+func writeClock(t *testing.T, path, offset string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(offset+"\n"), 0o644); err != nil {
+		t.Fatalf("write clock file: %v", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatalf("write clock file: %v", err)
+	}
+}
+
+// 8. db-restart: the database server restarts under load, first at once
+// (pg_ctlcluster restart -m fast; MariaDB stopped and started), then after
+// staying down for 2 × ttl, so that every lease expires meanwhile.
+func scenarioDBRestart(e *env) (*cluster, *load, []Draw, outcome) {
+	localServer(e.t, e.db.name)
+	e.t.Cleanup(func() { ensureServer(e.t, e.db.name) })
+	migrate(e.t, e.bin, e.db.dsn)
+	createNamespace(e.t, e.bin, e.db.dsn, "orders", "--step", "1000")
+	c := newCluster(e.t, e.bin, "0-3", []string{e.db.dsn}, 4)
+	c.startAll()
+	c.waitReady(0, 1, 2, 3)
+	l := c.startLoad(
+		loadSpec{Nodes: span(0, 3), Interval: 20 * time.Millisecond},
+		loadSpec{Nodes: span(0, 3), Count: 100, Namespace: "orders", Interval: 20 * time.Millisecond},
+	)
+	out := outcome{recovery: -1}
+	type phase struct {
+		hold       time.Duration
+		down, back time.Time
+	}
+	phases := []*phase{{hold: 0}, {hold: 2 * leaseTTL}}
+	for _, ph := range phases {
+		time.Sleep(3 * time.Second)
+		ph.down = time.Now()
+		if err := bounceServer(e.t, e.db.name, ph.hold); err != nil {
+			out.problem("restart %s: %v", e.db.name, err)
+		}
+		back, err := waitServer(e.db.name, 2*time.Minute)
+		if err != nil {
+			out.problem("%v", err)
+			back = time.Now()
+		}
+		ph.back = back
+		time.Sleep(7 * time.Second)
+	}
+	draws := l.stop()
+	// Recovery: for each node and kind of draw, the first 200 to a request
+	// sent after the database answered again; the slowest counts.
+	var worst time.Duration
+	for k, ph := range phases {
+		next := time.Now()
+		if k+1 < len(phases) {
+			next = phases[k+1].down
+		}
+		var slowest time.Duration
+		for i := range c.nodes {
+			for _, ns := range []string{"", "orders"} {
+				first, ok := FirstOK(draws, i, ns, ph.back)
+				if !ok || first.After(next) {
+					out.problem("node-%d served no %q draw between %s coming back and the next restart", i, ns, e.db.name)
+					continue
+				}
+				slowest = max(slowest, first.Sub(ph.back))
+			}
+		}
+		worst = max(worst, slowest)
+		out.note("phase%d_down_for=%s phase%d_recovery=%s", k+1, ph.back.Sub(ph.down).Round(time.Millisecond),
+			k+1, slowest.Round(time.Millisecond))
+	}
+	out.recovery = worst
+	if worst > 5*time.Second {
+		out.problem("recovery took %s after %s answered again, want at most 5s", worst.Round(time.Millisecond), e.db.name)
+	}
+	return c, l, draws, out
+}
+
+// 9. contention: eight nodes start at once on four worker IDs; four nodes
+// draw one namespace with step 100 and a strict one.
+func scenarioContention(e *env) (*cluster, *load, []Draw, outcome) {
+	migrate(e.t, e.bin, e.db.dsn)
+	createNamespace(e.t, e.bin, e.db.dsn, "shared", "--step", "100", "--max-step", "100")
+	createNamespace(e.t, e.bin, e.db.dsn, "ledger", "--step", "1", "--mode", "strict")
+	c := newCluster(e.t, e.bin, "0-3", []string{e.db.dsn}, 8)
+	c.startAll()
+	strict := c.startLoad(loadSpec{Nodes: span(0, 3), Count: 3, Namespace: "ledger", Interval: 10 * time.Millisecond, MaxRequests: 300})
+	l := c.startLoad(
+		loadSpec{Nodes: span(0, 7), Interval: 20 * time.Millisecond},
+		loadSpec{Nodes: span(0, 3), Count: 50, Namespace: "shared", Interval: 5 * time.Millisecond},
+	)
+	time.Sleep(15 * time.Second)
+	strict.wg.Wait() // bounded: every strict draw completes, so gaps would be real
+	var retries float64
+	var found bool
+	for _, n := range c.nodes {
+		if v, ok := n.metric("idgen_store_serialization_retries_total"); ok {
+			retries += v
+			found = true
+		}
+	}
+	draws := append(l.stop(), strict.stop()...)
+	out := outcome{recovery: -1, strict: map[string]bool{"ledger": true}}
+	if !found {
+		out.problem("no node exports idgen_store_serialization_retries_total")
+	}
+	serving := map[int]bool{}
+	for _, d := range draws {
+		if d.Status == 200 && d.Namespace == "" {
+			serving[d.Node] = true
+		}
+	}
+	out.note("serialization_retries=%.0f nodes_that_served_snowflake=%d", retries, len(serving))
+	l.mu.Lock()
+	l.problems = append(l.problems, strict.problems...)
+	l.mu.Unlock()
+	return c, l, draws, out
+}
+
+// 10. lost-commit-ack: node-0's database connections are reset when the
+// database answers, in pulses, while it fetches small segments: the
+// statement may have committed but node-0 never hears so.
+func scenarioLostCommitAck(e *env) (*cluster, *load, []Draw, outcome) {
+	migrate(e.t, e.bin, e.db.dsn)
+	createNamespace(e.t, e.bin, e.db.dsn, "invoices", "--step", "10", "--max-step", "10")
+	proxy := newToxicProxy(e.t, "reset", hostPort(e.t, e.db.dsn))
+	c := newCluster(e.t, e.bin, "0-3", []string{withHost(e.t, e.db.dsn, proxy.addr), e.db.dsn}, 2)
+	c.startAll()
+	c.waitReady(0, 1)
+	l := c.startLoad(
+		loadSpec{Nodes: []int{0, 1}, Clients: 2, Count: 7, Namespace: "invoices", Interval: 5 * time.Millisecond},
+		loadSpec{Nodes: []int{0, 1}, Interval: 50 * time.Millisecond},
+	)
+	out := outcome{recovery: -1}
+	before, _ := c.nodes[0].metric("idgen_segment_fetch_errors_total")
+	time.Sleep(2 * time.Second)
+	var last time.Time
+	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); {
+		proxy.add(e.t, "reset", "reset_peer", "downstream", `{"timeout":0}`)
+		time.Sleep(100 * time.Millisecond)
+		proxy.remove(e.t, "reset")
+		last = time.Now()
+		time.Sleep(600 * time.Millisecond)
+	}
+	time.Sleep(2*leaseTTL + time.Second)
+	after, ok := c.nodes[0].metric("idgen_segment_fetch_errors_total")
+	draws := l.stop()
+	if !ok {
+		out.problem("node-0 exports no idgen_segment_fetch_errors_total")
+	} else if after-before < 1 {
+		out.problem("no segment fetch of node-0 failed: the resets never hit a fetch")
+	}
+	if first, ok := FirstOK(draws, 0, "invoices", last); ok {
+		out.recovery = first.Sub(last)
+	} else {
+		out.problem("node-0 served no segment draw after the last reset")
+	}
+	out.note("node0_fetch_errors=%.0f", after-before)
+	return c, l, draws, out
+}
+
+// runNegativeControl shows that the harness catches a real violation end to
+// end: two nodes whose lease tables differ (node-1 runs on a SQLite file of
+// its own) both hold worker ID 0, a split brain. The oracle, reading the
+// lease history of the PostgreSQL database, must report foreign IDs; the
+// test fails if it does not.
+func runNegativeControl(t *testing.T, bin string, sum *summaries) {
+	db := freshDatabase(t, "postgres")
+	migrate(t, bin, db.dsn)
+	split := "sqlite:" + filepath.Join(t.TempDir(), "split-brain.db")
+	c := newCluster(t, bin, "0-0", []string{db.dsn, split}, 2)
+	c.startAll()
+	c.waitReady(0, 1)
+	l := c.startLoad(loadSpec{Nodes: []int{0, 1}, Clients: 2, Interval: 5 * time.Millisecond})
+	time.Sleep(3 * time.Second)
+	draws := l.stop()
+	for _, p := range c.stopAll() {
+		t.Errorf("%s", p)
+	}
+	events, maxIDs := readHistory(t, db.dsn)
+	rep := Check(Input{Draws: draws, Events: events, MaxID: maxIDs})
+	result := "PASS"
+	if rep.Foreign == 0 {
+		result = "FAIL"
+		t.Errorf("the oracle saw no foreign ID from a node holding worker ID 0 in another database: the harness has no teeth")
+	}
+	sum.add(fmt.Sprintf("chaos: scenario=negative-control db=postgres+sqlite attempted=%d acknowledged=%d duplicates=%d foreign=%d expect=violations result=%s",
+		rep.Attempted, rep.Acknowledged, rep.Duplicates, rep.Foreign, result))
+}
