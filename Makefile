@@ -4,7 +4,7 @@ BIN     ?= bin/idgen
 BENCH   ?= .
 COUNT   ?= 1
 
-.PHONY: build run test bench lint fmt chaos fuzz
+.PHONY: build run test bench bench-http lint fmt chaos fuzz
 
 # The idgen binary in bin/, after checking that everything compiles.
 build:
@@ -34,15 +34,24 @@ fuzz:
 test:
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-# Benchmarks of the hot paths, with allocations; compare runs with benchstat.
+# Benchmarks of the hot paths, with allocations, then the comparison with
+# bwmarrin/snowflake and sony/sonyflake (bench/, a module of its own so the
+# main module does not depend on them); compare runs with benchstat.
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) ./...
+	cd bench && $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) .
+
+# The HTTP figures of docs/benchmarks.md: idgen-loadtest against a fresh
+# idgen serve on SQLite and a bare echo server (about 23 minutes with REPEAT=3).
+bench-http:
+	scripts/bench/run.sh
 
 # gofmt, go vet, and staticcheck when it installs from the module proxy.
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags chaos ./test/chaos/
+	cd bench && $(GO) vet ./...
 	@if $(GO) run honnef.co/go/tools/cmd/staticcheck@latest -version >/dev/null 2>&1; then \
 		$(GO) run honnef.co/go/tools/cmd/staticcheck@latest ./...; \
 	else echo "staticcheck could not be installed from the module proxy; skipped"; fi

@@ -34,6 +34,7 @@ type Segments struct {
 	store        SegmentStore
 	threshold    float64
 	fetchTimeout time.Duration
+	maxWait      time.Duration // < 0: no bound
 	retryMin     time.Duration
 	retryMax     time.Duration
 	clock        snowflake.Clock
@@ -66,6 +67,7 @@ const (
 	DefaultSegmentFetchTimeout = 5 * time.Second
 	DefaultSegmentRetryMin     = 50 * time.Millisecond
 	DefaultSegmentRetryMax     = 2 * time.Second
+	DefaultSegmentMaxWait      = 10 * time.Second
 )
 
 // MaxDrawCount is the largest number of IDs one draw may ask for.
@@ -106,6 +108,11 @@ type SegmentSettings struct {
 	// DefaultSegmentRetryMax.
 	RetryMin time.Duration
 	RetryMax time.Duration
+	// MaxWait bounds how long one draw waits for a range when both buffers
+	// are empty (it also ends with the draw's ctx). It costs nothing on a
+	// draw that does not wait, unlike a deadline on every call's ctx. Zero
+	// means DefaultSegmentMaxWait; negative means no bound but ctx.
+	MaxWait time.Duration
 	// Clock measures how long ranges last (for the dynamic step) and fetch
 	// latencies. Nil means the system clock.
 	Clock snowflake.Clock
@@ -180,6 +187,7 @@ func NewSegments(store SegmentStore, s SegmentSettings) *Segments {
 		store:        store,
 		threshold:    s.Threshold,
 		fetchTimeout: s.FetchTimeout,
+		maxWait:      s.MaxWait,
 		retryMin:     s.RetryMin,
 		retryMax:     s.RetryMax,
 		clock:        s.Clock,
@@ -194,6 +202,9 @@ func NewSegments(store SegmentStore, s SegmentSettings) *Segments {
 	}
 	if sg.fetchTimeout <= 0 {
 		sg.fetchTimeout = DefaultSegmentFetchTimeout
+	}
+	if sg.maxWait == 0 {
+		sg.maxWait = DefaultSegmentMaxWait
 	}
 	if sg.retryMin <= 0 {
 		sg.retryMin = DefaultSegmentRetryMin
@@ -517,4 +528,26 @@ func (s *Segments) forget(ns *segNamespace) {
 		}
 	}
 	s.spaces.Store(&m)
+}
+
+// waitChange waits until ch closes. It gives up when ctx ends or, for the
+// draw's first wait onward, when MaxWait has passed; *timer holds that bound
+// and is created on the first wait only, so draws that never wait allocate
+// nothing. The caller stops *timer.
+func (s *Segments) waitChange(ctx context.Context, ch <-chan struct{}, timer **time.Timer) error {
+	if *timer == nil && s.maxWait > 0 {
+		*timer = time.NewTimer(s.maxWait)
+	}
+	var bound <-chan time.Time
+	if *timer != nil {
+		bound = (*timer).C
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-bound:
+		return fmt.Errorf("waited %v, the longest a draw may wait", s.maxWait)
+	}
 }

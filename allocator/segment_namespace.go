@@ -137,6 +137,12 @@ func (ns *segNamespace) markClosed() {
 
 // waitKnown waits until the first lookup of the namespace has finished.
 func (ns *segNamespace) waitKnown(ctx context.Context) error {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	ns.mu.Lock()
 	for {
 		switch {
@@ -153,10 +159,8 @@ func (ns *segNamespace) waitKnown(ctx context.Context) error {
 		}
 		ch := ns.changed
 		ns.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("%w: namespace %q: waiting for the database: %w", ErrUnavailable, ns.name, ctx.Err())
+		if err := ns.s.waitChange(ctx, ch, &timer); err != nil {
+			return fmt.Errorf("%w: namespace %q: waiting for the database: %w", ErrUnavailable, ns.name, err)
 		}
 		ns.mu.Lock()
 	}
@@ -399,6 +403,12 @@ const (
 // draw still needs. With segFallback it returns the highest max_id known and
 // the store's error.
 func (ns *segNamespace) refill(ctx context.Context, seen *segRange, need int64) (segRefill, int64, error) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	ns.mu.Lock()
 	for {
 		if ns.closed || ns.s.closed.Load() {
@@ -448,10 +458,8 @@ func (ns *segNamespace) refill(ctx context.Context, seen *segRange, need int64) 
 		}
 		ch := ns.changed
 		ns.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return segFail, 0, fmt.Errorf("%w: namespace %q: waiting for a range: %w", ErrUnavailable, ns.name, ctx.Err())
+		if err := ns.s.waitChange(ctx, ch, &timer); err != nil {
+			return segFail, 0, fmt.Errorf("%w: namespace %q: waiting for a range: %w", ErrUnavailable, ns.name, err)
 		}
 		ns.mu.Lock()
 	}

@@ -1053,3 +1053,23 @@ func TestSegmentsCloseWaitsForFetchInFlight(t *testing.T) {
 		t.Errorf("next allocator's first ID: got %d, want 151 (the fetch in flight was returned too)", id)
 	}
 }
+
+// TestSegmentsMaxWait: a draw that must wait for a range gives up after
+// MaxWait even when its ctx allows more, and says it is unavailable.
+func TestSegmentsMaxWait(t *testing.T) {
+	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 1000})
+	store.closeGate() // no fetch commits
+	settings := testSettings()
+	settings.MaxWait = 50 * time.Millisecond
+	settings.FetchTimeout = time.Minute
+	a := newTestSegments(t, store, settings)
+	t.Cleanup(store.openGate)
+	ctx := testCtx(t) // far longer than MaxWait
+	_, err := a.Next(ctx, "orders")
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "longest a draw may wait") {
+		t.Fatalf("Next with no range coming: got %v, want ErrUnavailable after MaxWait", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the test's ctx ended first (%v); the draw must give up on its own bound", ctx.Err())
+	}
+}

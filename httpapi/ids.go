@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -190,9 +189,9 @@ func (s *Server) handleIDs(c echo.Context) error {
 
 // serveNamespace answers GET /ids?namespace=NS.
 func (s *Server) serveNamespace(c echo.Context, q idsQuery, sc *scratch) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), drawTimeout)
-	err := s.segments.Draw(ctx, q.namespace, q.count, &sc.batch)
-	cancel()
+	// The segment allocator bounds the wait itself (SegmentSettings.MaxWait),
+	// and only when a draw waits: a deadline here would cost every request.
+	err := s.segments.Draw(c.Request().Context(), q.namespace, q.count, &sc.batch)
 	if err != nil {
 		return fromDomain(err)
 	}

@@ -45,8 +45,6 @@ const (
 
 // Timeouts of the work a request does.
 const (
-	// drawTimeout bounds how long a namespace request waits for a range.
-	drawTimeout = 10 * time.Second
 	// storeTimeout bounds the store calls of the admin API and status page.
 	storeTimeout = 5 * time.Second
 	// pingTimeout bounds the database ping of /readyz and /metrics, whose

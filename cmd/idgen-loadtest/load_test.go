@@ -1,0 +1,311 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// idServer is a stand-in for idgen's GET /ids: it hands out consecutive IDs
+// from a counter, and can be told to misbehave.
+type idServer struct {
+	next      atomic.Int64
+	hits      atomic.Int64
+	dupEvery  int64 // every dupEvery-th request repeats IDs from 1
+	failEvery int64 // every failEvery-th request gets a 503
+	short     bool  // answer one ID fewer than asked
+
+	mu         sync.Mutex
+	namespaces map[string]int
+}
+
+func (s *idServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	count, err := strconv.Atoi(q.Get("count"))
+	if err != nil || count < 1 {
+		count = 1
+	}
+	s.mu.Lock()
+	if s.namespaces == nil {
+		s.namespaces = map[string]int{}
+	}
+	s.namespaces[q.Get("namespace")]++
+	s.mu.Unlock()
+	n := s.hits.Add(1)
+	if s.failEvery > 0 && n%s.failEvery == 0 {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"status":503,"code":"unavailable"}`))
+		return
+	}
+	if s.short {
+		count--
+	}
+	first := s.next.Add(int64(count)) - int64(count) + 1
+	if s.dupEvery > 0 && n%s.dupEvery == 0 {
+		first = 1
+	}
+	b := []byte(`{"ids":[`)
+	for i := range int64(count) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = strconv.AppendInt(b, first+i, 10)
+		b = append(b, '"')
+	}
+	b = append(b, `],"source":"snowflake"}`...)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b) // above 2 KiB net/http answers chunked
+}
+
+func startIDServer(t *testing.T, s *idServer) string {
+	t.Helper()
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+func TestRun(t *testing.T) {
+	tests := []struct {
+		name      string
+		srv       *idServer
+		cfg       config
+		wantIDs   int64
+		wantErrs  int64
+		wantKinds map[string]int
+		wantDups  bool
+		wantFail  bool // every request failed: run reports an error
+	}{
+		{name: "count 1", srv: &idServer{}, cfg: config{Conns: 4, Count: 1, Requests: 500}, wantIDs: 500},
+		{name: "count 300 chunked", srv: &idServer{}, cfg: config{Conns: 2, Count: 300, Requests: 40}, wantIDs: 12000},
+		{name: "namespace", srv: &idServer{}, cfg: config{Conns: 3, Count: 10, Namespace: "orders", Requests: 90}, wantIDs: 900},
+		{name: "duplicates", srv: &idServer{dupEvery: 10}, cfg: config{Conns: 2, Count: 5, Requests: 100}, wantIDs: 500, wantDups: true},
+		{name: "503s", srv: &idServer{failEvery: 4}, cfg: config{Conns: 4, Count: 1, Requests: 200}, wantIDs: 150, wantErrs: 50, wantKinds: map[string]int{"status_503": 50}},
+		{name: "short answers", srv: &idServer{short: true}, cfg: config{Conns: 1, Count: 3, Requests: 20}, wantIDs: 40, wantErrs: 20, wantKinds: map[string]int{"short": 20}, wantFail: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tt.cfg
+			cfg.Target = startIDServer(t, tt.srv)
+			cfg.CheckUnique = true
+			res, err := run(context.Background(), cfg)
+			if (err != nil) != tt.wantFail || res == nil {
+				t.Fatalf("run: %v, want error %v and a result", err, tt.wantFail)
+			}
+			if res.Requests != cfg.Requests {
+				t.Errorf("requests = %d, want %d", res.Requests, cfg.Requests)
+			}
+			if got := tt.srv.hits.Load(); got != cfg.Requests {
+				t.Errorf("server saw %d requests, want %d", got, cfg.Requests)
+			}
+			if res.IDs != tt.wantIDs {
+				t.Errorf("ids = %d, want %d", res.IDs, tt.wantIDs)
+			}
+			if res.Errors != tt.wantErrs {
+				t.Errorf("errors = %d (%v), want %d", res.Errors, res.ErrorKinds, tt.wantErrs)
+			}
+			for k, want := range tt.wantKinds {
+				if got := res.ErrorKinds[k]; got != want {
+					t.Errorf("error kind %s = %d, want %d", k, got, want)
+				}
+			}
+			if got := res.Duplicates > 0; got != tt.wantDups {
+				t.Errorf("duplicates = %d, want duplicates %v", res.Duplicates, tt.wantDups)
+			}
+			if !tt.wantDups && res.Distinct != res.IDs {
+				t.Errorf("distinct = %d, want %d", res.Distinct, res.IDs)
+			}
+			if got := tt.srv.namespaces[cfg.Namespace]; got != int(cfg.Requests) {
+				t.Errorf("server saw namespace %q %d times, want %d", cfg.Namespace, got, cfg.Requests)
+			}
+			if res.Latency.P50 <= 0 || res.Latency.P50 > res.Latency.P99 || res.Latency.P99 > res.Latency.Max {
+				t.Errorf("latency p50 %v p99 %v max %v: want 0 < p50 ≤ p99 ≤ max", res.Latency.P50, res.Latency.P99, res.Latency.Max)
+			}
+			if res.RequestsPS <= 0 || res.IDsPS < 0 {
+				t.Errorf("rates %v req/s %v ids/s, want positive", res.RequestsPS, res.IDsPS)
+			}
+		})
+	}
+}
+
+func TestRunDurationAndProgress(t *testing.T) {
+	srv := &idServer{}
+	var progress syncBuffer
+	cfg := config{
+		Target: startIDServer(t, srv), Conns: 2, Count: 1, Duration: 300 * time.Millisecond,
+		CheckUnique: true, Progress: &progress, ProgressEvery: 10 * time.Millisecond,
+	}
+	res, err := run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if res.DurationS < cfg.Duration.Seconds() {
+		t.Errorf("duration = %.3fs, want at least %v", res.DurationS, cfg.Duration)
+	}
+	if res.Requests == 0 || res.Duplicates != 0 || res.Errors != 0 {
+		t.Errorf("requests %d, duplicates %d, errors %d: want some requests, no duplicates, no errors", res.Requests, res.Duplicates, res.Errors)
+	}
+	out := progress.String()
+	if !strings.Contains(out, " req/s ") || !strings.Contains(out, " ids/s ") || !strings.Contains(out, "p99 ") {
+		t.Errorf("progress = %q, want lines with req/s, ids/s and p99", out)
+	}
+}
+
+func TestRunWarmupNotMeasured(t *testing.T) {
+	srv := &idServer{}
+	cfg := config{Target: startIDServer(t, srv), Conns: 1, Count: 1, Requests: 50, Warmup: 50 * time.Millisecond, CheckUnique: true}
+	res, err := run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if res.Requests != 50 {
+		t.Errorf("measured requests = %d, want 50", res.Requests)
+	}
+	if hits := srv.hits.Load(); hits <= 50 {
+		t.Errorf("server saw %d requests, want more than the 50 measured (the warm-up's)", hits)
+	}
+	// The warm-up's IDs are checked for duplicates too.
+	if res.Distinct != srv.next.Load() {
+		t.Errorf("distinct = %d, want every ID the server issued (%d)", res.Distinct, srv.next.Load())
+	}
+}
+
+func TestRunServerDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // nothing listens there now
+	res, err := run(context.Background(), config{Target: "http://" + addr, Conns: 2, Count: 1, Requests: 10, Timeout: time.Second})
+	if err == nil {
+		t.Fatal("run against a closed port: want an error")
+	}
+	if res == nil || res.Errors != res.Requests || res.ErrorKinds["transport"] == 0 {
+		t.Errorf("result = %+v, want every request failed as transport errors", res)
+	}
+}
+
+func TestRunCanceled(t *testing.T) {
+	srv := &idServer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := run(ctx, config{Target: startIDServer(t, srv), Conns: 2, Count: 1, Duration: time.Hour})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if res.Errors != 0 {
+		t.Errorf("errors = %d, want 0: requests cut short by the end of the run are not errors", res.Errors)
+	}
+}
+
+func TestRunRefusesBadConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  config
+	}{
+		{"no connections", config{Target: "http://127.0.0.1:1", Conns: 0, Count: 1, Requests: 1}},
+		{"unbounded", config{Target: "http://127.0.0.1:1", Conns: 1, Count: 1}},
+		{"count 0", config{Target: "http://127.0.0.1:1", Conns: 1, Count: 0, Requests: 1}},
+		{"remote", config{Target: "http://192.0.2.1:8080", Conns: 1, Count: 1, Requests: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if res, err := run(context.Background(), tt.cfg); err == nil {
+				t.Errorf("run(%+v) = %+v, want an error", tt.cfg, res)
+			}
+		})
+	}
+}
+
+func TestResolveTarget(t *testing.T) {
+	tests := []struct {
+		name     string
+		cfg      config
+		wantDial string
+		wantHost string
+		wantPath string
+		wantErr  error // nil: no error; errAny: some error
+	}{
+		{name: "ipv4", cfg: config{Target: "http://127.0.0.1:8080", Count: 1}, wantDial: "127.0.0.1:8080", wantHost: "127.0.0.1:8080", wantPath: "/ids?count=1"},
+		{name: "ipv6", cfg: config{Target: "http://[::1]:9000/", Count: 1000}, wantDial: "[::1]:9000", wantHost: "[::1]:9000", wantPath: "/ids?count=1000"},
+		{name: "localhost", cfg: config{Target: "http://localhost:8080", Count: 1}, wantHost: "localhost:8080", wantPath: "/ids?count=1"},
+		{name: "namespace and base path", cfg: config{Target: "http://127.0.0.1:80/idgen/", Count: 5, Namespace: "orders"}, wantDial: "127.0.0.1:80", wantHost: "127.0.0.1:80", wantPath: "/idgen/ids?count=5&namespace=orders"},
+		{name: "default port", cfg: config{Target: "http://127.0.0.1", Count: 1}, wantDial: "127.0.0.1:80", wantHost: "127.0.0.1", wantPath: "/ids?count=1"},
+		{name: "explicit path", cfg: config{Target: "http://127.0.0.1:1", Path: "/healthz"}, wantDial: "127.0.0.1:1", wantHost: "127.0.0.1:1", wantPath: "/healthz"},
+		{name: "remote refused", cfg: config{Target: "http://192.0.2.1:8080", Count: 1}, wantErr: errNotLoopback},
+		{name: "remote allowed", cfg: config{Target: "http://192.0.2.1:8080", Count: 1, AllowRemote: true}, wantDial: "192.0.2.1:8080", wantHost: "192.0.2.1:8080", wantPath: "/ids?count=1"},
+		{name: "unspecified address refused", cfg: config{Target: "http://0.0.0.0:8080", Count: 1}, wantErr: errNotLoopback},
+		{name: "https", cfg: config{Target: "https://127.0.0.1:8443", Count: 1}, wantErr: errAny},
+		{name: "no host", cfg: config{Target: "http:///ids", Count: 1}, wantErr: errAny},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := resolveTarget(context.Background(), tt.cfg)
+			switch {
+			case tt.wantErr == nil && err != nil:
+				t.Fatalf("resolveTarget(%q): %v", tt.cfg.Target, err)
+			case tt.wantErr != nil && err == nil:
+				t.Fatalf("resolveTarget(%q) = %+v, want an error", tt.cfg.Target, got)
+			case tt.wantErr != nil && tt.wantErr != errAny && !errors.Is(err, tt.wantErr):
+				t.Fatalf("resolveTarget(%q) error = %v, want %v", tt.cfg.Target, err, tt.wantErr)
+			case err != nil:
+				return
+			}
+			if tt.wantDial != "" && got.dial != tt.wantDial {
+				t.Errorf("dial = %q, want %q", got.dial, tt.wantDial)
+			}
+			if got.host != tt.wantHost || got.path != tt.wantPath {
+				t.Errorf("host, path = %q, %q; want %q, %q", got.host, got.path, tt.wantHost, tt.wantPath)
+			}
+		})
+	}
+}
+
+var errAny = errors.New("any error")
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestFmtDur(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{250 * time.Microsecond, "250µs"},
+		{1500 * time.Microsecond, "1.5ms"},
+		{12345 * time.Microsecond, "12.3ms"},
+		{2 * time.Second, "2s"},
+	}
+	for _, tt := range tests {
+		if got := fmtDur(tt.d); got != tt.want {
+			t.Errorf("fmtDur(%v) = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,158 @@
+// Command idgen-loadtest drives a running idgen server over HTTP and reports
+// what it sustained: requests and IDs per second, latency percentiles,
+// errors, and any duplicate ID seen across the run.
+//
+// Usage:
+//
+//	idgen-loadtest [flags]
+//
+// It opens --conns keep-alive connections to --url and on each sends
+// GET /ids?count=N[&namespace=NS] back to back, for --duration or until
+// --requests requests were made. Every second it prints a progress line to
+// stderr; at the end a summary line (or, with --json, one JSON object) to
+// stdout. It refuses a target that is not a loopback address unless
+// --allow-remote is given. The exit code is 0 on success, 1 when the run
+// failed (every request failed, or the target was unusable), 2 for bad
+// usage and 3 when a duplicate ID was seen.
+//
+// It uses only the standard library for the load itself: its HTTP/1.1
+// client is a minimal one, so that the load generator, which shares the
+// machine with the server in docs/benchmarks.md, takes as little CPU as it
+// can.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := mainRun(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+	exitDups  = 3
+)
+
+const usage = `Usage: idgen-loadtest [flags]
+
+Drives a running idgen server with GET /ids requests over keep-alive
+connections and reports requests/s, IDs/s, latency percentiles, errors and
+duplicate IDs. Progress goes to stderr each second, the summary to stdout.
+
+Flags:
+`
+
+// mainRun runs the tool with args and returns its exit code.
+func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "bare-echo" {
+		return bareEcho(ctx, args[1:], stdout, stderr)
+	}
+	fs := flag.NewFlagSet("idgen-loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	cfg := config{CheckUnique: true}
+	fs.StringVar(&cfg.Target, "url", "http://127.0.0.1:8080", "base `URL` of the server (http only)")
+	fs.IntVar(&cfg.Conns, "conns", 8, "keep-alive `connections`, each with one request in flight")
+	fs.DurationVar(&cfg.Duration, "duration", 0, "how long to measure (default 10s unless --requests is set)")
+	fs.Int64Var(&cfg.Requests, "requests", 0, "stop after this many measured `requests`")
+	fs.DurationVar(&cfg.Warmup, "warmup", 0, "load for this long before measuring")
+	fs.IntVar(&cfg.Count, "count", 1, "IDs per request (the count parameter)")
+	fs.StringVar(&cfg.Namespace, "namespace", "", "draw segment IDs of this `namespace` instead of Snowflake IDs")
+	fs.StringVar(&cfg.Path, "path", "", "request this `path?query` instead of /ids?count=…&namespace=…")
+	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Second, "timeout of each request")
+	fs.BoolVar(&cfg.CheckUnique, "check-unique", true, "collect every ID and count duplicates")
+	fs.BoolVar(&cfg.AllowRemote, "allow-remote", false, "allow a target that is not a loopback address")
+	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "report RSS and CPU time of this `pid` (the server) from /proc")
+	fs.StringVar(&cfg.Label, "label", "", "a `name` for this run, copied into the --json output")
+	jsonOut := fs.Bool("json", false, "print the summary as one JSON object")
+	quiet := fs.Bool("quiet", false, "no progress lines")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "idgen-loadtest: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if cfg.Duration == 0 && cfg.Requests == 0 {
+		cfg.Duration = 10 * time.Second
+	}
+	if cfg.Duration < 0 || cfg.Requests < 0 || cfg.Warmup < 0 || cfg.Conns < 1 || cfg.Count < 1 || cfg.Timeout <= 0 {
+		fmt.Fprintln(stderr, "idgen-loadtest: --duration, --requests and --warmup must not be negative; --conns, --count and --timeout must be positive")
+		return exitUsage
+	}
+	if !*quiet {
+		cfg.Progress = stderr
+	}
+	res, err := run(ctx, cfg)
+	if res != nil {
+		if *jsonOut {
+			enc := json.NewEncoder(stdout)
+			if err := enc.Encode(res); err != nil {
+				fmt.Fprintf(stderr, "idgen-loadtest: %v\n", err)
+				return exitFail
+			}
+		} else {
+			fmt.Fprintln(stdout, summary(res))
+		}
+	}
+	switch {
+	case errors.Is(err, errNotLoopback):
+		fmt.Fprintf(stderr, "idgen-loadtest: %v\n", err)
+		return exitUsage
+	case err != nil:
+		fmt.Fprintf(stderr, "idgen-loadtest: %v\n", err)
+		return exitFail
+	case res.Duplicates > 0:
+		fmt.Fprintf(stderr, "idgen-loadtest: %d duplicate IDs seen\n", res.Duplicates)
+		return exitDups
+	}
+	return exitOK
+}
+
+// summary is the one-line summary of a run.
+func summary(r *result) string {
+	l := r.Latency
+	s := fmt.Sprintf("%d requests in %.2fs over %d conns to %s: %.0f req/s, %.0f ids/s, latency p50 %s p99 %s p99.9 %s max %s, errors %d",
+		r.Requests, r.DurationS, r.Conns, r.Path, r.RequestsPS, r.IDsPS,
+		fmtDur(msDur(l.P50)), fmtDur(msDur(l.P99)), fmtDur(msDur(l.P999)), fmtDur(msDur(l.Max)), r.Errors)
+	if len(r.ErrorKinds) > 0 {
+		s += " (" + topKinds(r.ErrorKinds) + ")"
+	}
+	if r.UniqueCheck {
+		s += fmt.Sprintf(", duplicates %d", r.Duplicates)
+	} else {
+		s += ", duplicates not checked"
+	}
+	s += fmt.Sprintf(", client CPU %.2fs", r.ClientCPUS)
+	if r.MachineBusyS > 0 {
+		s += fmt.Sprintf(", machine busy %.2fs", r.MachineBusyS)
+	}
+	if r.Server != nil {
+		s += fmt.Sprintf(", server CPU %.2fs RSS %d kB (peak %d kB)", r.Server.CPUS, r.Server.RSSKB, r.Server.HWMKB)
+	}
+	return s
+}
+
+func msDur(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
