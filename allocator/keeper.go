@@ -502,13 +502,11 @@ func (k *Keeper) sleep(d time.Duration) bool {
 	return true
 }
 
+// clockSteppedBack reports whether the clock lies further behind the last
+// timestamp issued than the generator waits out.
 func (k *Keeper) clockSteppedBack(ls *leaseState) bool {
-	wait := k.s.MaxBackwardWait
-	if wait == 0 {
-		wait = snowflake.DefaultMaxBackwardWait
-	}
 	last := ls.gen.LastTimestamp()
-	return last != 0 && k.clock.Now().UnixMilli() < last-wait.Milliseconds()
+	return last != 0 && k.clock.Now().UnixMilli() < last-ls.gen.MaxBackwardWait().Milliseconds()
 }
 
 // claim claims a worker ID and publishes it. With old set (the clock

@@ -551,3 +551,17 @@ func TestKeeperClockOffsetKeepsCeiling(t *testing.T) {
 		t.Errorf("ceiling went down from %d to %d", before, st.CeilingMS)
 	}
 }
+
+// TestKeeperNeverWaitIsReady: with MaxBackwardWait < 0 (never wait out a
+// step back) a keeper whose clock did not move back is ready and issues.
+func TestKeeperNeverWaitIsReady(t *testing.T) {
+	store := teststore.Open(t, "sqlite")
+	k := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(0, 0), MaxBackwardWait: -time.Second})
+	waitFor(t, 10*time.Second, "a lease", func() bool { return k.Status().Held })
+	if _, err := k.NextN(nil, 100); err != nil {
+		t.Fatalf("NextN: %v", err)
+	}
+	if err := k.Ready(); err != nil {
+		t.Errorf("Ready after issuing with MaxBackwardWait < 0: got %v, want nil", err)
+	}
+}

@@ -143,6 +143,12 @@ func (g *Generator) DatacenterID() int64 { return g.datacenterID }
 // WorkerID returns the generator's worker ID.
 func (g *Generator) WorkerID() int64 { return g.workerID }
 
+// MaxBackwardWait returns the backward clock step the generator waits out
+// (Settings.MaxBackwardWait resolved: the default for zero, 0 for never).
+func (g *Generator) MaxBackwardWait() time.Duration {
+	return time.Duration(g.maxWaitMS) * time.Millisecond
+}
+
 // SetFence replaces the fence; IDs issued after SetFence returns obey it.
 func (g *Generator) SetFence(f Fence) {
 	fs := &fenceState{floor: math.MinInt64, ceiling: math.MaxInt64, check: f.Check, fence: f}
