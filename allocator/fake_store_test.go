@@ -5,16 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 )
 
 // fakeSegmentStore is an in-memory SegmentStore for the segment allocator's
-// tests, with fault injection: a latency on every fetch reply, a gate that
-// holds fetches before they commit, queued faults (an error before the
-// commit, or after it: "committed but reply lost") and a switch that makes
-// every call fail as if the database were unreachable.
+// tests. It keeps the contract (exact fetches up to the namespace's limit,
+// compare-and-set tail returns) and injects faults: a latency on every
+// fetch reply, a gate that holds fetches before they commit, queued faults
+// (an error before the commit, or after it: "committed but reply lost")
+// and a switch that makes every call fail as if the database were
+// unreachable.
 type fakeSegmentStore struct {
 	mu   sync.Mutex
 	rows map[string]Namespace
@@ -161,17 +162,6 @@ func (f *fakeSegmentStore) tailCalls() []fakeTailCall {
 	return append([]fakeTailCall(nil), f.tails...)
 }
 
-func (f *fakeSegmentStore) CreateNamespace(ctx context.Context, ns Namespace) (Namespace, error) {
-	f.mu.Lock()
-	_, ok := f.rows[ns.Name]
-	f.mu.Unlock()
-	if ok {
-		return Namespace{}, fmt.Errorf("fake store: create %q: %w", ns.Name, ErrNamespaceExists)
-	}
-	f.add(ns)
-	return f.row(ns.Name), nil
-}
-
 func (f *fakeSegmentStore) GetNamespace(ctx context.Context, name string) (Namespace, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -183,50 +173,6 @@ func (f *fakeSegmentStore) GetNamespace(ctx context.Context, name string) (Names
 	if !ok {
 		return Namespace{}, fmt.Errorf("fake store: %q: %w", name, ErrNamespaceNotFound)
 	}
-	return ns, nil
-}
-
-func (f *fakeSegmentStore) ListNamespaces(ctx context.Context) ([]Namespace, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.down != nil {
-		return nil, f.down
-	}
-	out := make([]Namespace, 0, len(f.rows))
-	for _, ns := range f.rows {
-		out = append(out, ns)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
-}
-
-func (f *fakeSegmentStore) UpdateNamespace(ctx context.Context, name string, u NamespaceUpdate) (Namespace, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ns, ok := f.rows[name]
-	if !ok {
-		return Namespace{}, fmt.Errorf("fake store: %q: %w", name, ErrNamespaceNotFound)
-	}
-	if u.Step != nil {
-		ns.Step = *u.Step
-	}
-	if u.MinStep != nil {
-		ns.MinStep = *u.MinStep
-	}
-	if u.MaxStep != nil {
-		ns.MaxStep = *u.MaxStep
-	}
-	if u.Mode != nil {
-		ns.Mode = *u.Mode
-	}
-	if u.Fallback != nil {
-		ns.Fallback = *u.Fallback
-	}
-	if u.Description != nil {
-		ns.Description = *u.Description
-	}
-	ns.UpdatedAt = f.clock()
-	f.rows[name] = ns
 	return ns, nil
 }
 
@@ -275,6 +221,10 @@ func (f *fakeSegmentStore) FetchSegment(ctx context.Context, name string, n int6
 	if !ok {
 		f.mu.Unlock()
 		return Segment{}, fmt.Errorf("fake store: %q: %w", name, ErrNamespaceNotFound)
+	}
+	if n > ns.Remaining() {
+		f.mu.Unlock()
+		return Segment{}, fmt.Errorf("fake store: fetch of %q: %w", name, ns.ExhaustedError(n))
 	}
 	ns.MaxID += n
 	ns.Version++

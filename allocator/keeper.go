@@ -8,20 +8,33 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/idgen-project/idgen/internal/backoff"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// Defaults of KeeperSettings.
+// Defaults and limits of KeeperSettings.
 const (
 	DefaultLeaseTTL        = 30 * time.Second
 	DefaultMaxCeilingAhead = 5 * time.Second
 	DefaultMaxClockOffset  = 5 * time.Second
+	// MinLeaseTTL is the shortest lease a keeper takes: within it a
+	// heartbeat must reach the database and come back, with time to try
+	// again after one that failed.
+	MinLeaseTTL = time.Second
+)
+
+// Bounds of the keeper's retry delays: claims (and moves to another worker
+// ID while the clock is stepped back) back off from claimBackoffMin up to
+// one heartbeat interval, and at most claimBackoffMax, so that a node that
+// lost its database claims again soon after it is back.
+const (
+	claimBackoffMin = 100 * time.Millisecond
+	claimBackoffMax = 5 * time.Second
 )
 
 // Errors returned by the lease keeper, wrapped together with ErrUnavailable
@@ -44,27 +57,40 @@ var (
 type WorkerRange struct{ Min, Max int64 }
 
 // KeeperSettings configure a Keeper. The zero value means the defaults: the
-// default layout, datacenter 0, every worker ID of the layout, a 30 s ttl.
+// default layout, datacenter 0, every worker ID of the layout, a 30 s ttl
+// with a heartbeat every 10 s. Resolve fills in the defaults and checks the
+// rules given with each field; the flags of idgen serve that set a field are
+// named in brackets.
 type KeeperSettings struct {
-	Layout       snowflake.Layout
+	// Layout is the Snowflake layout; the zero Layout means the default one.
+	Layout snowflake.Layout
+	// DatacenterID must fit the layout [--datacenter].
 	DatacenterID int64
-	// WorkerIDs is the pool to claim from; nil means every worker ID the
-	// layout can hold.
+	// WorkerIDs is the pool to claim from, within the layout; nil means
+	// every worker ID the layout can hold. A pool holds at most MaxPoolSize
+	// worker IDs, so a layout of more than 16 worker bits needs a range
+	// [--worker-ids].
 	WorkerIDs *WorkerRange
-	// Holder names this node in the lease table; "" means host/pid/random.
+	// Holder names this node in the lease table, in at most MaxHolderLen
+	// bytes; "" means host/pid/random [--holder].
 	Holder string
-	// TTL is the lease time to live (default 30 s); Heartbeat the interval
-	// between heartbeats (default TTL/3).
-	TTL       time.Duration
+	// TTL is the lease time to live: at least MinLeaseTTL, default 30 s
+	// [--lease-ttl].
+	TTL time.Duration
+	// Heartbeat is the interval between heartbeats: more than 0 and at most
+	// TTL/2, default TTL/3, which leaves time to retry a failed heartbeat
+	// before the lease runs out [--heartbeat].
 	Heartbeat time.Duration
 	// Margin is taken off the local deadline, which is the monotonic time
-	// before a claim or heartbeat was sent plus TTL; default TTL/10.
+	// before a claim or heartbeat was sent plus TTL: at least 0 and less
+	// than TTL/2, default TTL/10.
 	Margin time.Duration
 	// MaxCeilingAhead: a worker ID whose previous holder's ceiling lies
 	// further ahead of this node's clock is not claimed (default 5 s).
 	MaxCeilingAhead time.Duration
 	// MaxClockOffset: beyond this offset from database time the node
-	// refuses to issue (default 5 s).
+	// refuses to issue, and no ceiling it commits lies further than TTL +
+	// MaxClockOffset ahead of database time (default 5 s).
 	MaxClockOffset time.Duration
 	// MaxBackwardWait and RandomSequenceStart are passed to the generator.
 	MaxBackwardWait     time.Duration
@@ -75,6 +101,88 @@ type KeeperSettings struct {
 	// Logger receives lease events; nil discards them.
 	Logger *slog.Logger
 }
+
+// Resolve returns s with the defaults of Layout, TTL, Heartbeat, Margin,
+// MaxCeilingAhead and MaxClockOffset filled in, or, when s breaks a rule
+// given on KeeperSettings, an error wrapping snowflake.ErrInvalidLayout or
+// snowflake.ErrInvalidSettings that names the setting. Holder, Clock and
+// Logger are left for NewKeeper to fill in. Resolve of a resolved value
+// returns it unchanged.
+func (s KeeperSettings) Resolve() (KeeperSettings, error) {
+	if s.Layout.IsZero() {
+		s.Layout = snowflake.DefaultLayout()
+	}
+	l := s.Layout
+	if err := l.Validate(); err != nil {
+		return KeeperSettings{}, err
+	}
+	if s.DatacenterID < 0 || s.DatacenterID > l.MaxDatacenter() {
+		return KeeperSettings{}, invalidSettings("datacenter ID %d (--datacenter): the layout allows 0 to %d", s.DatacenterID, l.MaxDatacenter())
+	}
+	if r := s.WorkerIDs; r != nil {
+		switch {
+		case r.Min < 0 || r.Max > l.MaxWorker() || r.Min > r.Max:
+			return KeeperSettings{}, invalidSettings("worker IDs %d-%d (--worker-ids): the layout allows 0 to %d", r.Min, r.Max, l.MaxWorker())
+		case r.Max-r.Min >= MaxPoolSize:
+			return KeeperSettings{}, invalidSettings("worker IDs %d-%d (--worker-ids): %d worker IDs, want at most %d",
+				r.Min, r.Max, r.Max-r.Min+1, MaxPoolSize)
+		}
+	} else if n := l.MaxWorker() + 1; n > MaxPoolSize {
+		return KeeperSettings{}, invalidSettings("the layout has %d worker IDs, more than the %d one pool may hold: "+
+			"give WorkerIDs (--worker-ids) a range of at most %d", n, MaxPoolSize, MaxPoolSize)
+	}
+	if len(s.Holder) > MaxHolderLen {
+		return KeeperSettings{}, invalidSettings("holder of %d bytes (--holder): want at most %d", len(s.Holder), MaxHolderLen)
+	}
+	if s.TTL == 0 {
+		s.TTL = DefaultLeaseTTL
+	}
+	if s.TTL < MinLeaseTTL {
+		return KeeperSettings{}, invalidSettings("lease TTL %s (--lease-ttl): want at least %s", s.TTL, MinLeaseTTL)
+	}
+	if s.Heartbeat == 0 {
+		s.Heartbeat = s.TTL / 3
+	}
+	if s.Heartbeat < 0 || s.Heartbeat > s.TTL/2 {
+		return KeeperSettings{}, invalidSettings("heartbeat %s (--heartbeat): want more than 0 and at most half of the lease TTL %s",
+			s.Heartbeat, s.TTL)
+	}
+	if s.Margin == 0 {
+		s.Margin = s.TTL / 10
+	}
+	if s.Margin < 0 || s.Margin >= s.TTL/2 {
+		return KeeperSettings{}, invalidSettings("margin %s: want at least 0 and less than half of the lease TTL %s", s.Margin, s.TTL)
+	}
+	if s.MaxCeilingAhead == 0 {
+		s.MaxCeilingAhead = DefaultMaxCeilingAhead
+	}
+	if s.MaxClockOffset == 0 {
+		s.MaxClockOffset = DefaultMaxClockOffset
+	}
+	if s.MaxCeilingAhead < 0 || s.MaxClockOffset < 0 {
+		return KeeperSettings{}, invalidSettings("max ceiling ahead %s and max clock offset %s: want at least 0", s.MaxCeilingAhead, s.MaxClockOffset)
+	}
+	return s, nil
+}
+
+// pool returns the worker IDs to claim from.
+func (s KeeperSettings) pool() WorkerRange {
+	if s.WorkerIDs != nil {
+		return *s.WorkerIDs
+	}
+	return WorkerRange{0, s.Layout.MaxWorker()}
+}
+
+// invalidSettings returns an error wrapping snowflake.ErrInvalidSettings
+// that says which keeper setting is wrong.
+func invalidSettings(format string, args ...any) error {
+	return &settingsError{msg: fmt.Sprintf(format, args...)}
+}
+
+type settingsError struct{ msg string }
+
+func (e *settingsError) Error() string { return "invalid lease settings: " + e.msg }
+func (e *settingsError) Unwrap() error { return snowflake.ErrInvalidSettings }
 
 // leaseState is the lease the keeper holds. Fields other than deadline are
 // fixed once the lease is published.
@@ -103,7 +211,7 @@ type Keeper struct {
 	logger   *slog.Logger
 	clock    snowflake.Clock
 	monoBase time.Time
-	mono     func() time.Duration // monotonic time since monoBase; a seam for tests
+	mono     func() time.Duration // monotonic time since monoBase; tests substitute a fake clock
 
 	cur atomic.Pointer[leaseState] // nil when no lease is held
 
@@ -116,7 +224,10 @@ type Keeper struct {
 
 	claims, takeovers, lost, heartbeatFailures, releases atomic.Int64
 
-	kickC chan struct{} // asks the loop to act now (clock stepped back)
+	// kickC asks the loop to look at its schedule now (the clock stepped
+	// back); kicks coalesce in its one-slot buffer, and the loop's step
+	// acts only on what is due.
+	kickC chan struct{}
 
 	// mu guards the lifecycle fields below; the run loop owns lease changes.
 	mu      sync.Mutex
@@ -128,45 +239,12 @@ type Keeper struct {
 
 // NewKeeper returns a keeper for store. It does not touch the database
 // until Start. It returns an error wrapping snowflake.ErrInvalidLayout or
-// snowflake.ErrInvalidSettings for bad settings.
+// snowflake.ErrInvalidSettings for bad settings (see
+// KeeperSettings.Resolve).
 func NewKeeper(store LeaseStore, s KeeperSettings) (*Keeper, error) {
-	layout := s.Layout
-	if layout.IsZero() {
-		layout = snowflake.DefaultLayout()
-	}
-	if err := layout.Validate(); err != nil {
+	s, err := s.Resolve()
+	if err != nil {
 		return nil, err
-	}
-	if s.DatacenterID < 0 || s.DatacenterID > layout.MaxDatacenter() {
-		return nil, fmt.Errorf("%w: datacenter ID %d not in 0..%d", snowflake.ErrInvalidSettings, s.DatacenterID, layout.MaxDatacenter())
-	}
-	pool := WorkerRange{0, layout.MaxWorker()}
-	if s.WorkerIDs != nil {
-		pool = *s.WorkerIDs
-	}
-	if pool.Min < 0 || pool.Max > layout.MaxWorker() || pool.Min > pool.Max {
-		return nil, fmt.Errorf("%w: worker IDs %d-%d not within 0-%d", snowflake.ErrInvalidSettings, pool.Min, pool.Max, layout.MaxWorker())
-	}
-	if s.TTL == 0 {
-		s.TTL = DefaultLeaseTTL
-	}
-	if s.TTL < 100*time.Millisecond {
-		return nil, fmt.Errorf("%w: lease ttl %v below 100ms", snowflake.ErrInvalidSettings, s.TTL)
-	}
-	if s.Heartbeat == 0 {
-		s.Heartbeat = s.TTL / 3
-	}
-	if s.Margin == 0 {
-		s.Margin = s.TTL / 10
-	}
-	if s.Heartbeat <= 0 || s.Margin < 0 || s.Heartbeat+s.Margin >= s.TTL {
-		return nil, fmt.Errorf("%w: heartbeat %v plus margin %v must stay below the ttl %v", snowflake.ErrInvalidSettings, s.Heartbeat, s.Margin, s.TTL)
-	}
-	if s.MaxCeilingAhead == 0 {
-		s.MaxCeilingAhead = DefaultMaxCeilingAhead
-	}
-	if s.MaxClockOffset == 0 {
-		s.MaxClockOffset = DefaultMaxClockOffset
 	}
 	if s.Holder == "" {
 		s.Holder = defaultHolder()
@@ -182,8 +260,8 @@ func NewKeeper(store LeaseStore, s KeeperSettings) (*Keeper, error) {
 	return &Keeper{
 		store:    store,
 		s:        s,
-		layout:   layout,
-		pool:     pool,
+		layout:   s.Layout,
+		pool:     s.pool(),
 		logger:   logger.With("component", "lease"),
 		clock:    s.Clock,
 		monoBase: base,
@@ -258,13 +336,14 @@ func (k *Keeper) Close(ctx context.Context) error {
 	return k.release(ctx, ls)
 }
 
-// release stops ls's generator and gives its lease back.
+// release stops ls's generator and gives its lease back with the last
+// timestamp it used; the store lowers the ceiling to it, or to just below
+// the lease's floor if it issued nothing (ReleaseCeiling).
 func (k *Keeper) release(ctx context.Context, ls *leaseState) error {
 	ls.deadline.Store(0)
 	last := ls.gen.Stop()
-	ceiling := max(last, ls.floorMS-1)
-	err := k.store.Release(ctx, ReleaseRequest{
-		Key: ls.lease.LeaseKey, Holder: k.s.Holder, FencingVersion: ls.lease.FencingVersion, CeilingMS: ceiling,
+	ceiling, err := k.store.Release(ctx, ReleaseRequest{
+		Key: ls.lease.LeaseKey, Holder: k.s.Holder, FencingVersion: ls.lease.FencingVersion, LastTimestampMS: last,
 	})
 	if err != nil {
 		k.logger.Warn("lease release failed; it will expire", "datacenter", ls.lease.DatacenterID, "worker", ls.lease.WorkerID, "err", err)
@@ -385,6 +464,8 @@ func (k *Keeper) Ready() error {
 // KeeperStatus is a snapshot of the keeper for metrics and status pages.
 type KeeperStatus struct {
 	Holder         string
+	DatacenterID   int64       // the datacenter the keeper claims in
+	Pool           WorkerRange // the worker IDs it claims from
 	Held           bool
 	Lease          Lease         // the lease as claimed (valid when Held)
 	CeilingMS      int64         // ceiling committed now
@@ -406,6 +487,8 @@ type KeeperStatus struct {
 func (k *Keeper) Status() KeeperStatus {
 	st := KeeperStatus{
 		Holder:         k.s.Holder,
+		DatacenterID:   k.s.DatacenterID,
+		Pool:           k.s.pool(),
 		ClockOffset:    time.Duration(k.offsetNS.Load()),
 		DatabaseOK:     k.dbOK.Load(),
 		Ready:          k.Ready() == nil,
@@ -442,43 +525,91 @@ func (k *Keeper) run() {
 		case <-ctx.Done():
 		}
 	}()
-
-	// Claims back off up to one heartbeat interval (5 s at most), so a node
-	// that lost its database claims again soon after it is back.
-	claimBackoff := newBackoff(100*time.Millisecond, min(5*time.Second, k.s.Heartbeat))
-	hbBackoff := newBackoff(k.s.Heartbeat/10, k.s.Heartbeat)
-	var wait time.Duration
+	l := k.newLoop()
 	for {
-		if !k.sleep(wait) {
+		if !k.sleep(k.step(ctx, l)) {
 			return
-		}
-		ls := k.cur.Load()
-		if ls == nil {
-			if k.claim(ctx, nil) {
-				claimBackoff.reset()
-				wait = k.s.Heartbeat
-			} else {
-				wait = claimBackoff.next()
-			}
-			continue
-		}
-		if k.clockSteppedBack(ls) {
-			// Prefer another worker ID whose ceiling lies below the clock;
-			// keep this one (refusing) if there is none.
-			k.claim(ctx, ls)
-		}
-		switch err := k.heartbeat(ctx, k.cur.Load()); {
-		case err == nil:
-			hbBackoff.reset()
-			wait = k.s.Heartbeat
-		case errors.Is(err, ErrLeaseLost):
-			wait = 0 // claim afresh at once
-		case ctx.Err() != nil:
-			return
-		default:
-			wait = hbBackoff.next()
 		}
 	}
+}
+
+// loop is the run loop's schedule, on the monotonic clock (k.mono). Only
+// the run loop uses it.
+type loop struct {
+	claimBackoff *backoff.Backoff // claims while no lease is held
+	moveBackoff  *backoff.Backoff // moves away from a worker ID the clock stepped back on
+	hbBackoff    *backoff.Backoff // heartbeats after a failed one
+	nextClaim    time.Duration    // no claim before this
+	nextMove     time.Duration    // no move before this
+	nextHB       time.Duration    // the next heartbeat is due then
+}
+
+func (k *Keeper) newLoop() *loop {
+	hi := min(claimBackoffMax, k.s.Heartbeat)
+	return &loop{
+		claimBackoff: backoff.New(claimBackoffMin, hi),
+		moveBackoff:  backoff.New(claimBackoffMin, hi),
+		hbBackoff:    backoff.New(k.s.Heartbeat/10, k.s.Heartbeat),
+	}
+}
+
+// step does what is due now and returns how long to wait before the next
+// step. A kick (a request refused because the clock stepped back) ends the
+// wait early, but the step after it again does only what is due: however
+// many requests kick, a move to another worker ID is tried at most once per
+// backoff step, and heartbeats keep their schedule.
+func (k *Keeper) step(ctx context.Context, l *loop) time.Duration {
+	now := k.mono()
+	ls := k.cur.Load()
+	if ls == nil {
+		if now < l.nextClaim {
+			return l.nextClaim - now
+		}
+		if k.claim(ctx, nil) {
+			l.claimBackoff.Reset()
+			l.nextHB = k.mono() + k.s.Heartbeat
+			return k.s.Heartbeat
+		}
+		d := l.claimBackoff.Next()
+		l.nextClaim = k.mono() + d
+		return d
+	}
+
+	steppedBack := k.clockSteppedBack(ls)
+	if !steppedBack {
+		l.moveBackoff.Reset()
+		l.nextMove = 0
+	} else if now >= l.nextMove {
+		// Prefer another worker ID whose ceiling lies below the clock;
+		// keep this one (refusing) if there is none.
+		if k.claim(ctx, ls) {
+			l.moveBackoff.Reset()
+			l.nextMove = 0
+			l.nextHB = k.mono() + k.s.Heartbeat
+			return k.s.Heartbeat
+		}
+		l.nextMove = k.mono() + l.moveBackoff.Next()
+	}
+
+	if now >= l.nextHB {
+		switch err := k.heartbeat(ctx, ls); {
+		case err == nil:
+			l.hbBackoff.Reset()
+			l.nextHB = k.mono() + k.s.Heartbeat
+		case errors.Is(err, ErrLeaseLost):
+			l.nextClaim = 0
+			return 0 // claim afresh at once
+		case ctx.Err() != nil:
+			return 0
+		default:
+			l.nextHB = k.mono() + l.hbBackoff.Next()
+		}
+	}
+	next := l.nextHB
+	if steppedBack {
+		next = min(next, l.nextMove)
+	}
+	return max(next-k.mono(), 0)
 }
 
 // sleep waits d, or until kicked; it returns false once the keeper stops.
@@ -529,6 +660,7 @@ func (k *Keeper) claim(ctx context.Context, old *leaseState) bool {
 		Holder:           k.s.Holder,
 		TTL:              k.s.TTL,
 		CeilingMS:        ceiling,
+		MaxClockOffset:   k.s.MaxClockOffset,
 		MaxPrevCeilingMS: maxPrev,
 	})
 	cancel()
@@ -602,7 +734,7 @@ func (k *Keeper) heartbeat(ctx context.Context, ls *leaseState) error {
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	lease, dbNow, err := k.store.Heartbeat(hctx, HeartbeatRequest{
 		Key: ls.lease.LeaseKey, Holder: k.s.Holder, FencingVersion: ls.lease.FencingVersion,
-		TTL: k.s.TTL, CeilingMS: ceiling,
+		TTL: k.s.TTL, CeilingMS: ceiling, MaxClockOffset: k.s.MaxClockOffset,
 	})
 	cancel()
 	switch {
@@ -648,7 +780,9 @@ func (k *Keeper) heartbeat(ctx context.Context, ls *leaseState) error {
 // the database time expected now (the last database reading advanced on
 // the monotonic clock). A wall clock that jumps far ahead between two
 // heartbeats thus cannot push a worker ID's ceiling out of reach of later
-// holders.
+// holders. The store applies the same bound from its own time in every
+// claim and heartbeat (the first claim has no reading to go by); this one
+// is the second line.
 func (k *Keeper) proposeCeiling() int64 {
 	c := k.clock.Now().UnixMilli() + k.s.TTL.Milliseconds()
 	if ref := k.dbRef.Load(); ref != nil {
@@ -689,21 +823,3 @@ func (k *Keeper) noteErr(err error) {
 	s := err.Error()
 	k.lastErr.Store(&s)
 }
-
-// backoff is capped exponential backoff with full jitter.
-type backoff struct {
-	min, max, cur time.Duration
-}
-
-func newBackoff(lo, hi time.Duration) *backoff {
-	lo = max(lo, time.Millisecond)
-	return &backoff{min: lo, max: max(hi, lo), cur: lo}
-}
-
-func (b *backoff) next() time.Duration {
-	d := b.cur/2 + rand.N(b.cur/2+1)
-	b.cur = min(b.cur*2, b.max)
-	return d
-}
-
-func (b *backoff) reset() { b.cur = b.min }

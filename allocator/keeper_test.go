@@ -49,12 +49,12 @@ func (f *faultStore) Heartbeat(ctx context.Context, r allocator.HeartbeatRequest
 	return f.LeaseStore.Heartbeat(ctx, r)
 }
 
-func (f *faultStore) Release(ctx context.Context, r allocator.ReleaseRequest) error {
+func (f *faultStore) Release(ctx context.Context, r allocator.ReleaseRequest) (int64, error) {
 	if f.failRelease.Load() {
-		return errCrashed
+		return 0, errCrashed
 	}
 	if err := f.hang(ctx); err != nil {
-		return err
+		return 0, err
 	}
 	return f.LeaseStore.Release(ctx, r)
 }
@@ -100,18 +100,19 @@ func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool
 
 func pool(lo, hi int64) *allocator.WorkerRange { return &allocator.WorkerRange{Min: lo, Max: hi} }
 
+// forEachDialect runs f on every store, etcd included.
 func forEachDialect(t *testing.T, f func(t *testing.T, dialect string)) {
-	for _, d := range teststore.Dialects {
+	for _, d := range teststore.StoreDialects {
 		t.Run(d, func(t *testing.T) { f(t, d) })
 	}
 }
 
-func allEvents(t *testing.T, s allocator.LeaseStore) []allocator.LeaseEvent {
+func allEvents(t *testing.T, s allocator.LeaseAdmin) []allocator.LeaseEvent {
 	t.Helper()
 	var all []allocator.LeaseEvent
 	after := int64(0)
 	for {
-		evs, err := s.ListLeaseEvents(context.Background(), after, 500)
+		evs, err := s.ListLeaseEvents(context.Background(), allocator.LeaseEventFilter{AfterID: after, Limit: 500})
 		if err != nil {
 			t.Fatalf("ListLeaseEvents: %v", err)
 		}
@@ -345,9 +346,15 @@ func TestKeeperTakeover(t *testing.T) {
 				t.Fatalf("node-a issued %d after losing its lease", id)
 			}
 		}
-		kinds := map[string][]string{}
-		for _, ev := range allEvents(t, store) {
-			kinds[ev.Holder] = append(kinds[ev.Holder], ev.Kind)
+		// The keeper counts the loss before it records the lost event.
+		kinds := map[string][]allocator.EventKind{}
+		deadline := time.Now().Add(10 * time.Second)
+		for !slices.Contains(kinds["node-a"], allocator.EventLost) && time.Now().Before(deadline) {
+			clear(kinds)
+			for _, ev := range allEvents(t, store) {
+				kinds[ev.Holder] = append(kinds[ev.Holder], ev.Kind)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 		if got := kinds["node-a"]; !slices.Contains(got, allocator.EventAcquire) || !slices.Contains(got, allocator.EventLost) {
 			t.Errorf("node-a events: got %v, want acquire and lost", got)
@@ -527,7 +534,7 @@ func TestKeeperClockOffsetKeepsCeiling(t *testing.T) {
 	store := teststore.Open(t, "sqlite")
 	clock := snowflake.NewShiftedClock(nil, 0)
 	k := mustKeeper(t, store, allocator.KeeperSettings{
-		WorkerIDs: pool(0, 0), Clock: clock, TTL: 900 * time.Millisecond, Heartbeat: 100 * time.Millisecond, MaxClockOffset: time.Second,
+		WorkerIDs: pool(0, 0), Clock: clock, TTL: time.Second, Heartbeat: 100 * time.Millisecond, MaxClockOffset: time.Second,
 	})
 	waitFor(t, 10*time.Second, "ready", func() bool { return k.Ready() == nil })
 	clock.Shift(time.Hour)
@@ -542,7 +549,7 @@ func TestKeeperClockOffsetKeepsCeiling(t *testing.T) {
 	// The database is on this machine: its time is ours. The ceiling may
 	// follow database time, but never run ahead by more than ttl plus the
 	// allowed offset (and a little for the round trips).
-	limit := time.Now().Add(900*time.Millisecond + time.Second + 200*time.Millisecond).UnixMilli()
+	limit := time.Now().Add(time.Second + time.Second + 200*time.Millisecond).UnixMilli()
 	if st.CeilingMS > limit {
 		t.Errorf("ceiling %d lies %v ahead of database time with the clock an hour off, want at most ttl + max offset",
 			st.CeilingMS, time.Duration(st.CeilingMS-time.Now().UnixMilli())*time.Millisecond)
@@ -563,5 +570,118 @@ func TestKeeperNeverWaitIsReady(t *testing.T) {
 	}
 	if err := k.Ready(); err != nil {
 		t.Errorf("Ready after issuing with MaxBackwardWait < 0: got %v, want nil", err)
+	}
+}
+
+// TestKeeperClockAheadCeilingBounded starts a node whose clock is an hour
+// ahead: the ceiling its claim commits is bounded by database time (ttl
+// plus the allowed offset ahead of it), not by the node's clock, so when it
+// crashes another node takes the worker ID over within about ttl + offset.
+func TestKeeperClockAheadCeilingBounded(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, dialect string) {
+		store := teststore.Open(t, dialect)
+		ctx := context.Background()
+		const ttl, offset = time.Second, time.Second
+		fa := &faultStore{LeaseStore: store}
+		ahead := snowflake.NewShiftedClock(nil, time.Hour)
+		a := mustKeeper(t, fa, allocator.KeeperSettings{
+			WorkerIDs: pool(0, 0), TTL: ttl, MaxClockOffset: offset, Clock: ahead, Holder: "ahead",
+		})
+		waitFor(t, 10*time.Second, "node-ahead to hold a lease", func() bool { return a.Status().Held })
+		leases, err := store.ListLeases(ctx)
+		if err != nil || len(leases) != 1 {
+			t.Fatalf("ListLeases: %d rows, %v; want 1", len(leases), err)
+		}
+		// The database runs on this machine: its time is ours. Allow a
+		// little for the round trips.
+		if limit := time.Now().Add(ttl + offset + 500*time.Millisecond).UnixMilli(); leases[0].CeilingMS > limit {
+			t.Errorf("node an hour ahead committed ceiling %d, %v ahead of database time; want at most ttl + offset (%v)",
+				leases[0].CeilingMS, time.Duration(leases[0].CeilingMS-time.Now().UnixMilli())*time.Millisecond, ttl+offset)
+		}
+
+		// The node crashes: its lease is left to expire.
+		fa.failRelease.Store(true)
+		if err := a.Close(ctx); !errors.Is(err, errCrashed) {
+			t.Fatalf("Close: got %v, want the crash", err)
+		}
+		crashed := time.Now()
+		b := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(0, 0), TTL: ttl, MaxClockOffset: offset, Holder: "b"})
+		waitFor(t, ttl+offset+5*time.Second, "node-b to take the worker ID over", func() bool { return b.Ready() == nil })
+		t.Logf("%s: node-b ready %v after the crash", dialect, time.Since(crashed).Round(time.Millisecond))
+		if _, err := b.Next(); err != nil {
+			t.Errorf("node-b Next: %v", err)
+		}
+	})
+}
+
+// TestNewKeeperPoolTooLarge: a pool larger than a store can claim from
+// (allocator.MaxPoolSize worker IDs) would make every claim fail; NewKeeper
+// refuses it at once and names the setting that fixes it.
+func TestNewKeeperPoolTooLarge(t *testing.T) {
+	wide := snowflake.DefaultLayout()
+	wide.DatacenterBits, wide.WorkerBits, wide.SequenceBits = 0, 17, 5
+	for _, tc := range []struct {
+		name    string
+		workers *allocator.WorkerRange
+		ok      bool
+	}{
+		{"every worker ID of 17 bits", nil, false},
+		{"explicit range of 65537", pool(0, allocator.MaxPoolSize), false},
+		{"explicit range of 65536", pool(allocator.MaxPoolSize, 2*allocator.MaxPoolSize-1), true},
+	} {
+		_, err := allocator.NewKeeper(nil, allocator.KeeperSettings{Layout: wide, WorkerIDs: tc.workers})
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("%s: NewKeeper: %v, want no error", tc.name, err)
+		case !tc.ok && !errors.Is(err, snowflake.ErrInvalidSettings):
+			t.Errorf("%s: NewKeeper: got %v, want an error wrapping ErrInvalidSettings", tc.name, err)
+		case !tc.ok && !strings.Contains(err.Error(), "--worker-ids"):
+			t.Errorf("%s: NewKeeper: got %q, want it to name --worker-ids", tc.name, err)
+		}
+	}
+}
+
+func TestKeeperSettingsResolve(t *testing.T) {
+	got, err := allocator.KeeperSettings{}.Resolve()
+	if err != nil {
+		t.Fatalf("Resolve of the zero value: %v", err)
+	}
+	if d := snowflake.DefaultLayout().Diff(got.Layout); d != "" || got.TTL != 30*time.Second || got.Heartbeat != 10*time.Second ||
+		got.Margin != 3*time.Second || got.MaxCeilingAhead != 5*time.Second || got.MaxClockOffset != 5*time.Second {
+		t.Errorf("Resolve of the zero value: got %+v, want the default layout, ttl 30s, heartbeat 10s, margin 3s, 5s and 5s", got)
+	}
+	if again, err := got.Resolve(); err != nil || again.TTL != got.TTL || again.Heartbeat != got.Heartbeat || again.Margin != got.Margin {
+		t.Errorf("Resolve of a resolved value: got %+v, %v; want it unchanged", again, err)
+	}
+	if got, err := (allocator.KeeperSettings{TTL: 3 * time.Second}).Resolve(); err != nil || got.Heartbeat != time.Second || got.Margin != 300*time.Millisecond {
+		t.Errorf("ttl 3s: got heartbeat %v margin %v (%v), want a third and a tenth of it: 1s 300ms", got.Heartbeat, got.Margin, err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		s    allocator.KeeperSettings
+		want string // "" when valid
+	}{
+		{"shortest ttl, longest heartbeat", allocator.KeeperSettings{TTL: time.Second, Heartbeat: 500 * time.Millisecond}, ""},
+		{"ttl below 1s", allocator.KeeperSettings{TTL: 999 * time.Millisecond}, "lease TTL 999ms (--lease-ttl): want at least 1s"},
+		{"negative ttl", allocator.KeeperSettings{TTL: -time.Second}, "want at least 1s"},
+		{"heartbeat above half the ttl", allocator.KeeperSettings{TTL: time.Second, Heartbeat: 501 * time.Millisecond}, "heartbeat 501ms (--heartbeat)"},
+		{"negative heartbeat", allocator.KeeperSettings{Heartbeat: -time.Second}, "want more than 0 and at most half"},
+		{"margin of half the ttl", allocator.KeeperSettings{TTL: 2 * time.Second, Margin: time.Second}, "margin 1s"},
+		{"negative margin", allocator.KeeperSettings{Margin: -time.Millisecond}, "margin -1ms"},
+		{"negative offset", allocator.KeeperSettings{MaxClockOffset: -time.Second}, "want at least 0"},
+		{"negative ceiling ahead", allocator.KeeperSettings{MaxCeilingAhead: -time.Second}, "want at least 0"},
+		{"datacenter beyond layout", allocator.KeeperSettings{DatacenterID: 32}, "datacenter ID 32 (--datacenter): the layout allows 0 to 31"},
+		{"worker IDs beyond layout", allocator.KeeperSettings{WorkerIDs: pool(0, 32)}, "worker IDs 0-32 (--worker-ids): the layout allows 0 to 31"},
+		{"worker IDs reversed", allocator.KeeperSettings{WorkerIDs: pool(5, 4)}, "worker IDs 5-4"},
+		{"holder too long", allocator.KeeperSettings{Holder: strings.Repeat("h", 256)}, "holder of 256 bytes (--holder)"},
+	} {
+		_, err := tc.s.Resolve()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: Resolve: %v, want no error", tc.name, err)
+		case tc.want != "" && (!errors.Is(err, snowflake.ErrInvalidSettings) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: Resolve: got %v, want ErrInvalidSettings saying %q", tc.name, err, tc.want)
+		}
 	}
 }

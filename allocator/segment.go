@@ -14,7 +14,8 @@ import (
 )
 
 // Segments hands out dense, sequential IDs per namespace from ranges of the
-// namespace's counter in the segments table (see DESIGN.md, "Segments").
+// namespace's counter in the segments table (see docs/architecture.md,
+// "Segment IDs").
 //
 // For a namespace in buffered mode a node holds up to two ranges: the one it
 // draws from and the next one, fetched in the background once the current
@@ -104,7 +105,8 @@ type SegmentSettings struct {
 	// DefaultSegmentFetchTimeout.
 	FetchTimeout time.Duration
 	// RetryMin and RetryMax bound the backoff between failed background
-	// fetches (doubling, with jitter). Zero means DefaultSegmentRetryMin and
+	// fetches (internal/backoff: the bound doubles, each delay lies
+	// between half and all of it). Zero means DefaultSegmentRetryMin and
 	// DefaultSegmentRetryMax.
 	RetryMin time.Duration
 	RetryMax time.Duration
@@ -126,14 +128,17 @@ type SegmentSettings struct {
 }
 
 // SnowflakeSource is what the segment allocator needs of the Snowflake side
-// to serve a fallback; the lease keeper implements it.
+// to serve a fallback; the lease keeper implements it. The fallback serves
+// only IDs above the namespace's max_id_limit (see FallbackLimit).
 type SnowflakeSource interface {
 	// NextSnowflakes appends n Snowflake IDs, in increasing order, to dst
 	// and returns the extended slice, or an error wrapping ErrUnavailable
 	// when the node cannot prove its lease.
 	NextSnowflakes(dst []int64, n int) ([]int64, error)
 	// SmallestIDNow returns the smallest Snowflake ID of the current
-	// millisecond: every ID issued from now on is at least this.
+	// millisecond: every ID issued from now on is at least this. The
+	// fallback checks it against max_id_limit before it takes any ID, and
+	// the admin paths derive a new namespace's max_id_limit from it.
 	SmallestIDNow() int64
 }
 
@@ -169,8 +174,10 @@ func (b *Batch) reset() {
 // appendRun appends the n IDs first..first+n-1, merging them into the last
 // range when they continue it.
 func (b *Batch) appendRun(first, n int64) {
-	for id := first; id < first+n; id++ {
-		b.IDs = append(b.IDs, id)
+	// Count rather than compare with first+n, which overflows for a run
+	// that ends at the largest int64.
+	for i := range n {
+		b.IDs = append(b.IDs, first+i)
 	}
 	last := first + n - 1
 	if k := len(b.Ranges); k > 0 && b.Ranges[k-1].Last+1 == first {
@@ -228,36 +235,15 @@ func NewSegments(store SegmentStore, s SegmentSettings) *Segments {
 	return sg
 }
 
-// ValidNamespace reports whether name is a valid namespace name: 1 to 64
-// characters of a-z, 0-9, '_', '.' and '-', starting with a letter or digit
-// (^[a-z0-9][a-z0-9_.-]{0,63}$). The error wraps ErrInvalidNamespace.
-func ValidNamespace(name string) error {
-	if len(name) == 0 {
-		return fmt.Errorf("%w: empty name", ErrInvalidNamespace)
-	}
-	if len(name) > 64 {
-		return fmt.Errorf("%w: name is %d bytes long, at most 64 allowed", ErrInvalidNamespace, len(name))
-	}
-	if c := name[0]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9') {
-		return fmt.Errorf("%w: name %q must start with a-z or 0-9", ErrInvalidNamespace, name)
-	}
-	for i := 1; i < len(name); i++ {
-		c := name[i]
-		if 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-' {
-			continue
-		}
-		return fmt.Errorf("%w: name %q may hold only a-z, 0-9, '_', '.' and '-'", ErrInvalidNamespace, name)
-	}
-	return nil
-}
-
 // Next returns one ID of namespace name.
 //
 // ctx bounds only waiting: a draw served from memory never looks at it.
 // Errors wrap ErrInvalidNamespace (malformed name), ErrNamespaceNotFound
-// (no such namespace) or ErrUnavailable (the database cannot be reached and
-// neither a range nor the fallback can serve; after Close,
-// ErrSegmentsClosed). When the namespace's Snowflake fallback serves, Next
+// (no such namespace), ErrNamespaceExhausted (every ID up to the
+// namespace's limit has been handed out; never answered by the fallback)
+// or ErrUnavailable (the database cannot be reached and neither a range nor
+// the fallback can serve; after Close, ErrSegmentsClosed). When the
+// namespace's Snowflake fallback serves, Next
 // returns a Snowflake ID like any other; callers that must tell the two
 // apart use Draw, whose Batch carries the source.
 func (s *Segments) Next(ctx context.Context, name string) (int64, error) {
@@ -282,10 +268,13 @@ func (s *Segments) Next(ctx context.Context, name string) (int64, error) {
 // Draw hands out n IDs of namespace name into out (see Batch). Segment IDs
 // come in increasing order as contiguous ranges, spanning a switch of
 // ranges when needed; Snowflake fallback IDs are marked SourceSnowflake.
-// On error out holds no IDs. ctx bounds only waiting.
+// On error out holds no IDs. ctx bounds only waiting. A draw of more IDs
+// than the namespace has left up to its limit is refused with
+// ErrNamespaceExhausted and takes none (unless draws racing for the last
+// IDs took some of its range first).
 //
-// Errors wrap ErrInvalidCount, ErrInvalidNamespace, ErrNamespaceNotFound or
-// ErrUnavailable (see Next).
+// Errors wrap ErrInvalidCount, ErrInvalidNamespace, ErrNamespaceNotFound,
+// ErrNamespaceExhausted or ErrUnavailable (see Next).
 func (s *Segments) Draw(ctx context.Context, name string, n int, out *Batch) error {
 	out.reset()
 	if n < 1 || n > MaxDrawCount {
@@ -528,6 +517,13 @@ func (s *Segments) forget(ns *segNamespace) {
 		}
 	}
 	s.spaces.Store(&m)
+}
+
+// stopTimer stops *t if a waitChange created it.
+func stopTimer(t **time.Timer) {
+	if *t != nil {
+		(*t).Stop()
+	}
 }
 
 // waitChange waits until ch closes. It gives up when ctx ends or, for the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"slices"
 	"strings"
@@ -16,17 +17,20 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/allocator/etcd"
 	"github.com/idgen-project/idgen/allocator/mysql"
 	"github.com/idgen-project/idgen/allocator/postgres"
 	"github.com/idgen-project/idgen/allocator/sqlite"
+	"github.com/idgen-project/idgen/internal/etcdtest"
 	"github.com/idgen-project/idgen/internal/testdb"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// These tests run the segment allocator against the real stores. Postgres
-// and MariaDB/MySQL are reached through a toxiproxy proxy run in this
-// process on 127.0.0.1, which adds latency or cuts the database off; SQLite
-// is a local file and has no proxy.
+// These tests run the segment allocator against the real stores. Postgres,
+// MariaDB/MySQL and etcd are reached through a toxiproxy proxy run in this
+// process on 127.0.0.1, which adds latency or cuts the database off (for
+// etcd, the allocators' DSN names one member, behind the proxy); SQLite is
+// a local file and has no proxy.
 
 // segBackend is one kind of database.
 type segBackend struct {
@@ -46,6 +50,7 @@ var segBackends = []segBackend{
 	{"postgres", testdb.Postgres, func(ctx context.Context, dsn string) (segTestStore, error) { return postgres.Open(ctx, dsn) }, true},
 	{"mysql", testdb.MySQL, func(ctx context.Context, dsn string) (segTestStore, error) { return mysql.Open(ctx, dsn) }, true},
 	{"sqlite", testdb.SQLite, func(ctx context.Context, dsn string) (segTestStore, error) { return sqlite.Open(ctx, dsn) }, false},
+	{"etcd", etcdtest.DSN, func(ctx context.Context, dsn string) (segTestStore, error) { return etcd.Open(ctx, dsn) }, true},
 }
 
 // segEnv is a migrated database of its own for one test, and the DSN that
@@ -81,8 +86,11 @@ func newSegEnv(tb testing.TB, b segBackend) *segEnv {
 		if err != nil {
 			tb.Fatalf("parse DSN: %v", err)
 		}
+		// An etcd DSN names every member: the proxy stands in front of the
+		// first, and the allocators' DSN names only the proxy.
+		upstream, _, _ := strings.Cut(u.Host, ",")
 		server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-		env.proxy = toxiproxy.NewProxy(server, b.name, "127.0.0.1:0", u.Host)
+		env.proxy = toxiproxy.NewProxy(server, b.name, "127.0.0.1:0", upstream)
 		if err := env.proxy.Start(); err != nil {
 			tb.Fatalf("start toxiproxy: %v", err)
 		}
@@ -393,6 +401,53 @@ func TestSegmentIntegrationTailReturn(t *testing.T) {
 	})
 }
 
+// TestSegmentIntegrationTopOfInt64 draws the last IDs below 2^63 from each
+// store: buffered single draws across a fetch that can only get what is
+// left, a batch whose range ends at the largest int64, and strict draws
+// that get exactly what they ask or a refusal; then every draw answers
+// ErrNamespaceExhausted.
+func TestSegmentIntegrationTopOfInt64(t *testing.T) {
+	const top = int64(math.MaxInt64)
+	forEachBackend(t, func(t *testing.T, env *segEnv) {
+		env.create(t, allocator.Namespace{Name: "single", MaxID: top - 18, Step: 10})
+		env.create(t, allocator.Namespace{Name: "batch", MaxID: top - 10, Step: 10})
+		env.create(t, allocator.Namespace{Name: "strict", MaxID: top - 5, Step: 10, Mode: allocator.ModeStrict})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		sg := newSegs(t, env.store(t), segSettings())
+
+		for want := top - 17; ; want++ {
+			id, err := sg.Next(ctx, "single")
+			if err != nil || id != want {
+				t.Fatalf("single: Next: got %d, %v; want %d", id, err, want)
+			}
+			if want == top {
+				break
+			}
+		}
+		var b allocator.Batch
+		if err := sg.Draw(ctx, "batch", 10, &b); err != nil || len(b.IDs) != 10 || b.IDs[0] != top-9 || b.IDs[9] != top ||
+			!slices.Equal(b.Ranges, []allocator.IDRange{{First: top - 9, Last: top}}) {
+			t.Errorf("batch: Draw(10): got %d IDs, ranges %v, %v; want %d..%d", len(b.IDs), b.Ranges, err, top-9, top)
+		}
+		if err := sg.Draw(ctx, "strict", 6, &b); !errors.Is(err, allocator.ErrNamespaceExhausted) {
+			t.Errorf("strict: Draw(6) with 5 left: got %v, want %v", err, allocator.ErrNamespaceExhausted)
+		}
+		if err := sg.Draw(ctx, "strict", 5, &b); err != nil || len(b.IDs) != 5 || b.IDs[0] != top-4 || b.IDs[4] != top {
+			t.Errorf("strict: Draw(5) with 5 left: got %d IDs %v, %v; want %d..%d", len(b.IDs), b.Ranges, err, top-4, top)
+		}
+		for _, name := range []string{"single", "batch", "strict"} {
+			if err := sg.Draw(ctx, name, 1, &b); !errors.Is(err, allocator.ErrNamespaceExhausted) || errors.Is(err, allocator.ErrUnavailable) {
+				t.Errorf("%s: Draw(1) when exhausted: got %v, want %v (and not %v)", name, err, allocator.ErrNamespaceExhausted, allocator.ErrUnavailable)
+			}
+			ns, err := env.admin.GetNamespace(ctx, name)
+			if err != nil || ns.MaxID != top {
+				t.Errorf("%s: max_id after the last draw: got %d, %v; want %d", name, ns.MaxID, err, top)
+			}
+		}
+	})
+}
+
 // testSnowflakes is a SnowflakeSource for the fallback test: IDs of the
 // default layout's current millisecond, handed out consecutively.
 type testSnowflakes struct {
@@ -419,7 +474,8 @@ func (s *testSnowflakes) NextSnowflakes(dst []int64, n int) ([]int64, error) {
 // TestSegmentIntegrationFallback cuts the database off (toxiproxy disabled)
 // with both buffers empty: a namespace with the Snowflake fallback serves
 // Snowflake IDs, one without fails with ErrUnavailable; once the database is
-// back, segment IDs continue above the old max_id.
+// back, segment IDs continue above the old max_id, up to the namespace's
+// max_id_limit and no further, below every fallback ID.
 func TestSegmentIntegrationFallback(t *testing.T) {
 	for _, b := range segBackends {
 		if !b.proxy {
@@ -427,7 +483,8 @@ func TestSegmentIntegrationFallback(t *testing.T) {
 		}
 		t.Run(b.name, func(t *testing.T) {
 			env := newSegEnv(t, b)
-			env.create(t, allocator.Namespace{Name: "orders", Step: 100, Fallback: allocator.FallbackSnowflake})
+			const limit = 250
+			env.create(t, allocator.Namespace{Name: "orders", Step: 100, Fallback: allocator.FallbackSnowflake, MaxIDLimit: limit})
 			env.create(t, allocator.Namespace{Name: "plain", Step: 100})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -454,8 +511,8 @@ func TestSegmentIntegrationFallback(t *testing.T) {
 			if err := sg.Draw(ctx, "orders", 3, &batch); err != nil {
 				t.Fatalf("orders with the database cut off: %v", err)
 			}
-			if batch.Source != allocator.SourceSnowflake || len(batch.IDs) != 3 || batch.IDs[0] <= 100 {
-				t.Errorf("orders with the database cut off: got %v from %q, want 3 Snowflake IDs", batch.IDs, batch.Source)
+			if batch.Source != allocator.SourceSnowflake || len(batch.IDs) != 3 || batch.IDs[0] <= limit {
+				t.Errorf("orders with the database cut off: got %v from %q, want 3 Snowflake IDs above max_id_limit %d", batch.IDs, batch.Source, limit)
 			}
 			st, _ := sg.NamespaceStats("orders")
 			if st.Fallbacks != 1 || st.MaxID != 100 {
@@ -480,6 +537,24 @@ func TestSegmentIntegrationFallback(t *testing.T) {
 			}
 			if batch.IDs[0] <= 100 {
 				t.Errorf("orders after the database came back: got %v, want IDs above the old max_id 100", batch.IDs)
+			}
+			// The counter rises to its limit and stops there.
+			last := batch.IDs[len(batch.IDs)-1]
+			for {
+				id, err := sg.Next(ctx, "orders")
+				if errors.Is(err, allocator.ErrNamespaceExhausted) {
+					break
+				}
+				if err != nil || id != last+1 {
+					t.Fatalf("orders up to its limit: got %d, %v; want %d", id, err, last+1)
+				}
+				last = id
+			}
+			if last != limit {
+				t.Errorf("orders: the last segment ID is %d, want the limit %d", last, limit)
+			}
+			if err := sg.Draw(ctx, "orders", 1, &batch); !errors.Is(err, allocator.ErrNamespaceExhausted) {
+				t.Errorf("orders at its limit: got %v from %q, %v; want %v", batch.IDs, batch.Source, err, allocator.ErrNamespaceExhausted)
 			}
 		})
 	}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	// Named retry here: the keeper's file declares a function backoff.
+	retry "github.com/idgen-project/idgen/internal/backoff"
 )
 
 // segRange is one fetched range first..first+size-1. Draws reserve IDs by
@@ -137,12 +139,8 @@ func (ns *segNamespace) markClosed() {
 
 // waitKnown waits until the first lookup of the namespace has finished.
 func (ns *segNamespace) waitKnown(ctx context.Context) error {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	var timer *time.Timer // waitChange's bound, created by the first wait
+	defer stopTimer(&timer)
 	ns.mu.Lock()
 	for {
 		switch {
@@ -215,12 +213,21 @@ func (ns *segNamespace) lookup() bool {
 
 // load fetches the next range and publishes it, retrying with capped
 // backoff. A failed fetch's range is thrown away, whatever the store did.
+//
+// A fetch asks for the step (or what a waiting draw needs, if more), but
+// never for more than the namespace has left by the row this node last
+// saw (Namespace.Remaining), so the last IDs below the limit are fetched
+// too. Stores never shorten a fetch: one refused with ErrNamespaceExhausted
+// means another node fetched since, and the row is read again to ask for
+// what is left. So is a row that shows nothing left (another node may have
+// given a tail back since). Once the row read shows nothing left, the load
+// fails with ErrNamespaceExhausted, which no retry can cure.
 func (ns *segNamespace) load() {
 	s := ns.s
 	ns.mu.Lock()
 	step := ns.nextStepLocked(s.clock.Now())
 	ns.mu.Unlock()
-	backoff := s.retryMin
+	delays := retry.New(s.retryMin, s.retryMax)
 	for {
 		ns.mu.Lock()
 		if ns.closed || s.closing.Err() != nil {
@@ -229,18 +236,48 @@ func (ns *segNamespace) load() {
 			ns.mu.Unlock()
 			return
 		}
-		n := max(step, ns.hint)
+		want := max(step, ns.hint)
+		n := min(want, ns.row.Remaining())
 		ns.mu.Unlock()
 
 		ctx, cancel := context.WithTimeout(s.stop, s.fetchTimeout)
 		start := s.clock.Now()
-		seg, err := s.store.FetchSegment(ctx, ns.name, n)
+		var (
+			seg Segment
+			row Namespace
+			err error
+		)
+		reread := n == 0
+		if !reread {
+			seg, err = s.store.FetchSegment(ctx, ns.name, n)
+			reread = errors.Is(err, ErrNamespaceExhausted)
+		}
+		if reread {
+			row, err = s.store.GetNamespace(ctx, ns.name)
+		}
 		cancel()
 		end := s.clock.Now()
 
 		ns.mu.Lock()
-		ns.fetches++
-		ns.lastLatency = end.Sub(start)
+		if n > 0 {
+			ns.fetches++
+			ns.lastLatency = end.Sub(start)
+		}
+		if reread && err == nil {
+			ns.applyRowLocked(row)
+			switch left := row.Remaining(); {
+			case left == 0:
+				err = row.ExhaustedError(want)
+			case n == 0 || left < n:
+				// Nothing was fetched: try again at once with what is left.
+				ns.mu.Unlock()
+				continue
+			default:
+				// The row allows the fetch after all (a tail came back in
+				// between): try again after the backoff, like any failure.
+				err = fmt.Errorf("fetch of %d refused, but the row read next has %d IDs left", n, left)
+			}
+		}
 		if err == nil {
 			err = ns.checkLocked(seg, n, true)
 		}
@@ -259,15 +296,15 @@ func (ns *segNamespace) load() {
 		if stop {
 			return
 		}
-		s.log.Warn("segment fetch failed; its range is discarded", "namespace", ns.name, "step", n, "retry_in", backoff, "err", err)
-		if !segSleep(s.closing, segJitter(backoff)) {
+		wait := delays.Next()
+		s.log.Warn("segment fetch failed; its range is discarded", "namespace", ns.name, "step", n, "retry_in", wait, "err", err)
+		if retry.Sleep(s.closing, wait) != nil {
 			ns.mu.Lock()
 			ns.loading = false
 			ns.broadcastLocked()
 			ns.mu.Unlock()
 			return
 		}
-		backoff = min(2*backoff, s.retryMax)
 	}
 }
 
@@ -400,15 +437,11 @@ const (
 // refill is the slow path of a draw that found seen (the current range, or
 // nil) used up: switch to the next range, or start a load and wait for it
 // (bounded by ctx), or decide on the fallback. need is the number of IDs the
-// draw still needs. With segFallback it returns the highest max_id known and
-// the store's error.
+// draw still needs. With segFallback it returns the namespace's
+// max_id_limit and the store's error.
 func (ns *segNamespace) refill(ctx context.Context, seen *segRange, need int64) (segRefill, int64, error) {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	var timer *time.Timer // waitChange's bound, created by the first wait
+	defer stopTimer(&timer)
 	ns.mu.Lock()
 	for {
 		if ns.closed || ns.s.closed.Load() {
@@ -443,14 +476,22 @@ func (ns *segNamespace) refill(ctx context.Context, seen *segRange, need int64) 
 					ns.mu.Unlock()
 					return segFail, 0, fmt.Errorf("namespace %q: %w", ns.name, err)
 				}
+				if ns.row.Remaining() == 0 {
+					// Exhausted by the last row seen: a failing database
+					// changes nothing to that, and the fallback must not
+					// serve as if it did.
+					err := ns.row.ExhaustedError(need)
+					ns.mu.Unlock()
+					return segFail, 0, fmt.Errorf("namespace %q: %w", ns.name, err)
+				}
 				if ns.s.fallback != nil && ns.row.Fallback == FallbackSnowflake {
-					maxID := ns.maxKnown
+					limit := ns.row.MaxIDLimit
 					if !ns.fallingBack {
 						ns.fallingBack = true
-						ns.s.log.Warn("segment database failing; serving Snowflake IDs", "namespace", ns.name, "max_id", maxID, "err", err)
+						ns.s.log.Warn("segment database failing; serving Snowflake IDs", "namespace", ns.name, "max_id_limit", limit, "err", err)
 					}
 					ns.mu.Unlock()
-					return segFallback, maxID, err
+					return segFallback, limit, err
 				}
 				ns.mu.Unlock()
 				return segFail, 0, fmt.Errorf("%w: namespace %q: %w", ErrUnavailable, ns.name, err)
@@ -474,7 +515,7 @@ func (ns *segNamespace) nextSlow(ctx context.Context) (int64, error) {
 				return first, nil
 			}
 		}
-		act, maxID, err := ns.refill(ctx, cur, 1)
+		act, limit, err := ns.refill(ctx, cur, 1)
 		switch act {
 		case segRetry:
 			continue
@@ -483,7 +524,7 @@ func (ns *segNamespace) nextSlow(ctx context.Context) (int64, error) {
 			return seg.First, err
 		case segFallback:
 			var buf [1]int64
-			ids, err := ns.serveFallback(buf[:0], 1, maxID, err)
+			ids, err := ns.serveFallback(buf[:0], 1, limit, err)
 			if err != nil {
 				return 0, err
 			}
@@ -496,6 +537,14 @@ func (ns *segNamespace) nextSlow(ctx context.Context) (int64, error) {
 
 // draw hands out n IDs into out (already reset).
 func (ns *segNamespace) draw(ctx context.Context, n int64, out *Batch) error {
+	if cur := ns.cur.Load(); cur == nil || cur.remaining() < n {
+		// The draw goes past the current range: refuse it before it
+		// reserves anything if the namespace cannot give n IDs any more,
+		// so that the last IDs remain for smaller draws.
+		if err := ns.checkLeft(n); err != nil {
+			return err
+		}
+	}
 	for rem := n; rem > 0; {
 		cur := ns.cur.Load()
 		if cur != nil {
@@ -505,7 +554,7 @@ func (ns *segNamespace) draw(ctx context.Context, n int64, out *Batch) error {
 				continue
 			}
 		}
-		act, maxID, err := ns.refill(ctx, cur, rem)
+		act, limit, err := ns.refill(ctx, cur, rem)
 		switch act {
 		case segRetry:
 		case segStrict:
@@ -520,7 +569,7 @@ func (ns *segNamespace) draw(ctx context.Context, n int64, out *Batch) error {
 			// Any segment IDs reserved so far are skipped: one batch has
 			// one source.
 			out.reset()
-			ids, err := ns.serveFallback(out.IDs, n, maxID, err)
+			ids, err := ns.serveFallback(out.IDs, n, limit, err)
 			if err != nil {
 				out.reset()
 				return err
@@ -542,6 +591,35 @@ func (ns *segNamespace) draw(ctx context.Context, n int64, out *Batch) error {
 	}
 	out.Source = SourceSegment
 	return nil
+}
+
+// checkLeft returns an error wrapping ErrNamespaceExhausted when a
+// buffered namespace has fewer than n IDs left: in its two ranges and,
+// by the row this node last saw, in the store. That view may lag (another
+// node may give a tail back after it), so a refusal also starts a load,
+// which reads the row again. Draws racing for the last IDs may still fail
+// after reserving some.
+func (ns *segNamespace) checkLeft(n int64) error {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if !ns.known || ns.mode == ModeStrict {
+		return nil
+	}
+	left := ns.row.Remaining()
+	if left >= n {
+		return nil
+	}
+	if cur := ns.cur.Load(); cur != nil {
+		left += cur.remaining()
+	}
+	if ns.next != nil {
+		left += ns.next.size
+	}
+	if left >= n {
+		return nil
+	}
+	ns.startLoadLocked(0)
+	return fmt.Errorf("namespace %q: %w: %d IDs left, %d asked for", ns.name, ErrNamespaceExhausted, left, n)
 }
 
 // fetchStrict fetches exactly n IDs for a strict draw, bounded by ctx and
@@ -578,13 +656,21 @@ func (ns *segNamespace) fetchStrict(ctx context.Context, n int64) (Segment, erro
 }
 
 // serveFallback appends n Snowflake IDs to dst, provided every one of them
-// lies above maxID (the highest max_id known for the namespace); storeErr is
-// the error that made the store unusable.
-func (ns *segNamespace) serveFallback(dst []int64, n, maxID int64, storeErr error) ([]int64, error) {
+// lies above limit, the namespace's max_id_limit: the store never moves
+// the counter past it (see FallbackLimit), so the two ID spaces cannot
+// meet, whatever the clocks or other nodes do. storeErr is the error that
+// made the store unusable.
+func (ns *segNamespace) serveFallback(dst []int64, n, limit int64, storeErr error) ([]int64, error) {
 	src := ns.s.fallback
-	if smallest := src.SmallestIDNow(); maxID >= smallest {
-		return dst, fmt.Errorf("%w: namespace %q: database failing and its max_id %d is not below the smallest Snowflake ID now (%d), so no fallback: %w",
-			ErrUnavailable, ns.name, maxID, smallest, storeErr)
+	if limit <= 0 {
+		// Not a row the store accepts (a CHECK constraint refuses the
+		// fallback without a limit); never guess one.
+		return dst, fmt.Errorf("%w: namespace %q: database failing and the namespace has no max_id_limit, so no fallback: %w",
+			ErrUnavailable, ns.name, storeErr)
+	}
+	if smallest := src.SmallestIDNow(); smallest <= limit {
+		return dst, fmt.Errorf("%w: namespace %q: database failing and the Snowflake IDs of now (from %d) are not above its max_id_limit %d, so no fallback: %w",
+			ErrUnavailable, ns.name, smallest, limit, storeErr)
 	}
 	k := len(dst)
 	ids, err := src.NextSnowflakes(dst, int(n))
@@ -594,9 +680,10 @@ func (ns *segNamespace) serveFallback(dst []int64, n, maxID int64, storeErr erro
 		}
 		return dst[:k], fmt.Errorf("namespace %q: database failing and Snowflake fallback failed: %w", ns.name, err)
 	}
-	if int64(len(ids)-k) != n || ids[k] <= maxID {
-		return dst[:k], fmt.Errorf("%w: namespace %q: Snowflake fallback returned %d IDs for %d, or IDs not above max_id %d",
-			ErrUnavailable, ns.name, len(ids)-k, n, maxID)
+	// IDs come in increasing order: the first is the smallest.
+	if int64(len(ids)-k) != n || ids[k] <= limit {
+		return dst[:k], fmt.Errorf("%w: namespace %q: Snowflake fallback returned %d IDs for %d, or IDs not above max_id_limit %d",
+			ErrUnavailable, ns.name, len(ids)-k, n, limit)
 	}
 	ns.fallbacks.Add(1)
 	ns.fallbackIDs.Add(n)
@@ -667,28 +754,10 @@ func (ns *segNamespace) stats() (SegmentStats, bool) {
 }
 
 // segPermanent reports whether a store error is one that retrying cannot
-// cure: the namespace is gone or the request is malformed.
+// cure: the namespace is gone or exhausted, or the request is malformed.
+// A permanent error is never answered with the Snowflake fallback: the
+// database is not down.
 func segPermanent(err error) bool {
-	return errors.Is(err, ErrNamespaceNotFound) || errors.Is(err, ErrInvalidNamespace)
-}
-
-// segJitter returns a duration between d/2 and d.
-func segJitter(d time.Duration) time.Duration {
-	if d <= 1 {
-		return d
-	}
-	half := d / 2
-	return half + rand.N(d-half+1)
-}
-
-// segSleep waits for d or until ctx is done, and reports whether d passed.
-func segSleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return errors.Is(err, ErrNamespaceNotFound) || errors.Is(err, ErrInvalidNamespace) ||
+		errors.Is(err, ErrNamespaceExhausted)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -806,31 +807,39 @@ func countZero(faults []fakeFault) int {
 
 func TestSegmentsFallback(t *testing.T) {
 	const smallest = 1 << 40 // the fake "smallest Snowflake ID now"
+	const limit = smallest - 1
 	tests := []struct {
 		name      string
 		ns        Namespace
 		noSource  bool
 		smallest  int64
+		next      int64 // the first ID the source hands out; 0: smallest+5
 		sourceErr error
 		remove    bool // the namespace is deleted instead of the database failing
 		wantErr   error
 		wantSrc   Source
 	}{
-		{name: "fallback serves", ns: Namespace{Fallback: FallbackSnowflake}, smallest: smallest, wantSrc: SourceSnowflake},
+		{name: "fallback serves", ns: Namespace{Fallback: FallbackSnowflake, MaxIDLimit: limit}, smallest: smallest, wantSrc: SourceSnowflake},
 		{name: "fallback none", ns: Namespace{Fallback: FallbackNone}, smallest: smallest, wantErr: ErrUnavailable},
-		{name: "strict never falls back", ns: Namespace{Fallback: FallbackSnowflake, Mode: ModeStrict}, smallest: smallest, wantErr: ErrUnavailable},
-		{name: "no Snowflake source", ns: Namespace{Fallback: FallbackSnowflake}, noSource: true, smallest: smallest, wantErr: ErrUnavailable},
-		{name: "max_id not below the smallest Snowflake ID", ns: Namespace{Fallback: FallbackSnowflake}, smallest: 10, wantErr: ErrUnavailable},
-		{name: "max_id just below the smallest Snowflake ID", ns: Namespace{Fallback: FallbackSnowflake}, smallest: 11, wantSrc: SourceSnowflake},
-		{name: "Snowflake source unavailable", ns: Namespace{Fallback: FallbackSnowflake}, smallest: smallest, sourceErr: fmt.Errorf("lease lost: %w", ErrUnavailable), wantErr: ErrUnavailable},
-		{name: "namespace deleted: no fallback", ns: Namespace{Fallback: FallbackSnowflake}, smallest: smallest, remove: true, wantErr: ErrNamespaceNotFound},
+		{name: "fallback none with a limit left from before", ns: Namespace{Fallback: FallbackNone, MaxIDLimit: limit}, smallest: smallest, wantErr: ErrUnavailable},
+		{name: "strict never falls back", ns: Namespace{Fallback: FallbackSnowflake, MaxIDLimit: limit, Mode: ModeStrict}, smallest: smallest, wantErr: ErrUnavailable},
+		{name: "no Snowflake source", ns: Namespace{Fallback: FallbackSnowflake, MaxIDLimit: limit}, noSource: true, smallest: smallest, wantErr: ErrUnavailable},
+		{name: "no max_id_limit", ns: Namespace{Fallback: FallbackSnowflake}, smallest: smallest, wantErr: ErrUnavailable},
+		{name: "Snowflake IDs of now not above the limit", ns: Namespace{Fallback: FallbackSnowflake, MaxIDLimit: smallest}, smallest: smallest, wantErr: ErrUnavailable},
+		{name: "smallest Snowflake ID just above the limit", ns: Namespace{Fallback: FallbackSnowflake, MaxIDLimit: smallest - 1}, smallest: smallest, wantSrc: SourceSnowflake},
+		{name: "source hands out IDs at the limit", ns: Namespace{Fallback: FallbackSnowflake, MaxIDLimit: limit}, smallest: smallest, next: limit, wantErr: ErrUnavailable},
+		{name: "Snowflake source unavailable", ns: Namespace{Fallback: FallbackSnowflake, MaxIDLimit: limit}, smallest: smallest, sourceErr: fmt.Errorf("lease lost: %w", ErrUnavailable), wantErr: ErrUnavailable},
+		{name: "namespace deleted: no fallback", ns: Namespace{Fallback: FallbackSnowflake, MaxIDLimit: limit}, smallest: smallest, remove: true, wantErr: ErrNamespaceNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.ns.Name, tt.ns.Step = "orders", 10
 			store := newFakeSegmentStore(tt.ns)
 			sf := &fakeSnowflakeSource{}
-			sf.set(smallest+5, tt.smallest, tt.sourceErr)
+			if tt.next == 0 {
+				tt.next = smallest + 5
+			}
+			sf.set(tt.next, tt.smallest, tt.sourceErr)
 			set := testSettings()
 			if !tt.noSource {
 				set.Fallback = sf
@@ -1071,5 +1080,269 @@ func TestSegmentsMaxWait(t *testing.T) {
 	}
 	if ctx.Err() != nil {
 		t.Fatalf("the test's ctx ended first (%v); the draw must give up on its own bound", ctx.Err())
+	}
+}
+
+// TestSegmentsTopOfInt64 draws the last IDs a counter can reach: every one
+// of them is handed out exactly once, in increasing order, whatever the
+// step, and then the namespace answers ErrNamespaceExhausted, never a
+// Snowflake fallback.
+func TestSegmentsTopOfInt64(t *testing.T) {
+	const top = int64(math.MaxInt64)
+	tests := []struct {
+		name  string
+		ns    Namespace
+		draws []int // counts drawn in turn; 1 uses Next; -n is a draw of n refused for asking too many
+	}{
+		{"buffered, one by one", Namespace{MaxID: top - 18, Step: 10}, slices.Repeat([]int{1}, 18)},
+		{"buffered, a batch ending at the top", Namespace{MaxID: top - 10, Step: 10}, []int{10}},
+		{"buffered, batches across the last fetch", Namespace{MaxID: top - 18, Step: 10}, []int{7, 7, -5, 4}},
+		{"buffered, step larger than what is left", Namespace{MaxID: top - 3, Step: 1000}, []int{-4, 2, -2, 1}},
+		{"strict", Namespace{MaxID: top - 5, Step: 10, Mode: ModeStrict}, []int{3, -3, 2}},
+		{"fallback namespace", Namespace{MaxID: top - 5, Step: 10, Fallback: FallbackSnowflake}, []int{-6, 5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.ns.Name = "orders"
+			store := newFakeSegmentStore(tt.ns)
+			set := testSettings()
+			sf := &fakeSnowflakeSource{}
+			sf.set(1<<40, 1<<40, nil)
+			set.Fallback = sf
+			s := newTestSegments(t, store, set)
+			ctx := testCtx(t)
+
+			want := tt.ns.MaxID + 1
+			for _, n := range tt.draws {
+				var b Batch
+				if n < 0 {
+					if err := s.Draw(ctx, "orders", -n, &b); !errors.Is(err, ErrNamespaceExhausted) || len(b.IDs) != 0 {
+						t.Fatalf("draw of %d with fewer left: got %d IDs, %v; want none and %v", -n, len(b.IDs), err, ErrNamespaceExhausted)
+					}
+					continue
+				}
+				if n == 1 {
+					id, err := s.Next(ctx, "orders")
+					if err != nil {
+						t.Fatalf("Next at %d: %v", want, err)
+					}
+					b = Batch{IDs: []int64{id}, Ranges: []IDRange{{id, id}}, Source: SourceSegment}
+				} else {
+					b = mustDraw(t, ctx, s, "orders", n)
+				}
+				wantLast := want + int64(n) - 1
+				if len(b.IDs) != n || b.IDs[0] != want || b.IDs[n-1] != wantLast || b.Source != SourceSegment ||
+					len(b.Ranges) != 1 || b.Ranges[0] != (IDRange{want, wantLast}) {
+					t.Fatalf("draw of %d: got %d IDs %v, ranges %v from %q; want %d..%d in one segment range",
+						n, len(b.IDs), b.IDs[:min(3, len(b.IDs))], b.Ranges, b.Source, want, wantLast)
+				}
+				want = wantLast + 1 // wraps to the smallest int64 after the last draw
+			}
+			if want != math.MinInt64 {
+				t.Fatalf("the draws stopped at %d, below the largest int64", want-1)
+			}
+			for _, n := range []int{1, 3} {
+				var b Batch
+				err := s.Draw(ctx, "orders", n, &b)
+				if !errors.Is(err, ErrNamespaceExhausted) || errors.Is(err, ErrUnavailable) {
+					t.Errorf("Draw(%d) of an exhausted namespace: got %v, want %v (and not %v)", n, err, ErrNamespaceExhausted, ErrUnavailable)
+				}
+				if len(b.IDs) != 0 {
+					t.Errorf("Draw(%d) of an exhausted namespace: got IDs %v with the error", n, b.IDs)
+				}
+			}
+			if _, err := s.Next(ctx, "orders"); !errors.Is(err, ErrNamespaceExhausted) {
+				t.Errorf("Next of an exhausted namespace: got %v, want %v", err, ErrNamespaceExhausted)
+			}
+			if st := stats(t, s, "orders"); st.Fallbacks != 0 || st.MaxID != top {
+				t.Errorf("stats: got %d fallbacks, max_id %d; want 0 and %d", st.Fallbacks, st.MaxID, top)
+			}
+		})
+	}
+}
+
+func TestBatchAppendRunAtTop(t *testing.T) {
+	const top = int64(math.MaxInt64)
+	var b Batch
+	b.appendRun(top-4, 2)
+	b.appendRun(top-2, 3)
+	wantIDs := []int64{top - 4, top - 3, top - 2, top - 1, top}
+	if !slices.Equal(b.IDs, wantIDs) || !slices.Equal(b.Ranges, []IDRange{{top - 4, top}}) {
+		t.Errorf("got IDs %v, ranges %v; want %v in one range", b.IDs, b.Ranges, wantIDs)
+	}
+}
+
+// TestSegmentsTopOfInt64TwoNodes has two allocators draw a namespace to its
+// end. Each asks for what its last view of the row says is left; the one
+// whose view is stale is refused, reads the row again and gets the rest.
+// Together they hand out every ID once.
+func TestSegmentsTopOfInt64TwoNodes(t *testing.T) {
+	const top = int64(math.MaxInt64)
+	store := newFakeSegmentStore(Namespace{Name: "orders", MaxID: top - 25, Step: 10})
+	a := newTestSegments(t, store, testSettings())
+	b := newTestSegments(t, store, testSettings())
+	ctx := testCtx(t)
+
+	seen := map[int64]bool{}
+	add := func(who string, id int64) {
+		if seen[id] {
+			t.Fatalf("%s: ID %d handed out twice", who, id)
+		}
+		seen[id] = true
+	}
+	add("a", mustNext(t, ctx, a, "orders")) // a: top-24..top-15, 15 left by its view
+	add("b", mustNext(t, ctx, b, "orders")) // b: top-14..top-5, 5 left
+	for name, s := range map[string]*Segments{"a": a, "b": b} {
+		for {
+			id, err := s.Next(ctx, "orders")
+			if errors.Is(err, ErrNamespaceExhausted) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: Next: %v", name, err)
+			}
+			add(name, id)
+		}
+	}
+	if len(seen) != 25 {
+		t.Errorf("got %d distinct IDs, want the 25 from %d to %d", len(seen), top-24, top)
+	}
+	for id := top - 24; ; id++ {
+		if !seen[id] {
+			t.Errorf("ID %d never handed out", id)
+		}
+		if id == top {
+			break
+		}
+	}
+	if sizes := store.sizes(); slices.Contains(sizes, 0) || len(sizes) > 5 {
+		t.Errorf("fetch sizes %v: want at most 5 fetches, none of 0", sizes)
+	}
+}
+
+// TestSegmentsFallbackNeverMeetsCounter serves Snowflake IDs while the
+// database is down, then lets the counter rise when it is back: the counter
+// stops at the namespace's max_id_limit, below every Snowflake ID the
+// fallback can serve, and the namespace then answers ErrNamespaceExhausted,
+// never the fallback, even with the database down again.
+func TestSegmentsFallbackNeverMeetsCounter(t *testing.T) {
+	const limit = 25
+	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 10, MaxStep: 10, Fallback: FallbackSnowflake, MaxIDLimit: limit})
+	sf := &fakeSnowflakeSource{}
+	sf.set(limit+1, limit+1, nil) // the first Snowflake ID of "now" is just above the limit
+	set := testSettings()
+	set.Fallback = sf
+	s := newTestSegments(t, store, set)
+	ctx := testCtx(t)
+
+	segmentIDs := []int64{mustNext(t, ctx, s, "orders")} // fetches 1..10
+	store.setDown(errFakeDown)
+	segmentIDs = append(segmentIDs, mustDraw(t, ctx, s, "orders", 9).IDs...) // 2..10; the prefetch fails
+	fb := mustDraw(t, ctx, s, "orders", 3)
+	if fb.Source != SourceSnowflake {
+		t.Fatalf("with the database down: got %v from %q, want Snowflake IDs", fb.IDs, fb.Source)
+	}
+
+	store.setDown(nil)
+	waitIdle(t, s, "orders") // the retried load succeeds
+	// Draws of 2 until fewer are left, then of 1: a draw refused for
+	// asking more than is left takes nothing.
+	for n := 2; ; {
+		var b Batch
+		err := s.Draw(ctx, "orders", n, &b)
+		if errors.Is(err, ErrNamespaceExhausted) {
+			if n--; n > 0 {
+				continue
+			}
+			break
+		}
+		if err != nil {
+			t.Fatalf("Draw after the database came back: %v", err)
+		}
+		if b.Source != SourceSegment {
+			t.Fatalf("Draw after the database came back: got %v from %q, want segment IDs", b.IDs, b.Source)
+		}
+		segmentIDs = append(segmentIDs, b.IDs...)
+	}
+	want := make([]int64, limit)
+	for i := range want {
+		want[i] = int64(i + 1)
+	}
+	if !slices.Equal(segmentIDs, want) {
+		t.Errorf("segment IDs: got %v, want 1..%d", segmentIDs, limit)
+	}
+	for _, id := range fb.IDs {
+		if id <= limit {
+			t.Errorf("fallback ID %d not above max_id_limit %d", id, limit)
+		}
+	}
+	if got := store.row("orders").MaxID; got != limit {
+		t.Errorf("max_id: got %d, want the limit %d", got, limit)
+	}
+
+	store.setDown(errFakeDown)
+	for range 3 {
+		var b Batch
+		if err := s.Draw(ctx, "orders", 1, &b); !errors.Is(err, ErrNamespaceExhausted) || len(b.IDs) != 0 {
+			t.Errorf("exhausted namespace with the database down: Draw got %v, %v; want %v and no IDs", b.IDs, err, ErrNamespaceExhausted)
+		}
+		if id, err := s.Next(ctx, "orders"); !errors.Is(err, ErrNamespaceExhausted) {
+			t.Errorf("exhausted namespace with the database down: Next got %d, %v; want %v", id, err, ErrNamespaceExhausted)
+		}
+		// The loads that read the row again fail and retry meanwhile;
+		// whatever they have reached, the answer stays the same.
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := stats(t, s, "orders"); st.FallbackIDs != 3 {
+		t.Errorf("fallback IDs: got %d, want the 3 served while the database was down", st.FallbackIDs)
+	}
+}
+
+// TestSegmentsTailAfterExhausted: a node that found its namespace
+// exhausted serves a tail another node gives back afterwards, since it reads
+// the row again before it answers exhausted for good.
+func TestSegmentsTailAfterExhausted(t *testing.T) {
+	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 10, MaxStep: 10, MaxIDLimit: 20})
+	a := newTestSegments(t, store, testSettings())
+	b := NewSegments(store, testSettings())
+	ctx := testCtx(t)
+
+	mustNext(t, ctx, a, "orders") // a: 1..10
+	if id := mustNext(t, ctx, b, "orders"); id != 11 {
+		t.Fatalf("b: got %d, want 11", id) // b: 11..20, the last range
+	}
+	waitIdle(t, b, "orders")
+	for want := int64(2); want <= 10; want++ {
+		if id := mustNext(t, ctx, a, "orders"); id != want {
+			t.Fatalf("a: got %d, want %d", id, want)
+		}
+	}
+	waitIdle(t, a, "orders")
+	if _, err := a.Next(ctx, "orders"); !errors.Is(err, ErrNamespaceExhausted) {
+		t.Fatalf("a after its range: got %v, want %v", err, ErrNamespaceExhausted)
+	}
+	if err := b.Close(ctx); err != nil { // gives back 12..20
+		t.Fatal(err)
+	}
+	if got := store.row("orders").MaxID; got != 11 {
+		t.Fatalf("max_id after b's tail return: got %d, want 11", got)
+	}
+	var got []int64
+	for try := 0; len(got) < 9; try++ {
+		id, err := a.Next(ctx, "orders")
+		if errors.Is(err, ErrNamespaceExhausted) && len(got) == 0 && try < 3 {
+			waitIdle(t, a, "orders") // the load started by this draw reads the row again
+			continue
+		}
+		if err != nil {
+			t.Fatalf("a after b's tail return: %v (got %v so far)", err, got)
+		}
+		got = append(got, id)
+	}
+	if want := []int64{12, 13, 14, 15, 16, 17, 18, 19, 20}; !slices.Equal(got, want) {
+		t.Errorf("a after b's tail return: got %v, want %v", got, want)
+	}
+	if _, err := a.Next(ctx, "orders"); !errors.Is(err, ErrNamespaceExhausted) {
+		t.Errorf("a at the limit: got %v, want %v", err, ErrNamespaceExhausted)
 	}
 }

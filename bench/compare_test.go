@@ -1,10 +1,8 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
-	"runtime"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,49 +13,107 @@ import (
 )
 
 // A generator under comparison: a name for the sub-benchmark, the most IDs
-// its layout allows per time unit, and a constructor of its Next.
+// its layout allows per time unit, and a constructor.
 type impl struct {
 	name string
 	// capPerUnit IDs per unit of time at most: the sequence's range.
 	capPerUnit float64
 	unit       time.Duration
-	newNext    func(tb testing.TB) func() (int64, error)
+	// newGen builds one generator, shared by every goroutine of a
+	// benchmark, and returns a constructor of one goroutine's op for
+	// batches of the given size (it sets up its buffer before the clock
+	// starts).
+	newGen func(tb testing.TB) func(batch int) opFunc
+	// batches reports whether batches of 1,000 are run on it.
+	batches bool
 }
+
+// opFunc issues n IDs, checks that each is above the one before it issued
+// (a benchmark of a broken generator is void) and returns how many it
+// issued. One goroutine calls it; it keeps its own buffer and last ID.
+type opFunc func(n int) (int, error)
+
+// errOrder is returned by an opFunc that saw an ID not above the one before.
+var errOrder = errors.New("ID not above the one before")
+
+// capNS returns the wall time per ID at the generator's cap.
+func (in impl) capNS() float64 { return float64(in.unit) / in.capPerUnit }
 
 // impls lists the generators compared. idgen and bwmarrin/snowflake share the
 // classic 41/10/12 layout (4,096 IDs per millisecond); Sonyflake has 8
 // sequence bits per time unit, 10 ms by default (25,600 IDs/s) and 1 ms at
-// its finest (256,000 IDs/s).
+// its finest (256,000 IDs/s). A batch of 1,000 at Sonyflake's default unit
+// takes 39 ms, so that one runs single IDs only.
 func impls() []impl {
 	return []impl{
-		{name: "idgen", capPerUnit: 4096, unit: time.Millisecond, newNext: newIdgen},
-		{name: "bwmarrin", capPerUnit: 4096, unit: time.Millisecond, newNext: newBwmarrin},
-		{name: "sonyflake-1ms", capPerUnit: 256, unit: time.Millisecond, newNext: newSonyflake(time.Millisecond)},
-		{name: "sonyflake-10ms", capPerUnit: 256, unit: 10 * time.Millisecond, newNext: newSonyflake(10 * time.Millisecond)},
+		{name: "idgen", capPerUnit: 4096, unit: time.Millisecond, newGen: newIdgen, batches: true},
+		{name: "bwmarrin", capPerUnit: 4096, unit: time.Millisecond, newGen: newBwmarrin, batches: true},
+		{name: "sonyflake-1ms", capPerUnit: 256, unit: time.Millisecond, newGen: newSonyflake(time.Millisecond), batches: true},
+		{name: "sonyflake-10ms", capPerUnit: 256, unit: 10 * time.Millisecond, newGen: newSonyflake(10 * time.Millisecond)},
 	}
 }
 
-func newIdgen(tb testing.TB) func() (int64, error) {
+// newIdgen: Next for one ID, NextN for a batch (the IDs of a millisecond
+// are reserved with one atomic operation).
+func newIdgen(tb testing.TB) func(batch int) opFunc {
 	g, err := snowflake.NewGenerator(snowflake.Settings{WorkerID: 1})
 	if err != nil {
 		tb.Fatalf("idgen NewGenerator: %v", err)
 	}
-	return func() (int64, error) {
-		id, err := g.Next()
-		return int64(id), err
+	return func(batch int) opFunc {
+		buf := make([]snowflake.ID, 0, batch)
+		var prev snowflake.ID
+		return func(n int) (int, error) {
+			if n == 1 {
+				id, err := g.Next()
+				if err != nil {
+					return 0, err
+				}
+				if id <= prev {
+					return 0, errOrder
+				}
+				prev = id
+				return 1, nil
+			}
+			var err error
+			if buf, err = g.NextN(buf[:0], n); err != nil {
+				return 0, err
+			}
+			for _, id := range buf {
+				if id <= prev {
+					return 0, errOrder
+				}
+				prev = id
+			}
+			return len(buf), nil
+		}
 	}
 }
 
-func newBwmarrin(tb testing.TB) func() (int64, error) {
-	n, err := bwsnowflake.NewNode(1)
+// newBwmarrin: no batch call, so a batch is n calls of Generate.
+func newBwmarrin(tb testing.TB) func(batch int) opFunc {
+	node, err := bwsnowflake.NewNode(1)
 	if err != nil {
 		tb.Fatalf("bwmarrin NewNode: %v", err)
 	}
-	return func() (int64, error) { return int64(n.Generate()), nil }
+	return func(int) opFunc {
+		var prev bwsnowflake.ID
+		return func(n int) (int, error) {
+			for range n {
+				id := node.Generate()
+				if id <= prev {
+					return 0, errOrder
+				}
+				prev = id
+			}
+			return n, nil
+		}
+	}
 }
 
-func newSonyflake(unit time.Duration) func(tb testing.TB) func() (int64, error) {
-	return func(tb testing.TB) func() (int64, error) {
+// newSonyflake: no batch call, so a batch is n calls of NextID.
+func newSonyflake(unit time.Duration) func(tb testing.TB) func(batch int) opFunc {
+	return func(tb testing.TB) func(batch int) opFunc {
 		sf, err := sonyflake.New(sonyflake.Settings{
 			TimeUnit:  unit,
 			MachineID: func() (int, error) { return 1, nil },
@@ -65,181 +121,51 @@ func newSonyflake(unit time.Duration) func(tb testing.TB) func() (int64, error) 
 		if err != nil {
 			tb.Fatalf("sonyflake New: %v", err)
 		}
-		return sf.NextID
+		return func(int) opFunc {
+			var prev int64
+			return func(n int) (int, error) {
+				for range n {
+					id, err := sf.NextID()
+					if err != nil {
+						return 0, err
+					}
+					if id <= prev {
+						return 0, errOrder
+					}
+					prev = id
+				}
+				return n, nil
+			}
+		}
 	}
 }
 
-// cpuTime returns the CPU time (user + system) the process has used, from
-// getrusage(2), as snowflake/bench_test.go measures it.
-func cpuTime(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// meter reports, for ids IDs issued since it was started, the CPU time per
-// ID (CPU-ns/op) and the share of the generator's cap reached (%cap).
-type meter struct {
-	cpu0  time.Duration
-	start time.Time
-}
-
-func startMeter(b *testing.B) meter { return meter{cpu0: cpuTime(b), start: time.Now()} }
-
-// report reports the metrics; perID names the CPU time per ID "CPU-ns/id"
-// instead of "CPU-ns/op", for benchmarks whose op is a batch.
-func (m meter) report(b *testing.B, in impl, ids int, perID bool) {
-	elapsed := time.Since(m.start)
-	if ids == 0 || elapsed <= 0 {
-		return
-	}
-	unit := "CPU-ns/op"
-	if perID {
-		unit = "CPU-ns/id"
-		b.ReportMetric(float64(elapsed)/float64(ids), "ns/id")
-	}
-	b.ReportMetric(float64(cpuTime(b)-m.cpu0)/float64(ids), unit)
-	capNS := float64(in.unit) / in.capPerUnit
-	b.ReportMetric(100*capNS*float64(ids)/float64(elapsed), "%cap")
-}
-
-// checkIncreasing fails the benchmark when a generator hands out an ID that
-// is not above the one before: a benchmark of a broken generator is void.
-func checkIncreasing(b *testing.B, prev *int64, id int64) {
-	if id <= *prev {
-		b.Fatalf("ID %d not above the one before, %d", id, *prev)
-	}
-	*prev = id
-}
-
-// BenchmarkNext issues one ID per op from one goroutine.
+// BenchmarkNext issues one ID per op, from 1 and 2 goroutines sharing one
+// generator. ns/op is the wall time per ID.
 func BenchmarkNext(b *testing.B) {
 	for _, in := range impls() {
-		b.Run("impl="+in.name, func(b *testing.B) {
-			next := in.newNext(b)
-			var prev int64
-			b.ReportAllocs()
-			m := startMeter(b)
-			for b.Loop() {
-				id, err := next()
-				if err != nil {
-					b.Fatal(err)
-				}
-				checkIncreasing(b, &prev, id)
-			}
-			m.report(b, in, b.N, false)
-		})
-	}
-}
-
-// BenchmarkNextParallel issues one ID per op from GOMAXPROCS goroutines
-// sharing one generator.
-func BenchmarkNextParallel(b *testing.B) {
-	for _, in := range impls() {
-		b.Run("impl="+in.name, func(b *testing.B) {
-			next := in.newNext(b)
-			b.ReportAllocs()
-			m := startMeter(b)
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := next(); err != nil {
-						b.Error(err)
-						return
-					}
-				}
+		for _, goroutines := range []int{1, 2} {
+			b.Run(fmt.Sprintf("impl=%s/goroutines=%d", in.name, goroutines), func(b *testing.B) {
+				measure(b, in, goroutines, 1)
 			})
-			m.report(b, in, b.N, false)
-		})
+		}
 	}
 }
 
-// BenchmarkBatch1000 issues batches of 1,000 IDs: one op is a batch, and
-// ns/id, CPU-ns/id and %cap are per ID. idgen reserves a millisecond's IDs
-// with one atomic operation (NextN); the others have no batch call, so a
-// batch is 1,000 calls.
+// BenchmarkBatch1000 issues batches of 1,000 IDs from 1, 4, 16 and 64
+// goroutines sharing one generator, as the HTTP server does under
+// GET /ids?count=1000 with many connections. One op is a batch; ns/id,
+// CPU-ns/id and the shares are per ID. idgen uses NextN; the others have
+// no batch call, so a batch is 1,000 calls.
 func BenchmarkBatch1000(b *testing.B) {
-	const batch = 1000
-	b.Run("impl=idgen", func(b *testing.B) {
-		in := impls()[0]
-		g, err := snowflake.NewGenerator(snowflake.Settings{WorkerID: 1})
-		if err != nil {
-			b.Fatal(err)
+	for _, in := range impls() {
+		if !in.batches {
+			continue
 		}
-		buf := make([]snowflake.ID, 0, batch)
-		var prev int64
-		b.ReportAllocs()
-		m := startMeter(b)
-		ids := 0
-		for b.Loop() {
-			if buf, err = g.NextN(buf[:0], batch); err != nil {
-				b.Fatal(err)
-			}
-			checkIncreasing(b, &prev, int64(buf[0]))
-			prev = int64(buf[len(buf)-1])
-			ids += len(buf)
-		}
-		m.report(b, in, ids, true)
-	})
-	for _, in := range impls()[1:] {
-		if in.unit > time.Millisecond {
-			continue // 1,000 IDs take 40 ms at Sonyflake's default cap: nothing to learn
-		}
-		b.Run("impl="+in.name, func(b *testing.B) {
-			next := in.newNext(b)
-			buf := make([]int64, 0, batch)
-			var prev int64
-			b.ReportAllocs()
-			m := startMeter(b)
-			ids := 0
-			for b.Loop() {
-				buf = buf[:0]
-				for range batch {
-					id, err := next()
-					if err != nil {
-						b.Fatal(err)
-					}
-					buf = append(buf, id)
-				}
-				checkIncreasing(b, &prev, buf[0])
-				prev = buf[len(buf)-1]
-				ids += len(buf)
-			}
-			m.report(b, in, ids, true)
-		})
-	}
-}
-
-// BenchmarkBatch1000Parallel issues batches of 1,000 idgen IDs from many
-// goroutines at once, as the HTTP server does under GET /ids?count=1000 with
-// many connections: one op is a batch, the metrics per ID as in
-// BenchmarkBatch1000.
-func BenchmarkBatch1000Parallel(b *testing.B) {
-	const batch = 1000
-	in := impls()[0]
-	for _, goroutines := range []int{4, 16, 64} {
-		b.Run(fmt.Sprintf("impl=idgen/goroutines=%d", goroutines), func(b *testing.B) {
-			g, err := snowflake.NewGenerator(snowflake.Settings{WorkerID: 1})
-			if err != nil {
-				b.Fatal(err)
-			}
-			var ids atomic.Int64
-			b.SetParallelism(max(1, goroutines/runtime.GOMAXPROCS(0)))
-			b.ReportAllocs()
-			m := startMeter(b)
-			b.RunParallel(func(pb *testing.PB) {
-				buf := make([]snowflake.ID, 0, batch)
-				for pb.Next() {
-					var err error
-					if buf, err = g.NextN(buf[:0], batch); err != nil {
-						b.Error(err)
-						return
-					}
-					ids.Add(int64(len(buf)))
-				}
+		for _, goroutines := range []int{1, 4, 16, 64} {
+			b.Run(fmt.Sprintf("impl=%s/goroutines=%d", in.name, goroutines), func(b *testing.B) {
+				measure(b, in, goroutines, 1000)
 			})
-			m.report(b, in, int(ids.Load()), true)
-		})
+		}
 	}
 }

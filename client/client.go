@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idgen-project/idgen/internal/backoff"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -48,7 +48,9 @@ type Options struct {
 	MaxAttempts int
 	// BackoffBase and BackoffMax bound the exponential backoff between
 	// attempts: the n-th retry waits between half and all of
-	// min(BackoffMax, BackoffBase·2^(n-1)), chosen at random.
+	// min(BackoffMax, BackoffBase·2^(n-1)), chosen at random (the
+	// module's one retry delay, internal/backoff; a BackoffBase below 1ms
+	// counts as 1ms).
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
 	// MaxRetryAfter is the longest Retry-After the client waits for. A
@@ -175,12 +177,9 @@ func New(baseURL string, opts Options) (*Client, error) {
 }
 
 func newClient(baseURL string, opts Options, clk clock) (*Client, error) {
-	u, err := url.Parse(baseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("%w: base URL must be http(s)://host[:port][/prefix], got %q", ErrInvalidInput, redactURL(baseURL))
-	}
-	if u.User != nil {
-		return nil, fmt.Errorf("%w: base URL must not carry credentials", ErrInvalidInput)
+	base, err := parseBaseURL(baseURL)
+	if err != nil {
+		return nil, err
 	}
 	if opts.MaxAttempts < 0 || opts.BackoffBase < 0 || opts.BackoffMax < 0 || opts.MaxRetryAfter < 0 ||
 		opts.AttemptTimeout < 0 || opts.MaxCount < 0 || opts.Breaker.Cooldown < 0 ||
@@ -188,7 +187,7 @@ func newClient(baseURL string, opts Options, clk clock) (*Client, error) {
 		return nil, fmt.Errorf("%w: negative option, or Cache.LowWater outside [0, 1)", ErrInvalidInput)
 	}
 	c := &Client{
-		base:           strings.TrimRight(u.String(), "/"),
+		base:           base,
 		hc:             opts.HTTPClient,
 		clock:          clk,
 		userAgent:      orDefault(opts.UserAgent, "idgen-go-client"),
@@ -232,6 +231,19 @@ func newClient(baseURL string, opts Options, clk clock) (*Client, error) {
 	}
 	c.life, c.cancel = context.WithCancel(context.Background())
 	return c, nil
+}
+
+// parseBaseURL checks a base URL, http(s)://host[:port][/prefix], and
+// returns it without a trailing slash. Errors wrap ErrInvalidInput.
+func parseBaseURL(baseURL string) (string, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("%w: base URL must be http(s)://host[:port][/prefix], got %q", ErrInvalidInput, redactURL(baseURL))
+	}
+	if u.User != nil {
+		return "", fmt.Errorf("%w: base URL must not carry credentials", ErrInvalidInput)
+	}
+	return strings.TrimRight(u.String(), "/"), nil
 }
 
 // orDefault returns v, or def when v is the zero value.
@@ -432,7 +444,10 @@ func (c *Client) get(ctx context.Context, path string, out any) error {
 		}
 		return fmt.Errorf("idgen client: GET %s: %w", path, err)
 	}
-	var last error
+	var (
+		last error
+		bo   *backoff.Backoff // the waits between this call's attempts, made at the first retry
+	)
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return fail(attempt-1, joinLast(err, last))
@@ -456,7 +471,10 @@ func (c *Client) get(ctx context.Context, path string, out any) error {
 		if !retryable(err) || attempt >= c.maxAttempts {
 			return fail(attempt, err)
 		}
-		wait := c.backoff(attempt)
+		if bo == nil {
+			bo = backoff.New(min(c.backoffBase, c.backoffMax), c.backoffMax)
+		}
+		wait := bo.Next()
 		var e *Error
 		if errors.As(err, &e) && e.RetryAfter > 0 {
 			if e.RetryAfter > c.maxRetryAfter {
@@ -480,19 +498,6 @@ func joinLast(err, last error) error {
 		return err
 	}
 	return fmt.Errorf("%w (last attempt: %w)", err, last)
-}
-
-// backoff is the wait before retry number attempt (1 for the first retry):
-// between half and all of min(max, base·2^(attempt-1)).
-func (c *Client) backoff(attempt int) time.Duration {
-	d := c.backoffMax
-	if attempt-1 < 32 {
-		if v := c.backoffBase << (attempt - 1); v > 0 && v < d {
-			d = v
-		}
-	}
-	half := d / 2
-	return half + rand.N(d-half+1)
 }
 
 // attempt sends one request. Errors: *netError when no answer came,

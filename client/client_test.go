@@ -179,8 +179,8 @@ func TestRetryAfterHonoured(t *testing.T) {
 				}
 				// Exponential backoff bounds (defaults 50ms base): the
 				// n-th retry waits at least base·2^(n-1)/2.
-				if min := DefaultBackoffBase << i / 2; d < min {
-					t.Errorf("wait %d: got %v, want at least the backoff %v", i, d, min)
+				if least := DefaultBackoffBase << i / 2; d < least {
+					t.Errorf("wait %d: got %v, want at least the backoff %v", i, d, least)
 				}
 				if tc.wantWait == 0 && d > DefaultBackoffBase<<i {
 					t.Errorf("wait %d: got %v, want at most the backoff %v", i, d, DefaultBackoffBase<<i)

@@ -37,6 +37,23 @@
 // client, not across clients. IDs still cached when the Client is closed are
 // dropped and leave a gap. Leave the cache off where those matter.
 //
+// # Local generator
+//
+// NewGenerator makes Snowflake IDs in the caller's process, with no request
+// per ID: it holds a worker-ID lease through idgen's lease API (/v1/leases,
+// with a token of the leases scope) and runs the lease keeper an idgen node
+// runs, over a LeaseStore that speaks that API. It issues IDs only inside
+// the lease's fence and before its local deadline, heartbeats, moves to a
+// new lease when the old one is lost, and releases it with the last
+// timestamp used on Close:
+//
+//	g, err := client.NewGenerator(ctx, "http://idgen:8080", client.GeneratorOptions{Token: secret})
+//	if err != nil { … }
+//	defer g.Close(ctx)
+//	id, err := g.Next() // errors.Is(err, client.ErrUnavailable): no lease it can prove now
+//
+// docs/leases.md states the protocol, for generators in other languages.
+//
 // # Errors
 //
 // Errors the service answers with are *Error values carrying the fields of

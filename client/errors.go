@@ -7,9 +7,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/snowflake"
 )
 
-// Sentinel errors matched by errors.Is against an *Error's problem code.
+// Sentinel errors. Those with a code match an *Error of that problem code
+// with errors.Is.
 var (
 	ErrInvalid      = errors.New("idgen: invalid request")       // code "invalid", 400
 	ErrUnauthorized = errors.New("idgen: unauthorized")          // code "unauthorized", 401
@@ -20,6 +24,21 @@ var (
 	ErrTooMany      = errors.New("idgen: too many requests")     // code "too_many", 429
 	ErrUnavailable  = errors.New("idgen: unavailable")           // code "unavailable", 503
 	ErrInternal     = errors.New("idgen: internal server error") // code "internal", 500
+
+	// The lease API's codes (LeaseStore).
+	ErrNoWorkerAvailable = errors.New("idgen: no worker ID available") // code "no_worker_available", 409
+	ErrLeaseLost         = errors.New("idgen: lease lost")             // code "lease_lost", 409
+	ErrInvalidRelease    = errors.New("idgen: invalid release")        // code "invalid_release", 422
+
+	// Why a Generator issued nothing: Next, NextN and Ready return errors
+	// that match ErrUnavailable and one of these (or a refusal of the
+	// fence, such as snowflake.ErrBelowFloor or snowflake.ErrAboveCeiling).
+	ErrNoLease         = allocator.ErrNoLease       // no lease held: not acquired yet, lost, or the pool is full
+	ErrLeaseExpired    = allocator.ErrLeaseExpired  // the local deadline passed without a successful heartbeat
+	ErrClockOffset     = allocator.ErrClockOffset   // the clock is too far from the database's
+	ErrClockBackward   = snowflake.ErrClockBackward // the clock stepped back further than MaxBackwardWait
+	ErrGeneratorClosed = allocator.ErrKeeperClosed  // Close was called
+
 	ErrCircuitOpen  = errors.New("idgen client: circuit breaker open")
 	ErrClosed       = errors.New("idgen client: closed")
 	ErrBadResponse  = errors.New("idgen client: malformed response")
@@ -37,6 +56,10 @@ var codeErrors = map[string]error{
 	"too_many":     ErrTooMany,
 	"unavailable":  ErrUnavailable,
 	"internal":     ErrInternal,
+
+	"no_worker_available": ErrNoWorkerAvailable,
+	"lease_lost":          ErrLeaseLost,
+	"invalid_release":     ErrInvalidRelease,
 }
 
 // statusCodes gives the code of a response that carried no problem body
@@ -53,6 +76,7 @@ var statusCodes = map[int]string{
 	http.StatusBadGateway:            "unavailable",
 	http.StatusGatewayTimeout:        "unavailable",
 	http.StatusInternalServerError:   "internal",
+	http.StatusUnprocessableEntity:   "invalid_release",
 }
 
 // Error is an error answer of the idgen service: the fields of its

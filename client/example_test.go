@@ -50,3 +50,32 @@ func ExampleOptions_cache() {
 	}
 	defer c.Close() // stops background refills; cached IDs are dropped
 }
+
+// A generator that makes Snowflake IDs in this process under a worker lease
+// held through the lease API: no request per ID.
+func ExampleNewGenerator() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	g, err := client.NewGenerator(ctx, "http://idgen:8080", client.GeneratorOptions{
+		Token:   "secret-of-a-token-with-the-leases-scope",
+		Workers: &client.WorkerRange{Min: 16, Max: 31},
+	})
+	if err != nil {
+		log.Fatal(err) // e.g. client.ErrForbidden: the token lacks the leases scope
+	}
+	defer g.Close(context.Background()) // releases the lease with the last timestamp used
+
+	id, err := g.Next()
+	switch {
+	case errors.Is(err, client.ErrLeaseExpired):
+		log.Print("the lease could not be renewed in time; retry soon")
+	case errors.Is(err, client.ErrUnavailable):
+		log.Print("no lease to issue under: ", err)
+	case err == nil:
+		fmt.Println("order key:", id)
+	}
+	ids, err := g.NextN(make([]int64, 0, 1000), 1000)
+	if err == nil {
+		fmt.Println(len(ids), "IDs")
+	}
+}

@@ -10,63 +10,40 @@ import (
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/httpapi"
+	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
 )
 
-// testServer is a real idgen server (httpapi on a lease keeper and segment
-// allocator over a fresh SQLite store) behind a fault injector.
+// testServer is a real idgen node (internal/testserver: the app.App idgen
+// serve runs, on a fresh SQLite store) behind a fault injector.
 type testServer struct {
 	URL    string
-	store  allocator.Store
-	keeper *allocator.Keeper
+	node   *testserver.Server
 	faults *faults
 }
 
-// startServer starts a test server. With lease false the keeper is never
-// started, so the server answers 503 to Snowflake requests.
+// startServer starts a test server. With lease false another holder holds
+// the node's only worker ID, so the server answers 503 to Snowflake
+// requests.
 func startServer(t *testing.T, lease bool) *testServer {
 	t.Helper()
-	ctx := context.Background()
-	store := teststore.Open(t, "sqlite")
-	keeper, err := allocator.NewKeeper(store, allocator.KeeperSettings{TTL: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
+	o := testserver.Options{Keeper: allocator.KeeperSettings{TTL: 5 * time.Second}}
+	if !lease {
+		store := teststore.Open(t, "sqlite")
+		testserver.HoldWorker(t, store, 0) // for the whole test
+		o.Store, o.Keeper.WorkerIDs, o.NoWait = store, &allocator.WorkerRange{Min: 0, Max: 0}, true
 	}
-	if lease {
-		if err := keeper.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = keeper.Close(ctx) })
-		deadline := time.Now().Add(10 * time.Second)
-		for keeper.Ready() != nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("keeper not ready after 10s: %v", keeper.Ready())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	segs := allocator.NewSegments(store, allocator.SegmentSettings{Fallback: keeper})
-	t.Cleanup(func() { _ = segs.Close(ctx) })
-	srv, err := httpapi.New(httpapi.Config{Keeper: keeper, Segments: segs, Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &faults{next: srv.Handler()}
+	node := testserver.MustStart(t, o)
+	f := &faults{next: node.Handler()}
 	ts := httptest.NewServer(f)
-	t.Cleanup(ts.Close)
-	return &testServer{URL: ts.URL, store: store, keeper: keeper, faults: f}
+	t.Cleanup(ts.Close) // before the node closes
+	return &testServer{URL: ts.URL, node: node, faults: f}
 }
 
 // createNamespace adds a buffered namespace whose first ID is 1.
 func (s *testServer) createNamespace(t *testing.T, name string, step int64) {
 	t.Helper()
-	if _, err := s.store.CreateNamespace(context.Background(), allocator.Namespace{
-		Name: name, Step: step, MinStep: step, MaxStep: step * 10,
-		Mode: allocator.ModeBuffered, Fallback: allocator.FallbackNone,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	s.node.CreateNamespace(t, allocator.NamespaceSpec{Name: name, Step: new(step), MaxStep: new(step * 10)})
 }
 
 // faults wraps the server's handler and injects failures into the next

@@ -6,12 +6,10 @@ package docs_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"regexp"
 	"slices"
@@ -24,6 +22,7 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/httpapi"
+	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
 )
 
@@ -98,51 +97,38 @@ func (s spec) resolve(t *testing.T, v map[string]any) map[string]any {
 
 var echoParam = regexp.MustCompile(`:([A-Za-z_][A-Za-z0-9_]*)`)
 
-// newServer builds an httpapi server on a fresh SQLite store with a
-// namespace "orders". With start, the keeper claims a lease first.
-func newServer(t *testing.T, start bool, token string) (*httptest.Server, *httpapi.Server) {
+// Secrets of the callers of the node with tokens.
+const (
+	idsSecret    = "docs-test-ids-secret"
+	adminSecret  = "docs-test-admin-secret"
+	leasesSecret = "docs-test-leases-secret"
+)
+
+// newServer starts an idgen node (internal/testserver) on a fresh SQLite
+// store with a namespace "orders". With lease false another holder holds
+// the node's only worker ID, so it answers 503 where a lease is needed.
+// tokens is the content of its tokens file, "" for none.
+func newServer(t *testing.T, lease bool, token string, tokens ...string) *testserver.Server {
 	t.Helper()
-	ctx := context.Background()
-	store := teststore.Open(t, "sqlite")
-	keeper, err := allocator.NewKeeper(store, allocator.KeeperSettings{TTL: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
+	o := testserver.Options{AdminToken: token, Keeper: allocator.KeeperSettings{TTL: 5 * time.Second},
+		Tokens: strings.Join(tokens, "\n")}
+	if !lease {
+		store := teststore.Open(t, "sqlite")
+		testserver.HoldWorker(t, store, 0) // for the whole test
+		o.Store, o.Keeper.WorkerIDs, o.NoWait = store, &allocator.WorkerRange{Min: 0, Max: 0}, true
 	}
-	if start {
-		if err := keeper.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = keeper.Close(ctx) })
-		deadline := time.Now().Add(10 * time.Second)
-		for keeper.Ready() != nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("keeper not ready after 10s: %v", keeper.Ready())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	segs := allocator.NewSegments(store, allocator.SegmentSettings{Fallback: keeper})
-	t.Cleanup(func() { _ = segs.Close(ctx) })
-	if _, err := store.CreateNamespace(ctx, allocator.Namespace{Name: "orders", Step: 100, MinStep: 100, MaxStep: 1000,
-		Mode: allocator.ModeBuffered, Fallback: allocator.FallbackNone}); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := httpapi.New(httpapi.Config{Keeper: keeper, Segments: segs, Store: store, AdminToken: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
-	return ts, srv
+	srv := testserver.MustStart(t, o)
+	srv.CreateNamespace(t, allocator.NamespaceSpec{Name: "orders", Step: new(int64(100)), MaxStep: new(int64(1000))})
+	return srv
 }
 
 // TestRoutesMatchSpec: every route the server registers is in the spec,
 // and every operation of the spec is a route of the server.
 func TestRoutesMatchSpec(t *testing.T) {
 	s := loadSpec(t)
-	_, srv := newServer(t, false, adminToken)
+	srv := newServer(t, false, adminToken)
 	var served []string
-	for _, r := range srv.Routes() {
+	for _, r := range srv.API().Routes() {
 		served = append(served, r.Method+" "+echoParam.ReplaceAllString(r.Path, "{$1}"))
 	}
 	sort.Strings(served)
@@ -239,8 +225,14 @@ type exchange struct {
 // checks each answer's status, media type and body against the spec.
 func TestResponsesMatchSpec(t *testing.T) {
 	s := loadSpec(t)
-	ts, _ := newServer(t, true, adminToken)
-	down, _ := newServer(t, false, "") // no lease, no admin API
+	ts := newServer(t, true, adminToken)
+	down := newServer(t, false, "") // no lease, no admin API
+	withTokens := newServer(t, true, "",
+		"docs-ids ids "+httpapi.HashSecret(idsSecret),
+		"docs-admin admin "+httpapi.HashSecret(adminSecret),
+		"docs-leases leases "+httpapi.HashSecret(leasesSecret))
+	// A lease of another holder, for the eviction.
+	testserver.HoldWorker(t, ts.Store(), 5)
 
 	// A real Snowflake ID to decompose.
 	resp, err := http.Get(ts.URL + "/ids")
@@ -280,8 +272,48 @@ func TestResponsesMatchSpec(t *testing.T) {
 		{"missing namespace", "GET", "/admin/namespaces/nope", "/admin/namespaces/{name}", "", adminToken, 404},
 		{"change namespace", "PATCH", "/admin/namespaces/orders", "/admin/namespaces/{name}", `{"step":200,"max_step":2000}`, adminToken, 200},
 		{"change nothing", "PATCH", "/admin/namespaces/orders", "/admin/namespaces/{name}", `{}`, adminToken, 400},
+		{"delete namespace", "DELETE", "/admin/namespaces/invoices", "/admin/namespaces/{name}", "", adminToken, 200},
+		{"delete it again", "DELETE", "/admin/namespaces/invoices", "/admin/namespaces/{name}", "", adminToken, 404},
+		{"delete bad name", "DELETE", "/admin/namespaces/No!", "/admin/namespaces/{name}", "", adminToken, 400},
+		{"lease events", "GET", "/admin/lease-events?limit=1", "/admin/lease-events", "", adminToken, 200},
+		{"lease events filtered", "GET", "/admin/lease-events?kind=acquire&datacenter=0&worker=5&since=2020-01-01T00:00:00Z", "/admin/lease-events", "", adminToken, 200},
+		{"lease events bad kind", "GET", "/admin/lease-events?kind=stolen", "/admin/lease-events", "", adminToken, 400},
+		{"lease events bad limit", "GET", "/admin/lease-events?limit=1001", "/admin/lease-events", "", adminToken, 400},
+		{"lease events without token", "GET", "/admin/lease-events", "/admin/lease-events", "", "", 401},
+		{"evict", "POST", "/admin/leases/0/5/evict", "/admin/leases/{datacenter}/{worker}/evict", `{"reason":"docs test"}`, adminToken, 200},
+		{"evict a free lease", "POST", "/admin/leases/0/5/evict", "/admin/leases/{datacenter}/{worker}/evict", `{"reason":"again"}`, adminToken, 409},
+		{"evict beyond the layout", "POST", "/admin/leases/0/32/evict", "/admin/leases/{datacenter}/{worker}/evict", "", adminToken, 400},
+		{"evict without token", "POST", "/admin/leases/0/5/evict", "/admin/leases/{datacenter}/{worker}/evict", "", "", 401},
+	}
+	tokenExchanges := []exchange{
+		{"ids with its scope", "GET", "/ids", "/ids", "", idsSecret, 200},
+		{"ids without a token", "GET", "/ids", "/ids", "", "", 401},
+		{"ids with an unknown token", "GET", "/ids", "/ids", "", "nobody", 401},
+		{"ids without the scope", "GET", "/ids", "/ids", "", adminSecret, 403},
+		{"decompose without the scope", "GET", "/ids/1", "/ids/{id}", "", adminSecret, 403},
+		{"admin without the scope", "GET", "/admin/lease-events", "/admin/lease-events", "", idsSecret, 403},
+		{"admin with its scope", "GET", "/admin/lease-events", "/admin/lease-events", "", adminSecret, 200},
+	}
+	// The lease API, in order: a lease of worker 7 acquired, extended and
+	// released.
+	leaseExchanges := []exchange{
+		{"lease layout", "GET", "/v1/leases/layout", "/v1/leases/layout", "", leasesSecret, 200},
+		{"lease layout without a token", "GET", "/v1/leases/layout", "/v1/leases/layout", "", "", 401},
+		{"lease layout without the scope", "GET", "/v1/leases/layout", "/v1/leases/layout", "", idsSecret, 403},
+		{"acquire", "POST", "/v1/leases", "/v1/leases", `{"holder":"docs/1","workers":{"min":7,"max":7},"ttl_ms":5000}`, leasesSecret, 201},
+		{"acquire a full pool", "POST", "/v1/leases", "/v1/leases", `{"holder":"docs/2","workers":{"min":7,"max":7}}`, leasesSecret, 409},
+		{"acquire with a ttl out of bounds", "POST", "/v1/leases", "/v1/leases", `{"holder":"docs/2","ttl_ms":1}`, leasesSecret, 400},
+		{"acquire without the scope", "POST", "/v1/leases", "/v1/leases", `{"holder":"docs/2"}`, adminSecret, 403},
+		{"acquire too large", "POST", "/v1/leases", "/v1/leases", `{"holder":"` + strings.Repeat("x", 70<<10) + `"}`, leasesSecret, 413},
+		{"heartbeat", "POST", "/v1/leases/0/7/heartbeat", "/v1/leases/{datacenter}/{worker}/heartbeat", `{"holder":"docs/1","fencing_version":1,"ttl_ms":5000}`, leasesSecret, 200},
+		{"heartbeat another version", "POST", "/v1/leases/0/7/heartbeat", "/v1/leases/{datacenter}/{worker}/heartbeat", `{"holder":"docs/1","fencing_version":2}`, leasesSecret, 409},
+		{"heartbeat beyond the layout", "POST", "/v1/leases/0/32/heartbeat", "/v1/leases/{datacenter}/{worker}/heartbeat", `{"holder":"docs/1","fencing_version":1}`, leasesSecret, 400},
+		{"release a tampered timestamp", "POST", "/v1/leases/0/7/release", "/v1/leases/{datacenter}/{worker}/release", `{"holder":"docs/1","fencing_version":1,"last_timestamp_ms":99999999999999}`, leasesSecret, 422},
+		{"release", "POST", "/v1/leases/0/7/release", "/v1/leases/{datacenter}/{worker}/release", `{"holder":"docs/1","fencing_version":1,"last_timestamp_ms":0}`, leasesSecret, 200},
+		{"release again", "POST", "/v1/leases/0/7/release", "/v1/leases/{datacenter}/{worker}/release", `{"holder":"docs/1","fencing_version":1,"last_timestamp_ms":0}`, leasesSecret, 409},
 	}
 	downExchanges := []exchange{
+		{"lease API off", "GET", "/v1/leases/layout", "/v1/leases/layout", "", leasesSecret, 404},
 		{"no lease", "GET", "/ids?count=2", "/ids", "", "", 503},
 		{"not ready", "GET", "/readyz", "/readyz", "", "", 503},
 		{"admin disabled", "GET", "/admin/leases", "/admin/leases", "", "", 404},
@@ -327,6 +359,12 @@ func TestResponsesMatchSpec(t *testing.T) {
 	}
 	for _, ex := range downExchanges {
 		run(down.URL, ex)
+	}
+	for _, ex := range tokenExchanges {
+		run(withTokens.URL, ex)
+	}
+	for _, ex := range leaseExchanges {
+		run(withTokens.URL, ex)
 	}
 	for _, op := range s.operations() {
 		if !covered[op] {

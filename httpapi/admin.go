@@ -3,62 +3,27 @@ package httpapi
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"math"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// Namespace settings the admin API accepts.
-const (
-	defaultStep       = 1000
-	maxStepLimit      = 1 << 30 // the largest step, min_step or max_step
-	maxStepGrowth     = 100     // max_step defaults to step × maxStepGrowth, capped at maxStepLimit
-	maxDescriptionLen = 1024    // bytes
-)
-
 // tokenDigest hashes an admin token so that tokens of any length compare
 // in constant time.
 func tokenDigest(token string) [32]byte { return sha256.Sum256([]byte(token)) }
-
-// authorize guards /admin/: 404 when no admin token is configured, 401
-// without a well-formed "Authorization: Bearer <token>", 403 for a wrong
-// token. It also caps the request body at MaxBodyBytes.
-func (s *Server) authorize(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if !s.admin {
-			return &apiError{code: codeNotFound, detail: "the admin API is disabled: no admin token is configured"}
-		}
-		req := c.Request()
-		values := req.Header.Values(echo.HeaderAuthorization)
-		if len(values) == 0 {
-			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="idgen admin"`)
-			return &apiError{code: codeUnauthorized, detail: "the admin API needs an Authorization: Bearer <token> header"}
-		}
-		scheme, token, ok := strings.Cut(values[0], " ")
-		if len(values) > 1 || !ok || !strings.EqualFold(scheme, "Bearer") || token == "" || strings.ContainsAny(token, " \t") {
-			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="idgen admin", error="invalid_request"`)
-			return &apiError{code: codeUnauthorized, detail: "malformed Authorization header: want a single Bearer <token>"}
-		}
-		got := tokenDigest(token)
-		if subtle.ConstantTimeCompare(got[:], s.adminKey[:]) != 1 {
-			return &apiError{code: codeForbidden, detail: "wrong admin token"}
-		}
-		req.Body = http.MaxBytesReader(c.Response(), req.Body, MaxBodyBytes)
-		return next(c)
-	}
-}
 
 // leaseJSON is a row of worker_leases; times are database time, null when
 // the column is NULL.
@@ -66,11 +31,13 @@ type leaseJSON struct {
 	Datacenter     int64      `json:"datacenter"`
 	Worker         int64      `json:"worker"`
 	Holder         *string    `json:"holder"`
+	Owner          *string    `json:"owner"`
 	FencingVersion int64      `json:"fencing_version"`
 	AcquiredAt     *time.Time `json:"acquired_at"`
 	HeartbeatAt    *time.Time `json:"heartbeat_at"`
 	ExpiresAt      *time.Time `json:"expires_at"`
 	ReleasedAt     *time.Time `json:"released_at"`
+	FloorMS        int64      `json:"floor_ms"`
 	CeilingMS      int64      `json:"ceiling_ms"`
 }
 
@@ -89,6 +56,7 @@ type bufferJSON struct {
 type namespaceJSON struct {
 	Name        string      `json:"name"`
 	MaxID       string      `json:"max_id"`
+	MaxIDLimit  *string     `json:"max_id_limit"`
 	Step        int64       `json:"step"`
 	MinStep     int64       `json:"min_step"`
 	MaxStep     int64       `json:"max_step"`
@@ -118,6 +86,8 @@ func toLeaseJSON(l allocator.Lease) leaseJSON {
 		HeartbeatAt:    timePtr(l.HeartbeatAt),
 		ExpiresAt:      timePtr(l.ExpiresAt),
 		ReleasedAt:     timePtr(l.ReleasedAt),
+		Owner:          stringPtr(l.Owner),
+		FloorMS:        l.FloorMS,
 		CeilingMS:      l.CeilingMS,
 	}
 	if l.Holder != "" {
@@ -140,6 +110,10 @@ func (s *Server) toNamespaceJSON(ns allocator.Namespace) namespaceJSON {
 		CreatedAt:   timePtr(ns.CreatedAt),
 		UpdatedAt:   timePtr(ns.UpdatedAt),
 		Description: ns.Description,
+	}
+	if ns.MaxIDLimit > 0 {
+		limit := strconv.FormatInt(ns.MaxIDLimit, 10)
+		out.MaxIDLimit = &limit
 	}
 	if st, ok := s.segments.NamespaceStats(ns.Name); ok {
 		out.Buffer = &bufferJSON{
@@ -172,7 +146,7 @@ func storeCtx(c echo.Context) (context.Context, context.CancelFunc) {
 func (s *Server) handleAdminLeases(c echo.Context) error {
 	ctx, cancel := storeCtx(c)
 	defer cancel()
-	leases, err := s.store.ListLeases(ctx)
+	leases, err := s.admin.ListLeases(ctx)
 	if err != nil {
 		return storeError(err)
 	}
@@ -189,7 +163,7 @@ func (s *Server) handleAdminLeases(c echo.Context) error {
 func (s *Server) handleAdminNamespaces(c echo.Context) error {
 	ctx, cancel := storeCtx(c)
 	defer cancel()
-	list, err := s.store.ListNamespaces(ctx)
+	list, err := s.admin.ListNamespaces(ctx)
 	if err != nil {
 		return storeError(err)
 	}
@@ -210,119 +184,16 @@ func (s *Server) handleAdminNamespace(c echo.Context) error {
 	}
 	ctx, cancel := storeCtx(c)
 	defer cancel()
-	ns, err := s.store.GetNamespace(ctx, name)
+	ns, err := s.admin.GetNamespace(ctx, name)
 	if err != nil {
 		return storeError(err)
 	}
 	return s.sendJSON(c, http.StatusOK, s.toNamespaceJSON(ns))
 }
 
-// createNamespaceRequest is the body of POST /admin/namespaces.
-type createNamespaceRequest struct {
-	Name        string   `json:"name"`
-	Start       *flexInt `json:"start"`
-	Step        *int64   `json:"step"`
-	MinStep     *int64   `json:"min_step"`
-	MaxStep     *int64   `json:"max_step"`
-	Mode        *string  `json:"mode"`
-	Fallback    *string  `json:"fallback"`
-	Description *string  `json:"description"`
-}
-
-// handleAdminCreateNamespace serves POST /admin/namespaces. start is the
-// first ID the namespace hands out (default 1); step defaults to 1000
-// (within min_step..max_step when those are given), min_step to step,
-// max_step to step×100 capped at 2^30; mode to buffered, fallback to none.
-func (s *Server) handleAdminCreateNamespace(c echo.Context) error {
-	var req createNamespaceRequest
-	if err := decodeBody(c, &req); err != nil {
-		return err
-	}
-	ns, perr := req.namespace()
-	if perr != nil {
-		return perr
-	}
-	ctx, cancel := storeCtx(c)
-	defer cancel()
-	created, err := s.store.CreateNamespace(ctx, ns)
-	if err != nil {
-		return storeError(err)
-	}
-	c.Response().Header().Set(echo.HeaderLocation, "/admin/namespaces/"+created.Name)
-	return s.sendJSON(c, http.StatusCreated, s.toNamespaceJSON(created))
-}
-
-// namespace validates the request and fills in the defaults.
-func (r *createNamespaceRequest) namespace() (allocator.Namespace, *apiError) {
-	var problems []string
-	if err := allocator.ValidNamespace(r.Name); err != nil {
-		problems = append(problems, "name must match ^[a-z0-9][a-z0-9_.-]{0,63}$")
-	}
-	start := int64(1)
-	if r.Start != nil {
-		start = int64(*r.Start)
-		if start < 1 {
-			problems = append(problems, "start must be at least 1")
-		}
-	}
-	step := int64(defaultStep)
-	if r.Step != nil {
-		step = *r.Step
-	} else {
-		if r.MinStep != nil && *r.MinStep > step {
-			step = *r.MinStep
-		}
-		if r.MaxStep != nil && *r.MaxStep < step {
-			step = *r.MaxStep
-		}
-	}
-	minStep := step
-	if r.MinStep != nil {
-		minStep = *r.MinStep
-	}
-	maxStep := max(step, min(step*maxStepGrowth, maxStepLimit))
-	if r.MaxStep != nil {
-		maxStep = *r.MaxStep
-	}
-	problems = append(problems, checkSteps(step, minStep, maxStep)...)
-	mode := allocator.ModeBuffered
-	if r.Mode != nil {
-		if m, ok := parseMode(*r.Mode); ok {
-			mode = m
-		} else {
-			problems = append(problems, "mode must be buffered or strict")
-		}
-	}
-	fallback := allocator.FallbackNone
-	if r.Fallback != nil {
-		if f, ok := parseFallback(*r.Fallback); ok {
-			fallback = f
-		} else {
-			problems = append(problems, "fallback must be none or snowflake")
-		}
-	}
-	var desc string
-	if r.Description != nil {
-		desc = *r.Description
-		problems = append(problems, checkDescription(desc)...)
-	}
-	if len(problems) > 0 {
-		return allocator.Namespace{}, invalidf("%s", strings.Join(problems, "; "))
-	}
-	return allocator.Namespace{
-		Name:        r.Name,
-		MaxID:       start - 1,
-		Step:        step,
-		MinStep:     minStep,
-		MaxStep:     maxStep,
-		Mode:        mode,
-		Fallback:    fallback,
-		Description: desc,
-	}, nil
-}
-
-// updateNamespaceRequest is the body of PATCH /admin/namespaces/:name.
-type updateNamespaceRequest struct {
+// namespaceSettings are the settings a request may give a namespace: the
+// body of PATCH /admin/namespaces/:name, and part of a create.
+type namespaceSettings struct {
 	Step        *int64  `json:"step"`
 	MinStep     *int64  `json:"min_step"`
 	MaxStep     *int64  `json:"max_step"`
@@ -331,111 +202,106 @@ type updateNamespaceRequest struct {
 	Description *string `json:"description"`
 }
 
+// update is the change the settings ask for.
+func (r *namespaceSettings) update() allocator.NamespaceUpdate {
+	return allocator.NamespaceUpdate{
+		Step:        r.Step,
+		MinStep:     r.MinStep,
+		MaxStep:     r.MaxStep,
+		Mode:        (*allocator.Mode)(r.Mode),
+		Fallback:    (*allocator.Fallback)(r.Fallback),
+		Description: r.Description,
+	}
+}
+
+// createNamespaceRequest is the body of POST /admin/namespaces.
+type createNamespaceRequest struct {
+	Name  string   `json:"name"`
+	Start *flexInt `json:"start"`
+	namespaceSettings
+}
+
+// handleAdminCreateNamespace serves POST /admin/namespaces: the settings
+// are those of allocator.NamespaceSpec, with its defaults and rules. A
+// namespace with the Snowflake fallback gets its max_id_limit from this
+// node's smallest Snowflake ID of now (allocator.FallbackLimit).
+func (s *Server) handleAdminCreateNamespace(c echo.Context) error {
+	var req createNamespaceRequest
+	if err := decodeBody(c, &req); err != nil {
+		return err
+	}
+	ns, err := req.spec().Namespace(s.snowflakes.SmallestIDNow())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := storeCtx(c)
+	defer cancel()
+	created, err := s.admin.CreateNamespace(ctx, ns)
+	if err != nil {
+		return storeError(err)
+	}
+	// A namespace created fresh has version 0; one revived from its
+	// tombstone goes on from the deleted one's version.
+	msg := "namespace created"
+	if created.Version > 0 {
+		msg = "namespace revived"
+	}
+	s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, msg,
+		slog.String("namespace", created.Name), slog.Int64("max_id", created.MaxID), slog.Int64("version", created.Version))
+	c.Response().Header().Set(echo.HeaderLocation, "/admin/namespaces/"+created.Name)
+	return s.sendJSON(c, http.StatusCreated, s.toNamespaceJSON(created))
+}
+
+// spec is the namespace the request asks for.
+func (r *createNamespaceRequest) spec() allocator.NamespaceSpec {
+	u := r.update()
+	spec := allocator.NamespaceSpec{Name: r.Name, Start: (*int64)(r.Start),
+		Step: u.Step, MinStep: u.MinStep, MaxStep: u.MaxStep, Mode: u.Mode, Fallback: u.Fallback}
+	if u.Description != nil {
+		spec.Description = *u.Description
+	}
+	return spec
+}
+
 // handleAdminUpdateNamespace serves PATCH /admin/namespaces/:name: it
-// changes the settings the body names. A node that holds ranges of the
-// namespace applies a new step or mode at its next fetch.
+// changes the settings the body names, under allocator.NamespaceUpdate's
+// rules (turning the Snowflake fallback on sets max_id_limit, as a create
+// does). A node that holds ranges of the namespace applies a new step or
+// mode at its next fetch.
 func (s *Server) handleAdminUpdateNamespace(c echo.Context) error {
 	name, perr := namespaceParam(c)
 	if perr != nil {
 		return perr
 	}
-	var req updateNamespaceRequest
+	var req namespaceSettings
 	if err := decodeBody(c, &req); err != nil {
 		return err
 	}
-	var u allocator.NamespaceUpdate
-	var problems []string
-	u.Step, u.MinStep, u.MaxStep = req.Step, req.MinStep, req.MaxStep
-	if req.Mode != nil {
-		m, ok := parseMode(*req.Mode)
-		if !ok {
-			problems = append(problems, "mode must be buffered or strict")
-		}
-		u.Mode = &m
+	u := req.update()
+	if u.IsZero() {
+		return invalidf("nothing to change: give step, min_step, max_step, mode, fallback or description")
 	}
-	if req.Fallback != nil {
-		f, ok := parseFallback(*req.Fallback)
-		if !ok {
-			problems = append(problems, "fallback must be none or snowflake")
-		}
-		u.Fallback = &f
+	if err := u.Validate(); err != nil {
+		return err
 	}
-	if req.Description != nil {
-		problems = append(problems, checkDescription(*req.Description)...)
-		u.Description = req.Description
-	}
-	if u == (allocator.NamespaceUpdate{}) {
-		problems = append(problems, "nothing to change: give step, min_step, max_step, mode, fallback or description")
-	}
-	if len(problems) > 0 {
-		return invalidf("%s", strings.Join(problems, "; "))
-	}
-
 	ctx, cancel := storeCtx(c)
 	defer cancel()
-	cur, err := s.store.GetNamespace(ctx, name)
+	cur, err := s.admin.GetNamespace(ctx, name)
 	if err != nil {
 		return storeError(err)
 	}
-	step, minStep, maxStep := cur.Step, cur.MinStep, cur.MaxStep
-	if u.Step != nil {
-		step = *u.Step
+	_, u, err = u.Apply(cur, s.snowflakes.SmallestIDNow())
+	if err != nil {
+		return err
 	}
-	if u.MinStep != nil {
-		minStep = *u.MinStep
-	}
-	if u.MaxStep != nil {
-		maxStep = *u.MaxStep
-	}
-	if p := checkSteps(step, minStep, maxStep); len(p) > 0 {
-		return invalidf("%s (after the change step=%d min_step=%d max_step=%d)", strings.Join(p, "; "), step, minStep, maxStep)
-	}
-	updated, err := s.store.UpdateNamespace(ctx, name, u)
+	updated, err := s.admin.UpdateNamespace(ctx, name, u)
 	if err != nil {
 		return storeError(err)
 	}
+	s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "namespace changed",
+		slog.String("namespace", updated.Name), slog.Int64("step", updated.Step), slog.Int64("min_step", updated.MinStep),
+		slog.Int64("max_step", updated.MaxStep), slog.String("mode", string(updated.Mode)), slog.String("fallback", string(updated.Fallback)))
 	return s.sendJSON(c, http.StatusOK, s.toNamespaceJSON(updated))
-}
-
-// checkSteps lists what is wrong with a namespace's steps.
-func checkSteps(step, minStep, maxStep int64) []string {
-	var p []string
-	if minStep < 1 || step < 1 || maxStep < 1 {
-		p = append(p, "step, min_step and max_step must be at least 1")
-	}
-	if maxStep > maxStepLimit || step > maxStepLimit || minStep > maxStepLimit {
-		p = append(p, fmt.Sprintf("step, min_step and max_step must be at most %d", maxStepLimit))
-	}
-	if !(minStep <= step && step <= maxStep) {
-		p = append(p, "min_step <= step <= max_step must hold")
-	}
-	return p
-}
-
-func checkDescription(d string) []string {
-	if len(d) > maxDescriptionLen {
-		return []string{fmt.Sprintf("description must be at most %d bytes", maxDescriptionLen)}
-	}
-	if !utf8.ValidString(d) {
-		return []string{"description must be valid UTF-8"}
-	}
-	return nil
-}
-
-func parseMode(s string) (allocator.Mode, bool) {
-	switch m := allocator.Mode(s); m {
-	case allocator.ModeBuffered, allocator.ModeStrict:
-		return m, true
-	}
-	return "", false
-}
-
-func parseFallback(s string) (allocator.Fallback, bool) {
-	switch f := allocator.Fallback(s); f {
-	case allocator.FallbackNone, allocator.FallbackSnowflake:
-		return f, true
-	}
-	return "", false
 }
 
 // namespaceParam returns the :name path parameter, validated.
@@ -528,4 +394,260 @@ func (n *flexInt) UnmarshalJSON(b []byte) error {
 	}
 	*n = flexInt(v)
 	return nil
+}
+
+// Limits of GET /admin/lease-events.
+const (
+	DefaultEventsLimit = 100
+	MaxEventsLimit     = 1000
+)
+
+// leaseEventJSON is a row of lease_events. owner and request_id are null
+// when the column is NULL.
+type leaseEventJSON struct {
+	ID             int64     `json:"id"`
+	Datacenter     int64     `json:"datacenter"`
+	Worker         int64     `json:"worker"`
+	Holder         string    `json:"holder"`
+	FencingVersion int64     `json:"fencing_version"`
+	Kind           string    `json:"kind"`
+	At             time.Time `json:"at"`
+	Detail         string    `json:"detail"`
+	Owner          *string   `json:"owner"`
+	RequestID      *string   `json:"request_id"`
+}
+
+func stringPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// eventsParams are the query parameters of GET /admin/lease-events.
+const eventsParams = "after, limit, datacenter, worker, holder, owner, kind, since, until"
+
+// parseEventsQuery parses the query of GET /admin/lease-events into a
+// filter whose Limit is one above the page size asked for, so that the
+// handler can tell whether a next page exists.
+func (s *Server) parseEventsQuery(c echo.Context) (allocator.LeaseEventFilter, int, *apiError) {
+	f := allocator.LeaseEventFilter{}
+	limit := DefaultEventsLimit
+	q, err := url.ParseQuery(c.Request().URL.RawQuery)
+	if err != nil {
+		return f, 0, invalidf("malformed query")
+	}
+	for key, values := range q {
+		if len(values) != 1 {
+			return f, 0, invalidf("%s given more than once", truncate(key, 32))
+		}
+		v := values[0]
+		intParam := func(lo, hi int64) (int64, *apiError) {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < lo || n > hi {
+				return 0, invalidf("%s must be an integer from %d to %d", key, lo, hi)
+			}
+			return n, nil
+		}
+		timeParam := func() (time.Time, *apiError) {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return time.Time{}, invalidf("%s must be an RFC 3339 time such as 2026-03-01T12:00:00Z", key)
+			}
+			return t, nil
+		}
+		var perr *apiError
+		switch key {
+		case "after":
+			f.AfterID, perr = intParam(0, math.MaxInt64)
+		case "limit":
+			var n int64
+			n, perr = intParam(1, MaxEventsLimit)
+			limit = int(n)
+		case "datacenter":
+			var n int64
+			if n, perr = intParam(0, s.layout.MaxDatacenter()); perr == nil {
+				f.DatacenterID = &n
+			}
+		case "worker":
+			var n int64
+			if n, perr = intParam(0, s.layout.MaxWorker()); perr == nil {
+				f.WorkerID = &n
+			}
+		case "holder":
+			if v == "" || len(v) > allocator.MaxHolderLen {
+				perr = invalidf("holder must have 1 to %d bytes", allocator.MaxHolderLen)
+			}
+			f.Holder = v
+		case "owner":
+			if v == "" || len(v) > allocator.MaxOwnerLen {
+				perr = invalidf("owner must have 1 to %d bytes", allocator.MaxOwnerLen)
+			}
+			f.Owner = v
+		case "kind":
+			f.Kind = allocator.EventKind(v)
+			if f.Kind.Validate() != nil {
+				perr = invalidf("kind must be one of acquire, takeover, release, lost, evict")
+			}
+		case "since":
+			f.Since, perr = timeParam()
+		case "until":
+			f.Until, perr = timeParam()
+		default:
+			perr = invalidf("unknown query parameter %q; allowed: %s", truncate(key, 64), eventsParams)
+		}
+		if perr != nil {
+			return f, 0, perr
+		}
+	}
+	f.Limit = limit + 1
+	if err := f.Validate(); err != nil {
+		return f, 0, invalidf("%v", err)
+	}
+	return f, limit, nil
+}
+
+// handleAdminLeaseEvents serves GET /admin/lease-events: the audit trail of
+// the lease table, oldest first, a page at a time. next_after is the
+// after of the next page, null on the last.
+func (s *Server) handleAdminLeaseEvents(c echo.Context) error {
+	f, limit, perr := s.parseEventsQuery(c)
+	if perr != nil {
+		return perr
+	}
+	ctx, cancel := storeCtx(c)
+	defer cancel()
+	events, err := s.admin.ListLeaseEvents(ctx, f)
+	if err != nil {
+		return storeError(err)
+	}
+	out := struct {
+		Events    []leaseEventJSON `json:"events"`
+		NextAfter *int64           `json:"next_after"`
+	}{Events: make([]leaseEventJSON, 0, min(len(events), limit))}
+	if len(events) > limit {
+		events = events[:limit]
+		next := events[limit-1].ID
+		out.NextAfter = &next
+	}
+	for _, ev := range events {
+		out.Events = append(out.Events, leaseEventJSON{
+			ID:             ev.ID,
+			Datacenter:     ev.DatacenterID,
+			Worker:         ev.WorkerID,
+			Holder:         ev.Holder,
+			FencingVersion: ev.FencingVersion,
+			Kind:           string(ev.Kind),
+			At:             ev.At.UTC(),
+			Detail:         ev.Detail,
+			Owner:          stringPtr(ev.Owner),
+			RequestID:      stringPtr(ev.RequestID),
+		})
+	}
+	return s.sendJSON(c, http.StatusOK, out)
+}
+
+// evictRequest is the body of POST /admin/leases/:datacenter/:worker/evict;
+// the body may be left out.
+type evictRequest struct {
+	Reason *string `json:"reason"`
+	// FencingVersion, when given, is the version the operator saw: the
+	// eviction is refused (409 lease_lost) if the lease has moved on.
+	FencingVersion *flexInt `json:"fencing_version"`
+}
+
+// leaseKeyParams returns the :datacenter and :worker path parameters,
+// validated against the layout.
+func (s *Server) leaseKeyParams(c echo.Context) (allocator.LeaseKey, *apiError) {
+	var key allocator.LeaseKey
+	for _, p := range []struct {
+		name string
+		max  int64
+		dst  *int64
+	}{{"datacenter", s.layout.MaxDatacenter(), &key.DatacenterID}, {"worker", s.layout.MaxWorker(), &key.WorkerID}} {
+		n, err := strconv.ParseInt(c.Param(p.name), 10, 64)
+		if err != nil || n < 0 || n > p.max {
+			return key, invalidf("%s must be an integer from 0 to %d", p.name, p.max)
+		}
+		*p.dst = n
+	}
+	return key, nil
+}
+
+// handleAdminEvict serves POST /admin/leases/:datacenter/:worker/evict: it
+// takes the lease from its holder (allocator.LeaseAdmin.Evict): the
+// fencing version goes up, so the holder's next heartbeat fails and it
+// stops issuing; the ceiling stays, so the next holder starts above
+// everything the evicted one may have issued. The evict event names the
+// caller and the request ID. A lease nobody holds is refused: 409
+// lease_not_held.
+func (s *Server) handleAdminEvict(c echo.Context) error {
+	key, perr := s.leaseKeyParams(c)
+	if perr != nil {
+		return perr
+	}
+	var body evictRequest
+	if c.Request().ContentLength != 0 {
+		if err := decodeBody(c, &body); err != nil {
+			return err
+		}
+	}
+	caller, _ := callerOf(c)
+	req := allocator.EvictRequest{Key: key, Owner: caller.Name, RequestID: requestIDOf(c)}
+	if body.Reason != nil {
+		req.Reason = *body.Reason
+	}
+	if body.FencingVersion != nil {
+		if req.FencingVersion = int64(*body.FencingVersion); req.FencingVersion < 1 {
+			return invalidf("fencing_version must be 1 or more")
+		}
+	}
+	if err := req.Validate(); err != nil {
+		return invalidf("%v", err)
+	}
+	ctx, cancel := storeCtx(c)
+	defer cancel()
+	lease, err := s.admin.Evict(ctx, req)
+	if err != nil {
+		return storeError(err)
+	}
+	s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "lease evicted",
+		slog.Int64("datacenter", key.DatacenterID), slog.Int64("worker", key.WorkerID),
+		slog.Int64("fencing_version", lease.FencingVersion), slog.Int64("ceiling_ms", lease.CeilingMS),
+		slog.String("reason", req.Reason))
+	return s.sendJSON(c, http.StatusOK, struct {
+		Datacenter     int64 `json:"datacenter"`
+		Worker         int64 `json:"worker"`
+		FencingVersion int64 `json:"fencing_version"`
+		CeilingMS      int64 `json:"ceiling_ms"`
+	}{key.DatacenterID, key.WorkerID, lease.FencingVersion, lease.CeilingMS})
+}
+
+// handleAdminDeleteNamespace serves DELETE /admin/namespaces/:name: the
+// namespace is marked deleted (allocator.NamespaceAdmin.DeleteNamespace),
+// never removed, so that one created again under its name starts above
+// every ID it handed out. There is no table of namespace events: the
+// deletion is logged with the caller and the request ID.
+func (s *Server) handleAdminDeleteNamespace(c echo.Context) error {
+	name, perr := namespaceParam(c)
+	if perr != nil {
+		return perr
+	}
+	ctx, cancel := storeCtx(c)
+	defer cancel()
+	ns, err := s.admin.DeleteNamespace(ctx, name)
+	if err != nil {
+		if errors.Is(err, allocator.ErrNamespaceNotFound) {
+			return &apiError{code: codeNotFound, detail: fmt.Sprintf("namespace %q does not exist or was deleted already", name), err: err}
+		}
+		return storeError(err)
+	}
+	s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "namespace deleted",
+		slog.String("namespace", ns.Name), slog.Int64("max_id", ns.MaxID), slog.Int64("version", ns.Version))
+	return s.sendJSON(c, http.StatusOK, struct {
+		Name      string    `json:"name"`
+		MaxID     string    `json:"max_id"`
+		Version   int64     `json:"version"`
+		DeletedAt time.Time `json:"deleted_at"`
+	}{ns.Name, strconv.FormatInt(ns.MaxID, 10), ns.Version, ns.DeletedAt.UTC()})
 }

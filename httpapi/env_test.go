@@ -9,36 +9,39 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/stores"
-	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/internal/testserver"
+	"github.com/idgen-project/idgen/snowflake"
 )
 
 const testToken = "s3cret-admin-token-for-tests"
 
 // envOptions configure newEnv.
 type envOptions struct {
-	store     stores.Store                                        // nil: a fresh store of the dialect
-	dialect   string                                              // "" means sqlite
-	token     string                                              // admin token; "" disables the admin API
-	noStart   bool                                                // leave the keeper unstarted (no lease)
-	noWait    bool                                                // start the keeper but do not wait for its lease
-	segStore  func(allocator.SegmentStore) allocator.SegmentStore // wraps the segment store
+	store     stores.Store // nil: a fresh store of the dialect
+	dialect   string       // "" means sqlite
+	token     string       // admin token; "" disables the admin API
+	tokens    string       // tokens file content; "" for none
+	noWait    bool         // do not wait for the lease
 	maxCount  int
 	workers   *allocator.WorkerRange
 	holder    string
-	logBuffer *syncBuffer
+	logBuffer *testserver.LogBuffer
 	keeperTTL time.Duration
+	clock     snowflake.Clock  // the clock IDs carry; nil is the system's
+	layout    snowflake.Layout // the zero Layout is the default one
 }
 
-// env is one idgen node: a store, a lease keeper, a segment allocator and
-// the HTTP server on top, all stopped when the test ends.
+// env is one idgen node (internal/testserver: a store, a lease keeper, a
+// segment allocator and the HTTP server on top, as idgen serve runs them),
+// stopped when the test ends. Requests go to its handler in-process.
 type env struct {
 	tb       testing.TB
 	store    stores.Store
@@ -50,13 +53,6 @@ type env struct {
 
 func newEnv(tb testing.TB, o envOptions) *env {
 	tb.Helper()
-	if o.dialect == "" {
-		o.dialect = "sqlite"
-	}
-	store := o.store
-	if store == nil {
-		store = teststore.Open(tb, o.dialect)
-	}
 	logger := slog.New(slog.DiscardHandler)
 	if o.logBuffer != nil {
 		logger = slog.New(slog.NewTextHandler(o.logBuffer, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -64,58 +60,32 @@ func newEnv(tb testing.TB, o envOptions) *env {
 	if o.holder == "" {
 		o.holder = "httpapi-test/" + strings.ReplaceAll(tb.Name(), "/", "-")
 	}
-	keeper, err := allocator.NewKeeper(store, allocator.KeeperSettings{
-		Holder:    o.holder,
-		WorkerIDs: o.workers,
-		TTL:       o.keeperTTL,
-		Logger:    logger,
-	})
-	if err != nil {
-		tb.Fatalf("NewKeeper: %v", err)
-	}
-	var segStore allocator.SegmentStore = store
-	if o.segStore != nil {
-		segStore = o.segStore(store)
-	}
-	segments := allocator.NewSegments(segStore, allocator.SegmentSettings{
-		Fallback:     keeper,
-		FetchTimeout: 2 * time.Second,
-		RetryMin:     10 * time.Millisecond,
-		RetryMax:     100 * time.Millisecond,
-		Logger:       logger,
-	})
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := segments.Close(ctx); err != nil {
-			tb.Errorf("Segments.Close: %v", err)
-		}
-		if err := keeper.Close(ctx); err != nil {
-			tb.Errorf("Keeper.Close: %v", err)
-		}
-	})
-	srv, err := httpapi.New(httpapi.Config{
-		Keeper:     keeper,
-		Segments:   segments,
-		Store:      store,
-		MaxCount:   o.maxCount,
+	s := testserver.MustStart(tb, testserver.Options{
+		Dialect:    o.dialect,
+		Store:      o.store,
 		AdminToken: o.token,
-		Logger:     logger,
-		Version:    "test-version",
+		Tokens:     o.tokens,
+		MaxCount:   o.maxCount,
+		Keeper:     allocator.KeeperSettings{Holder: o.holder, WorkerIDs: o.workers, TTL: o.keeperTTL, Layout: o.layout},
+		Segments: allocator.SegmentSettings{
+			FetchTimeout: 2 * time.Second,
+			RetryMin:     10 * time.Millisecond,
+			RetryMax:     100 * time.Millisecond,
+		},
+		Clock:  o.clock,
+		Logger: logger,
+		NoWait: o.noWait,
 	})
-	if err != nil {
-		tb.Fatalf("httpapi.New: %v", err)
+	return &env{tb: tb, store: s.Store(), keeper: s.Keeper(), segments: s.Segments(), srv: s.API(), h: s.Handler()}
+}
+
+// config returns a Config of the env's keeper, segments and store.
+func (e *env) config() httpapi.Config {
+	cfg := httpapi.Config{Snowflakes: e.keeper, Lease: e.keeper, Segments: e.segments, Admin: e.store, Database: e.store}
+	if r, ok := e.store.(allocator.RetryCounter); ok {
+		cfg.Retries = r
 	}
-	e := &env{tb: tb, store: store, keeper: keeper, segments: segments, srv: srv, h: srv.Handler()}
-	if !o.noStart {
-		if err := keeper.Start(context.Background()); err != nil {
-			tb.Fatalf("Keeper.Start: %v", err)
-		}
-		if !o.noWait {
-			e.waitReady()
-		}
-	}
-	return e
+	return cfg
 }
 
 // waitReady waits (bounded) until the keeper can issue IDs.
@@ -151,6 +121,9 @@ func (e *env) createNamespace(ns allocator.Namespace) allocator.Namespace {
 	}
 	if ns.Fallback == "" {
 		ns.Fallback = allocator.FallbackNone
+	}
+	if ns.Fallback == allocator.FallbackSnowflake && ns.MaxIDLimit == 0 {
+		ns.MaxIDLimit = allocator.FallbackLimit(e.keeper.SmallestIDNow())
 	}
 	got, err := e.store.CreateNamespace(context.Background(), ns)
 	if err != nil {
@@ -195,13 +168,17 @@ func decode(tb testing.TB, rec *httptest.ResponseRecorder, v any) {
 	}
 }
 
-// wantStatus checks rec's status and content type: application/json for
-// 2xx, application/problem+json otherwise (with a problem body whose
-// status and code agree).
+// wantStatus checks rec's status, its request ID and its content type:
+// application/json for 2xx, application/problem+json otherwise (with a
+// problem body whose status and code agree).
 func wantStatus(tb testing.TB, rec *httptest.ResponseRecorder, want int) {
 	tb.Helper()
 	if rec.Code != want {
 		tb.Fatalf("status: got %d, want %d; body %s", rec.Code, want, rec.Body.String())
+	}
+	// Every answer, problems too, carries a request ID.
+	if id := rec.Header().Get("X-Request-ID"); !httpapi.ValidRequestID(id) {
+		tb.Fatalf("X-Request-ID: got %q, want a request ID", id)
 	}
 	ct := rec.Header().Get("Content-Type")
 	if want < 300 {
@@ -222,31 +199,36 @@ type problem struct {
 	Code   string `json:"code"`
 }
 
-// problemCode is the code the API documents for each problem status.
-func problemCode(status int) string {
+// problemCodes are the codes the API documents for each problem status.
+func problemCodes(status int) []string {
 	switch status {
 	case 400:
-		return "invalid"
+		return []string{"invalid"}
 	case 401:
-		return "unauthorized"
+		return []string{"unauthorized"}
 	case 403:
-		return "forbidden"
+		return []string{"forbidden"}
 	case 404:
-		return "not_found"
+		return []string{"not_found"}
 	case 405:
-		return "method_not_allowed"
+		return []string{"method_not_allowed"}
 	case 409:
-		return "conflict"
+		return []string{"conflict", "namespace_exhausted", "no_worker_available", "lease_lost", "lease_not_held"}
 	case 413:
-		return "too_large"
+		return []string{"too_large"}
+	case 422:
+		return []string{"invalid_release"}
 	case 429:
-		return "too_many"
+		return []string{"too_many"}
 	case 503:
-		return "unavailable"
+		return []string{"unavailable"}
 	}
-	return "internal"
+	return []string{"internal"}
 }
 
+// checkProblem checks a problem answer: its media type, and a body whose
+// status is the answer's and whose code and type are one the API documents
+// for that status.
 func checkProblem(tb testing.TB, status int, contentType string, body []byte) problem {
 	tb.Helper()
 	if contentType != "application/problem+json" {
@@ -258,35 +240,18 @@ func checkProblem(tb testing.TB, status int, contentType string, body []byte) pr
 	if err := dec.Decode(&p); err != nil {
 		tb.Fatalf("problem body %q: %v", body, err)
 	}
-	if code := problemCode(status); p.Status != status || p.Code != code || p.Type != "https://idgen.dev/problems/"+code || p.Title == "" {
-		tb.Fatalf("problem body: got %+v, want status %d, code %q, type https://idgen.dev/problems/%s, a title",
-			p, status, code, code)
+	codes := problemCodes(status)
+	if p.Status != status || !slices.Contains(codes, p.Code) || p.Type != "https://idgen.dev/problems/"+p.Code || p.Title == "" {
+		tb.Fatalf("problem body: got %+v, want status %d, a code of %q, type https://idgen.dev/problems/<code>, a title",
+			p, status, codes)
 	}
 	return p
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers (the logger).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// failingSegments is a SegmentStore whose range fetches fail as if the
-// database were unreachable; everything else goes to the real store.
+// failingSegments is a store whose range fetches fail as if the database
+// were unreachable; everything else goes to the real store.
 type failingSegments struct {
-	allocator.SegmentStore
+	stores.Store
 }
 
 var errInjected = errors.New("injected: database unreachable")

@@ -26,6 +26,11 @@ const (
 	codeNotFound         = "not_found"
 	codeMethodNotAllowed = "method_not_allowed"
 	codeConflict         = "conflict"
+	codeExhausted        = "namespace_exhausted"
+	codeNoWorker         = "no_worker_available"
+	codeLeaseLost        = "lease_lost"
+	codeLeaseNotHeld     = "lease_not_held"
+	codeInvalidRelease   = "invalid_release"
 	codeTooLarge         = "too_large"
 	codeTooMany          = "too_many"
 	codeUnavailable      = "unavailable"
@@ -51,6 +56,26 @@ func problemStatus(code string) (status int, title string) {
 		return http.StatusMethodNotAllowed, "Method not allowed"
 	case codeConflict:
 		return http.StatusConflict, "Conflict"
+	case codeExhausted:
+		// 409: the request conflicts with the namespace's state, which no
+		// retry, here or on another node, changes (503 would invite both),
+		// and the namespace itself still exists (so not 404 or 410).
+		return http.StatusConflict, "Namespace exhausted"
+	case codeNoWorker:
+		// 409 with Retry-After: every worker ID of the pool is held; one
+		// frees when its lease expires or is released.
+		return http.StatusConflict, "No worker ID available"
+	case codeLeaseLost:
+		// 409: the lease is no longer the caller's at that fencing
+		// version; retrying the same call cannot succeed.
+		return http.StatusConflict, "Lease lost"
+	case codeLeaseNotHeld:
+		// 409: nobody holds the lease, so there is nothing to evict.
+		return http.StatusConflict, "Lease not held"
+	case codeInvalidRelease:
+		// 422: the body is well-formed, but its last timestamp is one the
+		// holder cannot have used.
+		return http.StatusUnprocessableEntity, "Invalid release"
 	case codeTooLarge:
 		return http.StatusRequestEntityTooLarge, "Request body too large"
 	case codeTooMany:
@@ -113,6 +138,16 @@ func fromDomain(err error) *apiError {
 		return &apiError{code: codeNotFound, detail: err.Error(), err: err}
 	case errors.Is(err, allocator.ErrNamespaceExists):
 		return &apiError{code: codeConflict, detail: err.Error(), err: err}
+	case errors.Is(err, allocator.ErrNamespaceExhausted):
+		return &apiError{code: codeExhausted, detail: err.Error(), err: err}
+	case errors.Is(err, allocator.ErrNoWorkerAvailable):
+		return &apiError{code: codeNoWorker, detail: err.Error(), retryAfter: time.Second, err: err}
+	case errors.Is(err, allocator.ErrLeaseNotHeld):
+		return &apiError{code: codeLeaseNotHeld, detail: err.Error(), err: err}
+	case errors.Is(err, allocator.ErrLeaseLost):
+		return &apiError{code: codeLeaseLost, detail: err.Error(), err: err}
+	case errors.Is(err, allocator.ErrInvalidRelease):
+		return &apiError{code: codeInvalidRelease, detail: err.Error(), err: err}
 	case errors.Is(err, allocator.ErrInvalidNamespace),
 		errors.Is(err, allocator.ErrInvalidCount),
 		errors.Is(err, snowflake.ErrInvalidID):
@@ -163,12 +198,12 @@ func writeProblem(w http.ResponseWriter, r *http.Request, e *apiError) {
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
-	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests || code == codeNoWorker {
 		h.Set("Retry-After", retryAfterSeconds(e.retryAfter))
 	}
 	if status == http.StatusUnauthorized {
 		if h.Get("WWW-Authenticate") == "" {
-			h.Set("WWW-Authenticate", `Bearer realm="idgen admin"`)
+			h.Set("WWW-Authenticate", bearerChallenge)
 		}
 	}
 	body, _ := json.Marshal(problemBody{
@@ -210,7 +245,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		ae = fromDomain(err)
 	}
 	if st, _ := problemStatus(ae.code); st == http.StatusInternalServerError {
-		s.log.LogAttrs(c.Request().Context(), slog.LevelError, "request failed",
+		s.log.LogAttrs(s.logContext(c), slog.LevelError, "request failed",
 			slog.String("method", c.Request().Method), slog.String("route", c.Path()), slog.Any("err", err))
 	}
 	writeProblem(c.Response(), c.Request(), ae)

@@ -2,12 +2,15 @@ package httpapi_test
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
 	"github.com/idgen-project/idgen/snowflake"
 )
@@ -98,7 +101,7 @@ func TestMaxCountConfigured(t *testing.T) {
 }
 
 func TestAdminAuth(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testserver.LogBuffer{}
 	e := newEnv(t, envOptions{token: testToken, logBuffer: logs})
 	for _, tc := range []struct {
 		name    string
@@ -250,7 +253,11 @@ func TestAdminValidation(t *testing.T) {
 }
 
 func TestUnavailableWithoutLease(t *testing.T) {
-	e := newEnv(t, envOptions{noStart: true})
+	// Another holder holds the node's one worker ID: the node claims no
+	// lease until it is released.
+	store := teststore.Open(t, "sqlite")
+	release := testserver.HoldWorker(t, store, 2)
+	e := newEnv(t, envOptions{store: store, workers: &allocator.WorkerRange{Min: 2, Max: 2}, keeperTTL: 3 * time.Second, noWait: true})
 	e.createNamespace(allocator.Namespace{Name: "orders"})
 
 	for _, target := range []string{"/ids", "/ids?count=10", "/ids?count=2&explain=true"} {
@@ -279,9 +286,7 @@ func TestUnavailableWithoutLease(t *testing.T) {
 		t.Errorf("status page without a lease does not say so")
 	}
 
-	if err := e.keeper.Start(context.Background()); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
+	release()
 	e.waitReady()
 	rec = e.do("GET", "/readyz", "")
 	wantStatus(t, rec, 200)
@@ -317,7 +322,7 @@ func checkRetryAfter(tb testing.TB, v string) {
 }
 
 func TestNamespaceFallback(t *testing.T) {
-	e := newEnv(t, envOptions{segStore: func(s allocator.SegmentStore) allocator.SegmentStore { return failingSegments{s} }})
+	e := newEnv(t, envOptions{store: failingSegments{teststore.Open(t, "sqlite")}})
 	fb := e.createNamespace(allocator.Namespace{Name: "fb", Fallback: allocator.FallbackSnowflake, MaxID: 5000})
 	e.createNamespace(allocator.Namespace{Name: "nofb"})
 
@@ -360,5 +365,100 @@ func TestNamespaceFallback(t *testing.T) {
 	}
 	if code := e.do("GET", "/readyz", "").Code; code != http.StatusOK {
 		t.Errorf("readyz while segment fetches fail: got %d, want 200 (the lease decides)", code)
+	}
+}
+
+// TestNamespaceExhausted draws the last IDs below 2^63: they all come out,
+// and then the namespace answers 409 with its own problem code, whose
+// detail says it is exhausted; nothing suggests retrying.
+func TestNamespaceExhausted(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.createNamespace(allocator.Namespace{Name: "top", MaxID: math.MaxInt64 - 3, Step: 2})
+
+	rec := e.do("GET", "/ids?namespace=top&count=3", "")
+	wantStatus(t, rec, 200)
+	var r idsResponse
+	decode(t, rec, &r)
+	if ids := parseIDs(t, r.IDs); len(ids) != 3 || ids[0] != math.MaxInt64-2 || ids[2] != math.MaxInt64 {
+		t.Fatalf("the last 3 IDs: got %v, want %d..%d", ids, int64(math.MaxInt64-2), int64(math.MaxInt64))
+	}
+
+	for _, target := range []string{"/ids?namespace=top", "/ids?namespace=top&count=5"} {
+		rec = e.do("GET", target, "")
+		if rec.Code != http.StatusConflict {
+			t.Fatalf("GET %s: status %d, want 409; body %s", target, rec.Code, rec.Body.String())
+		}
+		if ct := rec.Header().Get("Content-Type"); ct != "application/problem+json" {
+			t.Errorf("GET %s: Content-Type %q, want application/problem+json", target, ct)
+		}
+		if ra := rec.Header().Get("Retry-After"); ra != "" {
+			t.Errorf("GET %s: Retry-After %q, want none: waiting does not help", target, ra)
+		}
+		var p problem
+		decode(t, rec, &p)
+		if p.Code != "namespace_exhausted" || p.Type != "https://idgen.dev/problems/namespace_exhausted" || p.Status != 409 ||
+			!strings.Contains(p.Detail, "exhausted") || !strings.Contains(p.Detail, `"top"`) {
+			t.Errorf("GET %s: got %+v, want code namespace_exhausted, status 409, a detail naming the exhausted namespace", target, p)
+		}
+	}
+}
+
+// TestAdminFallbackLimit checks the admin API's side of the fallback
+// limit: turning the Snowflake fallback on (at create or by PATCH) gives the
+// namespace a max_id_limit below the smallest Snowflake ID of now, is
+// refused for a counter not below it, and the limit then never changes.
+func TestAdminFallbackLimit(t *testing.T) {
+	e := newEnv(t, envOptions{token: testToken})
+	limitOf := func(ns namespaceResponse) int64 {
+		t.Helper()
+		if ns.MaxIDLimit == nil {
+			t.Fatalf("namespace %s: no max_id_limit", ns.Name)
+		}
+		v, err := strconv.ParseInt(*ns.MaxIDLimit, 10, 64)
+		if err != nil {
+			t.Fatalf("namespace %s: max_id_limit %q: %v", ns.Name, *ns.MaxIDLimit, err)
+		}
+		return v
+	}
+
+	before := e.keeper.SmallestIDNow()
+	rec := e.admin("POST", "/admin/namespaces", `{"name":"fb","fallback":"snowflake"}`)
+	wantStatus(t, rec, 201)
+	var fb namespaceResponse
+	decode(t, rec, &fb)
+	if limit := limitOf(fb); limit < before-1 || limit >= e.keeper.SmallestIDNow() {
+		t.Errorf("created with the fallback: max_id_limit %d, want one below the smallest Snowflake ID of now (%d..)", limit, before)
+	}
+	limit := limitOf(fb)
+
+	// The smallest Snowflake ID of a day from now: far above the counter
+	// limit of any moment this test runs at.
+	huge := strconv.FormatInt(int64(e.keeper.Layout().SmallestID(time.Now().Add(24*time.Hour))), 10)
+	rec = e.admin("POST", "/admin/namespaces", `{"name":"high","fallback":"snowflake","start":"`+huge+`"}`)
+	wantStatus(t, rec, 400)
+	var p problem
+	decode(t, rec, &p)
+	if !strings.Contains(p.Detail, "fallback") || !strings.Contains(p.Detail, "smallest Snowflake ID") {
+		t.Errorf("fallback with a counter above the Snowflake IDs: detail %q, want it to say why", p.Detail)
+	}
+	wantStatus(t, e.admin("GET", "/admin/namespaces/high", ""), 404)
+
+	// A namespace without the fallback whose counter is too high cannot
+	// switch to it; its row stays as it was.
+	wantStatus(t, e.admin("POST", "/admin/namespaces", `{"name":"plain","start":"`+huge+`"}`), 201)
+	wantStatus(t, e.admin("PATCH", "/admin/namespaces/plain", `{"fallback":"snowflake","description":"x"}`), 400)
+	if ns, err := e.store.GetNamespace(context.Background(), "plain"); err != nil || ns.Fallback != allocator.FallbackNone || ns.MaxIDLimit != 0 || ns.Description != "" {
+		t.Errorf("plain after a refused switch: got %+v, %v; want it unchanged", ns, err)
+	}
+
+	// Off and on again: the limit stays the one set first.
+	for _, body := range []string{`{"fallback":"none"}`, `{"fallback":"snowflake"}`} {
+		rec = e.admin("PATCH", "/admin/namespaces/fb", body)
+		wantStatus(t, rec, 200)
+		var ns namespaceResponse
+		decode(t, rec, &ns)
+		if got := limitOf(ns); got != limit {
+			t.Errorf("PATCH %s: max_id_limit %d, want the first one, %d", body, got, limit)
+		}
 	}
 }

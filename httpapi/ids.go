@@ -155,7 +155,7 @@ func (s *Server) handleIDs(c echo.Context) error {
 		return s.serveNamespace(c, q, sc)
 	}
 
-	ids, err := s.keeper.NextN(sc.ids[:0], q.count)
+	ids, err := s.snowflakes.NextN(sc.ids[:0], q.count)
 	sc.ids = ids[:0]
 	if err != nil {
 		// IDs issued before the refusal are dropped: they are unique and

@@ -14,6 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/snowflake"
 )
 
 // routeUnmatched labels requests that matched no route, so that random
@@ -77,6 +81,19 @@ func newMetrics(s *Server) (*metrics, error) {
 
 func (m *metrics) knownRoute(path string) { m.routes[path] = true }
 
+// RegisterMetrics adds collectors to the registry /metrics serves, for the
+// parts of a node around the server (the app's background loops). It
+// returns the registry's error for a collector whose metrics clash with
+// one already there.
+func (s *Server) RegisterMetrics(cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := s.metrics.reg.Register(c); err != nil {
+			return fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	return nil
+}
+
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
@@ -110,11 +127,14 @@ func methodLabel(m string) string {
 	return "other"
 }
 
-// observe is the middleware that times every request, answers errors
-// (so that the status is known) and, at debug level only, logs it.
+// observe is the middleware of every request: it gives the request its ID
+// (assignRequestID), times it, answers errors (so that the status is known)
+// and, at debug level only, logs it. It is the only global middleware:
+// echo builds a closure per request for each one.
 func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
+		assignRequestID(c)
 		if err := s.call(next, c); err != nil {
 			c.Error(err)
 		}
@@ -128,7 +148,7 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		status := c.Response().Status
 		s.metrics.observer(route, method, status).Observe(d.Seconds())
 		if s.log.Enabled(req.Context(), slog.LevelDebug) {
-			s.log.LogAttrs(req.Context(), slog.LevelDebug, "http request",
+			s.log.LogAttrs(s.logContext(c), slog.LevelDebug, "http request",
 				slog.String("method", method), slog.String("route", route),
 				slog.Int("status", status), slog.Duration("duration", d))
 		}
@@ -146,10 +166,10 @@ func (s *Server) call(h echo.HandlerFunc, c echo.Context) (err error) {
 		if r == nil {
 			return
 		}
-		if r == http.ErrAbortHandler {
+		if r == http.ErrAbortHandler { //nolint:errorlint // r is the panic value itself, compared as net/http compares it
 			panic(r)
 		}
-		s.log.LogAttrs(c.Request().Context(), slog.LevelError, "handler panicked",
+		s.log.LogAttrs(s.logContext(c), slog.LevelError, "handler panicked",
 			slog.String("route", c.Path()), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
 		err = &apiError{code: codeInternal, detail: "internal error; see the server log", err: fmt.Errorf("panic: %v", r)}
 	}()
@@ -160,16 +180,19 @@ func (s *Server) call(h echo.HandlerFunc, c echo.Context) (err error) {
 // the keeper and the segment allocator see them at scrape time.
 type stateCollector struct {
 	s       *Server
-	retries interface{ SerializationRetries() int64 } // nil if the store does not count them
+	retries allocator.RetryCounter // nil if the store does not count its retries
+	pool    poolCache
 
 	buildInfo, leaseHeld, ready, leaseAge, leaseValid, fencing, worker, ceiling,
 	claims, takeovers, lost, hbFails, offset, dbUp, serialRetries,
+	lifetime, poolSize, poolHeld,
 	segRunway, segStep, segMaxID, segFetches, segFetchErrors, segLastFetch, segFailing,
 	segFallbacks, segFallbackIDs *prometheus.Desc
 }
 
 func newStateCollector(s *Server) *stateCollector {
 	ns := []string{"namespace"}
+	poolLabels := []string{"datacenter", "workers"}
 	c := &stateCollector{
 		s:              s,
 		buildInfo:      prometheus.NewDesc("idgen_build_info", "Always 1; the version label says which idgen runs.", []string{"version"}, nil),
@@ -186,6 +209,9 @@ func newStateCollector(s *Server) *stateCollector {
 		hbFails:        prometheus.NewDesc("idgen_lease_heartbeat_failures_total", "Heartbeats that failed.", nil, nil),
 		offset:         prometheus.NewDesc("idgen_clock_offset_seconds", "Database time minus this node's clock, as last measured.", nil, nil),
 		dbUp:           prometheus.NewDesc("idgen_database_up", "1 when the database answered a ping (cached for a second).", nil, nil),
+		lifetime:       prometheus.NewDesc("idgen_layout_remaining_seconds", "Time until the last millisecond the Snowflake layout can represent (its epoch + 2^time_bits ms), by the clock IDs are made with; 0 once it has passed: from then on no Snowflake ID can be issued.", nil, nil),
+		poolSize:       prometheus.NewDesc("idgen_worker_pool_size", "Worker IDs in this node's pool: the datacenter it claims in and its worker ID range (--datacenter, --worker-ids).", poolLabels, nil),
+		poolHeld:       prometheus.NewDesc("idgen_worker_pool_held", "Worker IDs of this node's pool held by a lease that has not expired, this node's included, as the lease table said at most 10 s ago; absent while the table cannot be read.", poolLabels, nil),
 		serialRetries:  prometheus.NewDesc("idgen_store_serialization_retries_total", "Transactions the store ran again after a serialization failure or deadlock.", nil, nil),
 		segRunway:      prometheus.NewDesc("idgen_segment_runway", "IDs left in this node's buffers for the namespace.", ns, nil),
 		segStep:        prometheus.NewDesc("idgen_segment_step", "IDs the next range fetch of the namespace asks for.", ns, nil),
@@ -197,15 +223,14 @@ func newStateCollector(s *Server) *stateCollector {
 		segFallbacks:   prometheus.NewDesc("idgen_segment_fallbacks_total", "Draws served by the Snowflake fallback.", ns, nil),
 		segFallbackIDs: prometheus.NewDesc("idgen_segment_fallback_ids_total", "IDs served by the Snowflake fallback.", ns, nil),
 	}
-	if r, ok := s.store.(interface{ SerializationRetries() int64 }); ok {
-		c.retries = r
-	}
+	c.retries = s.retries
 	return c
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.buildInfo, c.leaseHeld, c.ready, c.leaseAge, c.leaseValid, c.fencing,
 		c.worker, c.ceiling, c.claims, c.takeovers, c.lost, c.hbFails, c.offset, c.dbUp,
+		c.lifetime, c.poolSize, c.poolHeld,
 		c.segRunway, c.segStep, c.segMaxID, c.segFetches, c.segFetchErrors, c.segLastFetch, c.segFailing,
 		c.segFallbacks, c.segFallbackIDs} {
 		ch <- d
@@ -224,7 +249,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(c.buildInfo, 1, c.s.version)
 
-	st := c.s.keeper.Status()
+	st := c.s.lease.Status()
 	gauge(c.leaseHeld, bool01(st.Held))
 	gauge(c.ready, bool01(st.Ready))
 	var age, valid float64
@@ -250,6 +275,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.retries != nil {
 		counter(c.serialRetries, float64(c.retries.SerializationRetries()))
 	}
+	gauge(c.lifetime, layoutRemaining(c.s.layout, c.s.snowflakes.SmallestIDNow()))
+	dc, workers := strconv.FormatInt(st.DatacenterID, 10), fmt.Sprintf("%d-%d", st.Pool.Min, st.Pool.Max)
+	gauge(c.poolSize, float64(st.Pool.Max-st.Pool.Min+1), dc, workers)
+	if held, err := c.pool.held(c.s.admin, st, time.Now().Add(st.ClockOffset)); err == nil {
+		gauge(c.poolHeld, float64(held), dc, workers)
+	}
 
 	for _, ns := range c.s.segments.Stats() {
 		gauge(c.segRunway, float64(ns.Runway), ns.Namespace)
@@ -262,6 +293,72 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.segFallbacks, float64(ns.Fallbacks), ns.Namespace)
 		counter(c.segFallbackIDs, float64(ns.FallbackIDs), ns.Namespace)
 	}
+}
+
+// counterValue reads a counter for the status page's history: the request
+// path adds to the counter anyway, so the history costs it nothing.
+func counterValue(c prometheus.Counter) int64 {
+	var m dto.Metric
+	if c.Write(&m) != nil {
+		return 0
+	}
+	return int64(m.GetCounter().GetValue())
+}
+
+// layoutRemaining returns the seconds from the millisecond of smallestNow
+// (the smallest Snowflake ID of the current millisecond, by the clock IDs
+// carry) to the last millisecond layout can represent; 0 once that has
+// begun. Seconds as a float64, not a time.Duration: a layout of more than
+// 43 time bits lasts longer than the 292 years a Duration holds.
+func layoutRemaining(layout snowflake.Layout, smallestNow int64) float64 {
+	ts := layout.Decompose(snowflake.ID(smallestNow)).Timestamp
+	return float64(max(layout.MaxTimestamp()-ts, 0)) / 1000
+}
+
+// Bounds of the lease table read behind idgen_worker_pool_held.
+const (
+	poolCacheFor = 10 * time.Second
+	poolTimeout  = 2 * time.Second
+)
+
+// poolCache counts the live leases of a node's pool from the lease table,
+// reading it at most once per poolCacheFor however often Prometheus (or
+// several of them) scrapes.
+type poolCache struct {
+	mu   sync.Mutex // held across the read, so that scrapes share one
+	at   time.Time  // when the last read ended; zero before the first
+	n    int
+	err  error
+	pool poolKey // the pool n was counted for
+}
+
+type poolKey struct {
+	dc       int64
+	min, max int64
+}
+
+// held returns how many worker IDs of st's pool have a holder and a lease
+// that expires after dbNow (database time, as the keeper last measured
+// it), reading store's lease table when the last count is older than
+// poolCacheFor or was made for another pool.
+func (p *poolCache) held(store allocator.LeaseAdmin, st allocator.KeeperStatus, dbNow time.Time) (int, error) {
+	key := poolKey{st.DatacenterID, st.Pool.Min, st.Pool.Max}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.at.IsZero() && p.pool == key && time.Since(p.at) < poolCacheFor {
+		return p.n, p.err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), poolTimeout)
+	defer cancel()
+	leases, err := store.ListLeases(ctx)
+	p.n, p.err, p.pool, p.at = 0, err, key, time.Now()
+	for _, l := range leases {
+		if l.DatacenterID == key.dc && l.WorkerID >= key.min && l.WorkerID <= key.max &&
+			l.Holder != "" && l.ExpiresAt.After(dbNow) {
+			p.n++
+		}
+	}
+	return p.n, p.err
 }
 
 func bool01(b bool) float64 {

@@ -14,6 +14,7 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/stores"
+	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
 )
 
@@ -41,6 +42,13 @@ func serve(t *testing.T, e *env) (string, *http.Server) {
 	return "http://" + ln.Addr().String(), srv
 }
 
+// answer is an HTTP response with its body read.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
 func TestHTTPServerLimits(t *testing.T) {
 	e := newEnv(t, envOptions{token: testToken})
 	base, srv := serve(t, e)
@@ -51,21 +59,26 @@ func TestHTTPServerLimits(t *testing.T) {
 			srv.MaxHeaderBytes, srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout)
 	}
 	client := &http.Client{Timeout: 10 * time.Second}
-	send := func(req *http.Request) *http.Response {
+	// send returns req's answer, its body read and closed.
+	send := func(req *http.Request) answer {
 		t.Helper()
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatalf("%s %s: %v", req.Method, req.URL, err)
 		}
-		t.Cleanup(func() { _ = resp.Body.Close() })
-		return resp
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("%s %s: reading the body: %v", req.Method, req.URL, err)
+		}
+		return answer{resp.StatusCode, resp.Header, body}
 	}
 
 	t.Run("normal request", func(t *testing.T) {
 		req, _ := http.NewRequest("GET", base+"/ids?count=2", nil)
 		resp := send(req)
-		if resp.StatusCode != 200 {
-			t.Errorf("GET /ids over TCP: got %d, want 200", resp.StatusCode)
+		if resp.status != 200 {
+			t.Errorf("GET /ids over TCP: got %d, want 200", resp.status)
 		}
 	})
 
@@ -73,8 +86,8 @@ func TestHTTPServerLimits(t *testing.T) {
 		req, _ := http.NewRequest("GET", base+"/ids", nil)
 		req.Header.Set("X-Padding", strings.Repeat("a", 64<<10))
 		resp := send(req)
-		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
-			t.Errorf("64 KiB header: got %d, want 431", resp.StatusCode)
+		if resp.status != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("64 KiB header: got %d, want 431", resp.status)
 		}
 	})
 
@@ -84,11 +97,10 @@ func TestHTTPServerLimits(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer "+testToken)
 		req.Header.Set("Content-Type", "application/json")
 		resp := send(req)
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusRequestEntityTooLarge {
-			t.Fatalf("100 KiB body: got %d, want 413", resp.StatusCode)
+		if resp.status != http.StatusRequestEntityTooLarge {
+			t.Fatalf("100 KiB body: got %d, want 413", resp.status)
 		}
-		checkProblem(t, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		checkProblem(t, resp.status, resp.header.Get("Content-Type"), resp.body)
 	})
 
 	t.Run("oversized admin body chunked", func(t *testing.T) {
@@ -96,11 +108,10 @@ func TestHTTPServerLimits(t *testing.T) {
 		req, _ := http.NewRequest("POST", base+"/admin/namespaces", io.MultiReader(strings.NewReader(bigBody)))
 		req.Header.Set("Authorization", "Bearer "+testToken)
 		resp := send(req)
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusRequestEntityTooLarge || req.ContentLength != 0 {
-			t.Fatalf("100 KiB chunked body: got %d (request length %d), want 413 (length 0 = unknown)", resp.StatusCode, req.ContentLength)
+		if resp.status != http.StatusRequestEntityTooLarge || req.ContentLength != 0 {
+			t.Fatalf("100 KiB chunked body: got %d (request length %d), want 413 (length 0 = unknown)", resp.status, req.ContentLength)
 		}
-		checkProblem(t, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		checkProblem(t, resp.status, resp.header.Get("Content-Type"), resp.body)
 	})
 
 	if _, err := e.store.GetNamespace(context.Background(), "big"); !errors.Is(err, allocator.ErrNamespaceNotFound) {
@@ -114,32 +125,39 @@ func TestHTTPServerLimits(t *testing.T) {
 		req, _ := http.NewRequest("POST", base+"/admin/namespaces", bytes.NewReader([]byte(body)))
 		req.Header.Set("Authorization", "Bearer "+testToken)
 		resp := send(req)
-		if resp.StatusCode != http.StatusCreated {
-			t.Errorf("body of exactly %d bytes: got %d, want 201", len(body), resp.StatusCode)
+		if resp.status != http.StatusCreated {
+			t.Errorf("body of exactly %d bytes: got %d, want 201", len(body), resp.status)
 		}
 	})
 }
 
 func TestNewRefusesBadConfig(t *testing.T) {
-	e := newEnv(t, envOptions{noStart: true})
+	e := newEnv(t, envOptions{})
+	if _, err := httpapi.New(e.config()); err != nil {
+		t.Fatalf("New of a whole config: %v", err)
+	}
 	for _, tc := range []struct {
-		name string
-		cfg  httpapi.Config
+		name   string
+		change func(*httpapi.Config)
 	}{
-		{"no keeper", httpapi.Config{Segments: e.segments, Store: e.store}},
-		{"no segments", httpapi.Config{Keeper: e.keeper, Store: e.store}},
-		{"no store", httpapi.Config{Keeper: e.keeper, Segments: e.segments}},
-		{"negative max count", httpapi.Config{Keeper: e.keeper, Segments: e.segments, Store: e.store, MaxCount: -1}},
-		{"max count too large", httpapi.Config{Keeper: e.keeper, Segments: e.segments, Store: e.store, MaxCount: allocator.MaxDrawCount + 1}},
+		{"no Snowflakes", func(c *httpapi.Config) { c.Snowflakes = nil }},
+		{"no Lease", func(c *httpapi.Config) { c.Lease = nil }},
+		{"no Segments", func(c *httpapi.Config) { c.Segments = nil }},
+		{"no Admin", func(c *httpapi.Config) { c.Admin = nil }},
+		{"no Database", func(c *httpapi.Config) { c.Database = nil }},
+		{"negative max count", func(c *httpapi.Config) { c.MaxCount = -1 }},
+		{"max count too large", func(c *httpapi.Config) { c.MaxCount = allocator.MaxDrawCount + 1 }},
 	} {
-		if _, err := httpapi.New(tc.cfg); err == nil {
+		cfg := e.config()
+		tc.change(&cfg)
+		if _, err := httpapi.New(cfg); err == nil {
 			t.Errorf("%s: New returned no error", tc.name)
 		}
 	}
 }
 
 func TestRequestLogsAtDebugOnly(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testserver.LogBuffer{}
 	e := newEnv(t, envOptions{token: testToken, logBuffer: logs})
 	wantStatus(t, e.do("GET", "/ids?count=1", ""), 200)
 	wantStatus(t, e.admin("GET", "/admin/leases", ""), 200)
@@ -173,7 +191,7 @@ func (brokenStore) ListNamespaces(context.Context) ([]allocator.Namespace, error
 }
 
 func TestStoreFailures(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testserver.LogBuffer{}
 	e := newEnv(t, envOptions{store: brokenStore{teststore.Open(t, "sqlite")}, token: testToken, logBuffer: logs})
 
 	// A panic is an internal error, logged with its stack, not a dropped connection.

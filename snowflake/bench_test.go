@@ -15,11 +15,14 @@ func cpuTime(tb testing.TB) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// reportCap adds CPU-ns/op and the share of the layout's cap reached: the
-// default layout allows 4,096 IDs per millisecond, 244.14 ns per ID.
+// reportCap adds CPU-ns/op, the CPU time as a share of the wall time
+// (CPU%wall) and the share of the layout's cap reached (%cap): the default
+// layout allows 4,096 IDs per millisecond, 244.14 ns per ID.
 func reportCap(b *testing.B, cpu0 time.Duration, start time.Time, ids int) {
 	elapsed := time.Since(start)
-	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(ids), "CPU-ns/op")
+	cpu := cpuTime(b) - cpu0
+	b.ReportMetric(float64(cpu)/float64(ids), "CPU-ns/op")
+	b.ReportMetric(100*float64(cpu)/float64(elapsed), "CPU%wall")
 	capNS := float64(time.Millisecond) / float64(DefaultLayout().MaxSequence()+1)
 	b.ReportMetric(100*capNS*float64(ids)/float64(elapsed), "%cap")
 }
@@ -79,4 +82,21 @@ func BenchmarkNextUncapped(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkNextUncappedParallel is BenchmarkNextUncapped from GOMAXPROCS
+// goroutines: the cost of issuing when callers contend for the state.
+func BenchmarkNextUncappedParallel(b *testing.B) {
+	g := mustGenerator(b, Settings{Layout: Layout{TimeBits: 41, SequenceBits: 22, Epoch: DefaultEpoch}})
+	b.ReportAllocs()
+	cpu0 := cpuTime(b)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := g.Next(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "CPU-ns/op")
 }

@@ -1,7 +1,6 @@
 package snowflake
 
 import (
-	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -25,21 +24,21 @@ const wallResync = 20 * time.Millisecond
 //
 // Now reads the monotonic clock and re-reads the wall clock every 20 ms, so
 // a step of the wall clock shows within 20 ms and a reading costs one clock
-// read instead of time.Now's two. Sleep wakes close to its deadline: the Go
-// runtime's timers wake up to a millisecond late, which would cost a
-// generator at its sequence cap a tenth of its rate, so on Linux Sleep uses
-// nanosleep(2) aimed early by the lateness it has measured, then yields
-// until the deadline.
+// read instead of time.Now's two. Sleep never returns before its deadline
+// and wakes soon after it: the Go runtime's timers round a short sleep up to
+// a millisecond or more, which would make a generator at its sequence cap
+// skip whole milliseconds, so on Linux Sleep ends in nanosleep(2), which
+// wakes tens of microseconds late. It does not spin: a generator loses
+// nothing by waking a little late, since the IDs of a millisecond take far
+// less than a millisecond to issue.
 func SystemClock() Clock {
 	c := &systemClock{}
 	c.resync()
-	c.lateNS.Store(int64(100 * time.Microsecond))
 	return c
 }
 
 type systemClock struct {
 	anchor atomic.Pointer[clockAnchor]
-	lateNS atomic.Int64 // moving average of how late precise sleeps wake
 }
 
 // clockAnchor is a reading of both clocks: t carries the wall and the
@@ -80,32 +79,19 @@ func (c *systemClock) Sleep(d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	start := time.Now()
-	deadline := start.Add(d)
+	deadline := time.Now().Add(d)
 	// Coarse part: the runtime timer, which may wake a millisecond late.
 	if coarse := d - 2*time.Millisecond; coarse > 0 {
 		time.Sleep(coarse)
 	}
-	// Fine part: precise sleeps aimed early by the measured lateness, then
-	// yield for the last few microseconds.
+	// Fine part: precise sleeps aimed at the deadline, again if one ends
+	// early (a signal interrupts nanosleep).
 	for {
 		rem := time.Until(deadline)
 		if rem <= 0 {
 			return
 		}
-		late := time.Duration(c.lateNS.Load())
-		if rem <= late+20*time.Microsecond {
-			runtime.Gosched()
-			continue
-		}
-		req := rem - late
-		t0 := time.Now()
-		if !preciseSleep(req) {
-			continue
-		}
-		if over := time.Since(t0) - req; over >= 0 && over < 5*time.Millisecond {
-			c.lateNS.Store(int64(late + (over-late)/8))
-		}
+		preciseSleep(rem)
 	}
 }
 

@@ -14,8 +14,10 @@
 // widths do not sum to 63 or whose timestamp runs out within 10 years.
 //
 // A Generator is safe for concurrent use. Every ID it returns is strictly
-// greater than the one before. When a millisecond's sequence is used up it
-// sleeps to the next millisecond boundary rather than spinning. A clock that
+// greater than the one before. When a millisecond's sequence is used up,
+// one caller sleeps to the next millisecond boundary and the others wait for
+// it, rather than each spinning or sleeping on its own; issuing without
+// waiting takes no lock and allocates nothing. A clock that
 // steps back by up to Settings.MaxBackwardWait (10 ms by default) is waited
 // out; a larger step back makes Next return a *RefusalError wrapping
 // ErrClockBackward and issue nothing until the clock has caught up.

@@ -8,8 +8,9 @@ import (
 
 // Errors returned by this package. Test for them with errors.Is.
 var (
-	// ErrInvalidLayout is returned by Layout.Validate and NewGenerator for a
-	// layout whose widths or lifetime are unacceptable.
+	// ErrInvalidLayout is returned by Layout.Validate for a layout whose
+	// widths or lifetime are unacceptable, and by NewGenerator for one whose
+	// widths are (NewGenerator does not look at the lifetime).
 	ErrInvalidLayout = errors.New("snowflake: invalid layout")
 
 	// ErrInvalidSettings is returned by NewGenerator when the datacenter or

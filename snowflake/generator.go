@@ -4,16 +4,20 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// stoppedBit marks a stopped generator's state: packed states stay below
-// it, so every state at or above it is stopped. stoppedNone is the state of
-// a generator stopped before it issued anything.
+// Generator states besides the packed (timestamp, sequence) pairs, which
+// are never negative: stateNone before the first ID, stateStopped once
+// stopped. A packed pair may use all 63 bits (time and sequence widths sum
+// to 63 when there are no datacenter and worker bits), so the stopped mark
+// cannot be a bit of it: it is a value of its own, and the state it
+// replaced is kept in Generator.stoppedAt.
 const (
-	stoppedBit  = 1 << 62
-	stoppedNone = math.MaxInt64
+	stateNone    = -1
+	stateStopped = math.MinInt64
 )
 
 // DefaultMaxBackwardWait is how far the clock may step back before a
@@ -59,11 +63,21 @@ type Fence struct {
 // the next millisecond or a backward step of at most MaxBackwardWait.
 type Generator struct {
 	// state packs the last timestamp issued (ms since the epoch) above the
-	// last sequence number issued; -1 until the first ID; stoppedBit set
-	// once stopped. Updated only by compare-and-swap, so no lock is held
-	// while issuing, and Stop fails every swap that was under way.
+	// last sequence number issued; stateNone until the first ID,
+	// stateStopped once stopped. Updated only by compare-and-swap, so no
+	// lock is held while issuing, and Stop fails every swap that was under
+	// way.
 	state atomic.Int64
-	fence atomic.Pointer[fenceState]
+	// stoppedAt is the state Stop replaced with stateStopped. It is written
+	// under stopMu before that swap and never after it, so whoever reads
+	// stateStopped reads the final stoppedAt.
+	stoppedAt atomic.Int64
+	stopMu    sync.Mutex
+	fence     atomic.Pointer[fenceState]
+
+	// wait lets one goroutine sleep when the sequence is used up (or the
+	// fence's floor lies ahead) while the others wait for it.
+	wait sleeper
 
 	clock        Clock
 	sys          *systemClock // clock, when it is the system clock: read without an interface call
@@ -89,11 +103,18 @@ type fenceState struct {
 }
 
 // NewGenerator returns a Generator for s. It returns an error wrapping
-// ErrInvalidLayout for a bad layout and ErrInvalidSettings for IDs that do
-// not fit it.
+// ErrInvalidLayout for widths that cannot make IDs and ErrInvalidSettings
+// for IDs that do not fit them. It does not check the layout's lifetime
+// against the clock: that is Layout.Validate's job, done once when a service
+// starts, so that a running service can always build a generator again (the
+// lease keeper builds one per lease). A generator whose clock lies outside
+// the layout's time range refuses with ErrTimeOverflow.
 func NewGenerator(s Settings) (*Generator, error) {
 	l := s.Layout.orDefault()
-	if err := l.Validate(); err != nil {
+	// Only what makes a generator impossible: the layout's lifetime is
+	// checked once when a service starts (Layout.Validate), and a clock past
+	// the layout's end makes Next refuse with ErrTimeOverflow.
+	if err := l.checkWidths(); err != nil {
 		return nil, err
 	}
 	if s.DatacenterID < 0 || s.DatacenterID > l.MaxDatacenter() {
@@ -129,7 +150,8 @@ func NewGenerator(s Settings) (*Generator, error) {
 		workerID:     s.WorkerID,
 	}
 	g.sys, _ = clock.(*systemClock)
-	g.state.Store(-1)
+	g.wait.cond.L = &g.wait.mu
+	g.state.Store(stateNone)
 	g.SetFence(s.Fence)
 	return g, nil
 }
@@ -169,10 +191,13 @@ func (g *Generator) Fence() Fence { return g.fence.Load().fence }
 func (g *Generator) LastTimestamp() int64 { return g.lastTimestamp(g.state.Load()) }
 
 func (g *Generator) lastTimestamp(s int64) int64 {
-	if s < 0 || s == stoppedNone {
+	if s == stateStopped {
+		s = g.stoppedAt.Load()
+	}
+	if s < 0 {
 		return 0
 	}
-	return (s&^stoppedBit)>>g.seqBits + g.epochMS
+	return s>>g.seqBits + g.epochMS
 }
 
 // Stop makes the generator refuse every later call with ErrStopped and
@@ -181,16 +206,17 @@ func (g *Generator) lastTimestamp(s int64) int64 {
 // under way: the timestamp returned is final. Stop may be called again; it
 // returns the same timestamp.
 func (g *Generator) Stop() int64 {
+	// stopMu orders concurrent Stops, so that stoppedAt holds the state the
+	// winning swap replaced. Issuing never takes it.
+	g.stopMu.Lock()
+	defer g.stopMu.Unlock()
 	for {
 		old := g.state.Load()
-		if old >= stoppedBit {
+		if old == stateStopped {
 			return g.lastTimestamp(old)
 		}
-		next := int64(stoppedNone)
-		if old >= 0 {
-			next = old | stoppedBit
-		}
-		if g.state.CompareAndSwap(old, next) {
+		g.stoppedAt.Store(old)
+		if g.state.CompareAndSwap(old, stateStopped) {
 			return g.lastTimestamp(old)
 		}
 	}
@@ -231,22 +257,31 @@ func (g *Generator) NextN(dst []ID, n int) ([]ID, error) {
 // and returns the timestamp (ms since the epoch), the first sequence number
 // and how many it took (at least 1).
 func (g *Generator) reserve(want int64) (ts, seq, got int64, err error) {
+	var nowNS int64
+	lost := false // the last compare-and-swap failed: nowNS may be reused
 	for {
 		// Load the state before reading the clock: a reading taken before a
 		// preemption could otherwise look older than IDs issued meanwhile
 		// and pass for a backward step. With this order, a stale state only
 		// makes the compare-and-swap fail.
 		old := g.state.Load()
-		var nowNS int64
-		if g.sys != nil {
-			nowNS = g.sys.unixNano()
-		} else {
-			nowNS = g.clock.Now().UnixNano()
+		// After a lost swap the reading, taken after the state that lost,
+		// is reused unless the winner's timestamp lies beyond it: callers
+		// contending at the cap then read the clock once per ID, not once
+		// per attempt. (Reused, it can only be behind the winner's
+		// millisecond, never pass for a backward step.)
+		if !lost || old>>g.seqBits > nowNS/1e6-g.epochMS {
+			if g.sys != nil {
+				nowNS = g.sys.unixNano()
+			} else {
+				nowNS = g.clock.Now().UnixNano()
+			}
 		}
+		lost = false
 		nowMS := nowNS / 1e6
 		now := nowMS - g.epochMS
 		f := g.fence.Load()
-		if old >= stoppedBit {
+		if old == stateStopped {
 			return 0, 0, 0, &RefusalError{Err: ErrStopped, NowMS: nowMS}
 		}
 		last := old >> g.seqBits
@@ -259,6 +294,9 @@ func (g *Generator) reserve(want int64) (ts, seq, got int64, err error) {
 			if g.randomStart && g.randomBound > 1 {
 				seq = rand.Int64N(g.randomBound)
 			}
+		case old == stateNone:
+			// Nothing issued yet and the clock lies before the epoch.
+			return 0, 0, 0, &RefusalError{Err: ErrTimeOverflow, NowMS: nowMS, LimitMS: g.maxTS + g.epochMS}
 		case last-now > g.maxWaitMS:
 			return 0, 0, 0, &RefusalError{Err: ErrClockBackward, NowMS: nowMS, LimitMS: last + g.epochMS}
 		case lastSeq < g.seqMask:
@@ -267,8 +305,8 @@ func (g *Generator) reserve(want int64) (ts, seq, got int64, err error) {
 			ts = last
 			seq = lastSeq + 1
 		default:
-			// The millisecond's sequence is used up: sleep to the boundary.
-			g.clock.Sleep(time.Duration((last+1+g.epochMS)*1e6 - nowNS))
+			// The millisecond's sequence is used up: wait for the boundary.
+			g.wait.sleep(g.clock, time.Duration((last+1+g.epochMS)*1e6-nowNS))
 			continue
 		}
 
@@ -276,7 +314,7 @@ func (g *Generator) reserve(want int64) (ts, seq, got int64, err error) {
 			if f.floor-now > g.maxWaitMS {
 				return 0, 0, 0, &RefusalError{Err: ErrBelowFloor, NowMS: nowMS, LimitMS: f.floor + g.epochMS}
 			}
-			g.clock.Sleep(time.Duration((f.floor+g.epochMS)*1e6 - nowNS))
+			g.wait.sleep(g.clock, time.Duration((f.floor+g.epochMS)*1e6-nowNS))
 			continue
 		}
 		if ts > f.ceiling {
@@ -295,5 +333,58 @@ func (g *Generator) reserve(want int64) (ts, seq, got int64, err error) {
 		if g.state.CompareAndSwap(old, ts<<g.seqBits|(seq+got-1)) {
 			return ts, seq, got, nil
 		}
+		lost = true
 	}
+}
+
+// A sleeper makes the goroutines that must wait for the clock share one
+// sleep: the first to arrive sleeps on the clock, the others block until it
+// wakes and then all of them try again. At the sequence cap every waiting
+// caller needs the same thing, the next millisecond, so one precise sleep
+// per generator serves them all, however many there are, instead of each
+// running its own (every precise sleep holds an OS thread in a system call
+// and costs a wake-up).
+//
+// It starts no goroutine: the sleeper is whichever caller came first. The
+// path that issues without waiting never touches it.
+//
+// Lock discipline: mu guards sleeping, round and waiting; nobody holds it while
+// sleeping on the clock.
+type sleeper struct {
+	mu       sync.Mutex
+	cond     sync.Cond // L is &mu, set by NewGenerator
+	sleeping bool      // a caller is sleeping on the clock
+	round    uint64    // incremented each time that sleep ends
+	waiting  int       // callers blocked until the sleep ends
+}
+
+// sleep blocks the caller for about d: on the clock when nobody else is
+// sleeping, else until the sleep under way ends. A caller woken early (the
+// sleep under way aimed at an earlier instant) finds out when it reads the
+// clock again and calls sleep again. The callers' compare-and-swap decides
+// who issues what, so waking them all at once cannot break the order.
+func (s *sleeper) sleep(clock Clock, d time.Duration) {
+	s.mu.Lock()
+	if s.sleeping {
+		s.waiting++
+		for r := s.round; s.round == r; {
+			s.cond.Wait()
+		}
+		s.waiting--
+		s.mu.Unlock()
+		return
+	}
+	s.sleeping = true
+	s.mu.Unlock()
+	defer s.wake() // also when a Clock's Sleep panics: nobody waits forever
+	clock.Sleep(d)
+}
+
+// wake ends the round of the caller that slept and releases the others.
+func (s *sleeper) wake() {
+	s.mu.Lock()
+	s.sleeping = false
+	s.round++
+	s.mu.Unlock()
+	s.cond.Broadcast()
 }

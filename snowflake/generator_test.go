@@ -411,3 +411,155 @@ func TestStopIsFinal(t *testing.T) {
 		}
 	}
 }
+
+// waitFor polls cond until it holds; the bound only keeps a broken build
+// from hanging and is far above what the condition needs.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// TestOneSleeperAtTheCap: when a millisecond's sequence is used up, one
+// caller sleeps on the clock and the others wait for it, however many they
+// are; every caller then gets a distinct ID in increasing order.
+func TestOneSleeperAtTheCap(t *testing.T) {
+	const callers = 8
+	clk := newGateClock(t0)
+	l := Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 15, SequenceBits: 2, Epoch: DefaultEpoch} // 4 IDs per ms
+	g := mustGenerator(t, Settings{Layout: l, Clock: clk})
+	first, err := g.NextN(nil, 4) // the whole of t0's millisecond
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := func() int {
+		g.wait.mu.Lock()
+		defer g.wait.mu.Unlock()
+		return g.wait.waiting
+	}
+
+	ids := make([]ID, callers)
+	errs := make([]error, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() { ids[i], errs[i] = g.Next() })
+	}
+	// 4 IDs per millisecond: two rounds of one sleeper and its waiters.
+	for round, wantWaiting := range []int{callers - 1, callers/2 - 1} {
+		waitFor(t, "one sleeper and its waiters", func() bool {
+			_, in, _ := clk.counts()
+			return in == 1 && waiting() == wantWaiting
+		})
+		if entered, in, _ := clk.counts(); entered != round+1 || in != 1 {
+			t.Fatalf("round %d: got %d sleeps begun, %d under way; want %d and 1", round, entered, in, round+1)
+		}
+		clk.release <- struct{}{}
+	}
+	wg.Wait()
+	if entered, _, maxIn := clk.counts(); entered != 2 || maxIn != 1 {
+		t.Errorf("got %d sleeps, at most %d at once; want 2 sleeps, one at a time", entered, maxIn)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("caller %d: %v", i, err)
+		}
+	}
+	slices.Sort(ids)
+	for i, id := range ids {
+		p := l.Decompose(id)
+		wantTS := l.Decompose(first[0]).Timestamp + 1 + int64(i/4)
+		if p.Timestamp != wantTS || p.Sequence != int64(i%4) {
+			t.Errorf("ID %d: got ts %d seq %d, want ts %d seq %d", i, p.Timestamp, p.Sequence, wantTS, i%4)
+		}
+	}
+}
+
+// TestStopWhileWaiting: callers waiting for the next millisecond when Stop
+// is called get ErrStopped when the sleep ends, and nothing is issued above
+// the timestamp Stop returned.
+func TestStopWhileWaiting(t *testing.T) {
+	const callers = 4
+	clk := newGateClock(t0)
+	l := Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 15, SequenceBits: 2, Epoch: DefaultEpoch}
+	g := mustGenerator(t, Settings{Layout: l, Clock: clk})
+	if _, err := g.NextN(nil, 4); err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() { _, errs[i] = g.Next() })
+	}
+	waitFor(t, "the callers to wait", func() bool {
+		g.wait.mu.Lock()
+		defer g.wait.mu.Unlock()
+		_, in, _ := clk.counts()
+		return in == 1 && g.wait.waiting == callers-1
+	})
+	if got, want := g.Stop(), t0.UnixMilli(); got != want {
+		t.Errorf("Stop: got %d, want %d", got, want)
+	}
+	close(clk.release)
+	wg.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, ErrStopped) {
+			t.Errorf("caller %d: got %v, want ErrStopped", i, err)
+		}
+	}
+}
+
+// hookClock is a fake clock that runs a hook once, inside a Now call,
+// after taking the reading it returns: the hook stands for a caller that
+// issues between another's clock reading and its compare-and-swap.
+type hookClock struct {
+	*fakeClock
+	mu   sync.Mutex
+	hook func()
+}
+
+func (c *hookClock) Now() time.Time {
+	t := c.fakeClock.Now()
+	c.mu.Lock()
+	h := c.hook
+	c.hook = nil
+	c.mu.Unlock()
+	if h != nil {
+		h()
+	}
+	return t
+}
+
+// TestLostSwapRereadsAStaleClock: a caller that lost its compare-and-swap
+// to one whose timestamp lies beyond its clock reading (here by more than
+// the backward wait, as after a long preemption) reads the clock again
+// instead of taking the winner's ID for a backward step.
+func TestLostSwapRereadsAStaleClock(t *testing.T) {
+	clk := &hookClock{fakeClock: newFakeClock(t0)}
+	g := mustGenerator(t, Settings{Clock: clk})
+	if _, err := g.Next(); err != nil {
+		t.Fatal(err)
+	}
+	var winner ID
+	clk.hook = func() {
+		clk.Add(50 * time.Millisecond)
+		var err error
+		if winner, err = g.Next(); err != nil {
+			t.Errorf("the winner's Next: %v", err)
+		}
+	}
+	id, err := g.Next() // reads t0, loses to the winner at t0+50ms
+	if err != nil {
+		t.Fatalf("Next after losing the swap: %v", err)
+	}
+	if id <= winner {
+		t.Fatalf("got %d, want above the winner's %d", id, winner)
+	}
+	if got, want := g.Layout().Decompose(id).Time, t0.Add(50*time.Millisecond).Truncate(time.Millisecond); !got.Equal(want) {
+		t.Errorf("timestamp %v, want %v (the clock read again)", got, want)
+	}
+}

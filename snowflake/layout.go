@@ -84,17 +84,49 @@ func (l Layout) MaxSequence() int64 { return 1<<l.orDefault().SequenceBits - 1 }
 func (l Layout) MaxTimestamp() int64 { return 1<<l.orDefault().TimeBits - 1 }
 
 // End returns the first instant the layout cannot represent: the epoch plus
-// 2^TimeBits milliseconds.
+// 2^TimeBits milliseconds. It is exact for every valid width, 63 time bits
+// included (2^63 ms does not fit an int64 of milliseconds, so it is added as
+// seconds).
 func (l Layout) End() time.Time {
 	l = l.orDefault()
-	return time.UnixMilli(l.EpochMillis() + l.MaxTimestamp() + 1).UTC()
+	span := uint64(1) << min(max(l.TimeBits, 0), 63) // ms
+	e := l.EpochMillis()
+	sec, ms := e/1000, e%1000
+	if ms < 0 {
+		sec, ms = sec-1, ms+1000
+	}
+	sec += int64(span / 1000)
+	ms += int64(span % 1000)
+	return time.Unix(sec, ms*int64(time.Millisecond)).UTC()
 }
 
-// Validate checks the widths and the lifetime of l against the wall clock.
-// It returns an error wrapping ErrInvalidLayout that says what is wrong.
+// Validate checks the widths and the lifetime of l against the wall clock:
+// the epoch must not lie in the future and the timestamp must not run out
+// within MinLifetime. It returns an error wrapping ErrInvalidLayout that says
+// what is wrong. A service checks its layout once, when it starts;
+// NewGenerator checks only the widths (see checkWidths).
 func (l Layout) Validate() error { return l.validate(time.Now()) }
 
 func (l Layout) validate(now time.Time) error {
+	l = l.orDefault()
+	if err := l.checkWidths(); err != nil {
+		return err
+	}
+	if l.Epoch.After(now) {
+		return fmt.Errorf("%w: epoch %s lies in the future", ErrInvalidLayout, l.Epoch.UTC().Format(time.RFC3339))
+	}
+	if end := l.End(); end.Before(now.Add(MinLifetime)) {
+		return fmt.Errorf("%w: %d time bits from epoch %s run out at %s, less than 10 years from now",
+			ErrInvalidLayout, l.TimeBits, l.Epoch.UTC().Format(time.RFC3339), end.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// checkWidths checks what makes l unusable whatever the clock says: widths
+// out of range or not summing to 63, no time bits, no epoch. A layout that
+// passes can generate IDs; whether its lifetime is long enough is the
+// clock's business (validate).
+func (l Layout) checkWidths() error {
 	l = l.orDefault()
 	for _, f := range []struct {
 		name string
@@ -116,13 +148,6 @@ func (l Layout) validate(now time.Time) error {
 	}
 	if l.Epoch.IsZero() {
 		return fmt.Errorf("%w: epoch is not set", ErrInvalidLayout)
-	}
-	if l.Epoch.After(now) {
-		return fmt.Errorf("%w: epoch %s lies in the future", ErrInvalidLayout, l.Epoch.UTC().Format(time.RFC3339))
-	}
-	if end := l.End(); end.Before(now.Add(MinLifetime)) {
-		return fmt.Errorf("%w: %d time bits from epoch %s run out at %s, less than 10 years from now",
-			ErrInvalidLayout, l.TimeBits, l.Epoch.UTC().Format(time.RFC3339), end.Format(time.RFC3339))
 	}
 	return nil
 }

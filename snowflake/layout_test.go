@@ -31,6 +31,8 @@ func TestLayoutValidate(t *testing.T) {
 		// uid-generator's default: 28 bits of seconds from 2016; as milliseconds far too short.
 		{"old epoch used up", Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 5, SequenceBits: 12, Epoch: time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC)}, "less than 10 years", false},
 		{"no worker bits", Layout{TimeBits: 43, DatacenterBits: 0, WorkerBits: 0, SequenceBits: 20, Epoch: DefaultEpoch}, "", false},
+		{"time only from 1970", Layout{TimeBits: 63, Epoch: time.Unix(0, 0)}, "", false},
+		{"no node bits from 1970", Layout{TimeBits: 41, SequenceBits: 22, Epoch: time.Unix(0, 0)}, "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -47,6 +49,25 @@ func TestLayoutValidate(t *testing.T) {
 				t.Errorf("warning: got %q, want one: %v", tt.l.warning(now), tt.wantWarn)
 			}
 		})
+	}
+}
+
+func TestLayoutEnd(t *testing.T) {
+	tests := []struct {
+		l    Layout
+		want time.Time
+	}{
+		{DefaultLayout(), time.UnixMilli(DefaultEpoch.UnixMilli() + 1<<41)},
+		{Layout{TimeBits: 1, SequenceBits: 62, Epoch: time.Unix(0, 0)}, time.UnixMilli(2)},
+		{Layout{TimeBits: 62, SequenceBits: 1, Epoch: time.Unix(0, 0)}, time.UnixMilli(1 << 62)},
+		// 2^63 ms = 9,223,372,036,854,775 s + 808 ms: beyond int64 milliseconds.
+		{Layout{TimeBits: 63, Epoch: time.Unix(0, 0)}, time.Unix(9223372036854775, 808e6)},
+		{Layout{TimeBits: 63, Epoch: time.UnixMilli(-1500)}, time.Unix(9223372036854774, 308e6)},
+	}
+	for _, tt := range tests {
+		if got := tt.l.End(); !got.Equal(tt.want) {
+			t.Errorf("%v: End got %v, want %v", tt.l, got, tt.want)
+		}
 	}
 }
 

@@ -17,13 +17,26 @@ const insertChunk = 500
 
 // leaseColumns are the columns of worker_leases in the order scanLease reads,
 // followed by the database time.
-const leaseColumns = `datacenter_id, worker_id, holder, fencing_version,
-	acquired_at, heartbeat_at, expires_at, released_at, ts_ceiling_ms, UTC_TIMESTAMP(6)`
+const leaseColumns = `datacenter_id, worker_id, holder, owner, fencing_version,
+	acquired_at, heartbeat_at, expires_at, released_at, ts_ceiling_ms, ts_floor_ms, UTC_TIMESTAMP(6)`
 
-// EnsureLayout records layout (the default layout when layout is zero) as the
-// Snowflake layout of the database, unless one is recorded already, and
-// returns the recorded one. Of concurrent first calls, exactly one layout
-// wins and every call returns it.
+// eventColumns are the columns of lease_events in the order scanEvent reads.
+const eventColumns = `id, datacenter_id, worker_id, holder, owner, request_id, fencing_version, event, at, detail`
+
+// defaultPruneBatch is how many events one statement of PruneLeaseEvents
+// deletes, unless a test sets Store.pruneBatch.
+const defaultPruneBatch = 5000
+
+// boundedCeiling is the ts_ceiling_ms a claim or heartbeat writes: the
+// proposed ceiling (the first parameter), but never more than database time
+// plus the second parameter (the ttl plus the allowed clock offset), all in
+// milliseconds, and never below the stored ceiling. UTC_TIMESTAMP(6) is one
+// instant throughout a statement, the one expires_at is computed from.
+const boundedCeiling = `GREATEST(ts_ceiling_ms, LEAST(?,
+	TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 + ?))`
+
+// EnsureLayout implements allocator.LeaseStore.EnsureLayout, documented
+// there.
 func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snowflake.Layout, error) {
 	if layout.IsZero() {
 		layout = snowflake.DefaultLayout()
@@ -57,18 +70,10 @@ func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snow
 	return got, nil
 }
 
-// Claim claims a worker ID of the pool req describes: a free row, a row whose
-// lease has expired by database time, or a row req.Holder holds already (a
-// claim of its own whose outcome it did not learn). Rows whose ceiling lies
-// above req.MaxPrevCeilingMS (when not zero) are left alone. Among the
-// candidates it takes the lowest ceiling, then the lowest worker ID.
-//
-// The claim runs in one SERIALIZABLE transaction, retried on deadlocks and
-// lock wait timeouts until ctx ends. It returns an error wrapping
-// allocator.ErrNoWorkerAvailable when no row can be claimed. A malformed
-// request (no holder or one over 255 bytes, a ttl under 1ms, negative or
-// reversed IDs, a pool of more than 65536 IDs) is refused with an error that
-// wraps no sentinel.
+// Claim implements allocator.LeaseStore.Claim: which row it picks, what it
+// writes and the errors it returns are documented there. The pool's missing
+// rows are created first, in transactions of their own; the claim itself is
+// one transaction.
 func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocator.ClaimResult, error) {
 	if err := req.Validate(); err != nil {
 		return allocator.ClaimResult{}, fmt.Errorf("mysql: %w", err)
@@ -102,18 +107,23 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 		}
 		// The fencing version we read is compared again: should the row
 		// have changed anyway, the claim is tried afresh. UTC_TIMESTAMP(6)
-		// is the same instant throughout one statement.
+		// is the same instant throughout one statement. MySQL assigns from
+		// left to right, each assignment seeing the ones before it: the
+		// floor is computed from the ceiling before the ceiling changes.
 		r, err := tx.ExecContext(ctx, `
 			UPDATE worker_leases SET
 				holder = ?,
+				owner = ?,
 				fencing_version = fencing_version + 1,
 				acquired_at = UTC_TIMESTAMP(6),
 				heartbeat_at = UTC_TIMESTAMP(6),
 				expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
 				released_at = NULL,
-				ts_ceiling_ms = GREATEST(ts_ceiling_ms, ?)
+				ts_floor_ms = ts_ceiling_ms + 1,
+				ts_ceiling_ms = `+boundedCeiling+`
 			WHERE datacenter_id = ? AND worker_id = ? AND fencing_version = ?`,
-			req.Holder, req.TTL.Milliseconds()*1000, req.CeilingMS, req.DatacenterID, workerID, prevVersion)
+			req.Holder, nullText(req.Owner), req.TTL.Milliseconds()*1000, req.CeilingMS, req.TTL.Milliseconds()+req.MaxClockOffset.Milliseconds(),
+			req.DatacenterID, workerID, prevVersion)
 		if err != nil {
 			return fmt.Errorf("mysql: claim worker %d/%d: %w", req.DatacenterID, workerID, err)
 		}
@@ -128,7 +138,9 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 			return err
 		}
 		kind, detail := allocator.ClaimEvent(prevHolder.String, req.Holder, prevVersion, prevCeiling)
-		if err := insertEvent(ctx, tx, key, req.Holder, lease.FencingVersion, kind, detail); err != nil {
+		ev := allocator.LeaseEvent{LeaseKey: key, Holder: req.Holder, FencingVersion: lease.FencingVersion,
+			Kind: kind, Detail: detail, Owner: req.Owner, RequestID: req.RequestID}
+		if err := insertEvent(ctx, tx, ev); err != nil {
 			return err
 		}
 		res = allocator.ClaimResult{
@@ -179,15 +191,12 @@ func (s *Store) ensureWorkers(ctx context.Context, dc, minID, maxID int64) error
 	return nil
 }
 
-// Heartbeat extends the lease by req.TTL from database time and raises its
-// ceiling to req.CeilingMS (it never lowers it), provided req.Holder still
-// holds it at req.FencingVersion and it has not expired. Otherwise it returns
-// an error wrapping allocator.ErrLeaseLost. It returns the row after the
-// update and the database's UTC_TIMESTAMP(6), read after the update, which
-// the caller compares with its own clock.
+// Heartbeat implements allocator.LeaseStore.Heartbeat, documented there.
+// It returns the database's UTC_TIMESTAMP(6), read after the update, as
+// the store's time.
 func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (allocator.Lease, time.Time, error) {
-	if req.TTL < time.Millisecond {
-		return allocator.Lease{}, time.Time{}, fmt.Errorf("mysql: heartbeat: ttl %s is below 1ms", req.TTL)
+	if err := req.Validate(); err != nil {
+		return allocator.Lease{}, time.Time{}, fmt.Errorf("mysql: %w", err)
 	}
 	var (
 		lease allocator.Lease
@@ -198,10 +207,10 @@ func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (
 			UPDATE worker_leases SET
 				heartbeat_at = UTC_TIMESTAMP(6),
 				expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
-				ts_ceiling_ms = GREATEST(ts_ceiling_ms, ?)
+				ts_ceiling_ms = `+boundedCeiling+`
 			WHERE datacenter_id = ? AND worker_id = ?
 			  AND holder = ? AND fencing_version = ? AND expires_at > UTC_TIMESTAMP(6)`,
-			req.TTL.Milliseconds()*1000, req.CeilingMS,
+			req.TTL.Milliseconds()*1000, req.CeilingMS, req.TTL.Milliseconds()+req.MaxClockOffset.Milliseconds(),
 			req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion)
 		if err != nil {
 			return fmt.Errorf("mysql: heartbeat of worker %d/%d: %w", req.Key.DatacenterID, req.Key.WorkerID, err)
@@ -221,49 +230,103 @@ func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (
 	return lease, now, nil
 }
 
-// Release frees the lease, provided req.Holder holds it at
-// req.FencingVersion (expired or not), and sets its ceiling to req.CeilingMS,
-// which may lower it to the last timestamp actually used. It returns an error
-// wrapping allocator.ErrLeaseLost when the row did not match.
-func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) error {
-	if req.CeilingMS < 0 {
-		return fmt.Errorf("mysql: release: negative ceiling %d", req.CeilingMS)
+// Release implements allocator.LeaseStore.Release, documented there: it
+// reads the row's floor and ceiling, applies allocator.ReleaseCeiling and
+// writes, in one transaction.
+func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int64, error) {
+	if err := req.Validate(); err != nil {
+		return 0, fmt.Errorf("mysql: %w", err)
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		r, err := tx.ExecContext(ctx, `
+	var ceiling int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var floor, committed int64
+		err := tx.QueryRowContext(ctx, `
+			SELECT ts_floor_ms, ts_ceiling_ms FROM worker_leases
+			WHERE datacenter_id = ? AND worker_id = ? AND holder = ? AND fencing_version = ?
+			FOR UPDATE`,
+			req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion).Scan(&floor, &committed)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("mysql: release of worker %d/%d by %q at version %d: %w",
+				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, allocator.ErrLeaseLost)
+		}
+		if err != nil {
+			return fmt.Errorf("mysql: release worker %d/%d: %w", req.Key.DatacenterID, req.Key.WorkerID, err)
+		}
+		if ceiling, err = allocator.ReleaseCeiling(floor, committed, req.LastTimestampMS); err != nil {
+			return fmt.Errorf("mysql: release of worker %d/%d by %q at version %d: %w",
+				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, err)
+		}
+		_, err = tx.ExecContext(ctx, `
 			UPDATE worker_leases SET
 				holder = NULL,
+				owner = NULL,
 				released_at = UTC_TIMESTAMP(6),
 				expires_at = UTC_TIMESTAMP(6),
 				ts_ceiling_ms = ?
 			WHERE datacenter_id = ? AND worker_id = ? AND holder = ? AND fencing_version = ?`,
-			req.CeilingMS, req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion)
+			ceiling, req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion)
 		if err != nil {
 			return fmt.Errorf("mysql: release worker %d/%d: %w", req.Key.DatacenterID, req.Key.WorkerID, err)
 		}
-		if n, err := r.RowsAffected(); err != nil {
-			return fmt.Errorf("mysql: release worker %d/%d: %w", req.Key.DatacenterID, req.Key.WorkerID, err)
-		} else if n == 0 {
-			return fmt.Errorf("mysql: release of worker %d/%d by %q at version %d: %w",
-				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, allocator.ErrLeaseLost)
-		}
-		return insertEvent(ctx, tx, req.Key, req.Holder, req.FencingVersion, allocator.EventRelease,
-			fmt.Sprintf("ceiling set to %d", req.CeilingMS))
+		return insertEvent(ctx, tx, allocator.LeaseEvent{LeaseKey: req.Key, Holder: req.Holder, FencingVersion: req.FencingVersion,
+			Kind: allocator.EventRelease, Detail: fmt.Sprintf("ceiling set to %d", ceiling), Owner: req.Owner, RequestID: req.RequestID})
 	})
+	if err != nil {
+		return 0, err
+	}
+	return ceiling, nil
 }
 
-// RecordLeaseEvent appends ev to lease_events at database time; ev.ID and
-// ev.At are ignored. A kind other than the allocator.Event constants is
-// refused.
+// RecordLeaseEvent implements allocator.LeaseStore.RecordLeaseEvent,
+// documented there.
 func (s *Store) RecordLeaseEvent(ctx context.Context, ev allocator.LeaseEvent) error {
-	if err := allocator.ValidEventKind(ev.Kind); err != nil {
+	if err := ev.Validate(); err != nil {
 		return fmt.Errorf("mysql: %w", err)
 	}
-	return insertEvent(ctx, s.db, ev.LeaseKey, ev.Holder, ev.FencingVersion, ev.Kind, ev.Detail)
+	return insertEvent(ctx, s.db, ev)
 }
 
-// ListLeases returns every row of worker_leases, ordered by datacenter and
-// worker ID.
+// Evict implements allocator.LeaseAdmin.Evict, documented there.
+func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocator.Lease, error) {
+	if err := req.Validate(); err != nil {
+		return allocator.Lease{}, fmt.Errorf("mysql: %w", err)
+	}
+	var lease allocator.Lease
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		prev, _, err := scanLease(tx.QueryRowContext(ctx,
+			`SELECT `+leaseColumns+` FROM worker_leases WHERE datacenter_id = ? AND worker_id = ? FOR UPDATE`,
+			req.Key.DatacenterID, req.Key.WorkerID))
+		found := !errors.Is(err, sql.ErrNoRows)
+		if found && err != nil {
+			return fmt.Errorf("mysql: evict worker %d/%d: %w", req.Key.DatacenterID, req.Key.WorkerID, err)
+		}
+		if err := req.CheckRow(prev, found); err != nil {
+			return fmt.Errorf("mysql: %w", err)
+		}
+		_, err = tx.ExecContext(ctx, `
+			UPDATE worker_leases SET
+				fencing_version = fencing_version + 1,
+				holder = NULL,
+				owner = NULL,
+				expires_at = UTC_TIMESTAMP(6)
+			WHERE datacenter_id = ? AND worker_id = ? AND fencing_version = ?`,
+			req.Key.DatacenterID, req.Key.WorkerID, prev.FencingVersion)
+		if err != nil {
+			return fmt.Errorf("mysql: evict worker %d/%d: %w", req.Key.DatacenterID, req.Key.WorkerID, err)
+		}
+		if lease, _, err = getLease(ctx, tx, req.Key); err != nil {
+			return err
+		}
+		return insertEvent(ctx, tx, allocator.LeaseEvent{LeaseKey: req.Key, Holder: prev.Holder, FencingVersion: prev.FencingVersion,
+			Kind: allocator.EventEvict, Detail: allocator.EvictDetail(prev, req.Reason), Owner: req.Owner, RequestID: req.RequestID})
+	})
+	if err != nil {
+		return allocator.Lease{}, err
+	}
+	return lease, nil
+}
+
+// ListLeases implements allocator.LeaseAdmin.ListLeases, documented there.
 func (s *Store) ListLeases(ctx context.Context) ([]allocator.Lease, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+leaseColumns+` FROM worker_leases ORDER BY datacenter_id, worker_id`)
 	if err != nil {
@@ -284,28 +347,53 @@ func (s *Store) ListLeases(ctx context.Context) ([]allocator.Lease, error) {
 	return leases, nil
 }
 
-// ListLeaseEvents returns up to limit events with an ID above afterID, oldest
-// first; none when limit is not positive. Pass the last ID of a page as
-// afterID to read the next one.
-func (s *Store) ListLeaseEvents(ctx context.Context, afterID int64, limit int) ([]allocator.LeaseEvent, error) {
-	if limit <= 0 {
+// ListLeaseEvents implements allocator.LeaseAdmin.ListLeaseEvents,
+// documented there.
+func (s *Store) ListLeaseEvents(ctx context.Context, f allocator.LeaseEventFilter) ([]allocator.LeaseEvent, error) {
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("mysql: %w", err)
+	}
+	if f.Limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.db.QueryContext(ctx, `
-		SELECT id, datacenter_id, worker_id, holder, fencing_version, event, at, detail
-		FROM lease_events WHERE id > ? ORDER BY id LIMIT ?`, afterID, limit)
+	where, args := []string{"id > ?"}, []any{f.AfterID}
+	add := func(cond string, arg any) {
+		where, args = append(where, cond), append(args, arg)
+	}
+	if f.DatacenterID != nil {
+		add("datacenter_id = ?", *f.DatacenterID)
+	}
+	if f.WorkerID != nil {
+		add("worker_id = ?", *f.WorkerID)
+	}
+	if f.Holder != "" {
+		add("holder = ?", f.Holder)
+	}
+	if f.Owner != "" {
+		add("owner = ?", f.Owner)
+	}
+	if f.Kind != "" {
+		add("event = ?", string(f.Kind))
+	}
+	if !f.Since.IsZero() {
+		add("at >= ?", f.Since.UTC())
+	}
+	if !f.Until.IsZero() {
+		add("at < ?", f.Until.UTC())
+	}
+	args = append(args, f.Limit)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+eventColumns+` FROM lease_events WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY id LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: list lease events: %w", err)
 	}
 	defer rows.Close()
 	var events []allocator.LeaseEvent
 	for rows.Next() {
-		var ev allocator.LeaseEvent
-		err := rows.Scan(&ev.ID, &ev.DatacenterID, &ev.WorkerID, &ev.Holder, &ev.FencingVersion, &ev.Kind, &ev.At, &ev.Detail)
+		ev, err := scanEvent(rows)
 		if err != nil {
 			return nil, fmt.Errorf("mysql: list lease events: %w", err)
 		}
-		ev.At = ev.At.UTC()
 		events = append(events, ev)
 	}
 	if err := rows.Err(); err != nil {
@@ -314,22 +402,66 @@ func (s *Store) ListLeaseEvents(ctx context.Context, afterID int64, limit int) (
 	return events, nil
 }
 
+// PruneLeaseEvents implements allocator.LeaseAdmin.PruneLeaseEvents,
+// documented there.
+func (s *Store) PruneLeaseEvents(ctx context.Context, before time.Time) (int64, error) {
+	if before.IsZero() {
+		return 0, nil
+	}
+	var total int64
+	for {
+		r, err := s.db.ExecContext(ctx, `DELETE FROM lease_events WHERE at < ? ORDER BY id LIMIT ?`, before.UTC(), s.pruneBatch)
+		if err != nil {
+			return total, fmt.Errorf("mysql: prune lease events: %w", err)
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return total, fmt.Errorf("mysql: prune lease events: %w", err)
+		}
+		total += n
+		if n < int64(s.pruneBatch) {
+			return total, nil
+		}
+	}
+}
+
 // execer is what insertEvent needs of a pool or a transaction.
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// insertEvent appends one row to lease_events at database time.
-func insertEvent(ctx context.Context, db execer, key allocator.LeaseKey, holder string, version int64, kind, detail string) error {
+// insertEvent appends ev to lease_events at database time; ev.ID and ev.At
+// are ignored.
+func insertEvent(ctx context.Context, db execer, ev allocator.LeaseEvent) error {
 	_, err := db.ExecContext(ctx, `
-		INSERT INTO lease_events (datacenter_id, worker_id, holder, fencing_version, event, at, detail)
-		VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6), ?)`,
-		key.DatacenterID, key.WorkerID, holder, version, kind, detail)
+		INSERT INTO lease_events (datacenter_id, worker_id, holder, owner, request_id, fencing_version, event, at, detail)
+		VALUES (?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6), ?)`,
+		ev.DatacenterID, ev.WorkerID, ev.Holder, nullText(ev.Owner), nullText(ev.RequestID), ev.FencingVersion, string(ev.Kind), ev.Detail)
 	if err != nil {
-		return fmt.Errorf("mysql: record %s event of worker %d/%d: %w", kind, key.DatacenterID, key.WorkerID, err)
+		return fmt.Errorf("mysql: record %s event of worker %d/%d: %w", ev.Kind, ev.DatacenterID, ev.WorkerID, err)
 	}
 	return nil
 }
+
+// scanEvent reads one row of eventColumns.
+func scanEvent(row interface{ Scan(...any) error }) (allocator.LeaseEvent, error) {
+	var (
+		ev               allocator.LeaseEvent
+		kind             string
+		owner, requestID sql.NullString
+	)
+	err := row.Scan(&ev.ID, &ev.DatacenterID, &ev.WorkerID, &ev.Holder, &owner, &requestID, &ev.FencingVersion, &kind, &ev.At, &ev.Detail)
+	if err != nil {
+		return allocator.LeaseEvent{}, err
+	}
+	ev.Kind = allocator.EventKind(kind)
+	ev.At = ev.At.UTC()
+	ev.Owner, ev.RequestID = owner.String, requestID.String
+	return ev, nil
+}
+
+// nullText turns "" into NULL.
+func nullText(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
 // getLease reads one row of worker_leases and the database time.
 func getLease(ctx context.Context, tx *sql.Tx, key allocator.LeaseKey) (allocator.Lease, time.Time, error) {
@@ -346,16 +478,16 @@ func getLease(ctx context.Context, tx *sql.Tx, key allocator.LeaseKey) (allocato
 func scanLease(row interface{ Scan(...any) error }) (allocator.Lease, time.Time, error) {
 	var (
 		l                                      allocator.Lease
-		holder                                 sql.NullString
+		holder, owner                          sql.NullString
 		acquired, heartbeat, expires, released sql.NullTime
 		now                                    time.Time
 	)
-	err := row.Scan(&l.DatacenterID, &l.WorkerID, &holder, &l.FencingVersion,
-		&acquired, &heartbeat, &expires, &released, &l.CeilingMS, &now)
+	err := row.Scan(&l.DatacenterID, &l.WorkerID, &holder, &owner, &l.FencingVersion,
+		&acquired, &heartbeat, &expires, &released, &l.CeilingMS, &l.FloorMS, &now)
 	if err != nil {
 		return allocator.Lease{}, time.Time{}, err
 	}
-	l.Holder = holder.String
+	l.Holder, l.Owner = holder.String, owner.String
 	l.AcquiredAt, l.HeartbeatAt, l.ExpiresAt, l.ReleasedAt = utc(acquired), utc(heartbeat), utc(expires), utc(released)
 	return l, now.UTC(), nil
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
@@ -14,39 +13,114 @@ import (
 )
 
 // segmentColumns lists the columns of segments in the order scanSegment reads them.
-const segmentColumns = `namespace, max_id, step, min_step, max_step, mode, fallback,
-	version, created_at, updated_at, description`
+const segmentColumns = `namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
+	version, created_at, updated_at, description, deleted_at`
 
-// CreateNamespace inserts ns and returns the row as stored. The store sets
-// version to 0 and both times to database time (UTC), whatever ns holds. It
-// returns an error wrapping allocator.ErrNamespaceExists if the name is
-// taken, and one wrapping allocator.ErrInvalidNamespace if ns breaks a
-// constraint of the table (steps out of order, unknown mode or fallback,
-// negative max_id, name too long).
+// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace. The
+// INSERT fails on a name in use; if that row is a tombstone, revive
+// revives it.
 func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (allocator.Namespace, error) {
 	var got allocator.Namespace
 	err := s.segmentTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
-			INSERT INTO segments (namespace, max_id, step, min_step, max_step, mode, fallback,
+			INSERT INTO segments (namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
 				version, created_at, updated_at, description)
-			VALUES (?, ?, ?, ?, ?, ?, ?, 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), ?)`,
-			ns.Name, ns.MaxID, ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), ?)`,
+			ns.Name, ns.MaxID, limitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description)
 		if err != nil {
 			return err
 		}
 		got, err = scanSegment(tx.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ?`, ns.Name))
 		return err
 	})
+	var myErr *mysqldriver.MySQLError
+	if errors.As(err, &myErr) && myErr.Number == 1062 { // ER_DUP_ENTRY
+		return s.revive(ctx, ns, err)
+	}
 	if err != nil {
 		return allocator.Namespace{}, segmentError("create namespace", ns.Name, err)
 	}
 	return got, nil
 }
 
-// GetNamespace returns the namespace called name, or an error wrapping
-// allocator.ErrNamespaceNotFound.
+// revive creates ns over the row of its name if that row is a tombstone
+// (allocator.Namespace.Revive), in a transaction that locks the row;
+// dupErr is the INSERT's error, returned as ErrNamespaceExists when the row
+// is live.
+func (s *Store) revive(ctx context.Context, ns allocator.Namespace, dupErr error) (allocator.Namespace, error) {
+	var (
+		got     allocator.Namespace
+		refused error // Revive's error, which is no database error
+	)
+	err := s.segmentTx(ctx, func(tx *sql.Tx) error {
+		tomb, err := scanSegment(tx.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ? FOR UPDATE`, ns.Name))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return dupErr // deleted rows are never removed: not ours to guess about
+		case err != nil:
+			return err
+		case tomb.DeletedAt.IsZero():
+			return dupErr
+		}
+		next, err := tomb.Revive(ns)
+		if err != nil {
+			refused = err
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `
+			UPDATE segments SET
+				max_id = ?, max_id_limit = ?, step = ?, min_step = ?, max_step = ?, mode = ?, fallback = ?,
+				version = ?, created_at = UTC_TIMESTAMP(6), updated_at = UTC_TIMESTAMP(6), description = ?, deleted_at = NULL
+			WHERE namespace = ?`,
+			next.MaxID, limitArg(next.MaxIDLimit), next.Step, next.MinStep, next.MaxStep, string(next.Mode), string(next.Fallback),
+			next.Version, next.Description, next.Name)
+		if err != nil {
+			return err
+		}
+		got, err = scanSegment(tx.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ?`, ns.Name))
+		return err
+	})
+	if refused != nil {
+		return allocator.Namespace{}, fmt.Errorf("mysql: create namespace %q: %w", ns.Name, refused)
+	}
+	if err != nil {
+		return allocator.Namespace{}, segmentError("create namespace", ns.Name, err)
+	}
+	return got, nil
+}
+
+// DeleteNamespace implements allocator.NamespaceAdmin.DeleteNamespace: one
+// UPDATE that sets the tombstone, and the row read back under its lock.
+func (s *Store) DeleteNamespace(ctx context.Context, name string) (allocator.Namespace, error) {
+	var ns allocator.Namespace
+	err := s.segmentTx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `
+			UPDATE segments SET deleted_at = UTC_TIMESTAMP(6), updated_at = UTC_TIMESTAMP(6)
+			WHERE namespace = ? AND deleted_at IS NULL`, name)
+		if err != nil {
+			return err
+		}
+		// deleted_at changes whenever the row matches.
+		if n, err := r.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return sql.ErrNoRows
+		}
+		ns, err = scanSegment(tx.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ?`, name))
+		return err
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return allocator.Namespace{}, fmt.Errorf("mysql: delete namespace %q: %w", name, allocator.ErrNamespaceNotFound)
+	}
+	if err != nil {
+		return allocator.Namespace{}, segmentError("delete namespace", name, err)
+	}
+	return ns, nil
+}
+
+// GetNamespace implements allocator.SegmentStore.GetNamespace.
 func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namespace, error) {
-	ns, err := scanSegment(s.db.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ?`, name))
+	ns, err := scanSegment(s.db.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ? AND deleted_at IS NULL`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return allocator.Namespace{}, fmt.Errorf("mysql: get namespace %q: %w", name, allocator.ErrNamespaceNotFound)
 	}
@@ -56,10 +130,10 @@ func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namesp
 	return ns, nil
 }
 
-// ListNamespaces returns every namespace in byte order of the name (the
-// column's collation is utf8mb4_bin).
+// ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces (the
+// column's collation is utf8mb4_bin: byte order).
 func (s *Store) ListNamespaces(ctx context.Context) ([]allocator.Namespace, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+segmentColumns+` FROM segments ORDER BY namespace`)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE deleted_at IS NULL ORDER BY namespace`)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: list namespaces: %w", err)
 	}
@@ -78,13 +152,7 @@ func (s *Store) ListNamespaces(ctx context.Context) ([]allocator.Namespace, erro
 	return list, nil
 }
 
-// UpdateNamespace changes the settings that u sets, stamps updated_at with
-// database time and returns the row after the change. It leaves max_id and
-// version alone, so a node may still give back the tail of a range it
-// fetched before the change. It returns an error wrapping
-// allocator.ErrNamespaceNotFound if the namespace does not exist, and one
-// wrapping allocator.ErrInvalidNamespace if the result would break a
-// constraint (for example min_step above max_step); the row is then unchanged.
+// UpdateNamespace implements allocator.NamespaceAdmin.UpdateNamespace.
 func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.NamespaceUpdate) (allocator.Namespace, error) {
 	var ns allocator.Namespace
 	err := s.segmentTx(ctx, func(tx *sql.Tx) error {
@@ -98,14 +166,15 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 				mode        = COALESCE(?, mode),
 				fallback    = COALESCE(?, fallback),
 				description = COALESCE(?, description),
+				max_id_limit = COALESCE(max_id_limit, ?),
 				updated_at  = UTC_TIMESTAMP(6)
-			WHERE namespace = ?`,
+			WHERE namespace = ? AND deleted_at IS NULL`,
 			int64Arg(u.Step), int64Arg(u.MinStep), int64Arg(u.MaxStep),
-			modeArg(u.Mode), fallbackArg(u.Fallback), stringArg(u.Description), name)
+			modeArg(u.Mode), fallbackArg(u.Fallback), stringArg(u.Description), int64Arg(u.MaxIDLimit), name)
 		if err != nil {
 			return err
 		}
-		ns, err = scanSegment(tx.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ?`, name))
+		ns, err = scanSegment(tx.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ? AND deleted_at IS NULL`, name))
 		return err
 	})
 	if errors.Is(err, sql.ErrNoRows) {
@@ -117,37 +186,32 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 	return ns, nil
 }
 
-// FetchSegment advances the namespace's max_id by n and increments its
-// version in one UPDATE that records the new max_id with LAST_INSERT_ID,
-// and returns the range it advanced over. The read-back of LAST_INSERT_ID()
-// and the row runs in the same transaction, on the same connection, while
-// the UPDATE's row lock keeps other fetches out, so the row returned is the
-// one this fetch left. Concurrent fetches queue on that lock, so their
-// ranges are disjoint. Any error, including a commit whose outcome is
-// unknown, returns no range: its IDs are never handed out.
-//
-// It returns an error wrapping allocator.ErrNamespaceNotFound if the
-// namespace does not exist, and one wrapping allocator.ErrInvalidNamespace
-// if n < 1 or the range would go past the largest int64 (the row is then
-// unchanged).
+// FetchSegment implements allocator.SegmentStore.FetchSegment with one
+// UPDATE that records the new max_id with LAST_INSERT_ID. The read-back of
+// LAST_INSERT_ID() and the row runs in the same transaction, on the same
+// connection, while the UPDATE's row lock keeps other fetches out, so the
+// row returned is the one this fetch left; concurrent fetches queue on that
+// lock. A commit whose outcome is unknown returns an error, so its range is
+// never used.
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
-	if n < 1 {
-		return allocator.Segment{}, fmt.Errorf("mysql: fetch segment of %q: count %d below 1: %w", name, n, allocator.ErrInvalidNamespace)
+	if err := allocator.ValidFetch(name, n); err != nil {
+		return allocator.Segment{}, fmt.Errorf("mysql: %w", err)
 	}
 	var (
 		ns      allocator.Namespace
 		matched bool
 	)
 	err := s.segmentTx(ctx, func(tx *sql.Tx) error {
-		// The max_id bound keeps max_id + n within BIGINT; a row it excludes
-		// is told apart from a missing one by fetchMiss.
+		// The bound keeps max_id at or below its limit (and max_id + n
+		// within BIGINT); a row it excludes is told apart from a missing one
+		// by fetchMiss.
 		res, err := tx.ExecContext(ctx, `
 			UPDATE segments SET
 				max_id     = LAST_INSERT_ID(max_id + ?),
 				version    = version + 1,
 				updated_at = UTC_TIMESTAMP(6)
-			WHERE namespace = ? AND max_id <= ?`,
-			n, name, int64(math.MaxInt64)-n)
+			WHERE namespace = ? AND deleted_at IS NULL AND max_id <= COALESCE(max_id_limit, 9223372036854775807) - ?`,
+			n, name, n)
 		if err != nil {
 			return err
 		}
@@ -181,26 +245,21 @@ func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocat
 	return allocator.Segment{Namespace: ns, First: ns.MaxID - n + 1, Last: ns.MaxID}, nil
 }
 
-// fetchMiss explains why a fetch of n matched no row.
+// fetchMiss explains why a fetch of n matched no row: the namespace is
+// missing, or has fewer than n IDs left up to its limit.
 func (s *Store) fetchMiss(ctx context.Context, name string, n int64) error {
 	ns, err := s.GetNamespace(ctx, name)
 	if err != nil {
 		return fmt.Errorf("mysql: fetch segment: %w", err)
 	}
-	return fmt.Errorf("mysql: fetch segment of %q: max_id %d + %d exceeds the largest int64: %w",
-		name, ns.MaxID, n, allocator.ErrInvalidNamespace)
+	return fmt.Errorf("mysql: fetch segment of %q: %w", name, ns.ExhaustedError(n))
 }
 
-// ReturnTail gives back the unused tail of the last range fetched: it sets
-// max_id to newMaxID and increments version, but only if max_id and
-// version still equal expectMaxID and expectVersion, that is if nobody
-// fetched since. It reports whether it changed the row; a namespace that
-// does not exist reports false. newMaxID above expectMaxID returns an
-// error wrapping allocator.ErrInvalidNamespace.
+// ReturnTail implements allocator.SegmentStore.ReturnTail: one UPDATE
+// whose WHERE clause is the compare-and-set.
 func (s *Store) ReturnTail(ctx context.Context, name string, expectMaxID, expectVersion, newMaxID int64) (bool, error) {
-	if newMaxID > expectMaxID {
-		return false, fmt.Errorf("mysql: return tail of %q: new max_id %d above current %d: %w",
-			name, newMaxID, expectMaxID, allocator.ErrInvalidNamespace)
+	if err := allocator.ValidReturnTail(name, expectMaxID, newMaxID); err != nil {
+		return false, fmt.Errorf("mysql: %w", err)
 	}
 	// version changes whenever the row matches, so rows affected counts
 	// matched rows.
@@ -209,7 +268,7 @@ func (s *Store) ReturnTail(ctx context.Context, name string, expectMaxID, expect
 			max_id     = ?,
 			version    = version + 1,
 			updated_at = UTC_TIMESTAMP(6)
-		WHERE namespace = ? AND max_id = ? AND version = ?`,
+		WHERE namespace = ? AND max_id = ? AND version = ? AND deleted_at IS NULL`,
 		newMaxID, name, expectMaxID, expectVersion)
 	if err != nil {
 		return false, segmentError("return tail of", name, err)
@@ -250,14 +309,16 @@ func scanSegment(row interface{ Scan(...any) error }) (allocator.Namespace, erro
 func scanSegmentWith(row interface{ Scan(...any) error }, lead ...any) (allocator.Namespace, error) {
 	var (
 		ns             allocator.Namespace
+		limit          sql.NullInt64
 		mode, fallback string
 	)
 	dest := append(lead,
-		&ns.Name, &ns.MaxID, &ns.Step, &ns.MinStep, &ns.MaxStep, &mode, &fallback, &ns.Version,
-		segmentTime{&ns.CreatedAt}, segmentTime{&ns.UpdatedAt}, &ns.Description)
+		&ns.Name, &ns.MaxID, &limit, &ns.Step, &ns.MinStep, &ns.MaxStep, &mode, &fallback, &ns.Version,
+		segmentTime{&ns.CreatedAt}, segmentTime{&ns.UpdatedAt}, &ns.Description, segmentTime{&ns.DeletedAt})
 	if err := row.Scan(dest...); err != nil {
 		return allocator.Namespace{}, err
 	}
+	ns.MaxIDLimit = limit.Int64
 	ns.Mode = allocator.Mode(mode)
 	ns.Fallback = allocator.Fallback(fallback)
 	return ns, nil
@@ -320,6 +381,11 @@ func segmentError(op, name string, err error) error {
 		}
 	}
 	return fmt.Errorf("mysql: %s %q: %w", op, name, err)
+}
+
+// limitArg turns a max_id_limit into a parameter that is NULL for none.
+func limitArg(limit int64) sql.NullInt64 {
+	return sql.NullInt64{Int64: limit, Valid: limit > 0}
 }
 
 // int64Arg turns an optional number into a parameter that is NULL when absent.

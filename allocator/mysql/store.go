@@ -3,9 +3,10 @@
 //
 // Open connects with a mysql:// URL; the schema is created by the goose
 // migrations returned by Store.Migrations. Leases are claimed, extended and
-// released in SERIALIZABLE transactions that are retried, whole, on deadlocks
-// and lock wait timeouts; every timestamp is the database's, in UTC
-// (UTC_TIMESTAMP(6)), never the node's clock.
+// released in SERIALIZABLE transactions that are retried, whole, on deadlocks,
+// lock wait timeouts and (MariaDB with innodb_snapshot_isolation=ON) rows
+// changed since the transaction's snapshot; every timestamp is the
+// database's, in UTC (UTC_TIMESTAMP(6)), never the node's clock.
 package mysql
 
 import (
@@ -16,17 +17,21 @@ import (
 	"net"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/pressly/goose/v3"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/dburl"
+	"github.com/idgen-project/idgen/internal/sqltx"
 	"github.com/idgen-project/idgen/migrations"
 )
 
-var _ allocator.Store = (*Store)(nil)
+var (
+	_ allocator.Store        = (*Store)(nil)
+	_ allocator.RetryCounter = (*Store)(nil)
+)
 
 // Connection defaults, used unless the DSN sets them. A short lock wait
 // timeout turns a transaction stuck behind another into a quick retry.
@@ -42,9 +47,12 @@ const (
 // Store is idgen's Store on MySQL or MariaDB. It is safe for concurrent use.
 type Store struct {
 	db        *sql.DB
-	connector driver.Connector // for the migrations' own pool
-	dsn       string           // redacted, for error messages
-	retries   atomic.Int64     // transactions run again after a deadlock or lock wait timeout
+	connector driver.Connector       // for the migrations' own pool
+	dsn       string                 // redacted, for error messages
+	tx        *sqltx.Runner[*sql.Tx] // SERIALIZABLE transactions, retried on conflicts
+	// pruneBatch is how many events one statement of PruneLeaseEvents
+	// deletes.
+	pruneBatch int
 }
 
 // Open connects to the MySQL or MariaDB database named by dsn, a URL such as
@@ -69,7 +77,9 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("mysql: connect to %s: %w", safe, err)
 	}
-	return &Store{db: db, connector: connector, dsn: safe}, nil
+	tx := sqltx.New(sqltx.DB(db, &sql.TxOptions{Isolation: sql.LevelSerializable}),
+		sqltx.Settings{Name: "mysql", Retryable: retryable})
+	return &Store{db: db, connector: connector, dsn: safe, tx: tx, pruneBatch: defaultPruneBatch}, nil
 }
 
 // parseDSN turns idgen's mysql:// URL into a driver configuration, and
@@ -80,7 +90,7 @@ func parseDSN(dsn string) (*gomysql.Config, string, error) {
 		// The DSN cannot be shown: the password may be anywhere in it.
 		return nil, "", fmt.Errorf("mysql: invalid DSN: not a mysql://user:pass@host:port/database URL")
 	}
-	safe := allocator.RedactDSN(dsn)
+	safe := dburl.Redact(dsn)
 	if u.Host == "" {
 		return nil, "", fmt.Errorf("mysql: invalid DSN %s: no host", safe)
 	}
@@ -159,5 +169,30 @@ func (s *Store) Migrations() (*goose.Provider, error) {
 }
 
 // SerializationRetries returns how many transactions the store has run again
-// after a deadlock or lock wait timeout since it was opened.
-func (s *Store) SerializationRetries() int64 { return s.retries.Load() }
+// after a deadlock, a lock wait timeout or a row changed since the
+// transaction's snapshot, since it was opened.
+func (s *Store) SerializationRetries() int64 { return s.tx.Retries() }
+
+// errRetry, returned by fn, asks inTx for another try: a compare-and-set
+// found the row changed, which SERIALIZABLE should have prevented.
+var errRetry = sqltx.ErrRetry
+
+// inTx runs fn in a SERIALIZABLE transaction and commits it, running it
+// again, whole, on a conflict (retryable) or errRetry; see sqltx.Runner.Run.
+// Under SERIALIZABLE, InnoDB turns plain reads into shared locks, so two
+// claimers that read the same rows and then update one deadlock, and InnoDB
+// rolls one back: that is the conflict the retry resolves.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.tx.Run(ctx, fn)
+}
+
+// retryable reports whether err is one of these MySQL errors, after which
+// another try may succeed:
+//   - 1213 ER_LOCK_DEADLOCK: InnoDB rolled the transaction back;
+//   - 1205 ER_LOCK_WAIT_TIMEOUT: innodb_lock_wait_timeout passed;
+//   - 1020 ER_CHECKREAD: a row read changed since the transaction's snapshot,
+//     which MariaDB reports with innodb_snapshot_isolation=ON (the default
+//     from 11.6.2) where the others would deadlock.
+func retryable(err error) bool {
+	return sqltx.HasCode(err, func(e *gomysql.MySQLError) uint16 { return e.Number }, 1213, 1205, 1020)
+}

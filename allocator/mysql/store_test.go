@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,13 @@ import (
 // openTest opens a store on a fresh, migrated database, closed when t ends.
 func openTest(t *testing.T) *Store {
 	t.Helper()
-	s, err := Open(t.Context(), testdb.MySQL(t))
+	return openTestDSN(t, testdb.MySQL(t))
+}
+
+// openTestDSN opens and migrates the store dsn names, closed when t ends.
+func openTestDSN(t *testing.T, dsn string) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), dsn)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -37,6 +44,45 @@ func openTest(t *testing.T) *Store {
 
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) allocator.Store { return openTest(t) })
+}
+
+// TestStoreSnapshotIsolation runs the suite with innodb_snapshot_isolation
+// on for the session, as MariaDB 11.6.2 and later have it by default: a
+// transaction that reads a row another one changed since its snapshot then
+// fails with error 1020 ("Record has changed since last read"), which the
+// store must retry like a deadlock. MySQL has no such variable.
+func TestStoreSnapshotIsolation(t *testing.T) {
+	probe := openTest(t)
+	var on string
+	err := probe.db.QueryRowContext(t.Context(), `SELECT @@innodb_snapshot_isolation`).Scan(&on)
+	var myErr *gomysql.MySQLError
+	if errors.As(err, &myErr) && myErr.Number == 1193 { // ER_UNKNOWN_SYSTEM_VARIABLE
+		t.Skip("the server has no innodb_snapshot_isolation (MySQL, or MariaDB before 10.6.18/10.11.8): it cannot return error 1020")
+	}
+	if err != nil {
+		t.Fatalf("read innodb_snapshot_isolation: %v", err)
+	}
+	open := func(t *testing.T) *Store {
+		u, err := url.Parse(testdb.MySQL(t))
+		if err != nil {
+			t.Fatalf("test DSN: %v", err)
+		}
+		q := u.Query()
+		q.Set("innodb_snapshot_isolation", "ON")
+		u.RawQuery = q.Encode()
+		return openTestDSN(t, u.String())
+	}
+	t.Run("SessionVariable", func(t *testing.T) {
+		s := open(t)
+		var on int
+		if err := s.db.QueryRowContext(t.Context(), `SELECT @@SESSION.innodb_snapshot_isolation`).Scan(&on); err != nil {
+			t.Fatalf("read innodb_snapshot_isolation: %v", err)
+		}
+		if on != 1 {
+			t.Fatalf("@@SESSION.innodb_snapshot_isolation = %d, want 1", on)
+		}
+	})
+	storetest.Run(t, func(t *testing.T) allocator.Store { return open(t) })
 }
 
 // TestConcurrentClaimsRetry checks that concurrent claims really collide in
@@ -153,8 +199,8 @@ func TestRetryable(t *testing.T) {
 	}{
 		{&gomysql.MySQLError{Number: 1213}, true},
 		{&gomysql.MySQLError{Number: 1205}, true},
+		{&gomysql.MySQLError{Number: 1020}, true}, // record changed since last read (snapshot isolation)
 		{fmt.Errorf("commit: %w", &gomysql.MySQLError{Number: 1213}), true},
-		{errRetry, true},
 		{&gomysql.MySQLError{Number: 1062}, false}, // duplicate entry
 		{sql.ErrNoRows, false},
 		{context.Canceled, false},
@@ -166,67 +212,47 @@ func TestRetryable(t *testing.T) {
 	}
 }
 
+// TestInTx checks the store's transactions through the retry helper: a
+// try that fails with the driver's conflict error, then one that returns
+// errRetry, are rolled back (their rows are gone) and counted, and the third
+// try commits.
 func TestInTx(t *testing.T) {
 	s := openTest(t)
-	deadlock := &gomysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock"}
-
-	t.Run("retries until success", func(t *testing.T) {
-		before := s.SerializationRetries()
-		tries := 0
-		err := s.inTx(t.Context(), func(tx *sql.Tx) error {
-			tries++
-			if tries < 3 {
-				return fmt.Errorf("step: %w", deadlock)
-			}
-			_, err := tx.ExecContext(t.Context(), "SELECT 1")
+	ctx := t.Context()
+	conflict := &gomysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock"}
+	before := s.SerializationRetries()
+	tries := 0
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		tries++
+		if _, err := tx.ExecContext(ctx, `INSERT INTO worker_leases (datacenter_id, worker_id) VALUES (9, ?)`, tries); err != nil {
 			return err
-		})
-		if err != nil || tries != 3 {
-			t.Errorf("got %v after %d tries, want success after 3", err, tries)
 		}
-		if got := s.SerializationRetries() - before; got != 2 {
-			t.Errorf("retry counter grew by %d, want 2", got)
+		switch tries {
+		case 1:
+			return fmt.Errorf("step: %w", conflict)
+		case 2:
+			return errRetry
 		}
+		return nil
 	})
-	t.Run("other errors are not retried", func(t *testing.T) {
-		tries := 0
-		boom := errors.New("boom")
-		err := s.inTx(t.Context(), func(*sql.Tx) error { tries++; return boom })
-		if !errors.Is(err, boom) || tries != 1 {
-			t.Errorf("got %v after %d tries, want boom after 1", err, tries)
-		}
-	})
-	t.Run("context ends the retries", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(t.Context())
-		tries := 0
-		err := s.inTx(ctx, func(*sql.Tx) error {
-			tries++
-			if tries == 2 {
-				cancel()
-			}
-			return deadlock
-		})
-		if !errors.Is(err, context.Canceled) || !errors.Is(err, deadlock) {
-			t.Errorf("got %v, want an error wrapping context.Canceled and the last failure", err)
-		}
-		if tries != 2 {
-			t.Errorf("got %d tries, want 2 (none after the context ended)", tries)
-		}
-	})
-	t.Run("rolled back on failure", func(t *testing.T) {
-		boom := errors.New("boom")
-		err := s.inTx(t.Context(), func(tx *sql.Tx) error {
-			if _, err := tx.ExecContext(t.Context(), `INSERT INTO worker_leases (datacenter_id, worker_id) VALUES (9, 9)`); err != nil {
-				return err
-			}
-			return boom
-		})
-		if !errors.Is(err, boom) {
-			t.Fatalf("got %v, want boom", err)
-		}
-		leases, err := s.ListLeases(t.Context())
-		if err != nil || len(leases) != 0 {
-			t.Errorf("after a failed transaction: %d rows, %v; want none", len(leases), err)
-		}
-	})
+	if err != nil || tries != 3 {
+		t.Fatalf("got %v after %d tries, want success after 3", err, tries)
+	}
+	if got := s.SerializationRetries() - before; got != 2 {
+		t.Errorf("retry counter grew by %d, want 2", got)
+	}
+	leases, err := s.ListLeases(ctx)
+	var workers []int64
+	for _, l := range leases {
+		workers = append(workers, l.WorkerID)
+	}
+	if err != nil || len(workers) != 1 || workers[0] != 3 {
+		t.Errorf("got rows of workers %v, %v; want only worker 3's: the failed tries rolled back", workers, err)
+	}
+}
+
+func TestPruneLeaseEventsInBatches(t *testing.T) {
+	s := openTest(t)
+	s.pruneBatch = 2
+	storetest.PruneInBatches(t, s, s.pruneBatch)
 }

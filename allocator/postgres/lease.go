@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,13 +15,25 @@ import (
 )
 
 // leaseColumns are the columns of worker_leases in the order scanLease reads.
-const leaseColumns = `datacenter_id, worker_id, holder, fencing_version,
-	acquired_at, heartbeat_at, expires_at, released_at, ts_ceiling_ms`
+const leaseColumns = `datacenter_id, worker_id, holder, owner, fencing_version,
+	acquired_at, heartbeat_at, expires_at, released_at, ts_ceiling_ms, ts_floor_ms`
 
-// EnsureLayout records layout (the default layout when layout is zero) as the
-// Snowflake layout of the database, unless one is recorded already, and
-// returns the recorded one. Of concurrent first calls, exactly one layout
-// wins and every call returns it.
+// eventColumns are the columns of lease_events in the order scanEvent reads.
+const eventColumns = `id, datacenter_id, worker_id, holder, owner, request_id, fencing_version, event, at, detail`
+
+// defaultPruneBatch is how many events one statement of PruneLeaseEvents
+// deletes, unless a test sets Store.pruneBatch.
+const defaultPruneBatch = 5000
+
+// boundedCeiling is the ts_ceiling_ms a claim or heartbeat writes: the
+// proposed ceiling ($5), but never more than database time plus the ttl ($4)
+// plus the allowed clock offset ($7), all in milliseconds, and never below
+// the stored ceiling.
+const boundedCeiling = `GREATEST(ts_ceiling_ms, LEAST($5::bigint,
+	floor(extract(epoch FROM now()) * 1000)::bigint + $4::bigint + $7::bigint))`
+
+// EnsureLayout implements allocator.LeaseStore.EnsureLayout, documented
+// there.
 func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snowflake.Layout, error) {
 	if layout.IsZero() {
 		layout = snowflake.DefaultLayout()
@@ -47,18 +60,10 @@ func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snow
 	return got, nil
 }
 
-// Claim claims a worker ID of the pool req describes: a free row, a row whose
-// lease has expired by database time, or a row req.Holder holds already (a
-// claim of its own whose outcome it did not learn). Rows whose ceiling lies
-// above req.MaxPrevCeilingMS (when not zero) are left alone. Among the
-// candidates it takes the lowest ceiling, then the lowest worker ID.
-//
-// The claim runs in one SERIALIZABLE transaction, retried on serialization
-// failures until ctx ends. It returns an error wrapping
-// allocator.ErrNoWorkerAvailable when no row can be claimed. A malformed
-// request (no holder or one over 255 bytes, a ttl under 1ms, negative or
-// reversed IDs, a pool of more than 65536 IDs) is refused with an error that
-// wraps no sentinel.
+// Claim implements allocator.LeaseStore.Claim: which row it picks, what it
+// writes and the errors it returns are documented there. The pool's missing
+// rows are created first, in a transaction of their own; the claim itself
+// is one transaction.
 func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocator.ClaimResult, error) {
 	if err := req.Validate(); err != nil {
 		return allocator.ClaimResult{}, fmt.Errorf("postgres: %w", err)
@@ -94,15 +99,18 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 		lease, now, err := scanLease(tx.QueryRow(ctx, `
 			UPDATE worker_leases SET
 				holder = $3,
+				owner = $8,
 				fencing_version = fencing_version + 1,
 				acquired_at = now(),
 				heartbeat_at = now(),
 				expires_at = now() + $4::bigint * interval '1 millisecond',
 				released_at = NULL,
-				ts_ceiling_ms = GREATEST(ts_ceiling_ms, $5::bigint)
+				ts_floor_ms = ts_ceiling_ms + 1,
+				ts_ceiling_ms = `+boundedCeiling+`
 			WHERE datacenter_id = $1 AND worker_id = $2 AND fencing_version = $6
 			RETURNING `+leaseColumns+`, now()`,
-			req.DatacenterID, workerID, req.Holder, req.TTL.Milliseconds(), req.CeilingMS, prevVersion))
+			req.DatacenterID, workerID, req.Holder, req.TTL.Milliseconds(), req.CeilingMS, prevVersion,
+			req.MaxClockOffset.Milliseconds(), nullText(req.Owner)))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errRetry
 		}
@@ -114,7 +122,9 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 			prev = *prevHolder
 		}
 		kind, detail := allocator.ClaimEvent(prev, req.Holder, prevVersion, prevCeiling)
-		if err := insertEvent(ctx, tx, lease.LeaseKey, req.Holder, lease.FencingVersion, kind, detail); err != nil {
+		ev := allocator.LeaseEvent{LeaseKey: lease.LeaseKey, Holder: req.Holder, FencingVersion: lease.FencingVersion,
+			Kind: kind, Detail: detail, Owner: req.Owner, RequestID: req.RequestID}
+		if err := insertEvent(ctx, tx, ev); err != nil {
 			return err
 		}
 		res = allocator.ClaimResult{Lease: lease, PrevHolder: prev, PrevCeilingMS: prevCeiling, DBNow: now}
@@ -155,15 +165,11 @@ func (s *Store) ensureWorkers(ctx context.Context, dc, minID, maxID int64) error
 	return nil
 }
 
-// Heartbeat extends the lease by req.TTL from database time and raises its
-// ceiling to req.CeilingMS (it never lowers it), provided req.Holder still
-// holds it at req.FencingVersion and it has not expired. Otherwise it returns
-// an error wrapping allocator.ErrLeaseLost. It returns the row after the
-// update and the database's clock_timestamp(), which the caller compares with
-// its own clock.
+// Heartbeat implements allocator.LeaseStore.Heartbeat, documented there.
+// It returns the database's clock_timestamp() as the store's time.
 func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (allocator.Lease, time.Time, error) {
-	if req.TTL < time.Millisecond {
-		return allocator.Lease{}, time.Time{}, fmt.Errorf("postgres: heartbeat: ttl %s is below 1ms", req.TTL)
+	if err := req.Validate(); err != nil {
+		return allocator.Lease{}, time.Time{}, fmt.Errorf("postgres: %w", err)
 	}
 	var (
 		lease allocator.Lease
@@ -174,13 +180,13 @@ func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (
 		lease, now, err = scanLease(tx.QueryRow(ctx, `
 			UPDATE worker_leases SET
 				heartbeat_at = now(),
-				expires_at = now() + $5::bigint * interval '1 millisecond',
-				ts_ceiling_ms = GREATEST(ts_ceiling_ms, $6::bigint)
+				expires_at = now() + $4::bigint * interval '1 millisecond',
+				ts_ceiling_ms = `+boundedCeiling+`
 			WHERE datacenter_id = $1 AND worker_id = $2
-			  AND holder = $3 AND fencing_version = $4 AND expires_at > now()
+			  AND holder = $3 AND fencing_version = $6 AND expires_at > now()
 			RETURNING `+leaseColumns+`, clock_timestamp()`,
-			req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion,
-			req.TTL.Milliseconds(), req.CeilingMS))
+			req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.TTL.Milliseconds(), req.CeilingMS,
+			req.FencingVersion, req.MaxClockOffset.Milliseconds()))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("postgres: heartbeat of worker %d/%d by %q at version %d: %w",
 				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, allocator.ErrLeaseLost)
@@ -196,47 +202,102 @@ func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (
 	return lease, now, nil
 }
 
-// Release frees the lease, provided req.Holder holds it at
-// req.FencingVersion (expired or not), and sets its ceiling to req.CeilingMS,
-// which may lower it to the last timestamp actually used. It returns an error
-// wrapping allocator.ErrLeaseLost when the row did not match.
-func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) error {
-	if req.CeilingMS < 0 {
-		return fmt.Errorf("postgres: release: negative ceiling %d", req.CeilingMS)
+// Release implements allocator.LeaseStore.Release, documented there: it
+// reads the row's floor and ceiling, applies allocator.ReleaseCeiling and
+// writes, in one transaction.
+func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int64, error) {
+	if err := req.Validate(); err != nil {
+		return 0, fmt.Errorf("postgres: %w", err)
 	}
-	return s.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `
+	var ceiling int64
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var floor, committed int64
+		err := tx.QueryRow(ctx, `
+			SELECT ts_floor_ms, ts_ceiling_ms FROM worker_leases
+			WHERE datacenter_id = $1 AND worker_id = $2 AND holder = $3 AND fencing_version = $4
+			FOR UPDATE`,
+			req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion).Scan(&floor, &committed)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("postgres: release of worker %d/%d by %q at version %d: %w",
+				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, allocator.ErrLeaseLost)
+		}
+		if err != nil {
+			return fmt.Errorf("postgres: release worker %d/%d: %w", req.Key.DatacenterID, req.Key.WorkerID, err)
+		}
+		if ceiling, err = allocator.ReleaseCeiling(floor, committed, req.LastTimestampMS); err != nil {
+			return fmt.Errorf("postgres: release of worker %d/%d by %q at version %d: %w",
+				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, err)
+		}
+		_, err = tx.Exec(ctx, `
 			UPDATE worker_leases SET
 				holder = NULL,
+				owner = NULL,
 				released_at = now(),
 				expires_at = now(),
 				ts_ceiling_ms = $5
 			WHERE datacenter_id = $1 AND worker_id = $2 AND holder = $3 AND fencing_version = $4`,
-			req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, req.CeilingMS)
+			req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, ceiling)
 		if err != nil {
 			return fmt.Errorf("postgres: release worker %d/%d: %w", req.Key.DatacenterID, req.Key.WorkerID, err)
 		}
-		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("postgres: release of worker %d/%d by %q at version %d: %w",
-				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, allocator.ErrLeaseLost)
-		}
-		return insertEvent(ctx, tx, req.Key, req.Holder, req.FencingVersion, allocator.EventRelease,
-			fmt.Sprintf("ceiling set to %d", req.CeilingMS))
+		return insertEvent(ctx, tx, allocator.LeaseEvent{LeaseKey: req.Key, Holder: req.Holder, FencingVersion: req.FencingVersion,
+			Kind: allocator.EventRelease, Detail: fmt.Sprintf("ceiling set to %d", ceiling), Owner: req.Owner, RequestID: req.RequestID})
 	})
+	if err != nil {
+		return 0, err
+	}
+	return ceiling, nil
 }
 
-// RecordLeaseEvent appends ev to lease_events at database time; ev.ID and
-// ev.At are ignored. A kind other than the allocator.Event constants is
-// refused.
+// RecordLeaseEvent implements allocator.LeaseStore.RecordLeaseEvent,
+// documented there.
 func (s *Store) RecordLeaseEvent(ctx context.Context, ev allocator.LeaseEvent) error {
-	if err := allocator.ValidEventKind(ev.Kind); err != nil {
+	if err := ev.Validate(); err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
-	return insertEvent(ctx, s.pool, ev.LeaseKey, ev.Holder, ev.FencingVersion, ev.Kind, ev.Detail)
+	return insertEvent(ctx, s.pool, ev)
 }
 
-// ListLeases returns every row of worker_leases, ordered by datacenter and
-// worker ID.
+// Evict implements allocator.LeaseAdmin.Evict, documented there.
+func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocator.Lease, error) {
+	if err := req.Validate(); err != nil {
+		return allocator.Lease{}, fmt.Errorf("postgres: %w", err)
+	}
+	var lease allocator.Lease
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		prev, _, err := scanLease(tx.QueryRow(ctx, `
+			SELECT `+leaseColumns+`, now() FROM worker_leases
+			WHERE datacenter_id = $1 AND worker_id = $2 FOR UPDATE`,
+			req.Key.DatacenterID, req.Key.WorkerID))
+		found := !errors.Is(err, pgx.ErrNoRows)
+		if found && err != nil {
+			return fmt.Errorf("postgres: evict worker %d/%d: %w", req.Key.DatacenterID, req.Key.WorkerID, err)
+		}
+		if err := req.CheckRow(prev, found); err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
+		lease, _, err = scanLease(tx.QueryRow(ctx, `
+			UPDATE worker_leases SET
+				fencing_version = fencing_version + 1,
+				holder = NULL,
+				owner = NULL,
+				expires_at = now()
+			WHERE datacenter_id = $1 AND worker_id = $2 AND fencing_version = $3
+			RETURNING `+leaseColumns+`, now()`,
+			req.Key.DatacenterID, req.Key.WorkerID, prev.FencingVersion))
+		if err != nil {
+			return fmt.Errorf("postgres: evict worker %d/%d: %w", req.Key.DatacenterID, req.Key.WorkerID, err)
+		}
+		return insertEvent(ctx, tx, allocator.LeaseEvent{LeaseKey: req.Key, Holder: prev.Holder, FencingVersion: prev.FencingVersion,
+			Kind: allocator.EventEvict, Detail: allocator.EvictDetail(prev, req.Reason), Owner: req.Owner, RequestID: req.RequestID})
+	})
+	if err != nil {
+		return allocator.Lease{}, err
+	}
+	return lease, nil
+}
+
+// ListLeases implements allocator.LeaseAdmin.ListLeases, documented there.
 func (s *Store) ListLeases(ctx context.Context) ([]allocator.Lease, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+leaseColumns+`, now() FROM worker_leases ORDER BY datacenter_id, worker_id`)
 	if err != nil {
@@ -257,34 +318,78 @@ func (s *Store) ListLeases(ctx context.Context) ([]allocator.Lease, error) {
 	return leases, nil
 }
 
-// ListLeaseEvents returns up to limit events with an ID above afterID, oldest
-// first; none when limit is not positive. Pass the last ID of a page as
-// afterID to read the next one.
-func (s *Store) ListLeaseEvents(ctx context.Context, afterID int64, limit int) ([]allocator.LeaseEvent, error) {
-	if limit <= 0 {
+// ListLeaseEvents implements allocator.LeaseAdmin.ListLeaseEvents,
+// documented there.
+func (s *Store) ListLeaseEvents(ctx context.Context, f allocator.LeaseEventFilter) ([]allocator.LeaseEvent, error) {
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if f.Limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT id, datacenter_id, worker_id, holder, fencing_version, event, at, detail
-		FROM lease_events WHERE id > $1 ORDER BY id LIMIT $2`, afterID, limit)
+	var (
+		where = []string{"id > $1"}
+		args  = []any{f.AfterID}
+	)
+	add := func(cond string, arg any) {
+		args = append(args, arg)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if f.DatacenterID != nil {
+		add("datacenter_id = $%d", *f.DatacenterID)
+	}
+	if f.WorkerID != nil {
+		add("worker_id = $%d", *f.WorkerID)
+	}
+	if f.Holder != "" {
+		add("holder = $%d", f.Holder)
+	}
+	if f.Owner != "" {
+		add("owner = $%d", f.Owner)
+	}
+	if f.Kind != "" {
+		add("event = $%d", string(f.Kind))
+	}
+	if !f.Since.IsZero() {
+		add("at >= $%d", f.Since)
+	}
+	if !f.Until.IsZero() {
+		add("at < $%d", f.Until)
+	}
+	args = append(args, f.Limit)
+	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM lease_events WHERE `+strings.Join(where, " AND ")+
+		fmt.Sprintf(` ORDER BY id LIMIT $%d`, len(args)), args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list lease events: %w", err)
 	}
-	defer rows.Close()
-	var events []allocator.LeaseEvent
-	for rows.Next() {
-		var ev allocator.LeaseEvent
-		err := rows.Scan(&ev.ID, &ev.DatacenterID, &ev.WorkerID, &ev.Holder, &ev.FencingVersion, &ev.Kind, &ev.At, &ev.Detail)
-		if err != nil {
-			return nil, fmt.Errorf("postgres: list lease events: %w", err)
-		}
-		ev.At = ev.At.UTC()
-		events = append(events, ev)
-	}
-	if err := rows.Err(); err != nil {
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (allocator.LeaseEvent, error) {
+		return scanEvent(row)
+	})
+	if err != nil {
 		return nil, fmt.Errorf("postgres: list lease events: %w", err)
 	}
 	return events, nil
+}
+
+// PruneLeaseEvents implements allocator.LeaseAdmin.PruneLeaseEvents,
+// documented there.
+func (s *Store) PruneLeaseEvents(ctx context.Context, before time.Time) (int64, error) {
+	if before.IsZero() {
+		return 0, nil
+	}
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, `
+			DELETE FROM lease_events WHERE id IN (
+				SELECT id FROM lease_events WHERE at < $1 ORDER BY id LIMIT $2)`, before, s.pruneBatch)
+		if err != nil {
+			return total, fmt.Errorf("postgres: prune lease events: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < int64(s.pruneBatch) {
+			return total, nil
+		}
+	}
 }
 
 // execer is what insertEvent needs of a pool or a transaction.
@@ -292,35 +397,67 @@ type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// insertEvent appends one row to lease_events at database time.
-func insertEvent(ctx context.Context, db execer, key allocator.LeaseKey, holder string, version int64, kind, detail string) error {
+// insertEvent appends ev to lease_events at database time; ev.ID and ev.At
+// are ignored.
+func insertEvent(ctx context.Context, db execer, ev allocator.LeaseEvent) error {
 	_, err := db.Exec(ctx, `
-		INSERT INTO lease_events (datacenter_id, worker_id, holder, fencing_version, event, at, detail)
-		VALUES ($1, $2, $3, $4, $5, now(), $6)`,
-		key.DatacenterID, key.WorkerID, holder, version, kind, detail)
+		INSERT INTO lease_events (datacenter_id, worker_id, holder, owner, request_id, fencing_version, event, at, detail)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, now(), $8)`,
+		ev.DatacenterID, ev.WorkerID, ev.Holder, nullText(ev.Owner), nullText(ev.RequestID), ev.FencingVersion, string(ev.Kind), ev.Detail)
 	if err != nil {
-		return fmt.Errorf("postgres: record %s event of worker %d/%d: %w", kind, key.DatacenterID, key.WorkerID, err)
+		return fmt.Errorf("postgres: record %s event of worker %d/%d: %w", ev.Kind, ev.DatacenterID, ev.WorkerID, err)
 	}
 	return nil
+}
+
+// scanEvent reads one row of eventColumns.
+func scanEvent(row pgx.Row) (allocator.LeaseEvent, error) {
+	var (
+		ev               allocator.LeaseEvent
+		kind             string
+		owner, requestID *string
+	)
+	err := row.Scan(&ev.ID, &ev.DatacenterID, &ev.WorkerID, &ev.Holder, &owner, &requestID, &ev.FencingVersion, &kind, &ev.At, &ev.Detail)
+	if err != nil {
+		return allocator.LeaseEvent{}, err
+	}
+	ev.Kind = allocator.EventKind(kind)
+	ev.At = ev.At.UTC()
+	ev.Owner, ev.RequestID = text(owner), text(requestID)
+	return ev, nil
 }
 
 // scanLease reads the leaseColumns and one timestamp after them.
 func scanLease(row pgx.Row) (allocator.Lease, time.Time, error) {
 	var (
 		l                                         allocator.Lease
-		holder                                    *string
+		holder, owner                             *string
 		acquired, heartbeat, expires, released, t *time.Time
 	)
-	err := row.Scan(&l.DatacenterID, &l.WorkerID, &holder, &l.FencingVersion,
-		&acquired, &heartbeat, &expires, &released, &l.CeilingMS, &t)
+	err := row.Scan(&l.DatacenterID, &l.WorkerID, &holder, &owner, &l.FencingVersion,
+		&acquired, &heartbeat, &expires, &released, &l.CeilingMS, &l.FloorMS, &t)
 	if err != nil {
 		return allocator.Lease{}, time.Time{}, err
 	}
-	if holder != nil {
-		l.Holder = *holder
-	}
+	l.Holder, l.Owner = text(holder), text(owner)
 	l.AcquiredAt, l.HeartbeatAt, l.ExpiresAt, l.ReleasedAt = utc(acquired), utc(heartbeat), utc(expires), utc(released)
 	return l, utc(t), nil
+}
+
+// nullText turns "" into NULL.
+func nullText(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// text turns NULL into "".
+func text(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // utc returns *t in UTC, or the zero time for NULL.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -13,33 +13,92 @@ import (
 )
 
 // segmentColumns lists the columns of segments in the order scanSegment reads them.
-const segmentColumns = `namespace, max_id, step, min_step, max_step, mode, fallback,
-	version, created_at, updated_at, description`
+const segmentColumns = `namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
+	version, created_at, updated_at, description, deleted_at`
 
-// CreateNamespace inserts ns and returns the row as stored. The store sets
-// version to 0 and both times to database time, whatever ns holds. It
-// returns an error wrapping allocator.ErrNamespaceExists if the name is
-// taken, and one wrapping allocator.ErrInvalidNamespace if ns breaks a
-// constraint of the table (steps out of order, unknown mode or fallback,
-// negative max_id, name too long).
+// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace. The
+// INSERT fails on a name in use; if that row is a tombstone, revive
+// revives it.
 func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (allocator.Namespace, error) {
 	row := s.pool.QueryRow(ctx, `
-		INSERT INTO segments (namespace, max_id, step, min_step, max_step, mode, fallback,
+		INSERT INTO segments (namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
 			version, created_at, updated_at, description)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, 0, now(), now(), $8)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, now(), now(), $9)
 		RETURNING `+segmentColumns,
-		ns.Name, ns.MaxID, ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description)
+		ns.Name, ns.MaxID, limitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description)
 	got, err := scanSegment(row)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return s.revive(ctx, ns, err)
+	}
 	if err != nil {
 		return allocator.Namespace{}, segmentError("create namespace", ns.Name, err)
 	}
 	return got, nil
 }
 
-// GetNamespace returns the namespace called name, or an error wrapping
-// allocator.ErrNamespaceNotFound.
+// revive creates ns over the row of its name if that row is a tombstone
+// (allocator.Namespace.Revive), in a transaction that locks the row;
+// dupErr is the INSERT's error, returned as ErrNamespaceExists when the row
+// is live.
+func (s *Store) revive(ctx context.Context, ns allocator.Namespace, dupErr error) (allocator.Namespace, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return allocator.Namespace{}, segmentError("create namespace", ns.Name, err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }() // after Commit, a no-op
+	tomb, err := scanSegment(tx.QueryRow(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = $1 FOR UPDATE`, ns.Name))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		// Deleted rows are never removed; a row that went away is not ours
+		// to guess about.
+		return allocator.Namespace{}, segmentError("create namespace", ns.Name, dupErr)
+	case err != nil:
+		return allocator.Namespace{}, segmentError("create namespace", ns.Name, err)
+	case tomb.DeletedAt.IsZero():
+		return allocator.Namespace{}, segmentError("create namespace", ns.Name, dupErr)
+	}
+	next, err := tomb.Revive(ns)
+	if err != nil {
+		return allocator.Namespace{}, fmt.Errorf("postgres: create namespace %q: %w", ns.Name, err)
+	}
+	got, err := scanSegment(tx.QueryRow(ctx, `
+		UPDATE segments SET
+			max_id = $2, max_id_limit = $3, step = $4, min_step = $5, max_step = $6, mode = $7, fallback = $8,
+			version = $9, created_at = now(), updated_at = now(), description = $10, deleted_at = NULL
+		WHERE namespace = $1
+		RETURNING `+segmentColumns,
+		next.Name, next.MaxID, limitArg(next.MaxIDLimit), next.Step, next.MinStep, next.MaxStep, string(next.Mode),
+		string(next.Fallback), next.Version, next.Description))
+	if err == nil {
+		err = tx.Commit(ctx)
+	}
+	if err != nil {
+		return allocator.Namespace{}, segmentError("create namespace", ns.Name, err)
+	}
+	return got, nil
+}
+
+// DeleteNamespace implements allocator.NamespaceAdmin.DeleteNamespace: one
+// UPDATE that sets the tombstone.
+func (s *Store) DeleteNamespace(ctx context.Context, name string) (allocator.Namespace, error) {
+	row := s.pool.QueryRow(ctx, `
+		UPDATE segments SET deleted_at = now(), updated_at = now()
+		WHERE namespace = $1 AND deleted_at IS NULL
+		RETURNING `+segmentColumns, name)
+	ns, err := scanSegment(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return allocator.Namespace{}, fmt.Errorf("postgres: delete namespace %q: %w", name, allocator.ErrNamespaceNotFound)
+	}
+	if err != nil {
+		return allocator.Namespace{}, segmentError("delete namespace", name, err)
+	}
+	return ns, nil
+}
+
+// GetNamespace implements allocator.SegmentStore.GetNamespace.
 func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namespace, error) {
-	row := s.pool.QueryRow(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = $1`, name)
+	row := s.pool.QueryRow(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = $1 AND deleted_at IS NULL`, name)
 	ns, err := scanSegment(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return allocator.Namespace{}, fmt.Errorf("postgres: get namespace %q: %w", name, allocator.ErrNamespaceNotFound)
@@ -50,9 +109,10 @@ func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namesp
 	return ns, nil
 }
 
-// ListNamespaces returns every namespace in byte order of the name.
+// ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces (the
+// column's collation is "C": byte order).
 func (s *Store) ListNamespaces(ctx context.Context) ([]allocator.Namespace, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+segmentColumns+` FROM segments ORDER BY namespace`)
+	rows, err := s.pool.Query(ctx, `SELECT `+segmentColumns+` FROM segments WHERE deleted_at IS NULL ORDER BY namespace`)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list namespaces: %w", err)
 	}
@@ -65,13 +125,7 @@ func (s *Store) ListNamespaces(ctx context.Context) ([]allocator.Namespace, erro
 	return list, nil
 }
 
-// UpdateNamespace changes the settings that u sets, stamps updated_at with
-// database time and returns the row after the change. It leaves max_id and
-// version alone, so a node may still give back the tail of a range it
-// fetched before the change. It returns an error wrapping
-// allocator.ErrNamespaceNotFound if the namespace does not exist, and one
-// wrapping allocator.ErrInvalidNamespace if the result would break a
-// constraint (for example min_step above max_step); the row is then unchanged.
+// UpdateNamespace implements allocator.NamespaceAdmin.UpdateNamespace.
 func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.NamespaceUpdate) (allocator.Namespace, error) {
 	row := s.pool.QueryRow(ctx, `
 		UPDATE segments SET
@@ -81,10 +135,11 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 			mode        = COALESCE($5, mode),
 			fallback    = COALESCE($6, fallback),
 			description = COALESCE($7, description),
+			max_id_limit = COALESCE(max_id_limit, $8),
 			updated_at  = now()
-		WHERE namespace = $1
+		WHERE namespace = $1 AND deleted_at IS NULL
 		RETURNING `+segmentColumns,
-		name, u.Step, u.MinStep, u.MaxStep, modeArg(u.Mode), fallbackArg(u.Fallback), u.Description)
+		name, u.Step, u.MinStep, u.MaxStep, modeArg(u.Mode), fallbackArg(u.Fallback), u.Description, u.MaxIDLimit)
 	ns, err := scanSegment(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return allocator.Namespace{}, fmt.Errorf("postgres: update namespace %q: %w", name, allocator.ErrNamespaceNotFound)
@@ -95,30 +150,24 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 	return ns, nil
 }
 
-// FetchSegment advances the namespace's max_id by n and increments its
-// version in one UPDATE … RETURNING, and returns the range it advanced
-// over. Concurrent fetches queue on the row lock, so their ranges are
-// disjoint. Any error, including a connection lost before the commit was
-// acknowledged, returns no range: its IDs are never handed out.
-//
-// It returns an error wrapping allocator.ErrNamespaceNotFound if the
-// namespace does not exist, and one wrapping allocator.ErrInvalidNamespace
-// if n < 1 or the range would go past the largest int64 (the row is then
-// unchanged).
+// FetchSegment implements allocator.SegmentStore.FetchSegment with one
+// UPDATE … RETURNING: concurrent fetches queue on the row lock, and a
+// connection lost before the commit was acknowledged returns an error, so
+// its range is never used.
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
-	if n < 1 {
-		return allocator.Segment{}, fmt.Errorf("postgres: fetch segment of %q: count %d below 1: %w", name, n, allocator.ErrInvalidNamespace)
+	if err := allocator.ValidFetch(name, n); err != nil {
+		return allocator.Segment{}, fmt.Errorf("postgres: %w", err)
 	}
-	// The max_id bound keeps max_id + n within int64; a row it excludes is
-	// told apart from a missing one below.
+	// The bound keeps max_id at or below its limit (and max_id + n within
+	// int64); a row it excludes is told apart from a missing one below.
 	row := s.pool.QueryRow(ctx, `
 		UPDATE segments SET
 			max_id     = max_id + $2,
 			version    = version + 1,
 			updated_at = now()
-		WHERE namespace = $1 AND max_id <= $3
+		WHERE namespace = $1 AND deleted_at IS NULL AND max_id <= COALESCE(max_id_limit, 9223372036854775807) - $2
 		RETURNING `+segmentColumns,
-		name, n, math.MaxInt64-n)
+		name, n)
 	ns, err := scanSegment(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return allocator.Segment{}, s.fetchMiss(ctx, name, n)
@@ -129,33 +178,28 @@ func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocat
 	return allocator.Segment{Namespace: ns, First: ns.MaxID - n + 1, Last: ns.MaxID}, nil
 }
 
-// fetchMiss explains why a fetch of n matched no row.
+// fetchMiss explains why a fetch of n matched no row: the namespace is
+// missing, or has fewer than n IDs left up to its limit.
 func (s *Store) fetchMiss(ctx context.Context, name string, n int64) error {
 	ns, err := s.GetNamespace(ctx, name)
 	if err != nil {
 		return fmt.Errorf("postgres: fetch segment: %w", err)
 	}
-	return fmt.Errorf("postgres: fetch segment of %q: max_id %d + %d exceeds the largest int64: %w",
-		name, ns.MaxID, n, allocator.ErrInvalidNamespace)
+	return fmt.Errorf("postgres: fetch segment of %q: %w", name, ns.ExhaustedError(n))
 }
 
-// ReturnTail gives back the unused tail of the last range fetched: it sets
-// max_id to newMaxID and increments version, but only if max_id and
-// version still equal expectMaxID and expectVersion, that is if nobody
-// fetched since. It reports whether it changed the row; a namespace that
-// does not exist reports false. newMaxID above expectMaxID returns an
-// error wrapping allocator.ErrInvalidNamespace.
+// ReturnTail implements allocator.SegmentStore.ReturnTail: one UPDATE
+// whose WHERE clause is the compare-and-set.
 func (s *Store) ReturnTail(ctx context.Context, name string, expectMaxID, expectVersion, newMaxID int64) (bool, error) {
-	if newMaxID > expectMaxID {
-		return false, fmt.Errorf("postgres: return tail of %q: new max_id %d above current %d: %w",
-			name, newMaxID, expectMaxID, allocator.ErrInvalidNamespace)
+	if err := allocator.ValidReturnTail(name, expectMaxID, newMaxID); err != nil {
+		return false, fmt.Errorf("postgres: %w", err)
 	}
 	tag, err := s.pool.Exec(ctx, `
 		UPDATE segments SET
 			max_id     = $4,
 			version    = version + 1,
 			updated_at = now()
-		WHERE namespace = $1 AND max_id = $2 AND version = $3`,
+		WHERE namespace = $1 AND max_id = $2 AND version = $3 AND deleted_at IS NULL`,
 		name, expectMaxID, expectVersion, newMaxID)
 	if err != nil {
 		return false, segmentError("return tail of", name, err)
@@ -167,12 +211,18 @@ func (s *Store) ReturnTail(ctx context.Context, name string, expectMaxID, expect
 func scanSegment(row pgx.Row) (allocator.Namespace, error) {
 	var (
 		ns             allocator.Namespace
+		limit          *int64
 		mode, fallback string
+		deleted        *time.Time
 	)
-	err := row.Scan(&ns.Name, &ns.MaxID, &ns.Step, &ns.MinStep, &ns.MaxStep, &mode, &fallback,
-		&ns.Version, &ns.CreatedAt, &ns.UpdatedAt, &ns.Description)
+	err := row.Scan(&ns.Name, &ns.MaxID, &limit, &ns.Step, &ns.MinStep, &ns.MaxStep, &mode, &fallback,
+		&ns.Version, &ns.CreatedAt, &ns.UpdatedAt, &ns.Description, &deleted)
 	if err != nil {
 		return allocator.Namespace{}, err
+	}
+	ns.DeletedAt = utc(deleted)
+	if limit != nil {
+		ns.MaxIDLimit = *limit
 	}
 	ns.Mode = allocator.Mode(mode)
 	ns.Fallback = allocator.Fallback(fallback)
@@ -198,6 +248,14 @@ func segmentError(op, name string, err error) error {
 		}
 	}
 	return fmt.Errorf("postgres: %s %q: %w", op, name, err)
+}
+
+// limitArg turns a max_id_limit into a parameter that is NULL for none.
+func limitArg(limit int64) *int64 {
+	if limit <= 0 {
+		return nil
+	}
+	return &limit
 }
 
 // modeArg turns an optional mode into an optional text parameter.

@@ -3,33 +3,40 @@
 // Open connects with a postgres:// URL; the schema is created by the goose
 // migrations returned by Store.Migrations. Leases are claimed, extended and
 // released in SERIALIZABLE transactions that are retried, whole, on
-// serialization failures and deadlocks; every timestamp is the database's
-// (now()), never the node's clock.
+// serialization failures and deadlocks (internal/sqltx); every timestamp is
+// the database's (now()), never the node's clock.
 package postgres
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"sync/atomic"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/dburl"
+	"github.com/idgen-project/idgen/internal/sqltx"
 	"github.com/idgen-project/idgen/migrations"
 )
 
-var _ allocator.Store = (*Store)(nil)
+var (
+	_ allocator.Store        = (*Store)(nil)
+	_ allocator.RetryCounter = (*Store)(nil)
+)
 
 // Store is idgen's Store on PostgreSQL. It is safe for concurrent use.
 type Store struct {
-	pool    *pgxpool.Pool
-	dsn     string       // redacted, for error messages
-	retries atomic.Int64 // transactions run again after a serialization failure or deadlock
+	pool *pgxpool.Pool
+	dsn  string                // redacted, for error messages
+	tx   *sqltx.Runner[pgx.Tx] // SERIALIZABLE transactions, retried on conflicts
+	// pruneBatch is how many events one statement of PruneLeaseEvents
+	// deletes.
+	pruneBatch int
 }
 
 // Open connects to the PostgreSQL database named by dsn, a URL such as
@@ -38,7 +45,7 @@ type Store struct {
 // pool_max_conns and the other pgxpool parameters size the pool. Open checks
 // that the server answers. Errors name the DSN without its password.
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	safe := redact(dsn)
+	safe := dburl.Redact(dsn)
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// pgx's own message quotes the DSN, with the password removed on a
@@ -57,7 +64,14 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: connect to %s: %w", safe, err)
 	}
-	return &Store{pool: pool, dsn: safe}, nil
+	tx := sqltx.New(sqltx.Ops[pgx.Tx]{
+		Begin: func(ctx context.Context) (pgx.Tx, error) {
+			return pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+		},
+		Commit:   func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) },
+		Rollback: func(ctx context.Context, tx pgx.Tx) error { return tx.Rollback(ctx) },
+	}, sqltx.Settings{Name: "postgres", Retryable: retryable})
+	return &Store{pool: pool, dsn: safe, tx: tx, pruneBatch: defaultPruneBatch}, nil
 }
 
 // Close closes every connection of the store. It waits for connections in
@@ -84,14 +98,20 @@ func (s *Store) Migrations() (*goose.Provider, error) {
 
 // SerializationRetries returns how many transactions the store has run again
 // after a serialization failure or deadlock since it was opened.
-func (s *Store) SerializationRetries() int64 { return s.retries.Load() }
+func (s *Store) SerializationRetries() int64 { return s.tx.Retries() }
 
-// redact returns dsn with its password replaced, or a placeholder when dsn is
-// not a URL (and may hold a password somewhere unknown).
-func redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Opaque != "" {
-		return "(DSN not shown: not a postgres:// URL)"
-	}
-	return allocator.RedactDSN(dsn)
+// errRetry, returned by fn, asks inTx for another try: a compare-and-set
+// found the row changed, which SERIALIZABLE should have reported already.
+var errRetry = sqltx.ErrRetry
+
+// inTx runs fn in a SERIALIZABLE transaction and commits it, running it
+// again, whole, on a conflict (retryable) or errRetry; see sqltx.Runner.Run.
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return s.tx.Run(ctx, fn)
+}
+
+// retryable reports whether err is a serialization failure (SQLSTATE 40001)
+// or a deadlock (40P01), after which another try may succeed.
+func retryable(err error) bool {
+	return sqltx.HasCode(err, func(e *pgconn.PgError) string { return e.Code }, "40001", "40P01")
 }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -101,7 +100,6 @@ func TestRetryable(t *testing.T) {
 		{&pgconn.PgError{Code: "40001"}, true},
 		{&pgconn.PgError{Code: "40P01"}, true},
 		{fmt.Errorf("commit: %w", &pgconn.PgError{Code: "40001"}), true},
-		{errRetry, true},
 		{&pgconn.PgError{Code: "23505"}, false}, // unique_violation
 		{pgx.ErrNoRows, false},
 		{context.Canceled, false},
@@ -113,67 +111,47 @@ func TestRetryable(t *testing.T) {
 	}
 }
 
+// TestInTx checks the store's transactions through the retry helper: a
+// try that fails with the driver's conflict error, then one that returns
+// errRetry, are rolled back (their rows are gone) and counted, and the third
+// try commits.
 func TestInTx(t *testing.T) {
 	s := openTest(t)
-	serialization := &pgconn.PgError{Code: "40001", Message: "could not serialize access"}
-
-	t.Run("retries until success", func(t *testing.T) {
-		before := s.SerializationRetries()
-		tries := 0
-		err := s.inTx(t.Context(), func(tx pgx.Tx) error {
-			tries++
-			if tries < 3 {
-				return fmt.Errorf("step: %w", serialization)
-			}
-			_, err := tx.Exec(t.Context(), "SELECT 1")
+	ctx := t.Context()
+	conflict := &pgconn.PgError{Code: "40001", Message: "could not serialize access"}
+	before := s.SerializationRetries()
+	tries := 0
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		tries++
+		if _, err := tx.Exec(ctx, `INSERT INTO worker_leases (datacenter_id, worker_id) VALUES (9, $1)`, tries); err != nil {
 			return err
-		})
-		if err != nil || tries != 3 {
-			t.Errorf("got %v after %d tries, want success after 3", err, tries)
 		}
-		if got := s.SerializationRetries() - before; got != 2 {
-			t.Errorf("retry counter grew by %d, want 2", got)
+		switch tries {
+		case 1:
+			return fmt.Errorf("step: %w", conflict)
+		case 2:
+			return errRetry
 		}
+		return nil
 	})
-	t.Run("other errors are not retried", func(t *testing.T) {
-		tries := 0
-		boom := errors.New("boom")
-		err := s.inTx(t.Context(), func(pgx.Tx) error { tries++; return boom })
-		if !errors.Is(err, boom) || tries != 1 {
-			t.Errorf("got %v after %d tries, want boom after 1", err, tries)
-		}
-	})
-	t.Run("context ends the retries", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(t.Context())
-		tries := 0
-		err := s.inTx(ctx, func(pgx.Tx) error {
-			tries++
-			if tries == 2 {
-				cancel()
-			}
-			return serialization
-		})
-		if !errors.Is(err, context.Canceled) || !errors.Is(err, serialization) {
-			t.Errorf("got %v, want an error wrapping context.Canceled and the last failure", err)
-		}
-		if tries != 2 {
-			t.Errorf("got %d tries, want 2 (none after the context ended)", tries)
-		}
-	})
-	t.Run("rolled back on failure", func(t *testing.T) {
-		boom := errors.New("boom")
-		err := s.inTx(t.Context(), func(tx pgx.Tx) error {
-			if _, err := tx.Exec(t.Context(), `INSERT INTO worker_leases (datacenter_id, worker_id) VALUES (9, 9)`); err != nil {
-				return err
-			}
-			return boom
-		})
-		if !errors.Is(err, boom) {
-			t.Fatalf("got %v, want boom", err)
-		}
-		leases, err := s.ListLeases(t.Context())
-		if err != nil || len(leases) != 0 {
-			t.Errorf("after a failed transaction: %d rows, %v; want none", len(leases), err)
-		}
-	})
+	if err != nil || tries != 3 {
+		t.Fatalf("got %v after %d tries, want success after 3", err, tries)
+	}
+	if got := s.SerializationRetries() - before; got != 2 {
+		t.Errorf("retry counter grew by %d, want 2", got)
+	}
+	leases, err := s.ListLeases(ctx)
+	var workers []int64
+	for _, l := range leases {
+		workers = append(workers, l.WorkerID)
+	}
+	if err != nil || len(workers) != 1 || workers[0] != 3 {
+		t.Errorf("got rows of workers %v, %v; want only worker 3's: the failed tries rolled back", workers, err)
+	}
+}
+
+func TestPruneLeaseEventsInBatches(t *testing.T) {
+	s := openTest(t)
+	s.pruneBatch = 2
+	storetest.PruneInBatches(t, s, s.pruneBatch)
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
@@ -19,12 +20,18 @@ const timeLayout = "2006-01-02 15:04:05.000"
 const sqlNow = `strftime('%Y-%m-%d %H:%M:%f', 'now')`
 
 // leaseColumns are the columns of worker_leases in the order scanLease reads.
-const leaseColumns = `datacenter_id, worker_id, holder, fencing_version,
-	acquired_at, heartbeat_at, expires_at, released_at, ts_ceiling_ms`
+const leaseColumns = `datacenter_id, worker_id, holder, owner, fencing_version,
+	acquired_at, heartbeat_at, expires_at, released_at, ts_ceiling_ms, ts_floor_ms`
 
-// EnsureLayout records layout (the default layout when layout is zero) as the
-// Snowflake layout of the database, unless one is recorded already, and
-// returns the recorded one.
+// eventColumns are the columns of lease_events in the order scanEvent reads.
+const eventColumns = `id, datacenter_id, worker_id, holder, owner, request_id, fencing_version, event, at, detail`
+
+// defaultPruneBatch is how many events one statement of PruneLeaseEvents
+// deletes, unless a test sets Store.pruneBatch.
+const defaultPruneBatch = 5000
+
+// EnsureLayout implements allocator.LeaseStore.EnsureLayout, documented
+// there.
 func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snowflake.Layout, error) {
 	if layout.IsZero() {
 		layout = snowflake.DefaultLayout()
@@ -57,17 +64,9 @@ func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snow
 	return got, nil
 }
 
-// Claim claims a worker ID of the pool req describes: a free row, a row whose
-// lease has expired, or a row req.Holder holds already (a claim of its own
-// whose outcome it did not learn). Rows whose ceiling lies above
-// req.MaxPrevCeilingMS (when not zero) are left alone. Among the candidates
-// it takes the lowest ceiling, then the lowest worker ID.
-//
-// The claim runs in one transaction, which holds SQLite's write lock from its
-// start. It returns an error wrapping allocator.ErrNoWorkerAvailable when no
-// row can be claimed. A malformed request (no holder or one over 255 bytes, a
-// ttl under 1ms, negative or reversed IDs, a pool of more than 65536 IDs) is
-// refused with an error that wraps no sentinel.
+// Claim implements allocator.LeaseStore.Claim: which row it picks, what it
+// writes and the errors it returns are documented there. The pool's missing
+// rows are created in the claim's own transaction.
 func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocator.ClaimResult, error) {
 	if err := req.Validate(); err != nil {
 		return allocator.ClaimResult{}, fmt.Errorf("sqlite: %w", err)
@@ -109,29 +108,34 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 		if err != nil {
 			return fmt.Errorf("sqlite: find a worker ID to claim: %w", err)
 		}
+		t, err := parseTime(now)
+		if err != nil {
+			return err
+		}
 		lease, err := scanLease(tx.QueryRowContext(ctx, `
 			UPDATE worker_leases SET
 				holder = ?3,
+				owner = ?9,
 				fencing_version = fencing_version + 1,
 				acquired_at = ?4,
 				heartbeat_at = ?4,
 				expires_at = strftime('%Y-%m-%d %H:%M:%f', ?4, ?5),
 				released_at = NULL,
-				ts_ceiling_ms = max(ts_ceiling_ms, ?6)
+				ts_floor_ms = ts_ceiling_ms + 1,
+				ts_ceiling_ms = max(ts_ceiling_ms, min(?6, ?8))
 			WHERE datacenter_id = ?1 AND worker_id = ?2 AND fencing_version = ?7
 			RETURNING `+leaseColumns,
-			req.DatacenterID, workerID, req.Holder, now, ttlModifier(req.TTL), req.CeilingMS, prevVersion))
+			req.DatacenterID, workerID, req.Holder, now, ttlModifier(req.TTL), req.CeilingMS, prevVersion,
+			ceilingBound(t, req.TTL, req.MaxClockOffset), nullText(req.Owner)))
 		if err != nil {
 			// The write lock is ours since BEGIN IMMEDIATE: the row we
 			// just read cannot have changed, and no row is an error.
 			return fmt.Errorf("sqlite: claim worker %d/%d: %w", req.DatacenterID, workerID, err)
 		}
 		kind, detail := allocator.ClaimEvent(prevHolder.String, req.Holder, prevVersion, prevCeiling)
-		if err := insertEvent(ctx, tx, lease.LeaseKey, req.Holder, lease.FencingVersion, kind, detail, now); err != nil {
-			return err
-		}
-		t, err := parseTime(now)
-		if err != nil {
+		ev := allocator.LeaseEvent{LeaseKey: lease.LeaseKey, Holder: req.Holder, FencingVersion: lease.FencingVersion,
+			Kind: kind, Detail: detail, Owner: req.Owner, RequestID: req.RequestID}
+		if err := insertEvent(ctx, tx, ev, now); err != nil {
 			return err
 		}
 		res = allocator.ClaimResult{Lease: lease, PrevHolder: prevHolder.String, PrevCeilingMS: prevCeiling, DBNow: t}
@@ -143,14 +147,11 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 	return res, nil
 }
 
-// Heartbeat extends the lease by req.TTL from now and raises its ceiling to
-// req.CeilingMS (it never lowers it), provided req.Holder still holds it at
-// req.FencingVersion and it has not expired. Otherwise it returns an error
-// wrapping allocator.ErrLeaseLost. It returns the row after the update and
-// the time of the update.
+// Heartbeat implements allocator.LeaseStore.Heartbeat, documented there.
+// It returns the time of the update as the store's time.
 func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (allocator.Lease, time.Time, error) {
-	if req.TTL < time.Millisecond {
-		return allocator.Lease{}, time.Time{}, fmt.Errorf("sqlite: heartbeat: ttl %s is below 1ms", req.TTL)
+	if err := req.Validate(); err != nil {
+		return allocator.Lease{}, time.Time{}, fmt.Errorf("sqlite: %w", err)
 	}
 	var (
 		lease allocator.Lease
@@ -161,16 +162,19 @@ func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (
 		if err != nil {
 			return err
 		}
+		if now, err = parseTime(nowText); err != nil {
+			return err
+		}
 		lease, err = scanLease(tx.QueryRowContext(ctx, `
 			UPDATE worker_leases SET
 				heartbeat_at = ?5,
 				expires_at = strftime('%Y-%m-%d %H:%M:%f', ?5, ?6),
-				ts_ceiling_ms = max(ts_ceiling_ms, ?7)
+				ts_ceiling_ms = max(ts_ceiling_ms, min(?7, ?8))
 			WHERE datacenter_id = ?1 AND worker_id = ?2
 			  AND holder = ?3 AND fencing_version = ?4 AND expires_at > ?5
 			RETURNING `+leaseColumns,
 			req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion,
-			nowText, ttlModifier(req.TTL), req.CeilingMS))
+			nowText, ttlModifier(req.TTL), req.CeilingMS, ceilingBound(now, req.TTL, req.MaxClockOffset)))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("sqlite: heartbeat of worker %d/%d by %q at version %d: %w",
 				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, allocator.ErrLeaseLost)
@@ -178,8 +182,7 @@ func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (
 		if err != nil {
 			return fmt.Errorf("sqlite: heartbeat of worker %d/%d: %w", req.Key.DatacenterID, req.Key.WorkerID, err)
 		}
-		now, err = parseTime(nowText)
-		return err
+		return nil
 	})
 	if err != nil {
 		return allocator.Lease{}, time.Time{}, err
@@ -187,46 +190,60 @@ func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (
 	return lease, now, nil
 }
 
-// Release frees the lease, provided req.Holder holds it at
-// req.FencingVersion (expired or not), and sets its ceiling to req.CeilingMS,
-// which may lower it to the last timestamp actually used. It returns an error
-// wrapping allocator.ErrLeaseLost when the row did not match.
-func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) error {
-	if req.CeilingMS < 0 {
-		return fmt.Errorf("sqlite: release: negative ceiling %d", req.CeilingMS)
+// Release implements allocator.LeaseStore.Release, documented there: it
+// reads the row's floor and ceiling, applies allocator.ReleaseCeiling and
+// writes, in one transaction.
+func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int64, error) {
+	if err := req.Validate(); err != nil {
+		return 0, fmt.Errorf("sqlite: %w", err)
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	var ceiling int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		now, err := dbNow(ctx, tx)
 		if err != nil {
 			return err
 		}
-		r, err := tx.ExecContext(ctx, `
+		var floor, committed int64
+		err = tx.QueryRowContext(ctx, `
+			SELECT ts_floor_ms, ts_ceiling_ms FROM worker_leases
+			WHERE datacenter_id = ?1 AND worker_id = ?2 AND holder = ?3 AND fencing_version = ?4`,
+			req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion).Scan(&floor, &committed)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("sqlite: release of worker %d/%d by %q at version %d: %w",
+				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, allocator.ErrLeaseLost)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: release worker %d/%d: %w", req.Key.DatacenterID, req.Key.WorkerID, err)
+		}
+		if ceiling, err = allocator.ReleaseCeiling(floor, committed, req.LastTimestampMS); err != nil {
+			return fmt.Errorf("sqlite: release of worker %d/%d by %q at version %d: %w",
+				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, err)
+		}
+		_, err = tx.ExecContext(ctx, `
 			UPDATE worker_leases SET
 				holder = NULL,
+				owner = NULL,
 				released_at = ?5,
 				expires_at = ?5,
 				ts_ceiling_ms = ?6
 			WHERE datacenter_id = ?1 AND worker_id = ?2 AND holder = ?3 AND fencing_version = ?4`,
-			req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, now, req.CeilingMS)
+			req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, now, ceiling)
 		if err != nil {
 			return fmt.Errorf("sqlite: release worker %d/%d: %w", req.Key.DatacenterID, req.Key.WorkerID, err)
 		}
-		if n, err := r.RowsAffected(); err != nil {
-			return fmt.Errorf("sqlite: release worker %d/%d: %w", req.Key.DatacenterID, req.Key.WorkerID, err)
-		} else if n == 0 {
-			return fmt.Errorf("sqlite: release of worker %d/%d by %q at version %d: %w",
-				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, allocator.ErrLeaseLost)
-		}
-		return insertEvent(ctx, tx, req.Key, req.Holder, req.FencingVersion, allocator.EventRelease,
-			fmt.Sprintf("ceiling set to %d", req.CeilingMS), now)
+		return insertEvent(ctx, tx, allocator.LeaseEvent{LeaseKey: req.Key, Holder: req.Holder, FencingVersion: req.FencingVersion,
+			Kind: allocator.EventRelease, Detail: fmt.Sprintf("ceiling set to %d", ceiling), Owner: req.Owner, RequestID: req.RequestID}, now)
 	})
+	if err != nil {
+		return 0, err
+	}
+	return ceiling, nil
 }
 
-// RecordLeaseEvent appends ev to lease_events at the current time; ev.ID and
-// ev.At are ignored. A kind other than the allocator.Event constants is
-// refused.
+// RecordLeaseEvent implements allocator.LeaseStore.RecordLeaseEvent,
+// documented there.
 func (s *Store) RecordLeaseEvent(ctx context.Context, ev allocator.LeaseEvent) error {
-	if err := allocator.ValidEventKind(ev.Kind); err != nil {
+	if err := ev.Validate(); err != nil {
 		return fmt.Errorf("sqlite: %w", err)
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
@@ -234,12 +251,53 @@ func (s *Store) RecordLeaseEvent(ctx context.Context, ev allocator.LeaseEvent) e
 		if err != nil {
 			return err
 		}
-		return insertEvent(ctx, tx, ev.LeaseKey, ev.Holder, ev.FencingVersion, ev.Kind, ev.Detail, now)
+		return insertEvent(ctx, tx, ev, now)
 	})
 }
 
-// ListLeases returns every row of worker_leases, ordered by datacenter and
-// worker ID.
+// Evict implements allocator.LeaseAdmin.Evict, documented there.
+func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocator.Lease, error) {
+	if err := req.Validate(); err != nil {
+		return allocator.Lease{}, fmt.Errorf("sqlite: %w", err)
+	}
+	var lease allocator.Lease
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		now, err := dbNow(ctx, tx)
+		if err != nil {
+			return err
+		}
+		prev, err := scanLease(tx.QueryRowContext(ctx,
+			`SELECT `+leaseColumns+` FROM worker_leases WHERE datacenter_id = ? AND worker_id = ?`,
+			req.Key.DatacenterID, req.Key.WorkerID))
+		found := !errors.Is(err, sql.ErrNoRows)
+		if found && err != nil {
+			return fmt.Errorf("sqlite: evict worker %d/%d: %w", req.Key.DatacenterID, req.Key.WorkerID, err)
+		}
+		if err := req.CheckRow(prev, found); err != nil {
+			return fmt.Errorf("sqlite: %w", err)
+		}
+		lease, err = scanLease(tx.QueryRowContext(ctx, `
+			UPDATE worker_leases SET
+				fencing_version = fencing_version + 1,
+				holder = NULL,
+				owner = NULL,
+				expires_at = ?4
+			WHERE datacenter_id = ?1 AND worker_id = ?2 AND fencing_version = ?3
+			RETURNING `+leaseColumns,
+			req.Key.DatacenterID, req.Key.WorkerID, prev.FencingVersion, now))
+		if err != nil {
+			return fmt.Errorf("sqlite: evict worker %d/%d: %w", req.Key.DatacenterID, req.Key.WorkerID, err)
+		}
+		return insertEvent(ctx, tx, allocator.LeaseEvent{LeaseKey: req.Key, Holder: prev.Holder, FencingVersion: prev.FencingVersion,
+			Kind: allocator.EventEvict, Detail: allocator.EvictDetail(prev, req.Reason), Owner: req.Owner, RequestID: req.RequestID}, now)
+	})
+	if err != nil {
+		return allocator.Lease{}, err
+	}
+	return lease, nil
+}
+
+// ListLeases implements allocator.LeaseAdmin.ListLeases, documented there.
 func (s *Store) ListLeases(ctx context.Context) ([]allocator.Lease, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+leaseColumns+` FROM worker_leases ORDER BY datacenter_id, worker_id`)
 	if err != nil {
@@ -260,32 +318,54 @@ func (s *Store) ListLeases(ctx context.Context) ([]allocator.Lease, error) {
 	return leases, nil
 }
 
-// ListLeaseEvents returns up to limit events with an ID above afterID, oldest
-// first; none when limit is not positive. Pass the last ID of a page as
-// afterID to read the next one.
-func (s *Store) ListLeaseEvents(ctx context.Context, afterID int64, limit int) ([]allocator.LeaseEvent, error) {
-	if limit <= 0 {
+// ListLeaseEvents implements allocator.LeaseAdmin.ListLeaseEvents,
+// documented there. Events are stored to the millisecond; Since and Until
+// are rounded up to it, which selects exactly the stored times at or after
+// Since and before Until.
+func (s *Store) ListLeaseEvents(ctx context.Context, f allocator.LeaseEventFilter) ([]allocator.LeaseEvent, error) {
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	if f.Limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.db.QueryContext(ctx, `
-		SELECT id, datacenter_id, worker_id, holder, fencing_version, event, at, detail
-		FROM lease_events WHERE id > ? ORDER BY id LIMIT ?`, afterID, limit)
+	where, args := []string{"id > ?"}, []any{f.AfterID}
+	add := func(cond string, arg any) {
+		where, args = append(where, cond), append(args, arg)
+	}
+	if f.DatacenterID != nil {
+		add("datacenter_id = ?", *f.DatacenterID)
+	}
+	if f.WorkerID != nil {
+		add("worker_id = ?", *f.WorkerID)
+	}
+	if f.Holder != "" {
+		add("holder = ?", f.Holder)
+	}
+	if f.Owner != "" {
+		add("owner = ?", f.Owner)
+	}
+	if f.Kind != "" {
+		add("event = ?", string(f.Kind))
+	}
+	if !f.Since.IsZero() {
+		add("at >= ?", timeArg(f.Since))
+	}
+	if !f.Until.IsZero() {
+		add("at < ?", timeArg(f.Until))
+	}
+	args = append(args, f.Limit)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+eventColumns+` FROM lease_events WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY id LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list lease events: %w", err)
 	}
 	defer rows.Close()
 	var events []allocator.LeaseEvent
 	for rows.Next() {
-		var (
-			ev allocator.LeaseEvent
-			at string
-		)
-		err := rows.Scan(&ev.ID, &ev.DatacenterID, &ev.WorkerID, &ev.Holder, &ev.FencingVersion, &ev.Kind, &at, &ev.Detail)
+		ev, err := scanEvent(rows)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: list lease events: %w", err)
-		}
-		if ev.At, err = parseTime(at); err != nil {
-			return nil, err
 		}
 		events = append(events, ev)
 	}
@@ -293,6 +373,43 @@ func (s *Store) ListLeaseEvents(ctx context.Context, afterID int64, limit int) (
 		return nil, fmt.Errorf("sqlite: list lease events: %w", err)
 	}
 	return events, nil
+}
+
+// PruneLeaseEvents implements allocator.LeaseAdmin.PruneLeaseEvents,
+// documented there; before is rounded up to the millisecond, like Until in
+// ListLeaseEvents.
+func (s *Store) PruneLeaseEvents(ctx context.Context, before time.Time) (int64, error) {
+	if before.IsZero() {
+		return 0, nil
+	}
+	var total int64
+	for {
+		r, err := s.db.ExecContext(ctx, `
+			DELETE FROM lease_events WHERE id IN (
+				SELECT id FROM lease_events WHERE at < ? ORDER BY id LIMIT ?)`, timeArg(before), s.pruneBatch)
+		if err != nil {
+			return total, fmt.Errorf("sqlite: prune lease events: %w", err)
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return total, fmt.Errorf("sqlite: prune lease events: %w", err)
+		}
+		total += n
+		if n < int64(s.pruneBatch) {
+			return total, nil
+		}
+	}
+}
+
+// timeArg formats t as the schema stores times, rounded up to the
+// millisecond: a stored time (whole milliseconds) is before the result
+// exactly when it is before t.
+func timeArg(t time.Time) string {
+	t = t.UTC()
+	if r := t.Truncate(time.Millisecond); !r.Equal(t) {
+		t = r.Add(time.Millisecond)
+	}
+	return t.Format(timeLayout)
 }
 
 // dbNow returns the current time as SQLite writes it.
@@ -304,36 +421,71 @@ func dbNow(ctx context.Context, tx *sql.Tx) (string, error) {
 	return now, nil
 }
 
+// ceilingBound is the highest ceiling a claim or heartbeat may write:
+// database time now (read in the same transaction, which holds the write
+// lock) plus the ttl plus the allowed clock offset, in Unix milliseconds.
+func ceilingBound(now time.Time, ttl, offset time.Duration) int64 {
+	return now.UnixMilli() + ttl.Milliseconds() + offset.Milliseconds()
+}
+
 // ttlModifier returns the strftime modifier that adds ttl, to the millisecond.
 func ttlModifier(ttl time.Duration) string {
 	return fmt.Sprintf("%+.3f seconds", float64(ttl.Milliseconds())/1000)
 }
 
-// insertEvent appends one row to lease_events at time now.
-func insertEvent(ctx context.Context, tx *sql.Tx, key allocator.LeaseKey, holder string, version int64, kind, detail, now string) error {
+// insertEvent appends ev to lease_events at time now; ev.ID and ev.At are
+// ignored.
+func insertEvent(ctx context.Context, tx *sql.Tx, ev allocator.LeaseEvent, now string) error {
 	_, err := tx.ExecContext(ctx, `
-		INSERT INTO lease_events (datacenter_id, worker_id, holder, fencing_version, event, at, detail)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		key.DatacenterID, key.WorkerID, holder, version, kind, now, detail)
+		INSERT INTO lease_events (datacenter_id, worker_id, holder, owner, request_id, fencing_version, event, at, detail)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		ev.DatacenterID, ev.WorkerID, ev.Holder, nullText(ev.Owner), nullText(ev.RequestID), ev.FencingVersion, string(ev.Kind), now, ev.Detail)
 	if err != nil {
-		return fmt.Errorf("sqlite: record %s event of worker %d/%d: %w", kind, key.DatacenterID, key.WorkerID, err)
+		return fmt.Errorf("sqlite: record %s event of worker %d/%d: %w", ev.Kind, ev.DatacenterID, ev.WorkerID, err)
 	}
 	return nil
+}
+
+// scanEvent reads one row of eventColumns.
+func scanEvent(row interface{ Scan(...any) error }) (allocator.LeaseEvent, error) {
+	var (
+		ev               allocator.LeaseEvent
+		kind, at         string
+		owner, requestID sql.NullString
+	)
+	err := row.Scan(&ev.ID, &ev.DatacenterID, &ev.WorkerID, &ev.Holder, &owner, &requestID, &ev.FencingVersion, &kind, &at, &ev.Detail)
+	if err != nil {
+		return allocator.LeaseEvent{}, err
+	}
+	ev.Kind = allocator.EventKind(kind)
+	ev.Owner, ev.RequestID = owner.String, requestID.String
+	if ev.At, err = parseTime(at); err != nil {
+		return allocator.LeaseEvent{}, err
+	}
+	return ev, nil
+}
+
+// nullText turns "" into NULL.
+func nullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 // scanLease reads the leaseColumns.
 func scanLease(row interface{ Scan(...any) error }) (allocator.Lease, error) {
 	var (
-		l      allocator.Lease
-		holder sql.NullString
-		times  [4]sql.NullString
+		l             allocator.Lease
+		holder, owner sql.NullString
+		times         [4]sql.NullString
 	)
-	err := row.Scan(&l.DatacenterID, &l.WorkerID, &holder, &l.FencingVersion,
-		&times[0], &times[1], &times[2], &times[3], &l.CeilingMS)
+	err := row.Scan(&l.DatacenterID, &l.WorkerID, &holder, &owner, &l.FencingVersion,
+		&times[0], &times[1], &times[2], &times[3], &l.CeilingMS, &l.FloorMS)
 	if err != nil {
 		return allocator.Lease{}, err
 	}
-	l.Holder = holder.String
+	l.Holder, l.Owner = holder.String, owner.String
 	for i, dst := range []*time.Time{&l.AcquiredAt, &l.HeartbeatAt, &l.ExpiresAt, &l.ReleasedAt} {
 		if !times[i].Valid {
 			continue

@@ -2,12 +2,17 @@
 // Go, no cgo): the embedded default, for one node without a database server.
 //
 // Open takes a sqlite:path DSN; the schema is created by the goose migrations
-// returned by Store.Migrations. The database is opened in WAL mode with a busy
-// timeout and foreign keys on, and the store writes through a single
-// connection whose transactions begin with BEGIN IMMEDIATE: they take the
-// write lock at once, so they never fail half-way on a lock and need no retry.
-// Times are UTC text, 'YYYY-MM-DD HH:MM:SS.SSS', from SQLite's own clock
-// (strftime('%Y-%m-%d %H:%M:%f', 'now')).
+// returned by Store.Migrations. The database is opened in WAL mode with
+// synchronous=FULL, a busy timeout and foreign keys on, and the store writes
+// through a single connection whose transactions begin with BEGIN IMMEDIATE:
+// they take the write lock at once, so they never fail half-way on a lock and
+// need no retry. Times are UTC text, 'YYYY-MM-DD HH:MM:SS.SSS', from SQLite's
+// own clock (strftime('%Y-%m-%d %H:%M:%f', 'now')).
+//
+// synchronous=FULL makes every commit durable before it is acknowledged. In
+// WAL mode NORMAL syncs only at checkpoints: a power loss or an OS crash can
+// then undo transactions already acknowledged — a fetched segment range, a
+// raised timestamp ceiling — and the same IDs would be handed out again.
 package sqlite
 
 import (
@@ -20,23 +25,32 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/sqltx"
 	"github.com/idgen-project/idgen/migrations"
 )
 
-var _ allocator.Store = (*Store)(nil)
+var (
+	_ allocator.Store        = (*Store)(nil)
+	_ allocator.RetryCounter = (*Store)(nil)
+)
 
 // driverOptions are the modernc.org/sqlite parameters of every connection:
 // wait up to 5 s for a lock held by another process, write-ahead logging
-// (readers do not block the writer), foreign keys enforced, and BEGIN
+// (readers do not block the writer), every commit synced to disk before it
+// is acknowledged (synchronous=FULL), foreign keys enforced, and BEGIN
 // IMMEDIATE for transactions.
 const driverOptions = "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
-	"&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+	"&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)&_txlock=immediate"
 
 // Store is idgen's Store on SQLite. It is safe for concurrent use; writes are
 // serialised through one connection.
 type Store struct {
 	db        *sql.DB
-	driverDSN string // the file name and driverOptions
+	driverDSN string                 // the file name and driverOptions
+	tx        *sqltx.Runner[*sql.Tx] // BEGIN IMMEDIATE transactions, never retried
+	// pruneBatch is how many events one statement of PruneLeaseEvents
+	// deletes.
+	pruneBatch int
 }
 
 // Open opens (and creates when missing) the SQLite database file named by
@@ -59,7 +73,11 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	return &Store{db: db, driverDSN: driverDSN}, nil
+	// BEGIN IMMEDIATE (_txlock) takes the write lock when the transaction
+	// begins and waits busy_timeout for it: no statement fails later on a
+	// conflict, so no error is worth another try.
+	tx := sqltx.New(sqltx.DB(db, nil), sqltx.Settings{Name: "sqlite"})
+	return &Store{db: db, driverDSN: driverDSN, tx: tx, pruneBatch: defaultPruneBatch}, nil
 }
 
 // parseDSN returns the file name in a sqlite: DSN.
@@ -113,27 +131,13 @@ func (s *Store) Migrations() (*goose.Provider, error) {
 	return p, nil
 }
 
-// SerializationRetries returns 0: SQLite transactions take the write lock
-// when they begin and wait for it (busy_timeout) instead of failing, so the
-// store never runs one again.
-func (s *Store) SerializationRetries() int64 { return 0 }
+// SerializationRetries returns how many transactions the store has run
+// again: 0, since SQLite transactions take the write lock when they begin
+// and wait for it (busy_timeout) instead of failing on a conflict.
+func (s *Store) SerializationRetries() int64 { return s.tx.Retries() }
 
-// inTx runs fn in a transaction, begun with BEGIN IMMEDIATE, and commits it.
-func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: begin: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback() // the error that made us roll back is the one to report
-		}
-	}()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: commit: %w", err)
-	}
-	return nil
+// inTx runs fn in a transaction, begun with BEGIN IMMEDIATE, and commits it;
+// a failed transaction is rolled back and not run again.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.tx.Run(ctx, fn)
 }

@@ -11,7 +11,7 @@ import (
 
 // openTest opens a store on a fresh, migrated database file, closed when t
 // ends.
-func openTest(t *testing.T) *Store {
+func openTest(t testing.TB) *Store {
 	t.Helper()
 	s, err := Open(t.Context(), testdb.SQLite(t))
 	if err != nil {
@@ -42,6 +42,10 @@ func TestConnection(t *testing.T) {
 		{"journal_mode", "wal"},
 		{"foreign_keys", "1"},
 		{"busy_timeout", "5000"},
+		// FULL (2): in WAL mode NORMAL lets a committed transaction roll
+		// back after a power loss, and a fetched range or a raised ceiling
+		// come back.
+		{"synchronous", "2"},
 	} {
 		var got string
 		if err := s.db.QueryRowContext(t.Context(), "PRAGMA "+tc.pragma).Scan(&got); err != nil {
@@ -93,4 +97,32 @@ func TestOpenMissingDirectory(t *testing.T) {
 	if err == nil {
 		t.Fatalf("Open in a missing directory succeeded, want an error")
 	}
+}
+
+func TestCheckDurability(t *testing.T) {
+	s := openTest(t)
+	risks, err := s.CheckDurability(t.Context())
+	if err != nil || len(risks) != 0 {
+		t.Fatalf("CheckDurability on a fresh store: got %v, %v; want no risk", risks, err)
+	}
+	// The same connection, turned unsafe: the check reads it, not a constant.
+	if _, err := s.db.ExecContext(t.Context(), "PRAGMA synchronous = NORMAL"); err != nil {
+		t.Fatalf("PRAGMA synchronous = NORMAL: %v", err)
+	}
+	risks, err = s.CheckDurability(t.Context())
+	if err != nil || len(risks) != 1 || risks[0].String() != "synchronous=NORMAL" || risks[0].Warning {
+		t.Fatalf("CheckDurability with synchronous=NORMAL: got %+v, %v; want one risk synchronous=NORMAL", risks, err)
+	}
+	for level, want := range map[int]string{0: "synchronous=OFF", 1: "synchronous=NORMAL", 2: "", 3: ""} {
+		got := synchronousRisks(level)
+		if want == "" && len(got) != 0 || want != "" && (len(got) != 1 || got[0].String() != want) {
+			t.Errorf("synchronousRisks(%d): got %v, want %q", level, got, want)
+		}
+	}
+}
+
+func TestPruneLeaseEventsInBatches(t *testing.T) {
+	s := openTest(t)
+	s.pruneBatch = 2
+	storetest.PruneInBatches(t, s, s.pruneBatch)
 }

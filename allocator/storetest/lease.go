@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,10 +32,13 @@ func runLeaseTests(t *testing.T, open func(t *testing.T) allocator.Store) {
 	t.Run("ClaimMaxPrevCeiling", func(t *testing.T) { testMaxPrevCeiling(t, open(t)) })
 	t.Run("ClaimSameHolderAgain", func(t *testing.T) { testSameHolderReclaim(t, open(t)) })
 	t.Run("ClaimInvalid", func(t *testing.T) { testInvalidClaims(t, open(t)) })
+	t.Run("CeilingBoundedByStoreTime", func(t *testing.T) { testCeilingBounded(t, open(t)) })
 	t.Run("Heartbeat", func(t *testing.T) { testHeartbeat(t, open(t)) })
+	t.Run("HeartbeatReleaseInvalid", func(t *testing.T) { testInvalidHeartbeatRelease(t, open(t)) })
 	t.Run("HeartbeatAfterExpiry", func(t *testing.T) { testHeartbeatAfterExpiry(t, open(t)) })
 	t.Run("ExpiryAndTakeover", func(t *testing.T) { testExpiryTakeover(t, open(t)) })
 	t.Run("Release", func(t *testing.T) { testRelease(t, open(t)) })
+	t.Run("ReleaseNeverRaisesCeiling", func(t *testing.T) { testReleaseNeverRaises(t, open(t)) })
 	t.Run("ConcurrentClaims", func(t *testing.T) { ClaimConcurrently(t, open(t), 32, 8) })
 	t.Run("ListLeasesOrder", func(t *testing.T) { testListLeasesOrder(t, open(t)) })
 	t.Run("LeaseEventsPaging", func(t *testing.T) { testLeaseEventsPaging(t, open(t)) })
@@ -189,8 +193,8 @@ func testClaimFreshPool(t *testing.T, s allocator.Store) {
 	if l.DatacenterID != 1 || l.WorkerID != 3 {
 		t.Errorf("got worker %d/%d, want the lowest of a fresh pool, 1/3", l.DatacenterID, l.WorkerID)
 	}
-	if l.Holder != "a" || l.FencingVersion != 1 || l.CeilingMS != 1234 {
-		t.Errorf("got holder %q version %d ceiling %d, want \"a\" 1 1234", l.Holder, l.FencingVersion, l.CeilingMS)
+	if l.Holder != "a" || l.FencingVersion != 1 || l.CeilingMS != 1234 || l.FloorMS != 1 || l.Owner != "" {
+		t.Errorf("got holder %q owner %q version %d floor %d ceiling %d, want \"a\" none 1 1 1234", l.Holder, l.Owner, l.FencingVersion, l.FloorMS, l.CeilingMS)
 	}
 	if res.PrevHolder != "" || res.PrevCeilingMS != 0 {
 		t.Errorf("got previous holder %q ceiling %d, want none and 0", res.PrevHolder, res.PrevCeilingMS)
@@ -235,7 +239,7 @@ func testClaimLowestCeiling(t *testing.T, s allocator.Store) {
 	ceilings := []int64{300, 100, 200}
 	for i, c := range ceilings {
 		req := pool
-		req.Holder = fmt.Sprintf("first-%d", i)
+		req.Holder, req.CeilingMS = fmt.Sprintf("first-%d", i), c
 		res := claim(t, s, req)
 		if res.Lease.WorkerID != int64(i) {
 			t.Fatalf("claim %d got worker %d, want %d", i, res.Lease.WorkerID, i)
@@ -285,7 +289,7 @@ func testMaxPrevCeiling(t *testing.T, s allocator.Store) {
 	pool := allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 0, MaxWorkerID: 1, TTL: longTTL}
 	for i, c := range []int64{5000, 1000} {
 		req := pool
-		req.Holder = fmt.Sprintf("first-%d", i)
+		req.Holder, req.CeilingMS = fmt.Sprintf("first-%d", i), c
 		release(t, s, claim(t, s, req).Lease, c)
 	}
 	req := pool
@@ -351,6 +355,9 @@ func testInvalidClaims(t *testing.T, s allocator.Store) {
 		{"negative worker", func(r *allocator.ClaimRequest) { r.MinWorkerID = -1 }},
 		{"empty range", func(r *allocator.ClaimRequest) { r.MinWorkerID, r.MaxWorkerID = 3, 2 }},
 		{"negative ceiling", func(r *allocator.ClaimRequest) { r.CeilingMS = -1 }},
+		{"owner too long", func(r *allocator.ClaimRequest) { r.Owner = strings.Repeat("o", allocator.MaxOwnerLen+1) }},
+		{"owner not UTF-8", func(r *allocator.ClaimRequest) { r.Owner = "orders-\xff" }},
+		{"request ID too long", func(r *allocator.ClaimRequest) { r.RequestID = strings.Repeat("r", allocator.MaxRequestIDLen+1) }},
 	} {
 		req := valid
 		tc.change(&req)
@@ -361,6 +368,69 @@ func testInvalidClaims(t *testing.T, s allocator.Store) {
 	}
 	if leases := listLeases(t, s); len(leases) != 0 {
 		t.Errorf("invalid claims left %d rows, want 0", len(leases))
+	}
+}
+
+// testCeilingBounded proposes ceilings an hour ahead, as a node whose clock
+// is an hour fast would: the store keeps every claim's and heartbeat's
+// ceiling within store time + ttl + the allowed offset, keeps a smaller
+// proposal as it is, and never lowers a ceiling.
+func testCeilingBounded(t *testing.T, s allocator.Store) {
+	ctx := t.Context()
+	const offset = 2 * time.Second
+	hourAhead := time.Now().Add(time.Hour).UnixMilli()
+	// bounded checks that ceiling is the bound computed from the store time
+	// at, to the millisecond.
+	bounded := func(what string, ceiling int64, at time.Time, ttl, offset time.Duration) {
+		t.Helper()
+		bound := at.Add(ttl + offset).UnixMilli()
+		if ceiling > bound || ceiling < bound-1 {
+			t.Errorf("%s proposing a ceiling an hour ahead: stored %d, %v after store time; want store time + ttl + offset = %d (%v)",
+				what, ceiling, time.Duration(ceiling-at.UnixMilli())*time.Millisecond, bound, ttl+offset)
+		}
+	}
+
+	req := allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 0, MaxWorkerID: 1, Holder: "a", TTL: longTTL,
+		CeilingMS: hourAhead, MaxClockOffset: offset}
+	res := claim(t, s, req)
+	bounded("claim", res.Lease.CeilingMS, res.Lease.AcquiredAt, longTTL, offset)
+	if got := listLeases(t, s)[0]; got.CeilingMS != res.Lease.CeilingMS {
+		t.Errorf("row holds ceiling %d, the claim returned %d", got.CeilingMS, res.Lease.CeilingMS)
+	}
+
+	hb := allocator.HeartbeatRequest{Key: res.Lease.LeaseKey, Holder: "a", FencingVersion: res.Lease.FencingVersion,
+		TTL: longTTL, CeilingMS: hourAhead, MaxClockOffset: offset}
+	l, _, err := s.Heartbeat(ctx, hb)
+	if err != nil {
+		t.Fatalf("Heartbeat: %v", err)
+	}
+	bounded("heartbeat", l.CeilingMS, l.HeartbeatAt, longTTL, offset)
+
+	// With no offset allowed and a shorter ttl the bound lies below the
+	// stored ceiling, which stays: a ceiling is never lowered.
+	hb.TTL, hb.MaxClockOffset = time.Second, 0
+	l2, _, err := s.Heartbeat(ctx, hb)
+	if err != nil {
+		t.Fatalf("Heartbeat: %v", err)
+	}
+	if l2.CeilingMS != l.CeilingMS {
+		t.Errorf("heartbeat with a lower bound: ceiling %d, want %d kept", l2.CeilingMS, l.CeilingMS)
+	}
+
+	// A proposal within the bound is stored as it is.
+	want := time.Now().Add(time.Second).UnixMilli()
+	req.Holder, req.CeilingMS = "b", want
+	if res := claim(t, s, req); res.Lease.WorkerID != 1 || res.Lease.CeilingMS != want {
+		t.Errorf("claim proposing %d: got worker %d ceiling %d, want worker 1 ceiling %d", want, res.Lease.WorkerID, res.Lease.CeilingMS, want)
+	}
+	if got := listLeases(t, s); got[0].CeilingMS != l.CeilingMS || got[1].CeilingMS != want {
+		t.Errorf("rows hold ceilings %d and %d, want %d and %d", got[0].CeilingMS, got[1].CeilingMS, l.CeilingMS, want)
+	}
+	for _, bad := range []time.Duration{-time.Millisecond, -time.Hour} {
+		req.Holder, req.MaxClockOffset = "c", bad
+		if _, err := s.Claim(ctx, req); err == nil || errors.Is(err, allocator.ErrNoWorkerAvailable) {
+			t.Errorf("claim with offset %v: got %v, want an invalid request", bad, err)
+		}
 	}
 }
 
@@ -421,6 +491,59 @@ func testHeartbeat(t *testing.T, s allocator.Store) {
 	}
 }
 
+// testInvalidHeartbeatRelease: malformed heartbeats and releases of a
+// held lease are refused with an error that is not ErrLeaseLost (the
+// caller must not take them for a lost lease) and change nothing.
+func testInvalidHeartbeatRelease(t *testing.T, s allocator.Store) {
+	ctx := t.Context()
+	l := claim(t, s, allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 0, MaxWorkerID: 0, Holder: "a", TTL: longTTL, CeilingMS: 100}).Lease
+	hb := allocator.HeartbeatRequest{Key: l.LeaseKey, Holder: "a", FencingVersion: l.FencingVersion, TTL: longTTL, CeilingMS: 200}
+	for _, tc := range []struct {
+		name   string
+		change func(*allocator.HeartbeatRequest)
+	}{
+		{"no holder", func(r *allocator.HeartbeatRequest) { r.Holder = "" }},
+		{"holder too long", func(r *allocator.HeartbeatRequest) { r.Holder = strings.Repeat("a", allocator.MaxHolderLen+1) }},
+		{"no ttl", func(r *allocator.HeartbeatRequest) { r.TTL = 0 }},
+		{"negative ceiling", func(r *allocator.HeartbeatRequest) { r.CeilingMS = -1 }},
+		{"negative offset", func(r *allocator.HeartbeatRequest) { r.MaxClockOffset = -time.Second }},
+		{"negative worker", func(r *allocator.HeartbeatRequest) { r.Key.WorkerID = -1 }},
+		{"negative version", func(r *allocator.HeartbeatRequest) { r.FencingVersion = -1 }},
+		{"owner not UTF-8", func(r *allocator.HeartbeatRequest) { r.Owner = "\xc3" }},
+		{"request ID too long", func(r *allocator.HeartbeatRequest) { r.RequestID = strings.Repeat("r", allocator.MaxRequestIDLen+1) }},
+	} {
+		req := hb
+		tc.change(&req)
+		if _, _, err := s.Heartbeat(ctx, req); err == nil || errors.Is(err, allocator.ErrLeaseLost) {
+			t.Errorf("heartbeat with %s: got %v, want an error other than ErrLeaseLost", tc.name, err)
+		}
+	}
+	rel := allocator.ReleaseRequest{Key: l.LeaseKey, Holder: "a", FencingVersion: l.FencingVersion, LastTimestampMS: 50}
+	for _, tc := range []struct {
+		name   string
+		change func(*allocator.ReleaseRequest)
+	}{
+		{"no holder", func(r *allocator.ReleaseRequest) { r.Holder = "" }},
+		{"negative last timestamp", func(r *allocator.ReleaseRequest) { r.LastTimestampMS = -1 }},
+		{"negative datacenter", func(r *allocator.ReleaseRequest) { r.Key.DatacenterID = -1 }},
+		{"negative version", func(r *allocator.ReleaseRequest) { r.FencingVersion = -1 }},
+		{"owner too long", func(r *allocator.ReleaseRequest) { r.Owner = strings.Repeat("o", allocator.MaxOwnerLen+1) }},
+		{"request ID not UTF-8", func(r *allocator.ReleaseRequest) { r.RequestID = "req-\xff" }},
+	} {
+		req := rel
+		tc.change(&req)
+		if _, err := s.Release(ctx, req); err == nil || errors.Is(err, allocator.ErrLeaseLost) || errors.Is(err, allocator.ErrInvalidRelease) {
+			t.Errorf("release with %s: got %v, want an error other than ErrLeaseLost and ErrInvalidRelease", tc.name, err)
+		}
+	}
+	if got := listLeases(t, s)[0]; got.Holder != "a" || got.CeilingMS != 100 || !got.ExpiresAt.Equal(l.ExpiresAt) || !got.HeartbeatAt.Equal(l.HeartbeatAt) {
+		t.Errorf("invalid requests changed the row: holder %q ceiling %d expires %v, want \"a\" 100 %v", got.Holder, got.CeilingMS, got.ExpiresAt, l.ExpiresAt)
+	}
+	if n := len(allEvents(t, s)); n != 1 {
+		t.Errorf("invalid requests left %d events, want the claim's 1", n)
+	}
+}
+
 // testHeartbeatAfterExpiry checks that an expired lease cannot be extended,
 // even when nobody took it over, and that it can still be released.
 func testHeartbeatAfterExpiry(t *testing.T, s allocator.Store) {
@@ -446,7 +569,7 @@ func testHeartbeatAfterExpiry(t *testing.T, s allocator.Store) {
 		t.Errorf("failed heartbeat changed the row: holder %q ceiling %d expires %v, want \"a\" 10 %v", got.Holder, got.CeilingMS, got.ExpiresAt, l.ExpiresAt)
 	}
 	// Release is fenced on the holder and version only.
-	if err := s.Release(ctx, allocator.ReleaseRequest{Key: l.LeaseKey, Holder: "a", FencingVersion: l.FencingVersion, CeilingMS: 5}); err != nil {
+	if _, err := s.Release(ctx, allocator.ReleaseRequest{Key: l.LeaseKey, Holder: "a", FencingVersion: l.FencingVersion, LastTimestampMS: 5}); err != nil {
 		t.Errorf("release of an expired lease nobody took: %v", err)
 	}
 	if got := listLeases(t, s)[0]; got.Holder != "" || got.CeilingMS != 5 {
@@ -497,7 +620,7 @@ func testExpiryTakeover(t *testing.T, s allocator.Store) {
 	if _, _, err := s.Heartbeat(ctx, allocator.HeartbeatRequest{Key: old.LeaseKey, Holder: "old", FencingVersion: old.FencingVersion, TTL: longTTL, CeilingMS: 9999}); !errors.Is(err, allocator.ErrLeaseLost) {
 		t.Errorf("heartbeat by the old holder: got %v, want ErrLeaseLost", err)
 	}
-	if err := s.Release(ctx, allocator.ReleaseRequest{Key: old.LeaseKey, Holder: "old", FencingVersion: old.FencingVersion, CeilingMS: 1}); !errors.Is(err, allocator.ErrLeaseLost) {
+	if _, err := s.Release(ctx, allocator.ReleaseRequest{Key: old.LeaseKey, Holder: "old", FencingVersion: old.FencingVersion, LastTimestampMS: 1}); !errors.Is(err, allocator.ErrLeaseLost) {
 		t.Errorf("release by the old holder: got %v, want ErrLeaseLost", err)
 	}
 	if got := listLeases(t, s)[0]; got.Holder != "new" || got.FencingVersion != 2 || got.CeilingMS != 700 {
@@ -516,16 +639,16 @@ func testRelease(t *testing.T, s allocator.Store) {
 		name string
 		req  allocator.ReleaseRequest
 	}{
-		{"other holder", allocator.ReleaseRequest{Key: l.LeaseKey, Holder: "b", FencingVersion: 1, CeilingMS: 1500}},
-		{"other version", allocator.ReleaseRequest{Key: l.LeaseKey, Holder: "a", FencingVersion: 2, CeilingMS: 1500}},
+		{"other holder", allocator.ReleaseRequest{Key: l.LeaseKey, Holder: "b", FencingVersion: 1, LastTimestampMS: 1500}},
+		{"other version", allocator.ReleaseRequest{Key: l.LeaseKey, Holder: "a", FencingVersion: 2, LastTimestampMS: 1500}},
 	} {
-		if err := s.Release(ctx, tc.req); !errors.Is(err, allocator.ErrLeaseLost) {
+		if _, err := s.Release(ctx, tc.req); !errors.Is(err, allocator.ErrLeaseLost) {
 			t.Errorf("release with %s: got %v, want ErrLeaseLost", tc.name, err)
 		}
 	}
-	rel := allocator.ReleaseRequest{Key: l.LeaseKey, Holder: "a", FencingVersion: 1, CeilingMS: 1500}
-	if err := s.Release(ctx, rel); err != nil {
-		t.Fatalf("Release: %v", err)
+	rel := allocator.ReleaseRequest{Key: l.LeaseKey, Holder: "a", FencingVersion: 1, LastTimestampMS: 1500}
+	if c, err := s.Release(ctx, rel); err != nil || c != 1500 {
+		t.Fatalf("Release: got ceiling %d, %v; want 1500, nil", c, err)
 	}
 	got := listLeases(t, s)[0]
 	if got.Holder != "" || got.FencingVersion != 1 || got.CeilingMS != 1500 {
@@ -536,7 +659,7 @@ func testRelease(t *testing.T, s allocator.Store) {
 		t.Errorf("released row: released_at %v expires_at %v heartbeat_at %v, want released_at = expires_at, not before the heartbeat",
 			got.ReleasedAt, got.ExpiresAt, got.HeartbeatAt)
 	}
-	if err := s.Release(ctx, rel); !errors.Is(err, allocator.ErrLeaseLost) {
+	if _, err := s.Release(ctx, rel); !errors.Is(err, allocator.ErrLeaseLost) {
 		t.Errorf("second release: got %v, want ErrLeaseLost", err)
 	}
 	if _, _, err := s.Heartbeat(ctx, allocator.HeartbeatRequest{Key: l.LeaseKey, Holder: "a", FencingVersion: 1, TTL: longTTL}); !errors.Is(err, allocator.ErrLeaseLost) {
@@ -553,8 +676,31 @@ func testRelease(t *testing.T, s allocator.Store) {
 		t.Errorf("claim after release: previous holder %q ceiling %d, version %d ceiling %d released_at %v; want none 1500, 2 1500 NULL",
 			res.PrevHolder, res.PrevCeilingMS, res.Lease.FencingVersion, res.Lease.CeilingMS, res.Lease.ReleasedAt)
 	}
+	if res.Lease.FloorMS != 1501 {
+		t.Errorf("claim after release: floor %d, want one above the ceiling left behind, 1501", res.Lease.FloorMS)
+	}
 	if ev := allEvents(t, s)[2]; ev.Kind != allocator.EventAcquire {
 		t.Errorf("claim of a released row recorded %s, want acquire", ev.Kind)
+	}
+}
+
+// testReleaseNeverRaises: a release with a last timestamp above the
+// committed ceiling, such as an hour ahead, is refused and changes nothing,
+// so that no release can push a ceiling past the bound claims and
+// heartbeats keep.
+func testReleaseNeverRaises(t *testing.T, s allocator.Store) {
+	l := claim(t, s, allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 0, MaxWorkerID: 0, Holder: "a", TTL: longTTL, CeilingMS: 1000}).Lease
+	for _, last := range []int64{1001, time.Now().Add(time.Hour).UnixMilli()} {
+		c, err := s.Release(t.Context(), allocator.ReleaseRequest{Key: l.LeaseKey, Holder: "a", FencingVersion: l.FencingVersion, LastTimestampMS: last})
+		if !errors.Is(err, allocator.ErrInvalidRelease) || errors.Is(err, allocator.ErrLeaseLost) {
+			t.Errorf("release with last timestamp %d above the ceiling 1000: got %d, %v; want ErrInvalidRelease", last, c, err)
+		}
+		if got := listLeases(t, s)[0]; got.Holder != "a" || got.CeilingMS != 1000 || !got.ReleasedAt.IsZero() {
+			t.Errorf("refused release changed the row: holder %q ceiling %d released_at %v, want \"a\" 1000 NULL", got.Holder, got.CeilingMS, got.ReleasedAt)
+		}
+	}
+	if n := len(allEvents(t, s)); n != 1 {
+		t.Errorf("refused releases left %d events, want the claim's 1", n)
 	}
 }
 
@@ -575,7 +721,7 @@ func testListLeasesOrder(t *testing.T, s allocator.Store) {
 func testLeaseEventsPaging(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	var want []allocator.LeaseEvent
-	for i, kind := range []string{allocator.EventLost, allocator.EventAcquire, allocator.EventTakeover, allocator.EventRelease, allocator.EventLost} {
+	for i, kind := range []allocator.EventKind{allocator.EventLost, allocator.EventAcquire, allocator.EventTakeover, allocator.EventRelease, allocator.EventEvict} {
 		ev := allocator.LeaseEvent{
 			LeaseKey:       allocator.LeaseKey{DatacenterID: int64(i % 2), WorkerID: int64(10 + i)},
 			Holder:         fmt.Sprintf("holder-%d", i),
@@ -583,20 +729,29 @@ func testLeaseEventsPaging(t *testing.T, s allocator.Store) {
 			Kind:           kind,
 			Detail:         fmt.Sprintf("detail %d: ünïcode ok", i),
 		}
+		if i%2 == 1 { // the others keep owner and request ID NULL
+			ev.Owner, ev.RequestID = fmt.Sprintf("owner-%d é", i), fmt.Sprintf("req-%d", i)
+		}
 		if err := s.RecordLeaseEvent(ctx, ev); err != nil {
 			t.Fatalf("RecordLeaseEvent(%s): %v", kind, err)
 		}
 		want = append(want, ev)
 	}
-	if err := s.RecordLeaseEvent(ctx, allocator.LeaseEvent{Holder: "x", Kind: "vanished"}); err == nil {
-		t.Errorf("RecordLeaseEvent with an unknown kind: got no error")
+	for _, bad := range []allocator.LeaseEvent{
+		{Holder: "x", Kind: "vanished"},
+		{Holder: "x", Kind: allocator.EventLost, Owner: strings.Repeat("o", allocator.MaxOwnerLen+1)},
+		{Holder: "x", Kind: allocator.EventLost, RequestID: "nul\x00"},
+	} {
+		if err := s.RecordLeaseEvent(ctx, bad); err == nil {
+			t.Errorf("RecordLeaseEvent(%+v): got no error", bad)
+		}
 	}
 
 	var got []allocator.LeaseEvent
 	after := int64(0)
 	var sizes []int
 	for range 10 { // bounded: 5 events in pages of 2
-		page, err := s.ListLeaseEvents(ctx, after, 2)
+		page, err := s.ListLeaseEvents(ctx, allocator.LeaseEventFilter{AfterID: after, Limit: 2})
 		if err != nil {
 			t.Fatalf("ListLeaseEvents(%d, 2): %v", after, err)
 		}
@@ -618,7 +773,8 @@ func testLeaseEventsPaging(t *testing.T, s allocator.Store) {
 		if i > 0 && g.ID <= got[i-1].ID {
 			t.Errorf("event %d: ID %d not above the previous %d", i, g.ID, got[i-1].ID)
 		}
-		if g.LeaseKey != w.LeaseKey || g.Holder != w.Holder || g.FencingVersion != w.FencingVersion || g.Kind != w.Kind || g.Detail != w.Detail {
+		if g.LeaseKey != w.LeaseKey || g.Holder != w.Holder || g.FencingVersion != w.FencingVersion || g.Kind != w.Kind || g.Detail != w.Detail ||
+			g.Owner != w.Owner || g.RequestID != w.RequestID {
 			t.Errorf("event %d: got %+v, want %+v", i, g, w)
 		}
 		if !plausible(g.At) {
@@ -626,7 +782,7 @@ func testLeaseEventsPaging(t *testing.T, s allocator.Store) {
 		}
 	}
 	for _, limit := range []int{0, -1} {
-		if page, err := s.ListLeaseEvents(ctx, 0, limit); err != nil || len(page) != 0 {
+		if page, err := s.ListLeaseEvents(ctx, allocator.LeaseEventFilter{Limit: limit}); err != nil || len(page) != 0 {
 			t.Errorf("ListLeaseEvents(0, %d): got %d events, %v; want none", limit, len(page), err)
 		}
 	}
@@ -642,13 +798,15 @@ func claim(t *testing.T, s allocator.Store, req allocator.ClaimRequest) allocato
 	return res
 }
 
-// release releases l at ceiling or fails the test.
-func release(t *testing.T, s allocator.Store, l allocator.Lease, ceiling int64) {
+// release releases l with last as the last timestamp used, or fails the
+// test. It returns the ceiling left behind.
+func release(t *testing.T, s allocator.Store, l allocator.Lease, last int64) int64 {
 	t.Helper()
-	err := s.Release(t.Context(), allocator.ReleaseRequest{Key: l.LeaseKey, Holder: l.Holder, FencingVersion: l.FencingVersion, CeilingMS: ceiling})
+	c, err := s.Release(t.Context(), allocator.ReleaseRequest{Key: l.LeaseKey, Holder: l.Holder, FencingVersion: l.FencingVersion, LastTimestampMS: last})
 	if err != nil {
-		t.Fatalf("Release(%d/%d by %s): %v", l.DatacenterID, l.WorkerID, l.Holder, err)
+		t.Fatalf("Release(%d/%d by %s, last %d): %v", l.DatacenterID, l.WorkerID, l.Holder, last, err)
 	}
+	return c
 }
 
 func listLeases(t *testing.T, s allocator.Store) []allocator.Lease {
@@ -665,7 +823,7 @@ func allEvents(t *testing.T, s allocator.Store) []allocator.LeaseEvent {
 	t.Helper()
 	var all []allocator.LeaseEvent
 	for after := int64(0); ; {
-		page, err := s.ListLeaseEvents(t.Context(), after, 100)
+		page, err := s.ListLeaseEvents(t.Context(), allocator.LeaseEventFilter{AfterID: after, Limit: 100})
 		if err != nil {
 			t.Fatalf("ListLeaseEvents: %v", err)
 		}

@@ -29,6 +29,9 @@ func runSegmentTests(t *testing.T, open func(t *testing.T) allocator.Store) {
 	t.Run("ConsecutiveFetches", func(t *testing.T) { testConsecutiveFetches(t, open(t)) })
 	t.Run("FetchInvalidCount", func(t *testing.T) { testFetchInvalidCount(t, open(t)) })
 	t.Run("FetchOverflow", func(t *testing.T) { testFetchOverflow(t, open(t)) })
+	t.Run("FetchLimit", func(t *testing.T) { testFetchLimit(t, open(t)) })
+	t.Run("LimitConstraints", func(t *testing.T) { testLimitConstraints(t, open(t)) })
+	t.Run("UpdateLimit", func(t *testing.T) { testUpdateLimit(t, open(t)) })
 	t.Run("ConcurrentFetches", func(t *testing.T) { testConcurrentFetches(t, open(t)) })
 	t.Run("ReturnTail", func(t *testing.T) { testReturnTail(t, open(t)) })
 	t.Run("ReturnTailStale", func(t *testing.T) { testReturnTailStale(t, open(t)) })
@@ -40,6 +43,7 @@ func sampleNamespace(name string) allocator.Namespace {
 	return allocator.Namespace{
 		Name:        name,
 		MaxID:       41,
+		MaxIDLimit:  1 << 50,
 		Step:        100,
 		MinStep:     10,
 		MaxStep:     10000,
@@ -90,6 +94,7 @@ func settingsDiff(got, want allocator.Namespace) string {
 	}
 	add("Name", got.Name, want.Name)
 	add("MaxID", got.MaxID, want.MaxID)
+	add("MaxIDLimit", got.MaxIDLimit, want.MaxIDLimit)
 	add("Step", got.Step, want.Step)
 	add("MinStep", got.MinStep, want.MinStep)
 	add("MaxStep", got.MaxStep, want.MaxStep)
@@ -414,50 +419,159 @@ func testConsecutiveFetches(t *testing.T, s allocator.Store) {
 	}
 }
 
+// mustRefuseFetches fetches each count of IDs of namespace name, wanting
+// an error wrapping want, no range, and the row left as before.
+func mustRefuseFetches(t *testing.T, s allocator.Store, name string, before allocator.Namespace, want error, counts ...int64) {
+	t.Helper()
+	for _, n := range counts {
+		seg, err := s.FetchSegment(t.Context(), name, n)
+		if !errors.Is(err, want) || seg != (allocator.Segment{}) {
+			t.Errorf("FetchSegment(%d): got %+v, %v; want no range and %v", n, seg, err, want)
+		}
+		if d := namespaceDiff(mustGet(t, s, name), before); d != "" {
+			t.Errorf("row changed by a refused FetchSegment(%d): %s", n, d)
+		}
+	}
+}
+
 func testFetchInvalidCount(t *testing.T, s allocator.Store) {
 	before := mustCreate(t, s, sampleNamespace("orders"))
-	for _, n := range []int64{0, -1, math.MinInt64} {
-		seg, err := s.FetchSegment(t.Context(), "orders", n)
-		if !errors.Is(err, allocator.ErrInvalidNamespace) {
-			t.Errorf("FetchSegment(%d): got %+v, %v; want error %v", n, seg, err, allocator.ErrInvalidNamespace)
-		}
-		if seg != (allocator.Segment{}) {
-			t.Errorf("FetchSegment(%d) returned a range with its error: %+v", n, seg)
-		}
-	}
-	if d := namespaceDiff(mustGet(t, s, "orders"), before); d != "" {
-		t.Errorf("row changed by refused fetches: %s", d)
-	}
+	mustRefuseFetches(t, s, "orders", before, allocator.ErrInvalidNamespace, 0, -1, math.MinInt64)
 }
 
 func testFetchOverflow(t *testing.T, s allocator.Store) {
 	ns := sampleNamespace("orders")
 	ns.MaxID = math.MaxInt64 - 10
+	ns.MaxIDLimit, ns.Fallback = 0, allocator.FallbackNone // no limit but the largest int64
 	before := mustCreate(t, s, ns)
-
-	for _, n := range []int64{11, math.MaxInt64} {
-		seg, err := s.FetchSegment(t.Context(), "orders", n)
-		if err == nil || errors.Is(err, allocator.ErrNamespaceNotFound) {
-			t.Errorf("FetchSegment(%d) past the largest int64: got %+v, %v; want an overflow error", n, seg, err)
-		}
-		if seg != (allocator.Segment{}) {
-			t.Errorf("FetchSegment(%d) returned a range with its error: %+v", n, seg)
-		}
-		if d := namespaceDiff(mustGet(t, s, "orders"), before); d != "" {
-			t.Errorf("row changed by FetchSegment(%d) past the largest int64: %s", n, d)
-		}
-	}
+	// Past the largest int64: refused, never shortened.
+	mustRefuseFetches(t, s, "orders", before, allocator.ErrNamespaceExhausted, 11, math.MaxInt64)
 
 	// The last ten IDs can still be had, exactly.
 	seg := mustFetch(t, s, "orders", 10)
 	if seg.First != math.MaxInt64-9 || seg.Last != math.MaxInt64 {
 		t.Errorf("last fetch: got [%d, %d], want [%d, %d]", seg.First, seg.Last, int64(math.MaxInt64-9), int64(math.MaxInt64))
 	}
-	if _, err := s.FetchSegment(t.Context(), "orders", 1); err == nil {
-		t.Errorf("FetchSegment(1) of an exhausted namespace: got no error")
+	if _, err := s.FetchSegment(t.Context(), "orders", 1); !errors.Is(err, allocator.ErrNamespaceExhausted) {
+		t.Errorf("FetchSegment(1) of an exhausted namespace: got %v, want %v", err, allocator.ErrNamespaceExhausted)
 	}
 	if got := mustGet(t, s, "orders"); got.MaxID != math.MaxInt64 || got.Version != 1 {
 		t.Errorf("exhausted namespace: got max_id %d version %d, want %d and 1", got.MaxID, got.Version, int64(math.MaxInt64))
+	}
+}
+
+// testFetchLimit fetches up to a namespace's max_id_limit: exactly, never
+// past it, and never shortened.
+func testFetchLimit(t *testing.T, s allocator.Store) {
+	ctx := t.Context()
+	ns := sampleNamespace("orders")
+	ns.MaxID, ns.MaxIDLimit = 0, 25
+	mustCreate(t, s, ns)
+
+	if seg := mustFetch(t, s, "orders", 10); seg.First != 1 || seg.Last != 10 || seg.Namespace.MaxIDLimit != 25 {
+		t.Errorf("first fetch: got [%d, %d] limit %d, want [1, 10] limit 25", seg.First, seg.Last, seg.Namespace.MaxIDLimit)
+	}
+	mustRefuseFetches(t, s, "orders", mustGet(t, s, "orders"), allocator.ErrNamespaceExhausted, 16, 20, math.MaxInt64)
+	if seg := mustFetch(t, s, "orders", 15); seg.First != 11 || seg.Last != 25 {
+		t.Errorf("fetch of what is left: got [%d, %d], want [11, 25]", seg.First, seg.Last)
+	}
+	if _, err := s.FetchSegment(ctx, "orders", 1); !errors.Is(err, allocator.ErrNamespaceExhausted) {
+		t.Errorf("FetchSegment(1) at the limit: got %v, want %v", err, allocator.ErrNamespaceExhausted)
+	}
+	// A tail given back can be fetched again, up to the limit.
+	if ok, err := s.ReturnTail(ctx, "orders", 25, 2, 20); !ok || err != nil {
+		t.Fatalf("ReturnTail(25, 2, 20): got %v, %v; want true, nil", ok, err)
+	}
+	if seg := mustFetch(t, s, "orders", 5); seg.First != 21 || seg.Last != 25 {
+		t.Errorf("fetch after the tail return: got [%d, %d], want [21, 25]", seg.First, seg.Last)
+	}
+}
+
+// testLimitConstraints checks the table's constraints on max_id_limit: the
+// Snowflake fallback needs one, and max_id may not lie above it.
+func testLimitConstraints(t *testing.T, s allocator.Store) {
+	tests := []struct {
+		name   string
+		change func(*allocator.Namespace)
+		ok     bool
+	}{
+		{"fallback without a limit", func(ns *allocator.Namespace) { ns.MaxIDLimit = 0 }, false},
+		{"max_id above the limit", func(ns *allocator.Namespace) { ns.MaxID, ns.MaxIDLimit = 100, 99 }, false},
+		{"max_id at the limit", func(ns *allocator.Namespace) { ns.MaxID, ns.MaxIDLimit = 100, 100 }, true},
+		{"a limit without the fallback", func(ns *allocator.Namespace) { ns.Fallback = allocator.FallbackNone }, true},
+		{"no limit, no fallback", func(ns *allocator.Namespace) { ns.MaxIDLimit, ns.Fallback = 0, allocator.FallbackNone }, true},
+	}
+	for i, tt := range tests {
+		ns := sampleNamespace(fmt.Sprintf("ns%d", i))
+		tt.change(&ns)
+		got, err := s.CreateNamespace(t.Context(), ns)
+		if !tt.ok {
+			if !errors.Is(err, allocator.ErrInvalidNamespace) {
+				t.Errorf("%s: CreateNamespace: got %v, want %v", tt.name, err, allocator.ErrInvalidNamespace)
+			}
+			if _, err := s.GetNamespace(t.Context(), ns.Name); !errors.Is(err, allocator.ErrNamespaceNotFound) {
+				t.Errorf("%s: GetNamespace after a refused create: got %v, want %v", tt.name, err, allocator.ErrNamespaceNotFound)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: CreateNamespace: %v", tt.name, err)
+			continue
+		}
+		ns.Version = 0
+		if d := settingsDiff(got, ns); d != "" {
+			t.Errorf("%s: CreateNamespace returned %s", tt.name, d)
+		}
+	}
+}
+
+// testUpdateLimit checks that an update sets max_id_limit only where there
+// is none, and that the constraints hold for the row after the change.
+func testUpdateLimit(t *testing.T, s allocator.Store) {
+	ctx := t.Context()
+	ns := sampleNamespace("orders")
+	ns.MaxID, ns.MaxIDLimit, ns.Fallback = 50, 0, allocator.FallbackNone
+	created := mustCreate(t, s, ns)
+	snowflake, none := allocator.FallbackSnowflake, allocator.FallbackNone
+
+	for _, tt := range []struct {
+		name   string
+		update allocator.NamespaceUpdate
+	}{
+		{"fallback without a limit", allocator.NamespaceUpdate{Fallback: &snowflake}},
+		{"limit below max_id", allocator.NamespaceUpdate{Fallback: &snowflake, MaxIDLimit: new(int64(49))}},
+	} {
+		if _, err := s.UpdateNamespace(ctx, "orders", tt.update); !errors.Is(err, allocator.ErrInvalidNamespace) {
+			t.Errorf("%s: UpdateNamespace: got %v, want %v", tt.name, err, allocator.ErrInvalidNamespace)
+		}
+		if d := namespaceDiff(mustGet(t, s, "orders"), created); d != "" {
+			t.Errorf("%s: row changed by a refused update: %s", tt.name, d)
+		}
+	}
+
+	want := created
+	for _, tt := range []struct {
+		name   string
+		update allocator.NamespaceUpdate
+		limit  int64
+		fb     allocator.Fallback
+	}{
+		{"fallback with a limit", allocator.NamespaceUpdate{Fallback: &snowflake, MaxIDLimit: new(int64(1000))}, 1000, snowflake},
+		{"another limit is ignored", allocator.NamespaceUpdate{MaxIDLimit: new(int64(5000))}, 1000, snowflake},
+		{"a lower limit is ignored", allocator.NamespaceUpdate{MaxIDLimit: new(int64(60))}, 1000, snowflake},
+		{"fallback off keeps the limit", allocator.NamespaceUpdate{Fallback: &none}, 1000, none},
+	} {
+		got, err := s.UpdateNamespace(ctx, "orders", tt.update)
+		if err != nil {
+			t.Fatalf("%s: UpdateNamespace: %v", tt.name, err)
+		}
+		want.MaxIDLimit, want.Fallback = tt.limit, tt.fb
+		if d := settingsDiff(got, want); d != "" {
+			t.Errorf("%s: UpdateNamespace returned %s", tt.name, d)
+		}
+		if d := settingsDiff(mustGet(t, s, "orders"), want); d != "" {
+			t.Errorf("%s: GetNamespace after the update: %s", tt.name, d)
+		}
 	}
 }
 

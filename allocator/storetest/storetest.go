@@ -29,5 +29,7 @@ import (
 func Run(t *testing.T, open func(t *testing.T) allocator.Store) {
 	t.Helper()
 	runLeaseTests(t, open)
+	runRemoteLeaseTests(t, open)
 	runSegmentTests(t, open)
+	runDeleteNamespaceTests(t, open)
 }

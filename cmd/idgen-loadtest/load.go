@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/url"
 	"slices"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idgen-project/idgen/snowflake"
 )
 
 // config is one load test: where to send requests, over how many
@@ -25,7 +28,14 @@ type config struct {
 	Path      string
 	Count     int
 	Namespace string
-	Conns     int
+	// Conns is the number of keep-alive connections, each with at most one
+	// request in flight.
+	Conns int
+	// Rate, when set, makes the run an open loop: requests are due at a
+	// fixed rate (requests per second) whatever the answers take, go out on
+	// whichever connection is free, and latency counts from the time each
+	// was due (see runOpen). Zero runs a closed loop.
+	Rate float64
 	// Duration and Requests bound the run: it stops at whichever comes
 	// first. At least one must be set. Warmup runs before and is not
 	// measured (its IDs are still checked for duplicates).
@@ -46,6 +56,11 @@ type config struct {
 	ServerPID int
 	// Label is copied into the result, for scripts that collect results.
 	Label string
+
+	// clock is the open loop's time source: nil means a pacerClock, or
+	// snowflake.SystemClock where there is none. Only the pacer sleeps on
+	// it.
+	clock snowflake.Clock
 }
 
 // errNotLoopback is returned for a target that is not a loopback address
@@ -113,18 +128,32 @@ func resolveTarget(ctx context.Context, cfg config) (target, error) {
 
 // result is what a load test measured.
 type result struct {
-	Label       string         `json:"label,omitempty"`
-	Target      string         `json:"target"`
-	Path        string         `json:"path"`
-	Conns       int            `json:"conns"`
-	Count       int            `json:"count"`
-	Namespace   string         `json:"namespace,omitempty"`
-	DurationS   float64        `json:"duration_s"`
-	Requests    int64          `json:"requests"`
-	IDs         int64          `json:"ids"`
-	RequestsPS  float64        `json:"requests_per_s"`
-	IDsPS       float64        `json:"ids_per_s"`
+	Label  string `json:"label,omitempty"`
+	Target string `json:"target"`
+	// Mode is "closed" or "open"; in an open loop Rate is the rate asked
+	// for, Scheduled the number of requests due in the measured part of the
+	// schedule and Unsent those of them never answered because the run was
+	// cut short (ctx, or the drain after the schedule's end ran out).
+	Mode       string  `json:"mode"`
+	Rate       float64 `json:"rate,omitempty"`
+	Scheduled  int64   `json:"scheduled,omitempty"`
+	Unsent     int64   `json:"unsent,omitempty"`
+	Path       string  `json:"path"`
+	Conns      int     `json:"conns"`
+	Count      int     `json:"count"`
+	Namespace  string  `json:"namespace,omitempty"`
+	DurationS  float64 `json:"duration_s"`
+	Requests   int64   `json:"requests"`
+	IDs        int64   `json:"ids"`
+	RequestsPS float64 `json:"requests_per_s"`
+	IDsPS      float64 `json:"ids_per_s"`
+	// Latency counts from each request's send time in a closed loop and
+	// from its intended send time in an open loop. There SendLag is the
+	// part before the request went out (the pacer's lateness and the wait
+	// for a free connection) and Service the part after.
 	Latency     latency        `json:"latency_ms"`
+	SendLag     *latency       `json:"send_lag_ms,omitempty"`
+	Service     *latency       `json:"service_ms,omitempty"`
 	Errors      int64          `json:"errors"`
 	ErrorKinds  map[string]int `json:"error_kinds,omitempty"`
 	UniqueCheck bool           `json:"unique_checked"`
@@ -156,16 +185,32 @@ type connStats struct {
 	requests atomic.Int64
 	ids      atomic.Int64
 	errors   atomic.Int64
-	hist     histogram
-	kinds    map[string]int // written by the connection, read after it stopped
+	// hist holds the latencies: from the request's send time in a closed
+	// loop, from its intended send time in an open loop.
+	hist histogram
+	// Open loop only: lag, from the intended send time to the actual one
+	// (waiting for the schedule's pacer and for a free connection), and
+	// service, from the actual send time to the answer.
+	lag, service histogram
+	kinds        map[string]int // written by the connection, read after it stopped
 }
 
-// errShort marks a response with fewer IDs than requested.
-var errShort = errors.New("fewer IDs than requested")
+// record counts one measured request.
+func (st *connStats) record(latency time.Duration, out outcome) {
+	st.hist.record(latency)
+	st.requests.Add(1)
+	st.ids.Add(int64(out.n))
+	if out.kind != "" {
+		st.errors.Add(1)
+		st.kinds[out.kind]++
+	}
+}
 
 // run drives the target until the duration, the request count or ctx ends,
 // then returns what it measured. Canceling ctx ends the run early and still
-// returns the result so far.
+// returns the result so far. With cfg.Rate set it runs an open loop
+// (runOpen), else a closed one: every connection sends its next request as
+// soon as the last one is answered.
 func run(ctx context.Context, cfg config) (*result, error) {
 	if cfg.Conns < 1 {
 		return nil, fmt.Errorf("conns must be at least 1, got %d", cfg.Conns)
@@ -175,6 +220,9 @@ func run(ctx context.Context, cfg config) (*result, error) {
 	}
 	if cfg.Path == "" && cfg.Count < 1 {
 		return nil, fmt.Errorf("count must be at least 1, got %d", cfg.Count)
+	}
+	if cfg.Rate < 0 || math.IsNaN(cfg.Rate) || math.IsInf(cfg.Rate, 0) {
+		return nil, fmt.Errorf("rate must be a positive number of requests per second, got %v", cfg.Rate)
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
@@ -186,95 +234,136 @@ func run(ctx context.Context, cfg config) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
+	lr := &loadRun{cfg: cfg, stats: make([]*connStats, cfg.Conns)}
+	for i := range lr.stats {
+		lr.stats[i] = &connStats{kinds: map[string]int{}}
+	}
+	newCaller := func() caller { return newHTTPCaller(tgt, cfg) }
+	if cfg.Rate > 0 {
+		if lr.cfg.clock == nil {
+			if pc, err := newPacerClock(); err == nil {
+				defer pc.Close()
+				lr.cfg.clock = pc
+			} else {
+				lr.cfg.clock = snowflake.SystemClock()
+			}
+		}
+		return lr.runOpen(ctx, tgt, newCaller)
+	}
+	return lr.runClosed(ctx, tgt, newCaller)
+}
 
+// loadRun is the state of one run shared by its connections, its progress
+// line and its result.
+type loadRun struct {
+	cfg   config
+	stats []*connStats
+	uniq  uniqueness
+
+	// Taken when measuring starts (after the warm-up).
+	start  time.Time
+	cpu0   time.Duration
+	busy0  time.Duration
+	busyOK bool
+	srv0   procSample
+
+	// Open loop only.
+	openLoop  bool
+	scheduled int64                      // requests due in the measured part
+	backlog   func(now time.Time) string // the progress line's backlog part
+
+	// The progress line's last counts, written by the progress loop only.
+	prev, prevLag    snapshot
+	prevAt           time.Time
+	prevReq, prevIDs int64
+}
+
+// beginMeasuring samples the counters that the result is a difference of.
+func (lr *loadRun) beginMeasuring(now time.Time) {
+	if lr.cfg.ServerPID > 0 {
+		lr.srv0, _ = readProc(lr.cfg.ServerPID)
+	}
+	lr.cpu0 = processCPU()
+	var err error
+	lr.busy0, err = machineBusy()
+	lr.busyOK = err == nil
+	lr.start = now
+	lr.prevAt = now
+}
+
+// collect merges a connection's IDs into the uniqueness check once they
+// are many.
+func (lr *loadRun) collect(ids *runSet) {
+	if len(ids.runs) >= 4096 {
+		lr.uniq.merge(ids)
+	}
+}
+
+// pause waits a little after a connection failed, so as not to spin on a
+// server that is gone.
+func pause(ctx context.Context) {
+	t := time.NewTimer(10 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// runClosed keeps every connection busy with one request at a time.
+func (lr *loadRun) runClosed(ctx context.Context, tgt target, newCaller func() caller) (*result, error) {
+	cfg := lr.cfg
 	var (
-		uniq      uniqueness
 		measuring atomic.Bool
 		tickets   atomic.Int64 // requests left, when cfg.Requests is set
-		stats     = make([]*connStats, cfg.Conns)
 		wg        sync.WaitGroup
 	)
 	tickets.Store(cfg.Requests)
 	measuring.Store(cfg.Warmup == 0)
-	cpu0 := processCPU()
-	busy0, busyErr := machineBusy()
-	var srv0 procSample
-	if cfg.ServerPID > 0 {
-		srv0, _ = readProc(cfg.ServerPID)
-	}
-	start := time.Now()
+	lr.beginMeasuring(time.Now())
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	for i := range stats {
-		st := &connStats{kinds: map[string]int{}}
-		stats[i] = st
-		c := newHTTPConn(tgt.dial, tgt.host, tgt.path, cfg.Timeout)
+	for _, st := range lr.stats {
+		c := newCaller()
 		wg.Go(func() {
 			defer c.close()
-			var ids, scratch runSet // scratch: IDs scanned but not collected
+			var ids runSet
 			for runCtx.Err() == nil {
 				on := measuring.Load()
 				if on && cfg.Requests > 0 && tickets.Add(-1) < 0 {
 					cancel()
 					break
 				}
+				// A request once begun is finished even when the run ends
+				// meanwhile (its ticket was taken): only ctx cuts it short.
 				t0 := time.Now()
-				resp, err := c.do(runCtx)
+				out := c.call(ctx, &ids)
 				elapsed := time.Since(t0)
-				n := 0
-				if err == nil {
-					if resp.status != 200 {
-						err = fmt.Errorf("status %d", resp.status)
-					} else if cfg.CheckUnique {
-						n, err = scanIDs(resp.body, &ids)
-					} else {
-						scratch.runs = scratch.runs[:0]
-						n, err = scanIDs(resp.body, &scratch)
-					}
-					if err == nil && cfg.Path == "" && n < cfg.Count {
-						err = errShort
-					}
-				}
-				if err != nil && resp.status == 0 && runCtx.Err() != nil {
-					break // the run ended while dialing: not the server's fault
+				if out.noAnswer && ctx.Err() != nil {
+					break // interrupted while dialing: not the server's fault
 				}
 				if on {
-					st.hist.record(elapsed)
-					st.requests.Add(1)
-					st.ids.Add(int64(n))
-					if err != nil {
-						st.errors.Add(1)
-						st.kinds[errorKind(resp, err)]++
-					}
+					st.record(elapsed, out)
 				}
-				if err != nil && resp.status == 0 {
-					// The connection failed: do not spin on a server that is gone.
-					select {
-					case <-runCtx.Done():
-					case <-time.After(10 * time.Millisecond):
-					}
+				if out.noAnswer {
+					pause(runCtx)
 				}
-				if len(ids.runs) >= 4096 {
-					uniq.merge(&ids)
-				}
+				lr.collect(&ids)
 			}
-			uniq.merge(&ids)
+			lr.uniq.merge(&ids)
 		})
 	}
 
 	// Warm up, then measure until the deadline or the last ticket.
 	if cfg.Warmup > 0 {
+		t := time.NewTimer(cfg.Warmup)
 		select {
 		case <-runCtx.Done():
-		case <-time.After(cfg.Warmup):
+		case <-t.C:
 		}
-		if cfg.ServerPID > 0 {
-			srv0, _ = readProc(cfg.ServerPID)
-		}
-		cpu0 = processCPU()
-		busy0, busyErr = machineBusy()
-		start = time.Now()
+		t.Stop()
+		lr.beginMeasuring(time.Now())
 		measuring.Store(true)
 	}
 	var deadline <-chan time.Time
@@ -283,54 +372,81 @@ func run(ctx context.Context, cfg config) (*result, error) {
 		defer t.Stop()
 		deadline = t.C
 	}
-	ticker := time.NewTicker(cfg.ProgressEvery)
-	defer ticker.Stop()
-	var prev snapshot
-	prevAt := start
-	var prevReq, prevIDs int64
-wait:
-	for {
-		select {
-		case <-runCtx.Done():
-			break wait
-		case <-deadline:
-			break wait
-		case now := <-ticker.C:
-			if cfg.Progress == nil {
-				continue
-			}
-			var cur snapshot
-			var req, ids, errs int64
-			for _, st := range stats {
-				st.hist.addTo(&cur)
-				req += st.requests.Load()
-				ids += st.ids.Load()
-				errs += st.errors.Load()
-			}
-			d := cur.sub(&prev)
-			secs := now.Sub(prevAt).Seconds()
-			fmt.Fprintf(cfg.Progress, "[%5.1fs] %9.0f req/s %11.0f ids/s  p50 %s  p99 %s  errors %d  dups %d\n",
-				now.Sub(start).Seconds(), float64(req-prevReq)/secs, float64(ids-prevIDs)/secs,
-				fmtDur(d.quantile(0.50)), fmtDur(d.quantile(0.99)), errs, uniq.duplicates())
-			prev, prevAt, prevReq, prevIDs = cur, now, req, ids
-		}
-	}
+	lr.progressLoop(runCtx.Done(), deadline)
 	cancel()
 	wg.Wait()
-	elapsed := time.Since(start)
-	cpu := processCPU() - cpu0
+	return lr.result(tgt, time.Since(lr.start))
+}
+
+// progressLoop prints a progress line every cfg.ProgressEvery until done
+// or deadline fires.
+func (lr *loadRun) progressLoop(done <-chan struct{}, deadline <-chan time.Time) {
+	ticker := time.NewTicker(lr.cfg.ProgressEvery)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-deadline:
+			return
+		case now := <-ticker.C:
+			if lr.cfg.Progress != nil {
+				fmt.Fprintln(lr.cfg.Progress, lr.progressLine(now))
+			}
+		}
+	}
+}
+
+// progressLine describes the interval since the last one: rates and the
+// latency percentiles of the requests answered in it, read from the
+// histograms while the connections keep recording.
+func (lr *loadRun) progressLine(now time.Time) string {
+	var cur, lag snapshot
+	var req, ids, errs int64
+	for _, st := range lr.stats {
+		st.hist.addTo(&cur)
+		if lr.openLoop {
+			st.lag.addTo(&lag)
+		}
+		req += st.requests.Load()
+		ids += st.ids.Load()
+		errs += st.errors.Load()
+	}
+	d := cur.sub(&lr.prev)
+	secs := now.Sub(lr.prevAt).Seconds()
+	line := fmt.Sprintf("[%5.1fs] %9.0f req/s %11.0f ids/s  p50 %s  p99 %s  p99.9 %s  errors %d  dups %d",
+		now.Sub(lr.start).Seconds(), float64(req-lr.prevReq)/secs, float64(ids-lr.prevIDs)/secs,
+		fmtDur(d.quantile(0.50)), fmtDur(d.quantile(0.99)), fmtDur(d.quantile(0.999)), errs, lr.uniq.duplicates())
+	if lr.openLoop {
+		dl := lag.sub(&lr.prevLag)
+		line += fmt.Sprintf("  send lag p99 %s", fmtDur(dl.quantile(0.99)))
+		if lr.backlog != nil {
+			line += lr.backlog(now)
+		}
+		lr.prevLag = lag
+	}
+	lr.prev, lr.prevAt, lr.prevReq, lr.prevIDs = cur, now, req, ids
+	return line
+}
+
+// result sums the connections' counts into the run's result.
+func (lr *loadRun) result(tgt target, elapsed time.Duration) (*result, error) {
+	cfg := lr.cfg
+	cpu := processCPU() - lr.cpu0
 	busy1, busyErr1 := machineBusy()
 
 	res := &result{
 		Label: cfg.Label, Target: cfg.Target, Path: tgt.path, Conns: cfg.Conns, Count: cfg.Count, Namespace: cfg.Namespace,
-		DurationS: elapsed.Seconds(), UniqueCheck: cfg.CheckUnique, ClientCPUS: cpu.Seconds(),
+		Mode: "closed", DurationS: elapsed.Seconds(), UniqueCheck: cfg.CheckUnique, ClientCPUS: cpu.Seconds(),
 	}
-	if busyErr == nil && busyErr1 == nil {
-		res.MachineBusyS = (busy1 - busy0).Seconds()
+	if lr.busyOK && busyErr1 == nil {
+		res.MachineBusyS = (busy1 - lr.busy0).Seconds()
 	}
-	var all snapshot
-	for _, st := range stats {
+	var all, lag, service snapshot
+	for _, st := range lr.stats {
 		st.hist.addTo(&all)
+		st.lag.addTo(&lag)
+		st.service.addTo(&service)
 		res.Requests += st.requests.Load()
 		res.IDs += st.ids.Load()
 		res.Errors += st.errors.Load()
@@ -345,12 +461,17 @@ wait:
 		res.RequestsPS = float64(res.Requests) / secs
 		res.IDsPS = float64(res.IDs) / secs
 	}
-	res.Latency = latency{
-		Mean: ms(all.mean()), P50: ms(all.quantile(0.50)), P90: ms(all.quantile(0.90)),
-		P99: ms(all.quantile(0.99)), P999: ms(all.quantile(0.999)), Max: ms(time.Duration(all.max)),
+	res.Latency = all.latency()
+	if lr.openLoop {
+		res.Mode = "open"
+		res.Rate = cfg.Rate
+		res.Scheduled = lr.scheduled
+		res.Unsent = max(0, lr.scheduled-res.Requests)
+		l, s := lag.latency(), service.latency()
+		res.SendLag, res.Service = &l, &s
 	}
 	if cfg.CheckUnique {
-		res.Distinct, res.Duplicates = uniq.finish()
+		res.Distinct, res.Duplicates = lr.uniq.finish()
 	}
 	if cfg.ServerPID > 0 {
 		srv1, err := readProc(cfg.ServerPID)
@@ -359,7 +480,11 @@ wait:
 		}
 		res.Server = &serverStats{
 			PID: cfg.ServerPID, RSSKB: srv1.rssKB, HWMKB: srv1.hwmKB,
-			CPUS: (srv1.cpu - srv0.cpu).Seconds(),
+			CPUS: (srv1.cpu - lr.srv0.cpu).Seconds(),
+		}
+		if srv1.runqWait >= 0 && lr.srv0.runqWait >= 0 {
+			w := max(0, srv1.runqWait-lr.srv0.runqWait).Seconds()
+			res.Server.RunqWaitS = &w
 		}
 	}
 	if res.Requests > 0 && res.Errors == res.Requests {
@@ -368,20 +493,11 @@ wait:
 	return res, nil
 }
 
-// errorKind names the kind of a failed request for the summary.
-func errorKind(resp response, err error) string {
-	var ne net.Error
-	switch {
-	case resp.status != 0 && resp.status != 200:
-		return "status_" + strconv.Itoa(resp.status)
-	case errors.Is(err, errShort):
-		return "short"
-	case errors.As(err, &ne) && ne.Timeout():
-		return "timeout"
-	case resp.status == 200:
-		return "bad_body"
-	default:
-		return "transport"
+// latency returns the snapshot's percentiles in milliseconds.
+func (s *snapshot) latency() latency {
+	return latency{
+		Mean: ms(s.mean()), P50: ms(s.quantile(0.50)), P90: ms(s.quantile(0.90)),
+		P99: ms(s.quantile(0.99)), P999: ms(s.quantile(0.999)), Max: ms(time.Duration(s.max)),
 	}
 }
 

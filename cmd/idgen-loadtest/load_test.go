@@ -258,7 +258,7 @@ func TestResolveTarget(t *testing.T) {
 				t.Fatalf("resolveTarget(%q): %v", tt.cfg.Target, err)
 			case tt.wantErr != nil && err == nil:
 				t.Fatalf("resolveTarget(%q) = %+v, want an error", tt.cfg.Target, got)
-			case tt.wantErr != nil && tt.wantErr != errAny && !errors.Is(err, tt.wantErr):
+			case tt.wantErr != nil && !errors.Is(tt.wantErr, errAny) && !errors.Is(err, tt.wantErr):
 				t.Fatalf("resolveTarget(%q) error = %v, want %v", tt.cfg.Target, err, tt.wantErr)
 			case err != nil:
 				return

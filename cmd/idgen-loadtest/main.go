@@ -6,19 +6,28 @@
 //
 //	idgen-loadtest [flags]
 //
-// It opens --conns keep-alive connections to --url and on each sends
-// GET /ids?count=N[&namespace=NS] back to back, for --duration or until
-// --requests requests were made. Every second it prints a progress line to
-// stderr; at the end a summary line (or, with --json, one JSON object) to
-// stdout. It refuses a target that is not a loopback address unless
-// --allow-remote is given. The exit code is 0 on success, 1 when the run
-// failed (every request failed, or the target was unusable), 2 for bad
-// usage and 3 when a duplicate ID was seen.
+// It opens --conns keep-alive connections to --url and sends
+// GET /ids?count=N[&namespace=NS] on them, for --duration or until
+// --requests requests were made. By default the loop is closed: each
+// connection sends its next request as soon as the last one is answered,
+// which measures the most the server sustains. With --rate R the loop is
+// open: requests are due at R per second on a fixed schedule, go out on
+// whichever connection is free, and their latency counts from the time they
+// were due, so a server that falls behind shows its queue in the
+// percentiles instead of slowing the load down (no coordinated omission).
+//
+// Every second it prints a progress line to stderr with the rates and the
+// latency percentiles of that second; at the end a summary line (or, with
+// --json, one JSON object) to stdout. It refuses a target that is not a
+// loopback address unless --allow-remote is given. The exit code is 0 on
+// success, 1 when the run failed (every request failed, or the target was
+// unusable), 2 for bad usage and 3 when a duplicate ID was seen.
 //
 // It uses only the standard library for the load itself: its HTTP/1.1
 // client is a minimal one, so that the load generator, which shares the
 // machine with the server in docs/benchmarks.md, takes as little CPU as it
-// can.
+// can. The connections speak through a small interface (caller), so that
+// another transport can drive the same closed and open loops.
 package main
 
 import (
@@ -28,6 +37,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"syscall"
@@ -55,6 +65,10 @@ Drives a running idgen server with GET /ids requests over keep-alive
 connections and reports requests/s, IDs/s, latency percentiles, errors and
 duplicate IDs. Progress goes to stderr each second, the summary to stdout.
 
+Closed loop (default): each connection sends its next request as soon as
+the last one is answered. Open loop (--rate R): R requests per second are
+due on a fixed schedule and latency counts from when each was due.
+
 Flags:
 `
 
@@ -72,6 +86,7 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := config{CheckUnique: true}
 	fs.StringVar(&cfg.Target, "url", "http://127.0.0.1:8080", "base `URL` of the server (http only)")
 	fs.IntVar(&cfg.Conns, "conns", 8, "keep-alive `connections`, each with one request in flight")
+	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: `requests` per second due on a fixed schedule, latency measured from when each was due (0: closed loop)")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "how long to measure (default 10s unless --requests is set)")
 	fs.Int64Var(&cfg.Requests, "requests", 0, "stop after this many measured `requests`")
 	fs.DurationVar(&cfg.Warmup, "warmup", 0, "load for this long before measuring")
@@ -100,6 +115,10 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.Duration < 0 || cfg.Requests < 0 || cfg.Warmup < 0 || cfg.Conns < 1 || cfg.Count < 1 || cfg.Timeout <= 0 {
 		fmt.Fprintln(stderr, "idgen-loadtest: --duration, --requests and --warmup must not be negative; --conns, --count and --timeout must be positive")
+		return exitUsage
+	}
+	if cfg.Rate < 0 || math.IsNaN(cfg.Rate) || math.IsInf(cfg.Rate, 0) {
+		fmt.Fprintln(stderr, "idgen-loadtest: --rate must be a positive number of requests per second (or 0 for a closed loop)")
 		return exitUsage
 	}
 	if !*quiet {
@@ -134,9 +153,22 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // summary is the one-line summary of a run.
 func summary(r *result) string {
 	l := r.Latency
-	s := fmt.Sprintf("%d requests in %.2fs over %d conns to %s: %.0f req/s, %.0f ids/s, latency p50 %s p99 %s p99.9 %s max %s, errors %d",
-		r.Requests, r.DurationS, r.Conns, r.Path, r.RequestsPS, r.IDsPS,
-		fmtDur(msDur(l.P50)), fmtDur(msDur(l.P99)), fmtDur(msDur(l.P999)), fmtDur(msDur(l.Max)), r.Errors)
+	s := fmt.Sprintf("%d requests in %.2fs over %d conns to %s", r.Requests, r.DurationS, r.Conns, r.Path)
+	if r.Mode == "open" {
+		s += fmt.Sprintf(", open loop at %.0f req/s", r.Rate)
+	}
+	s += fmt.Sprintf(": %.0f req/s, %.0f ids/s, latency p50 %s p99 %s p99.9 %s max %s",
+		r.RequestsPS, r.IDsPS, fmtDur(msDur(l.P50)), fmtDur(msDur(l.P99)), fmtDur(msDur(l.P999)), fmtDur(msDur(l.Max)))
+	if r.Mode == "open" {
+		s += " from the intended send times"
+		if r.Service != nil && r.SendLag != nil {
+			s += fmt.Sprintf(" (service p99 %s, send lag p99 %s)", fmtDur(msDur(r.Service.P99)), fmtDur(msDur(r.SendLag.P99)))
+		}
+		if r.Unsent > 0 {
+			s += fmt.Sprintf(", %d of %d scheduled requests unsent (the server fell behind; the percentiles leave them out)", r.Unsent, r.Scheduled)
+		}
+	}
+	s += fmt.Sprintf(", errors %d", r.Errors)
 	if len(r.ErrorKinds) > 0 {
 		s += " (" + topKinds(r.ErrorKinds) + ")"
 	}
@@ -151,6 +183,9 @@ func summary(r *result) string {
 	}
 	if r.Server != nil {
 		s += fmt.Sprintf(", server CPU %.2fs RSS %d kB (peak %d kB)", r.Server.CPUS, r.Server.RSSKB, r.Server.HWMKB)
+		if r.Server.RunqWaitS != nil {
+			s += fmt.Sprintf(", server waited %.2fs for a CPU", *r.Server.RunqWaitS)
+		}
 	}
 	return s
 }

@@ -16,11 +16,19 @@ type serverStats struct {
 	RSSKB int64   `json:"rss_kb"`     // VmRSS at the end of the run
 	HWMKB int64   `json:"rss_hwm_kb"` // VmHWM: the peak RSS
 	CPUS  float64 `json:"cpu_s"`      // CPU time (user + system) used during the run
+	// RunqWaitS is how long the server's threads, added up, waited for a
+	// CPU while runnable during the run (/proc/PID/task/*/schedstat): on
+	// a machine with cores to spare it stays near zero, and a large value
+	// means latency came from CPU contention rather than from the server.
+	// Threads that ended during the run are not counted. Absent where
+	// schedstat is not available.
+	RunqWaitS *float64 `json:"runq_wait_s,omitempty"`
 }
 
 type procSample struct {
 	rssKB, hwmKB int64
 	cpu          time.Duration
+	runqWait     time.Duration // -1 when schedstat is not available
 }
 
 // userHZ is the unit of the CPU times in /proc/<pid>/stat: USER_HZ, which
@@ -62,7 +70,38 @@ func readProc(pid int) (procSample, error) {
 		return s, fmt.Errorf("malformed /proc/%d/stat", pid)
 	}
 	s.cpu = time.Duration(ut+st) * time.Second / userHZ
+	s.runqWait = runqWait(pid)
 	return s, nil
+}
+
+// runqWait adds up the time the threads of a process have spent runnable
+// but waiting for a CPU, the second field of /proc/PID/task/TID/schedstat
+// (nanoseconds), or returns -1 when it cannot be read.
+func runqWait(pid int) time.Duration {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return -1
+	}
+	var sum time.Duration
+	read := false
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		f := bytes.Fields(b)
+		if len(f) < 2 {
+			continue
+		}
+		if v, err := strconv.ParseInt(string(f[1]), 10, 64); err == nil {
+			sum += time.Duration(v)
+			read = true
+		}
+	}
+	if !read {
+		return -1
+	}
+	return sum
 }
 
 func parseKB(v []byte) int64 {

@@ -18,6 +18,9 @@ func TestReadProcSelf(t *testing.T) {
 	if s.cpu < 0 {
 		t.Errorf("cpu = %v, want ≥ 0", s.cpu)
 	}
+	if _, err := os.Stat("/proc/self/schedstat"); err == nil && s.runqWait < 0 {
+		t.Errorf("runqWait = %v, want it read where schedstat exists", s.runqWait)
+	}
 	if _, err := readProc(-1); err == nil {
 		t.Error("readProc(-1): want an error")
 	}

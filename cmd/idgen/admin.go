@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/pressly/goose/v3"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/app"
 	"github.com/idgen-project/idgen/internal/stores"
+	"github.com/idgen-project/idgen/snowflake"
 )
 
 const migrateUsage = `Usage: idgen migrate up|down|status [--dsn DSN]
@@ -27,11 +31,17 @@ Flags (environment variable in brackets):
 `
 
 const leasesUsage = `Usage: idgen leases [--all] [--dsn DSN]
+       idgen leases events [flags]
+       idgen leases evict DC WORKER [--reason TEXT] [--fencing-version N] [--dsn DSN]
 
 Print the worker lease table: one row per worker ID ever claimed, with its
-holder ("-" when free), fencing version, database times of the claim, last
-heartbeat, expiry and release, and the timestamp ceiling of the holder.
-Times are database time, UTC.
+holder ("-" when free), the caller a remote holder holds it for (OWNER),
+fencing version, database times of the claim, last heartbeat, expiry and
+release, and the timestamp ceiling of the holder. Times are database time,
+UTC. 'idgen leases list' is the same.
+
+  events   print the lease events, the table's audit trail (idgen leases events --help)
+  evict    take a lease from its holder (idgen leases evict --help)
 
 Flags (environment variable in brackets):
   --all        also list the worker IDs never claimed
@@ -40,10 +50,17 @@ Flags (environment variable in brackets):
 
 const namespacesUsage = `Usage: idgen namespaces list [--dsn DSN]
        idgen namespaces create NAME [flags]
+       idgen namespaces delete NAME [--dsn DSN]
 
-List the segment namespaces, or create one. A namespace hands out dense,
-sequential IDs (GET /ids?namespace=NAME). NAME is 1 to 64 characters of a-z,
-0-9, '_', '.' and '-', starting with a letter or digit.
+List the segment namespaces, create one, or delete one. A namespace hands out
+dense, sequential IDs (GET /ids?namespace=NAME). NAME is 1 to 64 characters of
+a-z, 0-9, '_', '.' and '-', starting with a letter or digit.
+
+A deleted namespace no longer exists for idgen (GET /ids answers 404), but its
+row stays behind with its counter: creating it again needs a --start above the
+last ID it handed out, which delete prints. Nodes that fetched ranges of it
+before may still hand out the rest of them, all at or below that ID. delete
+logs who deleted it (cli:<user>) to standard error.
 
 Flags of create:
   --start N            first ID that will be handed out (default 1)
@@ -55,20 +72,18 @@ Flags of create:
   --mode MODE          buffered (ranges pre-fetched, fast) or strict (every request is its
                        own fetch: gap-free and increasing across nodes) (default buffered)
   --fallback F         none, or snowflake: serve Snowflake IDs while the database is
-                       unreachable (default none)
-  --description TEXT   free text shown in listings
+                       unreachable (default none). The namespace's counter then stops
+                       below the smallest Snowflake ID of now (its max_id_limit)
+  --description TEXT   free text shown in listings (at most 1024 bytes)
+  --layout T/D/W/S     with --fallback snowflake: the Snowflake layout, as for idgen serve
+                       [IDGEN_LAYOUT] (default 41/5/5/12); the database records it if it
+                       has none yet, and refuses another
+  --epoch TIME         with --fallback snowflake: the layout's epoch, as for idgen serve
+                       [IDGEN_EPOCH] (default 2026-01-01T00:00:00Z)
 
-Flags of both (environment variable in brackets):
+Flags of every command (environment variable in brackets):
   --dsn DSN            database [IDGEN_DSN] (default sqlite:idgen.db)
 `
-
-// Defaults and limits of idgen namespaces create, the same as those of
-// POST /admin/namespaces.
-const (
-	defaultStep   = 1000
-	maxStepGrowth = 100     // max-step defaults to step × maxStepGrowth …
-	maxStepLimit  = 1 << 30 // … capped here, the largest step, min-step or max-step
-)
 
 // dsnFlag adds --dsn to f.
 func dsnFlag(f *flagSet) *string {
@@ -78,26 +93,15 @@ func dsnFlag(f *flagSet) *string {
 // openStore opens the store dsn names for an administrative command.
 func openStore(ctx context.Context, cmd, dsn string) (stores.Store, error) {
 	if stores.Dialect(dsn) == "" {
-		return nil, usagef(cmd, "invalid --dsn: want postgres://, mysql:// or sqlite: (the DSN is not shown: it may hold a password)")
+		return nil, usagef(cmd, "invalid --dsn: want postgres://, mysql://, sqlite: or etcd:// (the DSN is not shown: it may hold a password)")
 	}
-	ctx, cancel := context.WithTimeout(ctx, openTimeout)
+	ctx, cancel := context.WithTimeout(ctx, app.DefaultOpenTimeout)
 	defer cancel()
 	s, err := stores.Open(ctx, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err) // the store names the (redacted) DSN
 	}
 	return s, nil
-}
-
-// migrateUp applies the pending migrations of store and returns how many.
-func migrateUp(ctx context.Context, store stores.Store) (int, error) {
-	p, err := store.Migrations()
-	if err != nil {
-		return 0, err
-	}
-	defer p.Close()
-	res, err := p.Up(ctx)
-	return len(res), err
 }
 
 // withSchemaHint adds a hint to err, the failure of a command on store, when
@@ -193,8 +197,23 @@ func runMigrate(ctx context.Context, args []string, e env) (err error) {
 	return nil
 }
 
-// runLeases is idgen leases.
-func runLeases(ctx context.Context, args []string, e env) (err error) {
+// runLeases is idgen leases: the table, or one of its subcommands.
+func runLeases(ctx context.Context, args []string, e env) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "list":
+			return leasesList(ctx, args[1:], e)
+		case "events":
+			return leasesEvents(ctx, args[1:], e)
+		case "evict":
+			return leasesEvict(ctx, args[1:], e)
+		}
+	}
+	return leasesList(ctx, args, e)
+}
+
+// leasesList is idgen leases [list].
+func leasesList(ctx context.Context, args []string, e env) (err error) {
 	const cmd = "leases"
 	f := newFlagSet(cmd, leasesUsage)
 	dsn := dsnFlag(f)
@@ -207,7 +226,7 @@ func runLeases(ctx context.Context, args []string, e env) (err error) {
 	sc := newScrubber(*dsn)
 	defer func() { err = sc.err(err) }()
 	if len(pos) > 0 {
-		return usagef(cmd, "unexpected argument %q (leases takes flags only)", pos[0])
+		return usagef(cmd, "unexpected argument %q (want list, events or evict, or flags only)", pos[0])
 	}
 	store, err := openStore(ctx, cmd, *dsn)
 	if err != nil {
@@ -219,15 +238,15 @@ func runLeases(ctx context.Context, args []string, e env) (err error) {
 		return withSchemaHint(ctx, store, fmt.Errorf("list leases: %w", err))
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "DC\tWORKER\tHOLDER\tVERSION\tACQUIRED\tHEARTBEAT\tEXPIRES\tRELEASED\tCEILING")
+	fmt.Fprintln(tw, "DC\tWORKER\tHOLDER\tOWNER\tVERSION\tACQUIRED\tHEARTBEAT\tEXPIRES\tRELEASED\tCEILING")
 	hidden := 0
 	for _, l := range leases {
 		if l.FencingVersion == 0 && !*all {
 			hidden++ // never claimed
 			continue
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", l.DatacenterID, l.WorkerID,
-			orDash(l.Holder), l.FencingVersion, timeText(l.AcquiredAt), timeText(l.HeartbeatAt),
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", l.DatacenterID, l.WorkerID,
+			orDash(l.Holder), orDash(l.Owner), l.FencingVersion, timeText(l.AcquiredAt), timeText(l.HeartbeatAt),
 			timeText(l.ExpiresAt), timeText(l.ReleasedAt), msText(l.CeilingMS))
 	}
 	if err := tw.Flush(); err != nil {
@@ -242,18 +261,20 @@ func runLeases(ctx context.Context, args []string, e env) (err error) {
 // runNamespaces is idgen namespaces.
 func runNamespaces(ctx context.Context, args []string, e env) error {
 	if len(args) == 0 {
-		return usagef("namespaces", "want list or create")
+		return usagef("namespaces", "want list, create or delete")
 	}
 	switch args[0] {
 	case "list":
 		return namespacesList(ctx, args[1:], e)
 	case "create":
 		return namespacesCreate(ctx, args[1:], e)
+	case "delete":
+		return namespacesDelete(ctx, args[1:], e)
 	case "-h", "-help", "--help":
 		fmt.Fprint(e.stdout, namespacesUsage)
 		return nil
 	}
-	return usagef("namespaces", "unknown namespaces command %q (want list or create)", args[0])
+	return usagef("namespaces", "unknown namespaces command %q (want list, create or delete)", args[0])
 }
 
 func namespacesList(ctx context.Context, args []string, e env) (err error) {
@@ -279,9 +300,13 @@ func namespacesList(ctx context.Context, args []string, e env) (err error) {
 		return withSchemaHint(ctx, store, fmt.Errorf("list namespaces: %w", err))
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tNEXT ID\tSTEP\tMIN STEP\tMAX STEP\tMODE\tFALLBACK\tVERSION\tUPDATED\tDESCRIPTION")
+	fmt.Fprintln(tw, "NAME\tNEXT ID\tLIMIT\tSTEP\tMIN STEP\tMAX STEP\tMODE\tFALLBACK\tVERSION\tUPDATED\tDESCRIPTION")
 	for _, ns := range nss {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%s\t%s\n", ns.Name, ns.MaxID+1, ns.Step,
+		limit := "-"
+		if ns.MaxIDLimit > 0 {
+			limit = strconv.FormatInt(ns.MaxIDLimit, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t%s\t%s\n", ns.Name, ns.MaxID+1, limit, ns.Step,
 			ns.MinStep, ns.MaxStep, ns.Mode, ns.Fallback, ns.Version, timeText(ns.UpdatedAt), ns.Description)
 	}
 	return tw.Flush()
@@ -293,14 +318,15 @@ func namespacesCreate(ctx context.Context, args []string, e env) (err error) {
 	dsn := dsnFlag(f)
 	fs := f.fs
 	start := fs.Int64("start", 1, "")
-	step := fs.Int64("step", defaultStep, "")
+	step := fs.Int64("step", allocator.DefaultStep, "")
 	minStep := fs.Int64("min-step", 0, "")
 	maxStep := fs.Int64("max-step", 0, "")
-	mode := choiceFlag{string(allocator.ModeBuffered), []string{string(allocator.ModeBuffered), string(allocator.ModeStrict)}}
-	fs.Var(&mode, "mode", "")
-	fallback := choiceFlag{string(allocator.FallbackNone), []string{string(allocator.FallbackNone), string(allocator.FallbackSnowflake)}}
-	fs.Var(&fallback, "fallback", "")
+	mode := fs.String("mode", string(allocator.ModeBuffered), "")
+	fallback := fs.String("fallback", string(allocator.FallbackNone), "")
 	description := fs.String("description", "", "")
+	bits, epoch := defaultLayoutFlag(), timeFlag{snowflake.DefaultEpoch}
+	fs.Var(&bits, "layout", "")
+	fs.Var(&epoch, "epoch", "")
 	for _, name := range []string{"start", "step", "min-step", "max-step", "mode", "fallback", "description"} {
 		f.noEnv[name] = true // settings of one namespace, not of the environment
 	}
@@ -316,57 +342,131 @@ func namespacesCreate(ctx context.Context, args []string, e env) (err error) {
 	case len(pos) > 1:
 		return usagef(cmd, "unexpected argument %q (create takes one NAME)", pos[1])
 	}
-	// The defaults are those of POST /admin/namespaces: without --step, the
-	// step is 1000 moved into --min-step..--max-step when those are given;
-	// min-step defaults to the step, max-step to 100 × step (at most 2^30).
-	ns := allocator.Namespace{
+	// The rules and defaults are allocator.NamespaceSpec's, as for POST
+	// /admin/namespaces.
+	spec := allocator.NamespaceSpec{
 		Name:        pos[0],
-		MaxID:       *start - 1,
-		Step:        *step,
-		Mode:        allocator.Mode(mode.v),
-		Fallback:    allocator.Fallback(fallback.v),
+		Start:       start,
+		Mode:        (*allocator.Mode)(mode),
+		Fallback:    (*allocator.Fallback)(fallback),
 		Description: *description,
 	}
-	if !f.isSet("step") {
-		if f.isSet("min-step") && *minStep > ns.Step {
-			ns.Step = *minStep
-		}
-		if f.isSet("max-step") && *maxStep < ns.Step {
-			ns.Step = *maxStep
-		}
+	if f.isSet("step") {
+		spec.Step = step
 	}
-	ns.MinStep, ns.MaxStep = ns.Step, max(ns.Step, min(ns.Step*maxStepGrowth, maxStepLimit))
 	if f.isSet("min-step") {
-		ns.MinStep = *minStep
+		spec.MinStep = minStep
 	}
 	if f.isSet("max-step") {
-		ns.MaxStep = *maxStep
+		spec.MaxStep = maxStep
 	}
-	if err := allocator.ValidNamespace(ns.Name); err != nil {
-		return usagef(cmd, "invalid NAME %q: want 1 to 64 characters of a-z, 0-9, '_', '.', '-', starting with a letter or digit", ns.Name)
+	if err := spec.Validate(); err != nil {
+		return settingsUsage(cmd, err)
 	}
-	switch {
-	case *start < 1:
-		return usagef(cmd, "invalid --start %d: want 1 or more", *start)
-	case ns.Step < 1 || ns.Step > maxStepLimit:
-		return usagef(cmd, "invalid --step %d: want 1 to %d", ns.Step, maxStepLimit)
-	case ns.MinStep < 1 || ns.MinStep > ns.Step:
-		return usagef(cmd, "invalid --min-step %d: want 1 to the step, %d", ns.MinStep, ns.Step)
-	case ns.MaxStep < ns.Step || ns.MaxStep > maxStepLimit:
-		return usagef(cmd, "invalid --max-step %d: want the step, %d, to %d", ns.MaxStep, ns.Step, maxStepLimit)
+	var layout snowflake.Layout
+	if *spec.Fallback == allocator.FallbackSnowflake {
+		if layout, err = layoutOf(bits, epoch); err != nil {
+			return usagef(cmd, "invalid --layout/--epoch: %v", err)
+		}
 	}
 	store, err := openStore(ctx, cmd, *dsn)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, store.Close()) }()
+	var smallest int64
+	if *spec.Fallback == allocator.FallbackSnowflake {
+		// The counter's limit is computed with the layout the nodes use:
+		// the one the database records (as idgen serve checks it).
+		stored, err := store.EnsureLayout(ctx, layout)
+		if err != nil {
+			return withSchemaHint(ctx, store, fmt.Errorf("check snowflake layout: %w", err))
+		}
+		if d := layout.Diff(stored); d != "" {
+			return fmt.Errorf("%w: %s; give the --layout and --epoch of idgen serve", allocator.ErrLayoutMismatch, d)
+		}
+		smallest = int64(layout.SmallestID(snowflake.SystemClock().Now()))
+	}
+	ns, err := spec.Namespace(smallest)
+	if err != nil {
+		return settingsUsage(cmd, err)
+	}
 	got, err := store.CreateNamespace(ctx, ns)
 	if err != nil {
 		return withSchemaHint(ctx, store, fmt.Errorf("create namespace %q: %w", ns.Name, err))
 	}
-	fmt.Fprintf(e.stdout, "created namespace %s: first ID %d, step %d (%d to %d), mode %s, fallback %s\n",
+	fmt.Fprintf(e.stdout, "created namespace %s: first ID %d, step %d (%d to %d), mode %s, fallback %s",
 		got.Name, got.MaxID+1, got.Step, got.MinStep, got.MaxStep, got.Mode, got.Fallback)
+	if got.MaxIDLimit > 0 {
+		fmt.Fprintf(e.stdout, ", last ID %d", got.MaxIDLimit)
+	}
+	fmt.Fprintln(e.stdout)
 	return nil
+}
+
+// namespacesDelete is idgen namespaces delete NAME: the namespace's row
+// becomes a tombstone (allocator.NamespaceAdmin.DeleteNamespace). There is
+// no table of namespace events: the deletion is logged, with the operator
+// and a request ID, to standard error, as a node logs it for the admin API.
+func namespacesDelete(ctx context.Context, args []string, e env) (err error) {
+	const cmd = "namespaces delete"
+	f := newFlagSet(cmd, namespacesUsage)
+	dsn := dsnFlag(f)
+	pos, err := f.parse(args, e)
+	if err != nil {
+		return err
+	}
+	sc := newScrubber(*dsn)
+	defer func() { err = sc.err(err) }()
+	switch {
+	case len(pos) == 0:
+		return usagef(cmd, "missing namespace NAME")
+	case len(pos) > 1:
+		return usagef(cmd, "unexpected argument %q (delete takes one NAME)", pos[1])
+	}
+	name := pos[0]
+	if err := allocator.ValidNamespace(name); err != nil {
+		return usagef(cmd, "invalid NAME %q: want 1 to %d characters of a-z, 0-9, '_', '.' and '-', starting with a letter or digit",
+			name, allocator.MaxNameLen)
+	}
+	store, err := openStore(ctx, cmd, *dsn)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, store.Close()) }()
+	owner, requestID := cliOwner(e), cliRequestID()
+	ns, err := store.DeleteNamespace(ctx, name)
+	if errors.Is(err, allocator.ErrNamespaceNotFound) {
+		return fmt.Errorf("namespace %q does not exist or was deleted already", name)
+	}
+	if err != nil {
+		return withSchemaHint(ctx, store, fmt.Errorf("delete namespace %q: %w", name, err))
+	}
+	audit := slog.New(slog.NewTextHandler(e.stderr, nil))
+	audit.Info("namespace deleted", "namespace", ns.Name, "max_id", ns.MaxID, "version", ns.Version,
+		"caller", owner, "request_id", requestID, "host", hostname())
+	fmt.Fprintf(e.stdout, "deleted namespace %s at max_id %d; to create it again, give --start above %d\n",
+		ns.Name, ns.MaxID, ns.MaxID)
+	return nil
+}
+
+// settingsUsage turns the problems of a namespace's settings
+// (*allocator.SettingsError) into a usage error in the command's terms:
+// "invalid --min-step 5000: want 1 to the step, 100".
+func settingsUsage(cmd string, err error) error {
+	var se *allocator.SettingsError
+	if !errors.As(err, &se) {
+		return err
+	}
+	texts := make([]string, len(se.Problems))
+	for i, p := range se.Problems {
+		what := "--" + strings.ReplaceAll(p.Setting, "_", "-")
+		if p.Setting == "name" {
+			what = "NAME"
+		}
+		texts[i] = fmt.Sprintf("invalid %s %s: want %s", what, p.Value, p.Want)
+	}
+	return usagef(cmd, "%s", strings.Join(texts, "; "))
 }
 
 // timeText formats a database time for the tables, "-" for NULL.

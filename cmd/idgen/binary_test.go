@@ -16,24 +16,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
 )
 
 // proc is the idgen binary running as a process of its own.
 type proc struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	addr   string
-	logs   *logSink
-	waited chan struct{} // closed when cmd.Wait returned
-	err    error         // cmd.Wait's result, set before waited is closed
+	t        *testing.T
+	cmd      *exec.Cmd
+	addr     string
+	addrFile string // its --addr-file
+	logs     *testserver.LogBuffer
+	waited   chan struct{} // closed when cmd.Wait returned
+	err      error         // cmd.Wait's result, set before waited is closed
 }
 
-// buildBinary builds idgen into a temporary directory.
-func buildBinary(t *testing.T) string {
+// buildBinary builds idgen into a temporary directory, with the build tags
+// given.
+func buildBinary(t *testing.T, tags ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "idgen")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-tags", strings.Join(tags, ","), "-o", bin, ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -56,12 +59,12 @@ func runBinary(t *testing.T, bin, dir string, env []string, args ...string) (int
 }
 
 // startBinary starts `idgen serve --listen 127.0.0.1:0 args…` in dir and
-// waits until it logs the address it serves on. The process is killed, if
-// still running, when the test ends.
+// waits until it has written the address it serves on to its --addr-file.
+// The process is killed, if still running, when the test ends.
 func startBinary(t *testing.T, bin, dir string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, logs: newLogSink(), waited: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	p := &proc{t: t, logs: &testserver.LogBuffer{}, waited: make(chan struct{}), addrFile: filepath.Join(t.TempDir(), "addr")}
+	p.cmd = exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--addr-file", p.addrFile}, args...)...)
 	p.cmd.Dir, p.cmd.Env = dir, env
 	p.cmd.Stdout, p.cmd.Stderr = io.Discard, p.logs
 	if err := p.cmd.Start(); err != nil {
@@ -79,13 +82,7 @@ func startBinary(t *testing.T, bin, dir string, env []string, args ...string) *p
 			<-p.waited
 		}
 	})
-	select {
-	case p.addr = <-p.logs.serving:
-	case <-p.waited:
-		t.Fatalf("idgen exited before serving: %v\n%s", p.err, p.logs)
-	case <-time.After(startTimeout):
-		t.Fatalf("idgen did not log \"idgen serving\" within %s\n%s", startTimeout, p.logs)
-	}
+	p.addr = waitAddrFile(t, p.addrFile, p.waited, p.logs)
 	return p
 }
 
@@ -238,6 +235,9 @@ func TestBinary(t *testing.T) {
 				}
 				at = i
 			}
+			if _, err := os.Stat(p.addrFile); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("--addr-file after a graceful exit: got %v, want it removed", err)
+			}
 			checkReleased(t, dsn, ready.Lease.Datacenter, ready.Lease.Worker)
 			code, out, stderr := runBinary(t, bin, dir, env, "leases")
 			if code != 0 || !strings.Contains(out, "RELEASED") {
@@ -269,5 +269,35 @@ func TestBinary(t *testing.T) {
 			}
 			t.Logf("%d namespace and %d Snowflake IDs drawn, statuses %v", len(nsIDs), len(sfIDs), statuses)
 		})
+	}
+}
+
+// TestBinaryTestClock builds idgen with the tag idgen_testclock, as the
+// fault harness does, and checks that --test-clock-offset moves the time
+// in its IDs; the default build refuses the flag (TestNoTestClockFlags).
+func TestBinaryTestClock(t *testing.T) {
+	bin := buildBinary(t, "idgen_testclock")
+	dir := t.TempDir()
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
+	const offset = 3 * time.Second // within the 5 s the node may be off database time
+	p := startBinary(t, bin, dir, env, "--test-clock-offset", offset.String())
+	n := p.node()
+	n.waitReady()
+	before := time.Now()
+	var got idsResponse
+	n.getJSON("/ids?count=1&explain=true", http.StatusOK, &got)
+	after := time.Now()
+	if len(got.Explain) != 1 {
+		t.Fatalf("/ids?count=1&explain=true: got %+v", got)
+	}
+	at := time.UnixMilli(got.Explain[0].TimestampMS)
+	if lo, hi := before.Add(offset-time.Second), after.Add(offset+time.Second); at.Before(lo) || at.After(hi) {
+		t.Errorf("ID time %s: want the clock %s ahead, between %s and %s", at, offset, lo, hi)
+	}
+	if !strings.Contains(p.logs.String(), "test clock in use") {
+		t.Errorf("the node did not warn that its clock is shifted:\n%s", p.logs)
+	}
+	if code := p.terminate(); code != 0 {
+		t.Errorf("got exit code %d after SIGTERM, want 0\n%s", code, p.logs)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -48,8 +47,22 @@ func lines(s string) []string {
 func TestUsageErrors(t *testing.T) {
 	// Every case must fail before touching the database: IDGEN_DSN names a
 	// file that must still not exist afterwards.
-	dbFile := filepath.Join(t.TempDir(), "untouched.db")
+	dir := t.TempDir()
+	dbFile := filepath.Join(dir, "untouched.db")
 	base := map[string]string{"IDGEN_DSN": "sqlite:" + dbFile}
+	// Tokens files for serve: one that parses, and one malformed at line 3
+	// whose hash column holds what looks like a raw secret.
+	hash := strings.Repeat("ab", 32)
+	goodTokens := filepath.Join(dir, "tokens")
+	badTokens := filepath.Join(dir, "bad-tokens")
+	for path, content := range map[string]string{
+		goodTokens: "orders-api ids " + hash + "\n",
+		badTokens:  "# callers\norders-api ids " + hash + "\nbilling ids,leases hunter2-not-a-hash\n",
+	} {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -67,6 +80,8 @@ func TestUsageErrors(t *testing.T) {
 		{"worker-ids not a range", []string{"serve", "--worker-ids", "abc"}, nil, "want a range of worker IDs", "idgen serve"},
 		{"worker-ids negative", []string{"serve", "--worker-ids", "-1-3"}, nil, "want a range of worker IDs", "idgen serve"},
 		{"worker-ids beyond layout", []string{"serve", "--worker-ids", "0-32"}, nil, "the layout allows 0 to 31", "idgen serve"},
+		{"worker-ids default pool too large", []string{"serve", "--layout", "41/0/17/5"}, nil, "--worker-ids", "idgen serve"},
+		{"worker-ids pool too large", []string{"serve", "--layout", "41/0/17/5", "--worker-ids", "0-65536"}, nil, "at most 65536", "idgen serve"},
 		{"worker-ids beyond custom layout", []string{"serve", "--layout", "41/5/4/13", "--worker-ids", "16"}, nil, "the layout allows 0 to 15", "idgen serve"},
 		{"layout sum", []string{"serve", "--layout", "41/5/5/13"}, nil, "bit widths sum to 64, want 63", "idgen serve"},
 		{"layout three parts", []string{"serve", "--layout", "41/10/12"}, nil, "want four bit widths", "idgen serve"},
@@ -74,19 +89,67 @@ func TestUsageErrors(t *testing.T) {
 		{"layout too short-lived", []string{"serve", "--layout", "30/5/5/23"}, nil, "invalid --layout/--epoch", "idgen serve"},
 		{"epoch not a time", []string{"serve", "--epoch", "yesterday"}, nil, "RFC 3339", "idgen serve"},
 		{"datacenter beyond layout", []string{"serve", "--datacenter", "32"}, nil, "the layout allows 0 to 31", "idgen serve"},
-		{"heartbeat too long", []string{"serve", "--heartbeat", "20s"}, nil, "at most half of --lease-ttl", "idgen serve"},
-		{"lease-ttl too short", []string{"serve", "--lease-ttl", "10ms"}, nil, "want at least 1s", "idgen serve"},
+		{"heartbeat too long", []string{"serve", "--heartbeat", "20s"}, nil, "heartbeat 20s (--heartbeat): want more than 0 and at most half of the lease TTL 30s", "idgen serve"},
+		{"heartbeat too long for the ttl", []string{"serve", "--lease-ttl", "2s", "--heartbeat", "1001ms"}, nil, "at most half of the lease TTL 2s", "idgen serve"},
+		{"heartbeat negative", []string{"serve", "--heartbeat", "-1s"}, nil, "heartbeat -1s (--heartbeat)", "idgen serve"},
+		{"lease-ttl too short", []string{"serve", "--lease-ttl", "10ms"}, nil, "lease TTL 10ms (--lease-ttl): want at least 1s", "idgen serve"},
+		{"lease-ttl just too short", []string{"serve", "--lease-ttl", "999ms"}, nil, "want at least 1s", "idgen serve"},
+		{"holder too long", []string{"serve", "--holder", strings.Repeat("h", 256)}, nil, "holder of 256 bytes (--holder): want at most 255", "idgen serve"},
 		{"max-count zero", []string{"serve", "--max-count", "0"}, nil, "invalid --max-count 0", "idgen serve"},
+		{"max-count negative", []string{"serve", "--max-count", "-1"}, nil, "invalid max count -1 (--max-count)", "idgen serve"},
+		{"lease-ttl zero", []string{"serve", "--lease-ttl", "0"}, nil, "invalid --lease-ttl 0s (IDGEN_LEASE_TTL): want more than 0; leave it out for the default", "idgen serve"},
+		{"lease-ttl zero in the environment", []string{"serve"}, map[string]string{"IDGEN_LEASE_TTL": "0s"}, "invalid --lease-ttl 0s", "idgen serve"},
+		{"heartbeat zero", []string{"serve", "--heartbeat", "0"}, nil, "invalid --heartbeat 0s (IDGEN_HEARTBEAT): want more than 0; leave it out for the default", "idgen serve"},
+		{"heartbeat zero in the environment", []string{"serve"}, map[string]string{"IDGEN_HEARTBEAT": "0"}, "invalid --heartbeat 0s", "idgen serve"},
+		{"shutdown-timeout zero", []string{"serve", "--shutdown-timeout", "0s"}, nil, "invalid --shutdown-timeout 0s", "idgen serve"},
+		{"shutdown-timeout negative", []string{"serve", "--shutdown-timeout", "-1s"}, nil, "invalid shutdown timeout -1s (--shutdown-timeout)", "idgen serve"},
+		{"addr-file in a missing directory", []string{"serve", "--addr-file", "/nonexistent/dir/addr", "--listen", "127.0.0.1:0"}, nil, "invalid --addr-file", "idgen serve"},
 		{"log-format", []string{"serve", "--log-format", "xml"}, nil, "want text or json", "idgen serve"},
 		{"listen without port", []string{"serve", "--listen", "localhost"}, nil, "want host:port", "idgen serve"},
-		{"dsn scheme", []string{"serve", "--dsn", "redis://127.0.0.1:6379"}, nil, "want postgres://, mysql:// or sqlite:", "idgen serve"},
+		{"dsn scheme", []string{"serve", "--dsn", "redis://127.0.0.1:6379"}, nil, "want postgres://, mysql://, sqlite: or etcd://", "idgen serve"},
 		{"bad environment value", []string{"serve"}, map[string]string{"IDGEN_LEASE_TTL": "abc"}, "invalid value for IDGEN_LEASE_TTL", "idgen serve"},
 		{"bad environment bool", []string{"serve"}, map[string]string{"IDGEN_MIGRATE": "perhaps"}, "invalid value for IDGEN_MIGRATE", "idgen serve"},
 		{"migrate without command", []string{"migrate"}, nil, "want one of up, down or status", "idgen migrate"},
 		{"migrate sideways", []string{"migrate", "sideways"}, nil, `unknown migrate command "sideways"`, "idgen migrate"},
 		{"leases argument", []string{"leases", "all"}, nil, `unexpected argument "all"`, "idgen leases"},
-		{"namespaces without command", []string{"namespaces"}, nil, "want list or create", "idgen namespaces"},
-		{"namespaces delete", []string{"namespaces", "delete", "orders"}, nil, `unknown namespaces command "delete"`, "idgen namespaces"},
+		{"namespaces without command", []string{"namespaces"}, nil, "want list, create or delete", "idgen namespaces"},
+		{"namespaces rename", []string{"namespaces", "rename", "orders"}, nil, `unknown namespaces command "rename"`, "idgen namespaces"},
+		{"delete missing NAME", []string{"namespaces", "delete"}, nil, "missing namespace NAME", "idgen namespaces delete"},
+		{"delete two names", []string{"namespaces", "delete", "a", "b"}, nil, `unexpected argument "b"`, "idgen namespaces delete"},
+		{"delete bad NAME", []string{"namespaces", "delete", "Orders!"}, nil, `invalid NAME "Orders!"`, "idgen namespaces delete"},
+		{"delete unknown flag", []string{"namespaces", "delete", "orders", "--force"}, nil, "flag provided but not defined: -force", "idgen namespaces delete"},
+		{"events argument", []string{"leases", "events", "7"}, nil, `unexpected argument "7"`, "idgen leases events"},
+		{"events limit 0", []string{"leases", "events", "--limit", "0"}, nil, "invalid --limit 0: want 1 to 1000", "idgen leases events"},
+		{"events limit 1001", []string{"leases", "events", "--limit", "1001"}, nil, "invalid --limit 1001", "idgen leases events"},
+		{"events negative after", []string{"leases", "events", "--after", "-1"}, nil, "want a non-negative integer", "idgen leases events"},
+		{"events negative worker", []string{"leases", "events", "--worker", "-3"}, nil, "want a non-negative integer", "idgen leases events"},
+		{"events worker not a number", []string{"leases", "events", "--worker", "seven"}, nil, "want a non-negative integer", "idgen leases events"},
+		{"events bad kind", []string{"leases", "events", "--kind", "stolen"}, nil, `invalid --kind "stolen"`, "idgen leases events"},
+		{"events bad since", []string{"leases", "events", "--since", "yesterday"}, nil, "RFC 3339", "idgen leases events"},
+		{"events until before since", []string{"leases", "events", "--since", "2026-03-02T00:00:00Z", "--until", "2026-03-01T00:00:00Z"}, nil, "until 2026-03-01T00:00:00Z is before since", "idgen leases events"},
+		{"events holder too long", []string{"leases", "events", "--holder", strings.Repeat("h", 256)}, nil, "holder must have at most 255 bytes", "idgen leases events"},
+		{"evict nothing", []string{"leases", "evict"}, nil, "want DC WORKER", "idgen leases evict"},
+		{"evict one number", []string{"leases", "evict", "0"}, nil, "want DC WORKER", "idgen leases evict"},
+		{"evict bad DC", []string{"leases", "evict", "x", "3"}, nil, `invalid DC "x"`, "idgen leases evict"},
+		{"evict negative WORKER", []string{"leases", "evict", "0", "--", "-3"}, nil, `invalid WORKER "-3"`, "idgen leases evict"},
+		{"evict version 0", []string{"leases", "evict", "0", "3", "--fencing-version", "0"}, nil, "invalid --fencing-version 0", "idgen leases evict"},
+		{"evict reason too long", []string{"leases", "evict", "0", "3", "--reason", strings.Repeat("r", 1025)}, nil, "reason of 1025 bytes is longer than 1024", "idgen leases evict"},
+		{"tokens without command", []string{"tokens"}, nil, "want hash or new", "idgen tokens"},
+		{"tokens unknown command", []string{"tokens", "list"}, nil, `unknown tokens command "list"`, "idgen tokens"},
+		{"tokens hash argument", []string{"tokens", "hash", "s3cret"}, nil, "give the secret on standard input", "idgen tokens hash"},
+		{"tokens hash empty", []string{"tokens", "hash"}, nil, "no secret on standard input", "idgen tokens hash"},
+		{"tokens new nothing", []string{"tokens", "new"}, nil, "want NAME SCOPES", "idgen tokens new"},
+		{"tokens new no scopes", []string{"tokens", "new", "orders-api"}, nil, "want NAME SCOPES", "idgen tokens new"},
+		{"tokens new bad NAME", []string{"tokens", "new", "Orders", "ids"}, nil, `invalid NAME "Orders"`, "idgen tokens new"},
+		{"tokens new reserved NAME", []string{"tokens", "new", "admin-token", "admin"}, nil, "admin-token is reserved", "idgen tokens new"},
+		{"tokens new bad scope", []string{"tokens", "new", "orders-api", "ids,everything"}, nil, "unknown scope", "idgen tokens new"},
+		{"tokens new scope twice", []string{"tokens", "new", "orders-api", "ids,ids"}, nil, "scope ids listed twice", "idgen tokens new"},
+		{"serve tokens file missing", []string{"serve", "--tokens-file", filepath.Join(dir, "nope")}, nil, "no such file", "idgen serve"},
+		{"serve tokens file malformed", []string{"serve", "--tokens-file", badTokens}, nil, badTokens + ":3: the third field is not a SHA-256", "idgen serve"},
+		{"serve tokens file from the environment", []string{"serve"}, map[string]string{"IDGEN_TOKENS_FILE": badTokens}, badTokens + ":3:", "idgen serve"},
+		{"serve IDGEN_TOKENS malformed", []string{"serve"}, map[string]string{"IDGEN_TOKENS": "orders-api ids"}, "IDGEN_TOKENS:1: got 2 fields, want 3", "idgen serve"},
+		{"serve tokens twice", []string{"serve", "--tokens-file", goodTokens}, map[string]string{"IDGEN_TOKENS": "orders-api ids " + hash}, "tokens given twice", "idgen serve"},
+		{"serve negative retention", []string{"serve", "--lease-events-retention", "-1h"}, nil, "invalid --lease-events-retention -1h0m0s", "idgen serve"},
 		{"create missing NAME", []string{"namespaces", "create"}, nil, "missing namespace NAME", "idgen namespaces create"},
 		{"create missing NAME with flags", []string{"namespaces", "create", "--step", "10"}, nil, "missing namespace NAME", "idgen namespaces create"},
 		{"create two names", []string{"namespaces", "create", "a", "b"}, nil, `unexpected argument "b"`, "idgen namespaces create"},
@@ -132,6 +195,12 @@ func TestUsageErrors(t *testing.T) {
 			}
 			if !strings.Contains(got[0], tt.want) {
 				t.Errorf("got message %q, want it to contain %q", got[0], tt.want)
+			}
+			// Nothing that may be a secret is echoed.
+			for _, secret := range []string{"hunter2", "s3cret"} {
+				if strings.Contains(r.stderr, secret) {
+					t.Errorf("got stderr %q, which holds %q", r.stderr, secret)
+				}
 			}
 		})
 	}
@@ -217,14 +286,15 @@ func TestParseServe(t *testing.T) {
 		check func(t *testing.T, c serveConfig)
 	}{
 		{"defaults", nil, nil, func(t *testing.T, c serveConfig) {
-			if c.listen != "127.0.0.1:8080" || c.dsn != "sqlite:idgen.db" || !c.migrate || c.datacenter != 0 ||
-				c.workers != nil || c.ttl != 30*time.Second || c.heartbeat != 10*time.Second ||
-				c.maxCount != 10000 || c.adminToken != "" || c.logFormat != "text" || c.holder != "" ||
-				c.shutdownTimeout != 10*time.Second || c.clockOffset != 0 || c.clockFile != "" {
+			a, k := c.app, c.app.Keeper
+			if a.Listen != "127.0.0.1:8080" || a.DSN != "sqlite:idgen.db" || !a.Migrate || k.DatacenterID != 0 ||
+				k.WorkerIDs != nil || k.TTL != 30*time.Second || k.Heartbeat != 10*time.Second ||
+				a.MaxCount != 10000 || a.AdminToken != "" || c.logFormat != "text" || k.Holder != "" ||
+				a.ShutdownTimeout != 10*time.Second || a.AllowUnsafeDurability || c.addrFile != "" || c.clock != (testClock{}) {
 				t.Errorf("got %+v, want the documented defaults", c)
 			}
-			if d := snowflake.DefaultLayout().Diff(c.layout); d != "" {
-				t.Errorf("got layout %s, want the default: %s", c.layout, d)
+			if d := snowflake.DefaultLayout().Diff(k.Layout); d != "" {
+				t.Errorf("got layout %s, want the default: %s", k.Layout, d)
 			}
 		}},
 		{"environment", nil, map[string]string{
@@ -232,42 +302,49 @@ func TestParseServe(t *testing.T) {
 			"IDGEN_WORKER_IDS": "4-9", "IDGEN_LEASE_TTL": "20s", "IDGEN_HEARTBEAT": "5s", "IDGEN_MAX_COUNT": "50",
 			"IDGEN_ADMIN_TOKEN": "t0ken", "IDGEN_LOG_FORMAT": "json", "IDGEN_LOG_LEVEL": "debug",
 			"IDGEN_MIGRATE": "false", "IDGEN_HOLDER": "node-a", "IDGEN_SHUTDOWN_TIMEOUT": "3s",
-			"IDGEN_LAYOUT": "41/4/6/12", "IDGEN_EPOCH": "2025-06-01T00:00:00Z",
+			"IDGEN_LAYOUT": "41/4/6/12", "IDGEN_EPOCH": "2025-06-01T00:00:00Z", "IDGEN_ADDR_FILE": "/run/idgen.addr",
+			"IDGEN_ALLOW_UNSAFE_DURABILITY": "true",
 			// Test-only flags have no environment variable.
 			"IDGEN_TEST_CLOCK_OFFSET": "1h", "IDGEN_TEST_CLOCK_FILE": "/tmp/clock",
 		}, func(t *testing.T, c serveConfig) {
-			if c.listen != "127.0.0.1:9000" || c.dsn != "mysql://root@127.0.0.1:3306/x" || c.migrate ||
-				c.datacenter != 3 || c.workers == nil || *c.workers != (allocator.WorkerRange{Min: 4, Max: 9}) ||
-				c.ttl != 20*time.Second || c.heartbeat != 5*time.Second || c.maxCount != 50 ||
-				c.adminToken != "t0ken" || c.logFormat != "json" || c.logLevel.String() != "DEBUG" ||
-				c.holder != "node-a" || c.shutdownTimeout != 3*time.Second {
+			a, k := c.app, c.app.Keeper
+			if a.Listen != "127.0.0.1:9000" || a.DSN != "mysql://root@127.0.0.1:3306/x" || a.Migrate ||
+				k.DatacenterID != 3 || k.WorkerIDs == nil || *k.WorkerIDs != (allocator.WorkerRange{Min: 4, Max: 9}) ||
+				k.TTL != 20*time.Second || k.Heartbeat != 5*time.Second || a.MaxCount != 50 ||
+				a.AdminToken != "t0ken" || c.logFormat != "json" || c.logLevel.String() != "DEBUG" ||
+				k.Holder != "node-a" || a.ShutdownTimeout != 3*time.Second || c.addrFile != "/run/idgen.addr" ||
+				!a.AllowUnsafeDurability {
 				t.Errorf("got %+v, want the environment's values", c)
 			}
-			if d := custom.Diff(c.layout); d != "" {
-				t.Errorf("got layout %s, want %s: %s", c.layout, custom, d)
+			if d := custom.Diff(k.Layout); d != "" {
+				t.Errorf("got layout %s, want %s: %s", k.Layout, custom, d)
 			}
-			if c.clockOffset != 0 || c.clockFile != "" {
-				t.Errorf("got test clock %s %q from the environment, want none", c.clockOffset, c.clockFile)
+			if c.clock != (testClock{}) {
+				t.Errorf("got test clock %+v from the environment, want none", c.clock)
 			}
 		}},
 		{"flag beats environment", []string{"--datacenter", "2", "--lease-ttl", "40s", "--migrate=true"},
 			map[string]string{"IDGEN_DATACENTER": "3", "IDGEN_LEASE_TTL": "not a duration", "IDGEN_MIGRATE": "false"},
 			func(t *testing.T, c serveConfig) {
-				if c.datacenter != 2 || c.ttl != 40*time.Second || !c.migrate {
-					t.Errorf("got datacenter %d, ttl %s, migrate %v; want the flags' 2, 40s, true", c.datacenter, c.ttl, c.migrate)
+				if k := c.app.Keeper; k.DatacenterID != 2 || k.TTL != 40*time.Second || !c.app.Migrate {
+					t.Errorf("got datacenter %d, ttl %s, migrate %v; want the flags' 2, 40s, true", k.DatacenterID, k.TTL, c.app.Migrate)
 				}
 			}},
-		{"one worker ID", []string{"--worker-ids", "5"}, nil, func(t *testing.T, c serveConfig) {
-			if c.workers == nil || *c.workers != (allocator.WorkerRange{Min: 5, Max: 5}) {
-				t.Errorf("got workers %v, want 5-5", c.workers)
+		{"heartbeat a third of the ttl", []string{"--lease-ttl", "1m"}, nil, func(t *testing.T, c serveConfig) {
+			if k := c.app.Keeper; k.TTL != time.Minute || k.Heartbeat != 20*time.Second {
+				t.Errorf("got ttl %s heartbeat %s, want 1m0s and a third of it, 20s", k.TTL, k.Heartbeat)
 			}
 		}},
-		{"test clock flags", []string{"--test-clock-offset", "-2s", "--test-clock-file", "/tmp/f"}, nil,
-			func(t *testing.T, c serveConfig) {
-				if c.clockOffset != -2*time.Second || c.clockFile != "/tmp/f" {
-					t.Errorf("got %s %q, want -2s /tmp/f", c.clockOffset, c.clockFile)
-				}
-			}},
+		{"shortest ttl, longest heartbeat", []string{"--lease-ttl", "1s", "--heartbeat", "500ms"}, nil, func(t *testing.T, c serveConfig) {
+			if k := c.app.Keeper; k.TTL != time.Second || k.Heartbeat != 500*time.Millisecond {
+				t.Errorf("got ttl %s heartbeat %s, want 1s 500ms", k.TTL, k.Heartbeat)
+			}
+		}},
+		{"one worker ID", []string{"--worker-ids", "5"}, nil, func(t *testing.T, c serveConfig) {
+			if w := c.app.Keeper.WorkerIDs; w == nil || *w != (allocator.WorkerRange{Min: 5, Max: 5}) {
+				t.Errorf("got workers %v, want 5-5", w)
+			}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -357,69 +434,6 @@ func TestExitCode(t *testing.T) {
 	}
 }
 
-func TestClockWatcherRead(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "clock")
-	clock := snowflake.NewShiftedClock(nil, 0)
-	// The watcher's goroutine is not started: read is called directly.
-	w := &clockWatcher{clock: clock, path: path, log: newLogger(io.Discard, "text", 0)}
-	steps := []struct {
-		content string // "" removes the file
-		want    time.Duration
-	}{
-		{"", 0}, // no file: unchanged
-		{"2s\n", 2 * time.Second},
-		{"-3s", -3 * time.Second},
-		{"soon", -3 * time.Second}, // not a duration: unchanged
-		{" ", -3 * time.Second},    // empty: unchanged
-		{"", -3 * time.Second},     // removed: unchanged
-		{"1500ms", 1500 * time.Millisecond},
-		{"0s", 0},
-	}
-	for i, st := range steps {
-		if st.content == "" {
-			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-				t.Fatal(err)
-			}
-		} else if err := os.WriteFile(path, []byte(st.content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		w.read()
-		if got := clock.Offset(); got != st.want {
-			t.Errorf("step %d (%q): got offset %s, want %s", i, st.content, got, st.want)
-		}
-	}
-}
-
-func TestClockWatcher(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "clock")
-	if err := os.WriteFile(path, []byte("2s"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	clock := snowflake.NewShiftedClock(nil, 0)
-	w := startClockWatcher(clock, path, 5*time.Millisecond, newLogger(io.Discard, "text", 0))
-	defer w.stop()
-	if got := clock.Offset(); got != 2*time.Second {
-		t.Fatalf("right after start: got offset %s, want the file's 2s", got)
-	}
-	if err := os.WriteFile(path, []byte("-3s"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for clock.Offset() != -3*time.Second {
-		if time.Now().After(deadline) {
-			t.Fatalf("got offset %s, want the file's new -3s", clock.Offset())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	w.stop()
-	w.stop() // a second stop returns at once
-	select {
-	case <-w.doneC:
-	default:
-		t.Fatal("stop returned before the watcher's goroutine ended")
-	}
-}
-
 func TestScrubber(t *testing.T) {
 	const pw = "S3cret-pw"
 	tests := []struct {
@@ -433,6 +447,8 @@ func TestScrubber(t *testing.T) {
 		{"postgres://u@h/db?sslmode=disable&password=" + pw, nil, "dsn ?password=" + pw + "&x", "dsn ?password=xxxxx&x"},
 		{"mysql://root:" + pw + "@[::1/db", nil, "bad " + pw, "bad xxxxx"},          // malformed URL
 		{"root:" + pw + "@tcp(127.0.0.1:3306)/test", nil, "dsn " + pw, "dsn xxxxx"}, // driver form
+		{"etcd://idgen:" + pw + "@h1:2379,h2:2379,h3:2379/idgen", nil, "etcd: connect " + pw, "etcd: connect xxxxx"},
+		{"etcds://idgen:" + pw + "@[::1]:2379,[::1]:2380/idgen", nil, "etcd: connect " + pw, "etcd: connect xxxxx"},
 		{"sqlite:idgen.db", []string{"admin-token-123"}, "token admin-token-123 and admin-token-123", "token xxxxx and xxxxx"},
 		// Too short to scrub, and nothing to scrub.
 		{"mysql://root:abc@h/db", nil, "abc 127.0.0.1", "abc 127.0.0.1"},

@@ -6,20 +6,20 @@ package main
 // the other commands. binary_test.go runs the built binary.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,9 +27,12 @@ import (
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/app"
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/testdb"
+	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/migrations"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -40,6 +43,22 @@ const (
 	stopTimeout  = 60 * time.Second
 )
 
+// migrationFiles returns the names of idgen's migrations, in order, as
+// migrate prints them (every dialect has the same ones).
+func migrationFiles(t *testing.T) []string {
+	t.Helper()
+	fsys, err := migrations.FS(migrations.DialectSQLite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := fs.Glob(fsys, "*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("migrations: got %v, %v; want .sql files", files, err)
+	}
+	sort.Strings(files)
+	return files
+}
+
 // forEachDialect runs f on a fresh database of every dialect.
 func forEachDialect(t *testing.T, f func(t *testing.T, dsn string)) {
 	for _, d := range teststore.Dialects {
@@ -47,70 +66,41 @@ func forEachDialect(t *testing.T, f func(t *testing.T, dsn string)) {
 	}
 }
 
-// logSink collects a node's log output and reports the address of its
-// "idgen serving" line, in text or JSON format.
-type logSink struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	partial []byte
-	serving chan string
-}
-
-func newLogSink() *logSink { return &logSink{serving: make(chan string, 1)} }
-
-func (s *logSink) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.buf.Write(p)
-	s.partial = append(s.partial, p...)
+// waitAddrFile waits until idgen serve has written the address it serves on
+// to path (--addr-file) and returns it. exited is closed if the process
+// ends first.
+func waitAddrFile(t *testing.T, path string, exited <-chan struct{}, logs fmt.Stringer) string {
+	t.Helper()
+	deadline := time.Now().Add(startTimeout)
 	for {
-		i := bytes.IndexByte(s.partial, '\n')
-		if i < 0 {
-			break
-		}
-		if addr, ok := servingAddr(string(s.partial[:i])); ok {
-			select {
-			case s.serving <- addr:
-			default:
+		b, err := os.ReadFile(path)
+		if err == nil {
+			addr := strings.TrimSuffix(string(b), "\n")
+			if _, _, err := net.SplitHostPort(addr); err != nil || strings.Contains(addr, "\n") {
+				t.Fatalf("--addr-file holds %q, want host:port and a newline", b)
 			}
+			return addr
 		}
-		s.partial = s.partial[i+1:]
-	}
-	return len(p), nil
-}
-
-func (s *logSink) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
-}
-
-var textAddr = regexp.MustCompile(`\baddr=(\S+)`)
-
-// servingAddr returns the address of an "idgen serving" log line.
-func servingAddr(line string) (string, bool) {
-	if strings.HasPrefix(line, "{") {
-		var rec struct{ Msg, Addr string }
-		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "idgen serving" {
-			return rec.Addr, true
+		if !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("read --addr-file: %v", err)
 		}
-		return "", false
+		select {
+		case <-exited:
+			t.Fatalf("idgen serve exited before writing --addr-file\nlogs:\n%s", logs)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("idgen serve did not write --addr-file within %s\nlogs:\n%s", startTimeout, logs)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	if !strings.Contains(line, `msg="idgen serving"`) {
-		return "", false
-	}
-	m := textAddr.FindStringSubmatch(line)
-	if m == nil {
-		return "", false
-	}
-	return m[1], true
 }
 
 // node is idgen serve running in-process.
 type node struct {
 	t      *testing.T
 	addr   string
-	logs   *logSink
+	logs   *testserver.LogBuffer
 	cancel context.CancelFunc
 	done   chan error
 	client *http.Client
@@ -131,19 +121,18 @@ func startNode(t *testing.T, args ...string) *node {
 func startNodeUnready(t *testing.T, args ...string) *node {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &node{t: t, logs: newLogSink(), cancel: cancel, done: make(chan error, 1),
+	n := &node{t: t, logs: &testserver.LogBuffer{}, cancel: cancel, done: make(chan error, 1),
 		client: &http.Client{Timeout: 30 * time.Second}}
-	argv := append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)
-	go func() { n.done <- run(ctx, argv, func(string) string { return "" }, io.Discard, n.logs) }()
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	argv := append([]string{"serve", "--listen", "127.0.0.1:0", "--addr-file", addrFile}, args...)
+	exited := make(chan struct{})
+	go func() {
+		err := run(ctx, argv, func(string) string { return "" }, io.Discard, n.logs)
+		n.done <- err
+		close(exited)
+	}()
 	t.Cleanup(func() { _ = n.stop() })
-	select {
-	case n.addr = <-n.logs.serving:
-	case err := <-n.done:
-		n.done <- err // for stop
-		t.Fatalf("idgen serve exited before serving: %v\nlogs:\n%s", err, n.logs)
-	case <-time.After(startTimeout):
-		t.Fatalf("idgen serve did not log \"idgen serving\" within %s\nlogs:\n%s", startTimeout, n.logs)
-	}
+	n.addr = waitAddrFile(t, addrFile, exited, n.logs)
 	return n
 }
 
@@ -234,7 +223,7 @@ func (n *node) waitReady() {
 	}
 }
 
-// The JSON documents of the API (see SERVICE.md).
+// The JSON documents of the API (see docs/openapi.yaml).
 type (
 	idsResponse struct {
 		IDs       []string      `json:"ids"`
@@ -319,7 +308,7 @@ func leaseRows(t *testing.T, dsn string) []map[string]string {
 	}
 	ls := lines(r.stdout)
 	header := strings.Fields(ls[0])
-	want := []string{"DC", "WORKER", "HOLDER", "VERSION", "ACQUIRED", "HEARTBEAT", "EXPIRES", "RELEASED", "CEILING"}
+	want := []string{"DC", "WORKER", "HOLDER", "OWNER", "VERSION", "ACQUIRED", "HEARTBEAT", "EXPIRES", "RELEASED", "CEILING"}
 	if !slices.Equal(header, want) {
 		t.Fatalf("idgen leases: got header %q, want %q", header, want)
 	}
@@ -418,18 +407,19 @@ func mustCLI(t *testing.T, args ...string) string {
 // releases the lease.
 func TestServe(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, dsn string) {
+		files := migrationFiles(t)
 		out := mustCLI(t, "migrate", "status", "--dsn", dsn)
-		if got := strings.Count(out, " pending "); got != 2 {
-			t.Errorf("migrate status before up: got %d pending migrations, want 2:\n%s", got, out)
+		if got := strings.Count(out, " pending "); got != len(files) {
+			t.Errorf("migrate status before up: got %d pending migrations, want %d:\n%s", got, len(files), out)
 		}
 		out = mustCLI(t, "migrate", "up", "--dsn", dsn)
-		for _, want := range []string{"applied 00001_leases.sql", "applied 00002_segments.sql"} {
-			if !strings.Contains(out, want) {
+		for _, f := range files {
+			if want := "applied " + f; !strings.Contains(out, want) {
 				t.Errorf("migrate up: got %q, want %q", out, want)
 			}
 		}
 		out = mustCLI(t, "migrate", "up", "--dsn", dsn)
-		if want := "database is up to date at version 2\n"; out != want {
+		if want := fmt.Sprintf("database is up to date at version %d\n", len(files)); out != want {
 			t.Errorf("second migrate up: got %q, want %q", out, want)
 		}
 		out = mustCLI(t, "namespaces", "create", "orders", "--start", "1000", "--step", "100", "--dsn", dsn)
@@ -678,7 +668,7 @@ func waitFetches(t *testing.T, n *node, token, name string, want int64) {
 // TestMigrate rolls the schema down and up again with idgen migrate.
 func TestMigrate(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, dsn string) {
-		// status returns the states of migrations 1 and 2 from migrate status.
+		// status returns the states of the migrations from migrate status.
 		status := func() string {
 			t.Helper()
 			ls := lines(mustCLI(t, "migrate", "status", "--dsn", dsn))
@@ -695,24 +685,39 @@ func TestMigrate(t *testing.T) {
 			}
 			return strings.Join(states, " ")
 		}
-		steps := []struct {
-			cmd        string
-			want       string // the output
-			wantStatus string // the states of migrations 1 and 2 after it
-		}{
-			{"up", "applied 00001_leases.sql", "applied applied"},
-			{"down", "rolled back 00002_segments.sql", "applied pending"},
-			{"down", "rolled back 00001_leases.sql", "pending pending"},
-			{"down", "no migration to roll back\n", "pending pending"},
-			{"up", "applied 00002_segments.sql", "applied applied"},
-			{"up", "database is up to date at version 2\n", "applied applied"},
+		// states returns the states of the migrations when the first
+		// applied ones are applied and the rest pending.
+		files := migrationFiles(t)
+		n := len(files)
+		states := func(applied int) string {
+			st := make([]string, n)
+			for i := range st {
+				st[i] = "pending"
+				if i < applied {
+					st[i] = "applied"
+				}
+			}
+			return strings.Join(st, " ")
 		}
-		if got, want := status(), "pending pending"; got != want {
+		type step struct {
+			cmd        string
+			want       string // in the output
+			wantStatus string // the states of the migrations after it
+		}
+		steps := []step{{"up", "applied " + files[0], states(n)}}
+		for i := n - 1; i >= 0; i-- {
+			steps = append(steps, step{"down", "rolled back " + files[i], states(i)})
+		}
+		steps = append(steps,
+			step{"down", "no migration to roll back\n", states(0)},
+			step{"up", "applied " + files[n-1], states(n)},
+			step{"up", fmt.Sprintf("database is up to date at version %d\n", n), states(n)})
+		if got, want := status(), states(0); got != want {
 			t.Errorf("fresh database: got states %q, want %q", got, want)
 		}
 		for _, args := range [][]string{{"leases"}, {"namespaces", "list"}, {"namespaces", "create", "x"}} {
 			r := cli(t, nil, append(args, "--dsn", dsn)...)
-			if want := "the database has 2 pending migrations: run 'idgen migrate up'"; r.code != 1 || !strings.Contains(r.stderr, want) {
+			if want := fmt.Sprintf("the database has %d pending migrations: run 'idgen migrate up'", n); r.code != 1 || !strings.Contains(r.stderr, want) {
 				t.Errorf("idgen %q on a fresh database: got exit code %d, stderr %q; want 1 and %q", args, r.code, r.stderr, want)
 			}
 		}
@@ -817,7 +822,7 @@ func TestSecretsNeverShown(t *testing.T) {
 				} else {
 					argv = append(argv, "--dsn", dsn)
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), 2*openTimeout)
+				ctx, cancel := context.WithTimeout(context.Background(), 2*app.DefaultOpenTimeout)
 				r := cliCtx(ctx, t, vars, argv...)
 				cancel()
 				if r.code == 0 {
@@ -903,15 +908,16 @@ func TestSecretsNotLogged(t *testing.T) {
 }
 
 // TestNoGoroutineLeft checks that serve stops every goroutine it started
-// (keeper, segment loads, HTTP server, test clock watcher) before run
-// returns, on every database.
+// (keeper, segment loads, HTTP server, and in a build with the tag
+// idgen_testclock the test clock watcher) before run returns, on every
+// database.
 func TestNoGoroutineLeft(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, dsn string) {
 		clockFile := filepath.Join(t.TempDir(), "clock")
 		if err := os.WriteFile(clockFile, []byte("0s"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		n := startNode(t, "--dsn", dsn, "--test-clock-file", clockFile)
+		n := startNode(t, append([]string{"--dsn", dsn}, testClockFileArgs(clockFile)...)...)
 		mustCLI(t, "namespaces", "create", "leak", "--step", "10", "--dsn", dsn)
 		for range 3 {
 			var got idsResponse
@@ -972,8 +978,11 @@ func TestNamespacesCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	layout := snowflake.DefaultLayout()
 	for _, tt := range tests {
+		before := int64(layout.SmallestID(time.Now()))
 		out := mustCLI(t, append([]string{"namespaces", "create", "--dsn", dsn}, tt.args...)...)
+		after := int64(layout.SmallestID(time.Now()))
 		var name string
 		for _, a := range tt.args {
 			if len(a) == 1 {
@@ -986,11 +995,50 @@ func TestNamespacesCreate(t *testing.T) {
 		}
 		want := tt.want
 		want.Name, want.Version, want.CreatedAt, want.UpdatedAt = name, got.Version, got.CreatedAt, got.UpdatedAt
+		if want.Fallback == allocator.FallbackSnowflake {
+			// The counter stops below the Snowflake IDs of the moment of
+			// creation, by the default layout.
+			if got.MaxIDLimit < before-1 || got.MaxIDLimit > after-1 {
+				t.Errorf("idgen namespaces create %q: max_id_limit %d, want %d to %d", tt.args, got.MaxIDLimit, before-1, after-1)
+			}
+			want.MaxIDLimit = got.MaxIDLimit
+		}
 		if got != want {
 			t.Errorf("idgen namespaces create %q: got %+v, want %+v", tt.args, got, want)
 		}
 		if !strings.HasPrefix(out, "created namespace "+name+": first ID "+strconv.FormatInt(want.MaxID+1, 10)+",") {
 			t.Errorf("idgen namespaces create %q: got %q", tt.args, out)
 		}
+	}
+}
+
+// TestNamespacesCreateFallback checks idgen namespaces create with the
+// Snowflake fallback: the namespace's counter must lie below the smallest
+// Snowflake ID of now (else a usage error that says so, and nothing
+// created), and the limit is computed with the layout the database
+// records, which a different --layout may not contradict.
+func TestNamespacesCreateFallback(t *testing.T) {
+	dsn := testdb.SQLite(t)
+	mustCLI(t, "migrate", "up", "--dsn", dsn)
+	high := strconv.FormatInt(int64(snowflake.DefaultLayout().SmallestID(time.Now().Add(time.Hour))), 10)
+
+	r := cli(t, nil, "namespaces", "create", "high", "--fallback", "snowflake", "--start", high, "--dsn", dsn)
+	if r.code != 2 || !strings.Contains(r.stderr, "invalid --fallback snowflake: want a counter below the smallest Snowflake ID now") {
+		t.Errorf("fallback with a counter above the Snowflake IDs: got exit code %d, stderr %q; want 2 and a message", r.code, r.stderr)
+	}
+	// Without the fallback the same counter is fine.
+	mustCLI(t, "namespaces", "create", "high", "--start", high, "--dsn", dsn)
+
+	out := mustCLI(t, "namespaces", "create", "fb", "--fallback", "snowflake", "--dsn", dsn)
+	if !strings.Contains(out, ", last ID ") {
+		t.Errorf("create with the fallback: got %q, want the last ID the counter can reach", out)
+	}
+	r = cli(t, nil, "namespaces", "create", "fb2", "--fallback", "snowflake", "--layout", "41/4/6/12", "--dsn", dsn)
+	if r.code != 1 || !strings.Contains(r.stderr, "snowflake layout differs") {
+		t.Errorf("fallback with another layout than the database's: got exit code %d, stderr %q; want 1 and a layout mismatch", r.code, r.stderr)
+	}
+	list := mustCLI(t, "namespaces", "list", "--dsn", dsn)
+	if strings.Contains(list, "fb2") || !strings.Contains(list, "LIMIT") {
+		t.Errorf("namespaces list: got\n%s\nwant a LIMIT column and no fb2", list)
 	}
 }

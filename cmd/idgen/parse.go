@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -83,6 +84,10 @@ func runVersion(_ context.Context, args []string, e env) error {
 	return nil
 }
 
+// linkVersion is set by go build -ldflags "-X main.linkVersion=…"
+// (deploy/Dockerfile does) and then wins over the build information.
+var linkVersion string
+
 // versionString is idgen's version as the Go toolchain recorded it in the
 // binary: the module version (a tag, or a pseudo-version from the commit),
 // else the VCS revision, else "devel".
@@ -91,7 +96,7 @@ func versionString() string {
 	if !ok {
 		return "devel"
 	}
-	v := info.Main.Version
+	v := cmp.Or(linkVersion, info.Main.Version)
 	var rev, modified string
 	for _, s := range info.Settings {
 		switch s.Key {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 )
@@ -17,6 +18,12 @@ import (
 // (see exitCode): nil or flag.ErrHelp is 0, a *usageError is 2, anything
 // else is 1.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return runEnv(ctx, args, env{getenv: getenv, stdin: strings.NewReader(""), stdout: stdout, stderr: stderr})
+}
+
+// runEnv is run with the whole of what the process gives a command: main
+// adds standard input and SIGHUP.
+func runEnv(ctx context.Context, args []string, e env) error {
 	if len(args) == 0 {
 		return usagef("", "no command given")
 	}
@@ -25,12 +32,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "-h", "-help", "--help", "help":
 		if name == "help" && len(rest) > 0 {
 			if c, ok := lookup(rest[0]); ok {
-				fmt.Fprint(stdout, c.usage)
+				fmt.Fprint(e.stdout, c.usage)
 				return nil
 			}
 			return usagef("", "unknown command %q", rest[0])
 		}
-		fmt.Fprint(stdout, mainUsage)
+		fmt.Fprint(e.stdout, mainUsage)
 		return nil
 	case "-version", "--version":
 		name = "version"
@@ -42,14 +49,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return usagef("", "unknown command %q", name)
 	}
-	return c.run(ctx, rest, env{getenv: getenv, stdout: stdout, stderr: stderr})
+	return c.run(ctx, rest, e)
 }
 
 // env is what every command gets from the process.
 type env struct {
 	getenv func(string) string
+	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	// hangups, when not nil, relays SIGHUP to c until the function it
+	// returns is called: idgen serve reloads its tokens file on it. Nil
+	// (in tests that do not send one) leaves SIGHUP alone.
+	hangups func(c chan<- os.Signal) (stop func())
 }
 
 // command is one of idgen's commands.
@@ -69,6 +81,8 @@ func lookup(name string) (command, bool) {
 		return command{usage: leasesUsage, run: runLeases}, true
 	case "namespaces":
 		return command{usage: namespacesUsage, run: runNamespaces}, true
+	case "tokens":
+		return command{usage: tokensUsage, run: runTokens}, true
 	case "parse":
 		return command{usage: parseUsage, run: runParse}, true
 	case "version":
@@ -85,8 +99,10 @@ is leased from a database, and dense sequential IDs per namespace.
 Commands:
   serve        run the HTTP service
   migrate      apply, roll back or list the database migrations (up|down|status)
-  leases       print the worker lease table
-  namespaces   list or create segment namespaces (list|create)
+  leases       print the worker lease table or its events, or evict a lease
+               (list|events|evict)
+  namespaces   list, create or delete segment namespaces (list|create|delete)
+  tokens       make the tokens of idgen's callers (hash|new)
   parse        decompose a Snowflake ID
   version      print the version
 

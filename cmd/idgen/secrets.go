@@ -1,37 +1,34 @@
 package main
 
 import (
+	"cmp"
 	"io"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/idgen-project/idgen/internal/dburl"
 )
 
 // Secrets never reach idgen's output. Every DSN idgen logs or puts in an
-// error goes through stores.Redact first; as a second line of defence, a
-// scrubber replaces the DSN's password and the admin token in everything a
-// command writes to stderr and in the error it returns, whichever layer
-// (database driver, store, keeper) let one slip into a message.
+// error goes through dburl.Redact first; as a second line of defence, a
+// scrubber replaces the DSN's secrets (dburl.Secrets) and the admin token in
+// everything a command writes to stderr and in the error it returns,
+// whichever layer (database driver, store, keeper) let one slip into a
+// message.
 
 // minSecretLen: shorter values are not scrubbed, since replacing every "1"
 // or "ab" in the output would mangle it; such passwords are not secrets.
 const minSecretLen = 4
 
-const redacted = "xxxxx"
-
-var (
-	// userinfoPassword finds "user:password@" in a URL or a driver DSN.
-	userinfoPassword = regexp.MustCompile(`:([^:@/]+)@`)
-	// queryPassword finds password parameters in a query string.
-	queryPassword = regexp.MustCompile(`(?i)\b(?:password|passwd|pass|pwd)=([^&\s]+)`)
-)
+const redacted = dburl.Mask
 
 // scrubber removes known secrets from text.
 type scrubber struct{ secrets []string }
 
 // newScrubber returns a scrubber for the secrets of dsn (its password,
-// however it is written, well-formed or not) and for the other secrets given.
+// however it is written, well-formed or not), and for the other secrets
+// given, each as written and URL-escaped or unescaped.
 func newScrubber(dsn string, others ...string) *scrubber {
 	var s []string
 	add := func(v string) {
@@ -44,23 +41,21 @@ func newScrubber(dsn string, others ...string) *scrubber {
 		}
 		s = append(s, url.QueryEscape(v), url.PathEscape(v))
 	}
-	if u, err := url.Parse(dsn); err == nil {
-		if pw, ok := u.User.Password(); ok {
-			add(pw)
-		}
-	}
-	for _, m := range userinfoPassword.FindAllStringSubmatch(dsn, -1) {
-		add(m[1])
-	}
-	for _, m := range queryPassword.FindAllStringSubmatch(dsn, -1) {
-		add(m[1])
+	for _, v := range dburl.Secrets(dsn) {
+		add(v)
 	}
 	for _, o := range others {
 		add(o)
 	}
 	s = slices.DeleteFunc(s, func(v string) bool { return len(v) < minSecretLen || v == redacted })
-	// Longest first, so that a secret containing another is replaced whole.
-	slices.SortFunc(s, func(a, b string) int { return len(b) - len(a) })
+	// Longest first, so that a secret containing another is replaced whole;
+	// equal ones side by side, so that Compact drops the repeats.
+	slices.SortFunc(s, func(a, b string) int {
+		if c := cmp.Compare(len(b), len(a)); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
 	return &scrubber{secrets: slices.Compact(s)}
 }
 

@@ -3,16 +3,15 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/app"
 	"github.com/idgen-project/idgen/httpapi"
-	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -25,63 +24,78 @@ and, with --admin-token, the admin API under /admin/.
 
 On SIGTERM or SIGINT it stops accepting connections, finishes the requests in
 flight, gives back the unused tails of its segment ranges, releases its lease
-and exits 0.
+and exits 0. On SIGHUP it reloads its --tokens-file.
 
 Flags (environment variable in brackets):
   --listen ADDR            address to listen on [IDGEN_LISTEN] (default 127.0.0.1:8080)
+                           port 0 picks a free port: see --addr-file
+  --addr-file PATH         once listening, write the address served on (host:port)
+                           to PATH, atomically; removed at start and at exit
+                           [IDGEN_ADDR_FILE] (default none)
   --dsn DSN                database [IDGEN_DSN] (default sqlite:idgen.db)
                            postgres://user:pass@host:5432/db?sslmode=disable
                            mysql://user:pass@host:3306/db
                            sqlite:path/to/file.db
+                           etcd://user:pass@host1:2379,host2:2379,host3:2379/prefix (etcds:// for TLS)
   --migrate                apply database migrations at start [IDGEN_MIGRATE] (default true;
                            turn off with --migrate=false)
   --datacenter N           datacenter ID [IDGEN_DATACENTER] (default 0)
   --worker-ids A-B         worker IDs this node may claim [IDGEN_WORKER_IDS]
-                           (default every worker ID of the layout, e.g. 0-31)
+                           (default every worker ID of the layout, e.g. 0-31;
+                           at most 65536 IDs)
   --layout T/D/W/S         bit widths of time/datacenter/worker/sequence [IDGEN_LAYOUT]
                            (default 41/5/5/12; must sum to 63)
   --epoch TIME             instant timestamp 0 stands for, RFC 3339 [IDGEN_EPOCH]
                            (default 2026-01-01T00:00:00Z)
-  --lease-ttl D            worker lease time to live [IDGEN_LEASE_TTL] (default 30s)
+  --lease-ttl D            worker lease time to live [IDGEN_LEASE_TTL] (default 30s;
+                           at least 1s)
   --heartbeat D            interval between lease heartbeats [IDGEN_HEARTBEAT]
-                           (default 10s; at most half of --lease-ttl)
+                           (default a third of --lease-ttl, 10s with the default;
+                           more than 0 and at most half of --lease-ttl)
   --holder NAME            this node's name in the lease table [IDGEN_HOLDER]
                            (default host/pid/random)
+  --lease-api-min-ttl D    shortest lease the lease API (/v1/leases) grants
+                           [IDGEN_LEASE_API_MIN_TTL] (default 3s; at least 1s)
+  --lease-api-max-ttl D    longest lease the lease API grants
+                           [IDGEN_LEASE_API_MAX_TTL] (default 5m)
   --max-count N            largest count one request may ask for [IDGEN_MAX_COUNT] (default 10000)
   --admin-token TOKEN      bearer token of the /admin/ API [IDGEN_ADMIN_TOKEN]
-                           (default none: /admin/ is off)
+                           (default none: /admin/ is off unless a token has the
+                           admin scope); with --tokens-file, a caller named
+                           admin-token with the admin scope
+  --tokens-file PATH       the callers' tokens, one per line: NAME SCOPES SHA256HEX
+                           (see idgen tokens --help) [IDGEN_TOKENS_FILE]. With it,
+                           /ids needs the ids scope, /admin/ the admin scope and
+                           the lease API (/v1/leases, off without a token with
+                           the leases scope) the leases scope. Reloaded when it
+                           changes and on SIGHUP; a malformed file refuses the
+                           start, and on reload keeps the tokens in effect.
+                           IDGEN_TOKENS may hold the file's content instead
+                           (never reloaded). Default none: /ids is open
+  --lease-events-retention D  how long lease events are kept; older ones are
+                           deleted hourly [IDGEN_LEASE_EVENTS_RETENTION]
+                           (default 720h, 30 days; 0 keeps them forever)
   --log-format FORMAT      text or json [IDGEN_LOG_FORMAT] (default text)
   --log-level LEVEL        debug, info, warn or error [IDGEN_LOG_LEVEL] (default info)
   --shutdown-timeout D     bound on each shutdown step [IDGEN_SHUTDOWN_TIMEOUT] (default 10s)
+  --allow-unsafe-durability  serve even though the database can lose acknowledged
+                           commits (e.g. synchronous_commit=off), which can hand
+                           out the same IDs twice [IDGEN_ALLOW_UNSAFE_DURABILITY]
+                           (default false: such a database is refused at start)
 `
 
-// Limits on serve's flags.
-const (
-	minLeaseTTL     = time.Second
-	openTimeout     = 30 * time.Second // connecting to the database and migrating it
-	clockFilePeriod = 100 * time.Millisecond
-)
-
-// serveConfig is the validated configuration of idgen serve.
+// serveConfig is the validated configuration of idgen serve: the node's
+// (app.Config, whose Logger, Clock and Version serve fills in) and the
+// process's own.
 type serveConfig struct {
-	listen          string
-	dsn             string
-	migrate         bool
-	datacenter      int64
-	workers         *allocator.WorkerRange // nil: every worker ID of the layout
-	layout          snowflake.Layout
-	ttl             time.Duration
-	heartbeat       time.Duration
-	holder          string
-	maxCount        int
-	adminToken      string
-	logFormat       string
-	logLevel        slog.Level
-	shutdownTimeout time.Duration
-	// Test-only: the node's clock is moved by clockOffset, or by the
-	// duration in clockFile, re-read every clockFilePeriod.
-	clockOffset time.Duration
-	clockFile   string
+	app       app.Config
+	logFormat string
+	logLevel  slog.Level
+	// addrFile is --addr-file: where the address served on is written.
+	addrFile string
+	// clock is the test clock's flags, in builds with the tag
+	// idgen_testclock only (see testclock.go).
+	clock testClock
 }
 
 // serveFlags are serve's flags, bound to a serveConfig and the flag values
@@ -94,6 +108,7 @@ type serveFlags struct {
 	epoch     timeFlag
 	logFormat choiceFlag
 	logLevel  choiceFlag
+	retention time.Duration
 }
 
 // newServeFlags defines serve's flags with their defaults.
@@ -105,28 +120,29 @@ func newServeFlags() *serveFlags {
 		logFormat: choiceFlag{"text", []string{"text", "json"}},
 		logLevel:  choiceFlag{"info", []string{"debug", "info", "warn", "error"}},
 	}
-	fs, c := sf.f.fs, &sf.c
-	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "")
-	fs.StringVar(&c.dsn, "dsn", "sqlite:idgen.db", "")
-	fs.BoolVar(&c.migrate, "migrate", true, "")
-	fs.Int64Var(&c.datacenter, "datacenter", 0, "")
+	fs, c := sf.f.fs, &sf.c.app
+	fs.StringVar(&c.Listen, "listen", app.DefaultListen, "")
+	fs.StringVar(&sf.c.addrFile, "addr-file", "", "")
+	fs.StringVar(&c.DSN, "dsn", "sqlite:idgen.db", "")
+	fs.BoolVar(&c.Migrate, "migrate", true, "")
+	fs.Int64Var(&c.Keeper.DatacenterID, "datacenter", 0, "")
 	fs.Var(&sf.workers, "worker-ids", "")
 	fs.Var(&sf.bits, "layout", "")
 	fs.Var(&sf.epoch, "epoch", "")
-	fs.DurationVar(&c.ttl, "lease-ttl", allocator.DefaultLeaseTTL, "")
-	fs.DurationVar(&c.heartbeat, "heartbeat", 10*time.Second, "")
-	fs.StringVar(&c.holder, "holder", "", "")
-	fs.IntVar(&c.maxCount, "max-count", 10000, "")
-	fs.StringVar(&c.adminToken, "admin-token", "", "")
+	fs.DurationVar(&c.Keeper.TTL, "lease-ttl", allocator.DefaultLeaseTTL, "")
+	fs.DurationVar(&c.Keeper.Heartbeat, "heartbeat", 0, "")
+	fs.StringVar(&c.Keeper.Holder, "holder", "", "")
+	fs.DurationVar(&c.LeaseAPI.MinTTL, "lease-api-min-ttl", app.DefaultLeaseAPIMinTTL, "")
+	fs.DurationVar(&c.LeaseAPI.MaxTTL, "lease-api-max-ttl", app.DefaultLeaseAPIMaxTTL, "")
+	fs.IntVar(&c.MaxCount, "max-count", httpapi.DefaultMaxCount, "")
+	fs.StringVar(&c.AdminToken, "admin-token", "", "")
+	fs.StringVar(&c.TokensFile, "tokens-file", "", "")
+	fs.DurationVar(&sf.retention, "lease-events-retention", app.DefaultLeaseEventsRetention, "")
 	fs.Var(&sf.logFormat, "log-format", "")
 	fs.Var(&sf.logLevel, "log-level", "")
-	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "")
-	// Test-only flags are left out of the usage and have no environment
-	// variable, so that no environment can shift a production node's clock.
-	fs.DurationVar(&c.clockOffset, "test-clock-offset", 0, "")
-	fs.StringVar(&c.clockFile, "test-clock-file", "", "")
-	sf.f.noEnv["test-clock-offset"] = true
-	sf.f.noEnv["test-clock-file"] = true
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", app.DefaultShutdownTimeout, "")
+	fs.BoolVar(&c.AllowUnsafeDurability, "allow-unsafe-durability", false, "")
+	sf.c.clock.define(sf.f)
 	return sf
 }
 
@@ -141,44 +157,58 @@ func parseServe(args []string, e env) (serveConfig, error) {
 	if len(pos) > 0 {
 		return serveConfig{}, usagef(cmd, "unexpected argument %q (serve takes flags only)", pos[0])
 	}
+	// app.Config takes a zero in these for "the default"; given on the
+	// command line or in the environment, a zero is a mistake (a ttl of 0
+	// is no lease) and refused rather than silently replaced.
+	for _, name := range []string{"lease-ttl", "heartbeat", "max-count", "shutdown-timeout"} {
+		if v := sf.f.fs.Lookup(name).Value.String(); sf.f.isSet(name) && (v == "0" || v == "0s") {
+			return serveConfig{}, usagef(cmd, "invalid --%s %s (%s): want more than 0; leave it out for the default", name, v, envName(name))
+		}
+	}
+	for _, name := range []string{"lease-api-min-ttl", "lease-api-max-ttl"} {
+		if v := sf.f.fs.Lookup(name).Value.String(); sf.f.isSet(name) && v == "0s" {
+			return serveConfig{}, usagef(cmd, "invalid --%s 0s (%s): want more than 0; leave it out for the default", name, envName(name))
+		}
+	}
 	c := sf.c
+	switch {
+	case sf.retention < 0:
+		return serveConfig{}, usagef(cmd, "invalid --lease-events-retention %s (%s): want 0 (keep forever) or more", sf.retention, envName("lease-events-retention"))
+	case sf.retention == 0:
+		c.app.LeaseEventsRetention = app.KeepLeaseEvents
+	default:
+		c.app.LeaseEventsRetention = sf.retention
+	}
+	// IDGEN_TOKENS is a tokens file's content, for deployments that pass
+	// configuration in the environment; it has no flag.
+	c.app.Tokens = e.getenv("IDGEN_TOKENS")
+	if c.app.Tokens != "" && c.app.TokensFile != "" {
+		return serveConfig{}, usagef(cmd, "tokens given twice: use --tokens-file (IDGEN_TOKENS_FILE) or IDGEN_TOKENS, not both")
+	}
+	if c.addrFile != "" {
+		// Refused now rather than after the node has claimed a lease.
+		if fi, err := os.Stat(filepath.Dir(c.addrFile)); err != nil || !fi.IsDir() {
+			return serveConfig{}, usagef(cmd, "invalid --addr-file %q: its directory does not exist", c.addrFile)
+		}
+	}
 	c.logFormat = sf.logFormat.v
 	if err := c.logLevel.UnmarshalText([]byte(sf.logLevel.v)); err != nil {
 		return serveConfig{}, usagef(cmd, "invalid --log-level: %v", err)
 	}
-	if _, _, err := net.SplitHostPort(c.listen); err != nil {
-		return serveConfig{}, usagef(cmd, "invalid --listen %q: want host:port, e.g. 127.0.0.1:8080", c.listen)
-	}
-	if stores.Dialect(c.dsn) == "" {
-		return serveConfig{}, usagef(cmd, "invalid --dsn: want postgres://, mysql:// or sqlite: (the DSN is not shown: it may hold a password)")
-	}
-	if c.layout, err = layoutOf(sf.bits, sf.epoch); err != nil {
+	if c.app.Keeper.Layout, err = layoutOf(sf.bits, sf.epoch); err != nil {
 		return serveConfig{}, usagef(cmd, "invalid --layout/--epoch: %v", err)
 	}
-	if c.datacenter < 0 || c.datacenter > c.layout.MaxDatacenter() {
-		return serveConfig{}, usagef(cmd, "invalid --datacenter %d: the layout allows 0 to %d",
-			c.datacenter, c.layout.MaxDatacenter())
-	}
 	if sf.workers.set {
-		if sf.workers.r.Max > c.layout.MaxWorker() {
-			return serveConfig{}, usagef(cmd, "invalid --worker-ids %s: the layout allows 0 to %d",
-				sf.workers.String(), c.layout.MaxWorker())
-		}
 		r := sf.workers.r
-		c.workers = &r
+		c.app.Keeper.WorkerIDs = &r
 	}
-	if c.ttl < minLeaseTTL {
-		return serveConfig{}, usagef(cmd, "invalid --lease-ttl %s: want at least %s", c.ttl, minLeaseTTL)
+	// The keeper's settings decide the lease rules; resolved here so that
+	// the heartbeat left out becomes a third of the ttl.
+	if c.app.Keeper, err = c.app.Keeper.Resolve(); err != nil {
+		return serveConfig{}, usagef(cmd, "%v", err)
 	}
-	if c.heartbeat <= 0 || 2*c.heartbeat > c.ttl {
-		return serveConfig{}, usagef(cmd, "invalid --heartbeat %s: want more than 0 and at most half of --lease-ttl %s",
-			c.heartbeat, c.ttl)
-	}
-	if c.maxCount < 1 || c.maxCount > allocator.MaxDrawCount {
-		return serveConfig{}, usagef(cmd, "invalid --max-count %d: want 1 to %d", c.maxCount, allocator.MaxDrawCount)
-	}
-	if c.shutdownTimeout <= 0 {
-		return serveConfig{}, usagef(cmd, "invalid --shutdown-timeout %s: want more than 0", c.shutdownTimeout)
+	if err := c.app.Validate(); err != nil {
+		return serveConfig{}, usagef(cmd, "%v", err)
 	}
 	return c, nil
 }
@@ -198,151 +228,84 @@ func runServe(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	sc := newScrubber(c.dsn, c.adminToken)
-	return sc.err(serve(ctx, c, newLogger(sc.writer(e.stderr), c.logFormat, c.logLevel)))
+	sc := newScrubber(c.app.DSN, c.app.AdminToken)
+	return sc.err(serve(ctx, c, newLogger(sc.writer(e.stderr), c.logFormat, c.logLevel), e.hangups))
 }
 
-// serve runs the service until ctx is cancelled, then shuts it down.
-//
-// It starts the parts in this order and stops them in the reverse one:
-// the database store, the test clock watcher, the lease keeper, the segment
-// allocator and the HTTP server. Shutting down, the HTTP server stops
-// accepting and finishes the requests in flight first, so that no request
-// finds the allocators closed; then the segment allocator returns its
-// tails, the keeper releases the lease (its ceiling lowered to the last
-// timestamp used), and the store closes last, because both write to it.
-func serve(ctx context.Context, c serveConfig, log *slog.Logger) (err error) {
-	version := versionString()
-	log.Info("idgen starting", "version", version, "dsn", stores.Redact(c.dsn),
-		"layout", c.layout.String(), "datacenter", c.datacenter, "worker_ids", workerIDsText(c),
-		"lease_ttl", c.ttl, "heartbeat", c.heartbeat)
-	if w := c.layout.Warning(); w != "" {
-		log.Warn("snowflake layout", "warning", w)
+// serve runs an idgen node (app.App) until ctx is cancelled, then shuts it
+// down; see package app for the order of both. With --addr-file it writes
+// the address it serves on to that file once listening (and removes the
+// file at start and at exit, so that it never names a node that is gone
+// after a graceful exit).
+func serve(ctx context.Context, c serveConfig, log *slog.Logger, hangups func(chan<- os.Signal) func()) (err error) {
+	if c.addrFile != "" {
+		if err := removeAddrFile(c.addrFile); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, removeAddrFile(c.addrFile)) }()
+	}
+	// The test clock, in builds with the tag idgen_testclock only; it is
+	// stopped after the node, which reads it until its keeper stops.
+	clock, stopClock := c.clock.start(log)
+	defer stopClock()
+
+	// SIGHUP is caught from here on, so that one sent while the node
+	// starts does not end it (its default action); it is acted on once
+	// the node is open.
+	var hup chan os.Signal
+	if hangups != nil {
+		hup = make(chan os.Signal, 1)
+		stopSignals := hangups(hup)
+		defer stopSignals()
 	}
 
-	openCtx, cancelOpen := context.WithTimeout(ctx, openTimeout)
-	defer cancelOpen()
-	store, err := stores.Open(openCtx, c.dsn)
+	cfg := c.app
+	cfg.Logger, cfg.Clock, cfg.Version = log, clock, versionString()
+	a, err := app.Open(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("open database: %w", err) // the store names the (redacted) DSN
+		return err
 	}
-	defer func() {
-		if cerr := store.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("close database: %w", cerr))
-		}
-		if err == nil {
-			log.Info("idgen stopped")
-		}
-	}()
-	if c.migrate {
-		n, err := migrateUp(openCtx, store)
-		if err != nil {
-			return fmt.Errorf("migrate database %s: %w", stores.Redact(c.dsn), err)
-		}
-		log.Info("database migrated", "applied", n)
+	if hup != nil {
+		stopReloads := reloadOnHangup(a, hup, log)
+		defer stopReloads()
 	}
-	cancelOpen()
-
-	// The wall clock IDs carry: the system's, or for tests one shifted by
-	// --test-clock-offset and --test-clock-file.
-	clock := snowflake.SystemClock()
-	if c.clockOffset != 0 || c.clockFile != "" {
-		shifted := snowflake.NewShiftedClock(clock, c.clockOffset)
-		if c.clockFile != "" {
-			w := startClockWatcher(shifted, c.clockFile, clockFilePeriod, log)
-			defer w.stop()
-		}
-		log.Warn("test clock in use: IDs carry a shifted time", "offset", shifted.Offset(), "file", c.clockFile)
-		clock = shifted
-	}
-
-	keeper, err := allocator.NewKeeper(store, allocator.KeeperSettings{
-		Layout:       c.layout,
-		DatacenterID: c.datacenter,
-		WorkerIDs:    c.workers,
-		Holder:       c.holder,
-		TTL:          c.ttl,
-		Heartbeat:    c.heartbeat,
-		Clock:        clock,
-		Logger:       log,
-	})
-	if err != nil {
-		return fmt.Errorf("lease keeper: %w", err)
-	}
-	startCtx, cancelStart := context.WithTimeout(ctx, openTimeout)
-	err = keeper.Start(startCtx)
-	cancelStart()
-	if err != nil {
-		_ = keeper.Close(ctx)
-		return fmt.Errorf("start lease keeper: %w", err)
-	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.shutdownTimeout)
-		defer cancel()
-		if cerr := keeper.Close(rctx); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("release lease: %w", cerr))
-			return
-		}
-		log.Info("lease keeper stopped")
-	}()
-
-	segments := allocator.NewSegments(store, allocator.SegmentSettings{Logger: log, Fallback: keeper})
-	defer func() {
-		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.shutdownTimeout)
-		defer cancel()
-		if cerr := segments.Close(tctx); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("return segment tails: %w", cerr))
-			return
-		}
-		log.Info("segment allocator stopped")
-	}()
-
-	api, err := httpapi.New(httpapi.Config{
-		Keeper:     keeper,
-		Segments:   segments,
-		Store:      store,
-		MaxCount:   c.maxCount,
-		AdminToken: c.adminToken,
-		Logger:     log,
-		Version:    version,
-	})
-	if err != nil {
-		return fmt.Errorf("http api: %w", err)
-	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", c.listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	srv := api.HTTPServer(c.listen)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("idgen serving", "addr", ln.Addr().String(), "admin", c.adminToken != "")
-
+	go func() { serveErr <- a.Serve() }()
+	if c.addrFile != "" {
+		if werr := writeAddrFile(c.addrFile, a.Addr().String()); werr != nil {
+			return errors.Join(werr, a.Close(context.WithoutCancel(ctx)))
+		}
+	}
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down: finishing requests in flight")
-	case err := <-serveErr:
-		// Serve never returns nil; the listener failed.
-		return fmt.Errorf("serve: %w", err)
+	case err = <-serveErr: // the listener failed
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.shutdownTimeout)
-	defer cancel()
-	if serr := srv.Shutdown(sctx); serr != nil {
-		err = fmt.Errorf("shutdown: requests still in flight after %s: %w", c.shutdownTimeout, serr)
-		_ = srv.Close()
-	}
-	if serr := <-serveErr; !errors.Is(serr, http.ErrServerClosed) {
-		err = errors.Join(err, fmt.Errorf("serve: %w", serr))
-	}
-	log.Info("http server stopped")
-	return err
+	// Close waits for Serve to return; after a shutdown it returns nil.
+	return errors.Join(err, a.Close(context.WithoutCancel(ctx)))
 }
 
-// workerIDsText describes the worker ID pool for the start-up log line.
-func workerIDsText(c serveConfig) string {
-	if c.workers == nil {
-		return fmt.Sprintf("0-%d", c.layout.MaxWorker())
+// reloadOnHangup reloads a's tokens file at every SIGHUP that arrives on
+// hup, until the function it returns is called, which waits for the
+// reload under way, if any.
+func reloadOnHangup(a *app.App, hup <-chan os.Signal, log *slog.Logger) (stop func()) {
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case <-done:
+				return
+			case <-hup:
+				log.Info("SIGHUP: reloading the tokens file")
+				// ReloadTokens logs what it did, and why a file was refused.
+				if err := a.ReloadTokens(); errors.Is(err, app.ErrNoTokensFile) {
+					log.Warn("SIGHUP ignored: no --tokens-file to reload")
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
 	}
-	return fmt.Sprintf("%d-%d", c.workers.Min, c.workers.Max)
 }

@@ -8,6 +8,7 @@ package browsertest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
@@ -65,13 +66,20 @@ func DumpDOM(tb testing.TB, url string) string {
 	return string(out)
 }
 
-// Screenshot loads url in headless Chromium and writes a PNG of it to path.
+// Screenshot loads url in headless Chromium and writes a PNG of it to path:
+// the first 1200×900 pixels, what a laptop's screen shows.
 func Screenshot(tb testing.TB, url, path string) {
+	tb.Helper()
+	ScreenshotSize(tb, url, path, 1200, 900)
+}
+
+// ScreenshotSize is Screenshot of the first width×height pixels.
+func ScreenshotSize(tb testing.TB, url, path string, width, height int) {
 	tb.Helper()
 	bin := Chromium(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	args := append(flags(tb), "--window-size=1200,900", "--screenshot="+path, url)
+	args := append(flags(tb), fmt.Sprintf("--window-size=%d,%d", width, height), "--screenshot="+path, url)
 	if out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput(); err != nil {
 		tb.Fatalf("chromium --screenshot %s: %v\n%s", url, err, out)
 	}

@@ -3,24 +3,26 @@
 //	postgres://user:pass@host:5432/db?sslmode=disable   (also postgresql://)
 //	mysql://user:pass@host:3306/db
 //	sqlite:path/to/idgen.db
+//	etcd://user:pass@host1:2379,host2:2379,host3:2379/prefix   (etcds:// for TLS)
 package stores
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/pressly/goose/v3"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/allocator/etcd"
 	"github.com/idgen-project/idgen/allocator/mysql"
 	"github.com/idgen-project/idgen/allocator/postgres"
 	"github.com/idgen-project/idgen/allocator/sqlite"
+	"github.com/idgen-project/idgen/internal/dburl"
 )
 
 // ErrUnknownScheme is returned by Open for a DSN of no known database.
-var ErrUnknownScheme = errors.New("unknown DSN scheme (want postgres://, mysql:// or sqlite:)")
+var ErrUnknownScheme = errors.New("unknown DSN scheme (want postgres://, mysql://, sqlite: or etcd://)")
 
 // Store is an allocator.Store that also carries its schema migrations.
 type Store interface {
@@ -29,34 +31,26 @@ type Store interface {
 	Migrations() (*goose.Provider, error)
 }
 
-// Dialect returns "postgres", "mysql" or "sqlite" for a DSN, or "" when the
-// scheme is unknown.
-func Dialect(dsn string) string {
-	switch {
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return "postgres"
-	case strings.HasPrefix(dsn, "mysql://"):
-		return "mysql"
-	case strings.HasPrefix(dsn, "sqlite:"):
-		return "sqlite"
-	}
-	return ""
-}
+// Dialect returns "postgres", "mysql", "sqlite" or "etcd" for a DSN, or "" when the
+// scheme is unknown: dburl.DialectOf as a string.
+func Dialect(dsn string) string { return string(dburl.DialectOf(dsn)) }
 
 // Open opens the store dsn names. Errors never contain the DSN's password;
 // ErrUnknownScheme for an unknown scheme.
 func Open(ctx context.Context, dsn string) (Store, error) {
-	switch Dialect(dsn) {
-	case "postgres":
+	switch dburl.DialectOf(dsn) {
+	case dburl.Postgres:
 		return postgres.Open(ctx, dsn)
-	case "mysql":
+	case dburl.MySQL:
 		return mysql.Open(ctx, dsn)
-	case "sqlite":
+	case dburl.SQLite:
 		return sqlite.Open(ctx, dsn)
+	case dburl.Etcd:
+		return etcd.Open(ctx, dsn)
 	}
-	return nil, fmt.Errorf("%w: %s", ErrUnknownScheme, Redact(dsn))
+	return nil, fmt.Errorf("%w: %s", ErrUnknownScheme, dburl.Redact(dsn))
 }
 
 // Redact returns dsn with any password replaced, for logs and error
-// messages; see allocator.RedactDSN.
-func Redact(dsn string) string { return allocator.RedactDSN(dsn) }
+// messages: dburl.Redact, for callers that already import stores.
+func Redact(dsn string) string { return dburl.Redact(dsn) }

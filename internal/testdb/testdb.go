@@ -9,15 +9,31 @@
 //	mysql://user:pass@host:3306/<database>
 //	sqlite:<path in the test's temporary directory>
 //
-// The servers come from the environment: IDGEN_TEST_POSTGRES_DSN and
-// IDGEN_TEST_MYSQL_DSN, in the URL forms above, name a server on which the
-// user may create and drop schemas or databases. When one is not set and a
-// Docker engine answers, the package starts a postgres:15 or mysql:8
-// container with testcontainers-go, once per test process and only when a test
-// first asks for it; testcontainers' reaper removes it when the process ends.
-// Otherwise the test is skipped with a message saying how to run it, or fails
-// when IDGEN_TEST_REQUIRE_DB=1 (as in CI), so that a missing database can never
-// pass for a green run.
+// The servers come from the environment, in this order:
+//
+//  1. IDGEN_TEST_POSTGRES_DSN and IDGEN_TEST_MYSQL_DSN, in the URL forms
+//     above, name a server on which the user may create and drop schemas or
+//     databases.
+//  2. When one is not set and a Docker engine answers, the package starts a
+//     container with testcontainers-go, once per test process and only when
+//     a test first asks for it: the image IDGEN_TEST_POSTGRES_IMAGE
+//     (default postgres:15) or IDGEN_TEST_MYSQL_IMAGE (default mysql:8; any
+//     image that behaves as the official one for its environment variables
+//     and log lines works, MariaDB's included). Its account has a random
+//     password, fresh in every process: idgen masks its DSN's password
+//     wherever it occurs in its output, so a password that is also a word
+//     idgen prints would mask that word. testcontainers' reaper removes the
+//     containers when the test run ends; where the reaper is turned off
+//     (TESTCONTAINERS_RYUK_DISABLED=true), remove them by their label
+//     org.testcontainers=true.
+//  3. Otherwise the test is skipped with a message saying how to run it, or
+//     fails when IDGEN_TEST_REQUIRE_DB=1 (as in CI), so that a missing
+//     database can never pass for a green run.
+//
+// When IDGEN_TEST_DB_REPORT names a file, every skip and every container
+// started is appended to it as a line (see [EnvReport]), so that a test
+// runner can say at the end of a run how many database tests did not run
+// (make test does).
 package testdb
 
 import (
@@ -41,6 +57,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tcmysql "github.com/testcontainers/testcontainers-go/modules/mysql"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+	"github.com/testcontainers/testcontainers-go/wait"
 )
 
 // The environment variables testdb reads.
@@ -52,20 +69,41 @@ const (
 	// EnvRequire, set to 1, makes a missing database fail the test instead of
 	// skipping it.
 	EnvRequire = "IDGEN_TEST_REQUIRE_DB"
+	// EnvPostgresImage names the image of the PostgreSQL container started
+	// when EnvPostgres is not set (default postgres:15).
+	EnvPostgresImage = "IDGEN_TEST_POSTGRES_IMAGE"
+	// EnvMySQLImage names the image of the MySQL container started when
+	// EnvMySQL is not set (default mysql:8).
+	EnvMySQLImage = "IDGEN_TEST_MYSQL_IMAGE"
+	// EnvReport names a file to which testdb appends one tab-separated line
+	// per event: "skip", the database ("postgres" or "mysql") and the test's
+	// name when a test is skipped for want of a server; "container", the
+	// database and the image when a container is started.
+	EnvReport = "IDGEN_TEST_DB_REPORT"
 )
 
-// Container images started when no DSN is set and Docker answers.
+// The official images, started when no DSN and no image is set.
 const (
-	postgresImage = "postgres:15"
-	mysqlImage    = "mysql:8"
+	defaultPostgresImage = "postgres:15"
+	defaultMySQLImage    = "mysql:8"
 )
 
-// Time limits: starting a container may pull its image; creating or dropping
-// a schema is quick.
+// Time limits: starting a container may pull its image; a server's first
+// start initialises its data directory (MySQL 8's takes tens of seconds);
+// creating or dropping a schema is quick.
 const (
 	containerStartTimeout = 5 * time.Minute
+	serverReadyTimeout    = 3 * time.Minute
 	setupTimeout          = 30 * time.Second
 )
+
+// mysqlReady matches the line MySQL 8 and MariaDB log once the server that
+// listens on the network is up ("Version: '8.4.3'  socket: '…'  port: 3306
+// MySQL Community Server - GPL.", "Version: '10.11.6-MariaDB-0+deb12u1'
+// socket: '…'  port: 3306  Debian 12"). The official images first run a
+// server for their initialisation scripts without networking, which logs
+// port 0, so the line cannot match too early.
+const mysqlReady = `Version: '[^']*'\s+socket: '[^']*'\s+port: 3306\s`
 
 // The containers are the one piece of process-wide state in testdb: each is
 // started at most once per test process, the first time a test needs it, and
@@ -85,7 +123,7 @@ func Postgres(tb testing.TB) string {
 	if server == "" {
 		var err error
 		if server, err = postgresContainer(); err != nil {
-			unavailable(tb, "PostgreSQL", EnvPostgres,
+			unavailable(tb, "postgres", EnvPostgres,
 				"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", err)
 		}
 	}
@@ -130,7 +168,7 @@ func MySQL(tb testing.TB) string {
 	if server == "" {
 		var err error
 		if server, err = mysqlContainer(); err != nil {
-			unavailable(tb, "MySQL", EnvMySQL, "mysql://root@127.0.0.1:3306/test", err)
+			unavailable(tb, "mysql", EnvMySQL, "mysql://root@127.0.0.1:3306/test", err)
 		}
 	}
 	u, err := url.Parse(server)
@@ -176,16 +214,40 @@ func SQLite(tb testing.TB) string {
 }
 
 // unavailable skips tb, or fails it when EnvRequire is 1, saying how to
-// give the tests a database.
-func unavailable(tb testing.TB, what, env, example string, cause error) {
+// give the tests a database. db is "postgres" or "mysql".
+func unavailable(tb testing.TB, db, env, example string, cause error) {
 	tb.Helper()
+	what := map[string]string{"postgres": "PostgreSQL", "mysql": "MySQL"}[db]
 	msg := fmt.Sprintf("testdb: no %s server for this test: set %s (e.g. %s) or run a Docker engine "+
 		"so that testcontainers-go can start one (%v)", what, env, example, cause)
 	if os.Getenv(EnvRequire) == "1" {
 		tb.Fatalf("%s; %s=1 forbids skipping", msg, EnvRequire)
 		return
 	}
+	if err := report("skip", db, tb.Name()); err != nil {
+		tb.Logf("testdb: %s: %v", EnvReport, err)
+	}
 	tb.Skip(msg)
+}
+
+// report appends an event to the file EnvReport names, if any. Test
+// processes run in parallel: each line is one write to a file opened for
+// appending, so lines never interleave.
+func report(event, db, detail string) error {
+	path := os.Getenv(EnvReport)
+	if path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	detail = strings.NewReplacer("\t", " ", "\n", " ").Replace(detail)
+	_, err = f.WriteString(event + "\t" + db + "\t" + detail + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // newName returns a fresh random name for a schema or database, starting with
@@ -257,6 +319,25 @@ func dockerAvailable(ctx context.Context) (err error) {
 	return nil
 }
 
+// containerPassword returns a fresh random password for a container's
+// database account: "tc" and 32 hex digits, which no text idgen prints can
+// contain.
+func containerPassword() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("random password: %w", err)
+	}
+	return "tc" + hex.EncodeToString(b[:]), nil
+}
+
+// image returns the image named by the environment variable env, or def.
+func image(env, def string) string {
+	if v := strings.TrimSpace(os.Getenv(env)); v != "" {
+		return v
+	}
+	return def
+}
+
 // startPostgres starts the process's PostgreSQL container and returns its DSN.
 func startPostgres() (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), containerStartTimeout)
@@ -264,19 +345,36 @@ func startPostgres() (string, error) {
 	if err := dockerAvailable(ctx); err != nil {
 		return "", err
 	}
-	c, err := tcpostgres.Run(ctx, postgresImage,
+	img := image(EnvPostgresImage, defaultPostgresImage)
+	password, err := containerPassword()
+	if err != nil {
+		return "", err
+	}
+	c, err := tcpostgres.Run(ctx, img,
 		tcpostgres.WithDatabase("idgen"),
 		tcpostgres.WithUsername("postgres"),
-		tcpostgres.WithPassword("idgen"),
-		tcpostgres.BasicWaitStrategies(),
+		tcpostgres.WithPassword(password),
+		// The server's own settings, not the module's fsync=off: the tests
+		// run against what a deployment runs.
+		testcontainers.WithCmd("postgres"),
+		// Ready when the server started after the initialisation says so
+		// (the one the initialisation runs says it first) and the published
+		// port answers.
+		testcontainers.WithWaitStrategyAndDeadline(serverReadyTimeout,
+			wait.ForLog("database system is ready to accept connections").WithOccurrence(2),
+			wait.ForListeningPort("5432/tcp"),
+		),
 	)
 	if err != nil {
-		return "", fmt.Errorf("start %s container: %w", postgresImage, err)
+		_ = testcontainers.TerminateContainer(c)
+		return "", fmt.Errorf("start %s container: %w", img, err)
 	}
 	dsn, err := c.ConnectionString(ctx, "sslmode=disable")
 	if err != nil {
-		return "", fmt.Errorf("%s container address: %w", postgresImage, err)
+		_ = testcontainers.TerminateContainer(c)
+		return "", fmt.Errorf("%s container address: %w", img, err)
 	}
+	_ = report("container", "postgres", img)
 	return dsn, nil
 }
 
@@ -287,20 +385,34 @@ func startMySQL() (string, error) {
 	if err := dockerAvailable(ctx); err != nil {
 		return "", err
 	}
-	c, err := tcmysql.Run(ctx, mysqlImage,
+	img := image(EnvMySQLImage, defaultMySQLImage)
+	password, err := containerPassword()
+	if err != nil {
+		return "", err
+	}
+	c, err := tcmysql.Run(ctx, img,
 		tcmysql.WithUsername("root"),
-		tcmysql.WithPassword("idgen"),
+		tcmysql.WithPassword(password),
 		tcmysql.WithDatabase("idgen"),
+		// The module waits for a line only MySQL prints; mysqlReady matches
+		// MariaDB's too.
+		testcontainers.WithWaitStrategyAndDeadline(serverReadyTimeout,
+			wait.ForLog(mysqlReady).AsRegexp(),
+			wait.ForListeningPort("3306/tcp"),
+		),
 	)
 	if err != nil {
-		return "", fmt.Errorf("start %s container: %w", mysqlImage, err)
+		_ = testcontainers.TerminateContainer(c)
+		return "", fmt.Errorf("start %s container: %w", img, err)
 	}
 	endpoint, err := c.PortEndpoint(ctx, "3306/tcp", "")
+	if err == nil && endpoint == "" {
+		err = errors.New("no address")
+	}
 	if err != nil {
-		return "", fmt.Errorf("%s container address: %w", mysqlImage, err)
+		_ = testcontainers.TerminateContainer(c)
+		return "", fmt.Errorf("%s container address: %w", img, err)
 	}
-	if endpoint == "" {
-		return "", errors.New(mysqlImage + " container has no address")
-	}
-	return (&url.URL{Scheme: "mysql", User: url.UserPassword("root", "idgen"), Host: endpoint, Path: "/idgen"}).String(), nil
+	_ = report("container", "mysql", img)
+	return (&url.URL{Scheme: "mysql", User: url.UserPassword("root", password), Host: endpoint, Path: "/idgen"}).String(), nil
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -166,14 +167,186 @@ func TestUnavailable(t *testing.T) {
 	} {
 		t.Run("require="+tc.require, func(t *testing.T) {
 			t.Setenv(EnvRequire, tc.require)
+			reportFile := filepath.Join(t.TempDir(), "report")
+			t.Setenv(EnvReport, reportFile)
 			f := &fakeTB{TB: t}
-			unavailable(f, "PostgreSQL", EnvPostgres, "postgres://postgres@127.0.0.1:5432/postgres", sql.ErrConnDone)
+			unavailable(f, "postgres", EnvPostgres, "postgres://postgres@127.0.0.1:5432/postgres", sql.ErrConnDone)
 			msg := f.skipped + f.failed
 			if gotSkip := f.skipped != ""; gotSkip != tc.wantSkip || (f.failed != "") == tc.wantSkip {
 				t.Errorf("skipped %q, failed %q; want skip = %v", f.skipped, f.failed, tc.wantSkip)
 			}
-			if !strings.Contains(msg, EnvPostgres) || !strings.Contains(msg, "Docker") {
+			if !strings.Contains(msg, EnvPostgres) || !strings.Contains(msg, "Docker") || !strings.Contains(msg, "PostgreSQL") {
 				t.Errorf("message %q does not say how to run the tests (%s or Docker)", msg, EnvPostgres)
+			}
+			// A skip is reported, a failure is not (the run fails anyway).
+			got, _ := os.ReadFile(reportFile)
+			want := ""
+			if tc.wantSkip {
+				want = "skip\tpostgres\t" + t.Name() + "\n"
+			}
+			if string(got) != want {
+				t.Errorf("report file holds %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestContainerPasswordNeverInOutput checks that the password of the
+// containers' accounts can occur in no text idgen prints. idgen masks its
+// DSN's password wherever it occurs in its output, so a password that is
+// also a word idgen prints (its own name, say) would mask that word: the
+// end-to-end tests, which wait for the "idgen serving" line, would hang.
+// Every word idgen prints comes from its source, so the password must occur
+// in none of it; and it must be random, so that no future message can
+// contain it either.
+func TestContainerPasswordNeverInOutput(t *testing.T) {
+	pw, err := containerPassword()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pw) < 20 {
+		t.Errorf("password %q: got %d characters, want at least 20 random ones", pw, len(pw))
+	}
+	if again, _ := containerPassword(); again == pw {
+		t.Errorf("two processes would share the password %q: want a fresh random one each time", pw)
+	}
+	for _, line := range []string{"idgen serving on http://127.0.0.1:8080", "idgen starting", "postgres", "mysql", "root"} {
+		if strings.Contains(line, pw) {
+			t.Errorf("password %q occurs in the output line %q, which idgen would print masked", pw, line)
+		}
+	}
+	root := filepath.Join("..", "..")
+	var found []string
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == ".git" {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(src), pw) {
+			found = append(found, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) > 0 {
+		t.Errorf("password %q occurs in %d source files (%s, …): idgen could print it, masked", pw, len(found), found[0])
+	}
+}
+
+func TestReport(t *testing.T) {
+	t.Run("unset", func(t *testing.T) {
+		t.Setenv(EnvReport, "")
+		if err := report("skip", "mysql", "TestX"); err != nil {
+			t.Errorf("got %v, want nothing done", err)
+		}
+	})
+	t.Run("appends", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "report")
+		t.Setenv(EnvReport, path)
+		for _, ev := range [][3]string{
+			{"container", "postgres", "postgres:15"},
+			{"skip", "mysql", "TestA/with\ttab"},
+		} {
+			if err := report(ev[0], ev[1], ev[2]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := os.ReadFile(path)
+		if want := "container\tpostgres\tpostgres:15\nskip\tmysql\tTestA/with tab\n"; err != nil || string(got) != want {
+			t.Errorf("got %q (%v), want %q", got, err, want)
+		}
+	})
+	t.Run("unwritable", func(t *testing.T) {
+		t.Setenv(EnvReport, filepath.Join(t.TempDir(), "missing", "report"))
+		if err := report("skip", "mysql", "TestX"); err == nil {
+			t.Error("got no error for a file in a missing directory")
+		}
+	})
+}
+
+func TestImage(t *testing.T) {
+	for _, tc := range []struct{ env, want string }{
+		{"", "postgres:15"},
+		{"  ", "postgres:15"},
+		{"idgen-ci/postgres:15", "idgen-ci/postgres:15"},
+	} {
+		t.Setenv(EnvPostgresImage, tc.env)
+		if got := image(EnvPostgresImage, defaultPostgresImage); got != tc.want {
+			t.Errorf("%s=%q: got %q, want %q", EnvPostgresImage, tc.env, got, tc.want)
+		}
+	}
+}
+
+func TestMySQLReady(t *testing.T) {
+	re := regexp.MustCompile(mysqlReady)
+	for _, tc := range []struct {
+		line  string
+		ready bool
+	}{
+		// MySQL 8, the server the official image starts last.
+		{"2025-01-01T00:00:00.000000Z 0 [System] [MY-010931] [Server] /usr/sbin/mysqld: ready for connections. " +
+			"Version: '8.4.3'  socket: '/var/run/mysqld/mysqld.sock'  port: 3306  MySQL Community Server - GPL.\n", true},
+		// MySQL 8, the initialisation server (no networking).
+		{"2025-01-01T00:00:00.000000Z 0 [System] [MY-010931] [Server] /usr/sbin/mysqld: ready for connections. " +
+			"Version: '8.4.3'  socket: '/var/run/mysqld/mysqld.sock'  port: 0  MySQL Community Server - GPL.\n", false},
+		// MariaDB (Debian's, and the official image's).
+		{"Version: '10.11.14-MariaDB-0+deb12u2'  socket: '/run/mysqld/mysqld.sock'  port: 3306  Debian 12\n", true},
+		{"Version: '11.4.3-MariaDB-ubu2404'  socket: '/run/mysqld/mysqld.sock'  port: 3306  mariadb.org binary distribution\n", true},
+		{"Version: '11.4.3-MariaDB-ubu2404'  socket: '/run/mysqld/mysqld.sock'  port: 0  mariadb.org binary distribution\n", false},
+		{"Version: '10.11.14-MariaDB-0+deb12u2'  socket: '/run/mysqld/mysqld.sock'  port: 33060  Debian 12\n", false},
+	} {
+		if got := re.MatchString(tc.line); got != tc.ready {
+			t.Errorf("%q: got ready %v, want %v", tc.line, got, tc.ready)
+		}
+	}
+}
+
+// TestReportSummary checks the line make test prints at the end of a run
+// (scripts/testdb-report.sh) against what report writes.
+func TestReportSummary(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		events [][3]string
+		want   []string // substrings of the output; none: no output
+	}{
+		{"nothing", nil, nil},
+		{"skips", [][3]string{
+			{"skip", "postgres", "TestA"}, {"skip", "postgres", "TestB/sub"}, {"skip", "mysql", "TestA"},
+		}, []string{"3 database tests SKIPPED (PostgreSQL 2, MySQL 1)", "IDGEN_TEST_POSTGRES_DSN", "Docker"}},
+		{"containers", [][3]string{
+			{"container", "postgres", "postgres:15"}, {"container", "postgres", "postgres:15"}, {"container", "mysql", "mysql:8"},
+		}, []string{"3 database containers started", "2 x postgres (postgres:15)", "1 x mysql (mysql:8)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "report")
+			t.Setenv(EnvReport, path)
+			for _, ev := range tc.events {
+				if err := report(ev[0], ev[1], ev[2]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out, err := exec.Command("sh", filepath.Join("..", "..", "scripts", "testdb-report.sh"), path).CombinedOutput()
+			if err != nil {
+				t.Fatalf("testdb-report.sh: %v\n%s", err, out)
+			}
+			if len(tc.want) == 0 && len(out) != 0 {
+				t.Errorf("got %q, want no output", out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("output %q: want %q in it", out, w)
+				}
 			}
 		})
 	}

@@ -1,20 +1,30 @@
 // Package teststore gives a test a migrated Store of its own on each
-// database idgen supports, built on internal/testdb.
+// database idgen supports, built on internal/testdb and, for etcd,
+// internal/etcdtest.
 package teststore
 
 import (
 	"context"
 	"testing"
 
+	"github.com/idgen-project/idgen/internal/etcdtest"
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/testdb"
 )
 
-// Dialects are the databases every store-backed test runs on.
+// Dialects are the databases every store-backed test runs on: the SQL
+// databases, whose schema, migrations and command-line output are alike.
 var Dialects = []string{"sqlite", "postgres", "mysql"}
 
-// DSN returns the DSN of a fresh, empty database of the dialect; see testdb
-// for where it comes from and when the test is skipped or fails instead.
+// StoreDialects are Dialects and etcd: every Store, for the tests of the
+// lease keeper and the segment allocator, which see a store only through
+// the allocator's interfaces. A package that runs them calls etcdtest.Main
+// from its TestMain, so that the etcd test cluster is stopped.
+var StoreDialects = []string{"sqlite", "postgres", "mysql", "etcd"}
+
+// DSN returns the DSN of a fresh, empty database of the dialect (for etcd,
+// a fresh key prefix on the test cluster); see testdb and etcdtest for
+// where it comes from and when the test is skipped or fails instead.
 func DSN(tb testing.TB, dialect string) string {
 	tb.Helper()
 	switch dialect {
@@ -24,6 +34,8 @@ func DSN(tb testing.TB, dialect string) string {
 		return testdb.MySQL(tb)
 	case "sqlite":
 		return testdb.SQLite(tb)
+	case "etcd":
+		return etcdtest.DSN(tb)
 	}
 	tb.Fatalf("teststore: unknown dialect %q", dialect)
 	return ""

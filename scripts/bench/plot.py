@@ -119,7 +119,8 @@ def plot(runs, out):
             ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
             ax.set_xlabel("connections (one request in flight each)")
             ax.grid(True, which="major", alpha=0.3)
-            ax.legend(fontsize=8)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=8)
     fig.suptitle("idgen serve on SQLite and the load tool sharing 2 cores (medians)", fontsize=12)
     fig.savefig(out, dpi=110)
 
@@ -151,13 +152,22 @@ def tables(runs, rss):
         return sum(sum(values(runs, l, c, "errors")) for l in labels)
 
     def ratio(a, b, c):
-        x, y = med(runs, a, c, "requests_per_s"), med(runs, b, c, "requests_per_s")
-        return f"{100 * x / y:.0f}%" if x and y else "–"
+        # Within each round (the two loads ran back to back), then the
+        # median and range over the rounds: steadier than a ratio of
+        # medians when the machine's speed drifts between rounds.
+        x, y = values(runs, a, c, "requests_per_s"), values(runs, b, c, "requests_per_s")
+        r = [100 * p / q for p, q in zip(x, y) if q]
+        if not r:
+            return "–"
+        s = f"{statistics.median(r):.0f}%"
+        if len(r) > 1:
+            s += f" [{min(r):.0f}–{max(r):.0f}%]"
+        return s
 
     conns = sorted({c for v in runs.values() for c in v})
     rounds = max((len(x) for v in runs.values() for x in v.values()), default=0)
     if rounds > 1:
-        print(f"Medians of {rounds} rounds, [min–max] of the rounds.\n")
+        print(f"Medians of {rounds} rounds, [min–max] of the rounds; ratios are taken within each round.\n")
     print(
         "server CPU µs/req: the server's CPU time (/proc/PID/stat) per request, median of the rounds. "
         "other load: the most cores that anything but the server and the load tool used, on average, "

@@ -20,6 +20,15 @@
 #   REPEAT        rounds over all connection counts (default 1); plot.py
 #                 takes the median of the rounds and tables.md shows their
 #                 spread
+#   LOADS         which loads to run at each connection count (default all:
+#                 "snowflake bare-echo segment snowflake-1000 segment-1000");
+#                 LOADS="snowflake bare-echo" compares count=1 with the bare
+#                 echo handler only
+#   CHECK_UNIQUE  whether the load tool checks idgen's IDs for duplicates
+#                 (default true). The check costs the load tool a few µs of
+#                 CPU per request, which it does not spend on the bare echo
+#                 server's constant answers: set it to false when comparing
+#                 idgen with bare echo, so that both get the same load
 #   PYTHON        a Python 3 with matplotlib (default /usr/bin/python3:
 #                 Debian's python3-matplotlib)
 #
@@ -37,70 +46,23 @@ warmup=${WARMUP:-2s}
 rss_duration=${RSS_DURATION:-60s}
 rss_conns=${RSS_CONNS:-8}
 repeat=${REPEAT:-1}
+loads=${LOADS:-"snowflake bare-echo segment snowflake-1000 segment-1000"}
+check_unique=${CHECK_UNIQUE:-true}
 python=${PYTHON:-/usr/bin/python3}
 
 tmp=$(mktemp -d)
-pids=()
-cleanup() {
-	for pid in "${pids[@]}"; do
-		kill -TERM "$pid" 2>/dev/null || true
-	done
-	for pid in "${pids[@]}"; do
-		wait "$pid" 2>/dev/null || true
-	done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
-
-# wait_for FILE PATTERN: waits up to 30 s for a line matching the extended
-# regular expression PATTERN in FILE and prints its first match.
-wait_for() {
-	local i
-	for i in $(seq 300); do
-		if m=$(grep -Eo -m 1 "$2" "$1" 2>/dev/null); then
-			echo "$m" | head -n 1
-			return 0
-		fi
-		sleep 0.1
-	done
-	echo "run.sh: timed out waiting for /$2/ in $1:" >&2
-	cat "$1" >&2
-	return 1
-}
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+bench_init
 
 mkdir -p "$out"
-log "building idgen and idgen-loadtest"
-(cd "$root" && go build -o "$tmp/idgen" ./cmd/idgen && go build -o "$tmp/idgen-loadtest" ./cmd/idgen-loadtest)
-
-dsn="sqlite:$tmp/idgen.db"
-"$tmp/idgen" serve --dsn "$dsn" --listen 127.0.0.1:0 >"$tmp/serve.log" 2>&1 &
-srv_pid=$!
-pids+=("$srv_pid")
-srv="http://$(wait_for "$tmp/serve.log" 'msg="idgen serving" addr=[0-9.:]+' | sed 's/.*addr=//')"
-for i in $(seq 300); do
-	curl -fsS "$srv/readyz" >/dev/null 2>&1 && break
-	sleep 0.1
-done
-curl -fsS "$srv/readyz" >/dev/null
-"$tmp/idgen" namespaces create bench --dsn "$dsn" --description "load test" >&2
-log "idgen serving at $srv (pid $srv_pid)"
-
-"$tmp/idgen-loadtest" bare-echo --listen 127.0.0.1:0 >"$tmp/bare.log" 2>&1 &
-bare_pid=$!
-pids+=("$bare_pid")
-bare=$(wait_for "$tmp/bare.log" 'http://[0-9.:]+')
-log "bare echo serving at $bare (pid $bare_pid)"
+build_binaries
+start_idgen
+start_bare
 
 {
-	echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-	echo "nproc: $(nproc)"
-	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
-	echo "go: $(go version)"
-	echo "kernel: $(uname -sr)"
-	echo "loadavg before: $(cut -d' ' -f1-3 /proc/loadavg)"
-	echo "settings: CONNS=\"$conns\" DURATION=$duration WARMUP=$warmup REPEAT=$repeat RSS_DURATION=$rss_duration RSS_CONNS=$rss_conns"
+	machine_info
+	echo "settings: CONNS=\"$conns\" LOADS=\"$loads\" CHECK_UNIQUE=$check_unique DURATION=$duration WARMUP=$warmup REPEAT=$repeat RSS_DURATION=$rss_duration RSS_CONNS=$rss_conns"
 	echo "idle RSS of idgen serve: $(grep VmRSS /proc/$srv_pid/status | awk '{print $2, $3}')"
 } >"$out/machine.txt"
 
@@ -110,7 +72,7 @@ results="$out/results.jsonl"
 load() {
 	local label=$1
 	shift
-	"$tmp/idgen-loadtest" --quiet --json --label "$label" --warmup "$warmup" "$@" >>"$results"
+	"$tmp/idgen-loadtest" --quiet --json --label "$label" --warmup "$warmup" --check-unique="$check_unique" "$@" >>"$results"
 	tail -n 1 "$results" | jq -r '"\(.label) conns=\(.conns): \(.requests_per_s|floor) req/s \(.ids_per_s|floor) ids/s p99 \(.latency_ms.p99)ms errors \(.errors)"' >&2
 }
 
@@ -121,11 +83,19 @@ for round in $(seq "$repeat"); do
 		log "round $round of $repeat"
 	fi
 	for c in $conns; do
-		load snowflake --url "$srv" --conns "$c" --count 1 --duration "$duration" --server-pid "$srv_pid"
-		load bare-echo --url "$bare" --conns "$c" --count 1 --duration "$duration" --server-pid "$bare_pid" --check-unique=false
-		load segment --url "$srv" --conns "$c" --count 1 --namespace bench --duration "$duration" --server-pid "$srv_pid"
-		load snowflake-1000 --url "$srv" --conns "$c" --count 1000 --duration "$duration" --server-pid "$srv_pid"
-		load segment-1000 --url "$srv" --conns "$c" --count 1000 --namespace bench --duration "$duration" --server-pid "$srv_pid"
+		for l in $loads; do
+			case $l in
+			snowflake) load snowflake --url "$srv" --conns "$c" --count 1 --duration "$duration" --server-pid "$srv_pid" ;;
+			bare-echo) load bare-echo --url "$bare" --conns "$c" --count 1 --duration "$duration" --server-pid "$bare_pid" --check-unique=false ;;
+			segment) load segment --url "$srv" --conns "$c" --count 1 --namespace bench --duration "$duration" --server-pid "$srv_pid" ;;
+			snowflake-1000) load snowflake-1000 --url "$srv" --conns "$c" --count 1000 --duration "$duration" --server-pid "$srv_pid" ;;
+			segment-1000) load segment-1000 --url "$srv" --conns "$c" --count 1000 --namespace bench --duration "$duration" --server-pid "$srv_pid" ;;
+			*)
+				echo "run.sh: unknown load $l in LOADS" >&2
+				exit 2
+				;;
+			esac
+		done
 	done
 done
 

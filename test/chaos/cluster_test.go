@@ -42,16 +42,19 @@ func moduleRoot(t testing.TB) string {
 }
 
 // buildIdgen builds cmd/idgen once into dir and returns the binary's path.
+// It builds with the tag idgen_testclock, which gives idgen serve the
+// --test-clock-offset and --test-clock-file flags the clock scenarios use;
+// release builds have no such flags.
 func buildIdgen(t testing.TB, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "idgen")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/idgen")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "idgen_testclock", "-o", bin, "./cmd/idgen")
 	cmd.Dir = moduleRoot(t)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("go build -o %s ./cmd/idgen: %v\n%s", bin, err, out)
+		t.Fatalf("go build -tags idgen_testclock -o %s ./cmd/idgen: %v\n%s", bin, err, out)
 	}
 	return bin
 }

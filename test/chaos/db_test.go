@@ -113,7 +113,7 @@ func readHistory(t testing.TB, dsn string) ([]allocator.LeaseEvent, map[string]i
 	var events []allocator.LeaseEvent
 	var after int64
 	for {
-		page, err := s.ListLeaseEvents(ctx, after, 1000)
+		page, err := s.ListLeaseEvents(ctx, allocator.LeaseEventFilter{AfterID: after, Limit: 1000})
 		if err != nil {
 			t.Fatalf("list lease events: %v", err)
 		}

@@ -23,6 +23,7 @@ type loadSpec struct {
 	Namespace   string        // "" for Snowflake draws
 	Interval    time.Duration // least time between two requests of one client
 	MaxRequests int           // per client; 0 means until the load stops
+	Token       string        // bearer token with the ids scope, for nodes with a tokens file
 }
 
 // requestTimeout bounds one request; longer than any pause a scenario
@@ -72,13 +73,6 @@ func (l *load) stop() []Draw {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.draws
-}
-
-// snapshot returns the draws recorded so far.
-func (l *load) snapshot() []Draw {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]Draw(nil), l.draws...)
 }
 
 // waitAcked waits until at least n IDs were acknowledged or d passed.
@@ -134,6 +128,9 @@ func (l *load) do(n *node, target string, s loadSpec) Draw {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		panic(err) // the URL is built by the harness
+	}
+	if s.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.Token)
 	}
 	d.Send = time.Now().Round(0)
 	resp, err := n.client.Do(req)

@@ -32,9 +32,9 @@ type Tenure struct {
 	Key     allocator.LeaseKey
 	Holder  string
 	Version int64
-	Start   time.Time // database time of the claim
-	End     time.Time // zero while the tenure was still open when the history was read
-	EndKind string    // the event that ended it: acquire, takeover, release or lost
+	Start   time.Time           // database time of the claim
+	End     time.Time           // zero while the tenure was still open when the history was read
+	EndKind allocator.EventKind // the event that ended it: acquire, takeover, release or lost
 }
 
 // BuildTenures rebuilds the tenures of every worker ID from lease events,
@@ -52,6 +52,14 @@ type Tenure struct {
 //     stopped before the new claim's time.
 //   - End by release or lost: the keeper stops its generator before it
 //     releases, and before it records the loss.
+//
+// On etcd the events are keys read through the same store calls, and the
+// same bounds hold with etcd's expiry: a claim finds a held worker ID free
+// only once etcd has expired the holder key's lease, which etcd renewed at
+// the holder's last successful heartbeat, after the holder took the
+// monotonic reading its deadline counts from, for at least the ttl; the
+// claim's time is store time read after it saw the key gone (the members'
+// clocks, this host's, so comparable with the clients' times).
 func BuildTenures(events []allocator.LeaseEvent) []Tenure {
 	type idx struct {
 		key     allocator.LeaseKey
@@ -71,7 +79,7 @@ func BuildTenures(events []allocator.LeaseEvent) []Tenure {
 	for i, t := range tenures {
 		byVersion[idx{t.Key, t.Version}] = i
 	}
-	end := func(i int, at time.Time, kind string) {
+	end := func(i int, at time.Time, kind allocator.EventKind) {
 		if tenures[i].End.IsZero() || at.Before(tenures[i].End) {
 			tenures[i].End, tenures[i].EndKind = at, kind
 		}
@@ -93,7 +101,7 @@ func BuildTenures(events []allocator.LeaseEvent) []Tenure {
 }
 
 // eventOf returns the kind of the claim event that started t.
-func eventOf(t Tenure, events []allocator.LeaseEvent) string {
+func eventOf(t Tenure, events []allocator.LeaseEvent) allocator.EventKind {
 	for _, ev := range events {
 		if ev.LeaseKey == t.Key && ev.FencingVersion == t.Version &&
 			(ev.Kind == allocator.EventAcquire || ev.Kind == allocator.EventTakeover) {

@@ -26,7 +26,7 @@ func sfID(t *testing.T, worker, ms, seq int64) int64 {
 	return int64(id)
 }
 
-func ev(worker int64, holder string, version int64, kind string, ms int64) allocator.LeaseEvent {
+func ev(worker int64, holder string, version int64, kind allocator.EventKind, ms int64) allocator.LeaseEvent {
 	return allocator.LeaseEvent{LeaseKey: allocator.LeaseKey{WorkerID: worker}, Holder: holder,
 		FencingVersion: version, Kind: kind, At: at(ms)}
 }

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idgen-project/idgen/allocator"
 )
 
 // secCheck counts the bad-input checks of one database and their failures.
@@ -145,7 +147,7 @@ func runSecurity(t *testing.T, bin, db string, sum *summaries) {
 			"tables after the injection attempts: namespaces %v (err %v), want just orders", nss, err)
 		leases, err := st.ListLeases(ctx)
 		s.expect(err == nil && len(leases) > 0, "worker_leases after the injection attempts: %d rows, err %v", len(leases), err)
-		_, err = st.ListLeaseEvents(ctx, 0, 10)
+		_, err = st.ListLeaseEvents(ctx, allocator.LeaseEventFilter{Limit: 10})
 		s.expect(err == nil, "lease_events after the injection attempts: %v", err)
 		cancel()
 		st.Close()

@@ -1,0 +1,627 @@
+package etcd
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/snowflake"
+)
+
+// createBatch is how many worker records one transaction creates: etcd
+// refuses transactions of more than 128 operations by default.
+const createBatch = 64
+
+// EnsureLayout records layout (the default layout when layout is zero) as
+// the Snowflake layout of the prefix, unless one is recorded already, and
+// returns the recorded one. Of concurrent first calls, exactly one layout
+// wins (a transaction that writes only if the key was never created) and
+// every call returns it.
+func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snowflake.Layout, error) {
+	if layout.IsZero() {
+		layout = snowflake.DefaultLayout()
+	}
+	now, err := s.storeNow(ctx)
+	if err != nil {
+		return snowflake.Layout{}, err
+	}
+	rec := layoutRecord{
+		TimeBits: layout.TimeBits, DatacenterBits: layout.DatacenterBits,
+		WorkerBits: layout.WorkerBits, SequenceBits: layout.SequenceBits,
+		EpochMS: layout.EpochMillis(), Epoch: time.UnixMilli(layout.EpochMillis()).UTC(), CreatedAt: now,
+	}
+	key := s.keys.layout()
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, encode(rec))).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return snowflake.Layout{}, fmt.Errorf("etcd: record snowflake layout: %w", err)
+	}
+	if !resp.Succeeded {
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) != 1 {
+			return snowflake.Layout{}, fmt.Errorf("etcd: read snowflake layout: key %s vanished", key)
+		}
+		if err := decode(key, kvs[0].Value, &rec); err != nil {
+			return snowflake.Layout{}, err
+		}
+	}
+	return rec.layout(), nil
+}
+
+// leaseSeconds is the etcd lease ttl for a lease of ttl: whole seconds,
+// rounded up, so that etcd never expires a lease before its holder's local
+// deadline (etcd raises it further to its minimum, 2 s by default).
+func leaseSeconds(ttl time.Duration) int64 {
+	return int64((ttl + time.Second - 1) / time.Second)
+}
+
+// pool is what a claim reads of a pool of worker IDs, in one snapshot.
+type pool struct {
+	rows    []*mvccpb.KeyValue          // worker records, by worker ID
+	holders map[string]*mvccpb.KeyValue // holder keys by key
+	seq     *mvccpb.KeyValue            // the event sequence, nil before the first event
+}
+
+// readPool reads the worker records and holder keys of a pool and the event
+// sequence at one revision.
+func (s *Store) readPool(ctx context.Context, cli *clientv3.Client, dc, minID, maxID int64) (pool, error) {
+	resp, err := cli.Txn(ctx).Then(
+		clientv3.OpGet(s.keys.worker(dc, minID), clientv3.WithRange(s.keys.worker(dc, maxID+1))),
+		clientv3.OpGet(s.keys.holder(dc, minID), clientv3.WithRange(s.keys.holder(dc, maxID+1))),
+		clientv3.OpGet(s.keys.eventSeq()),
+	).Commit()
+	if err != nil {
+		return pool{}, fmt.Errorf("etcd: read worker IDs %d/%d..%d: %w", dc, minID, maxID, err)
+	}
+	p := pool{rows: resp.Responses[0].GetResponseRange().Kvs, holders: map[string]*mvccpb.KeyValue{}}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		p.holders[string(kv.Key)] = kv
+	}
+	if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) == 1 {
+		p.seq = kvs[0]
+	}
+	return p, nil
+}
+
+// nextEvent returns the compare that the event sequence is still as read,
+// and the operations that append ev as the next event.
+func (s *Store) nextEvent(seq *mvccpb.KeyValue, ev eventRecord) (clientv3.Cmp, []clientv3.Op, error) {
+	var last, rev int64
+	if seq != nil {
+		n, err := strconv.ParseInt(string(seq.Value), 10, 64)
+		if err != nil {
+			return clientv3.Cmp{}, nil, fmt.Errorf("etcd: key %s holds no event number: %q", s.keys.eventSeq(), seq.Value)
+		}
+		last, rev = n, seq.ModRevision
+	}
+	ev.ID = last + 1
+	return clientv3.Compare(clientv3.ModRevision(s.keys.eventSeq()), "=", rev), []clientv3.Op{
+		clientv3.OpPut(s.keys.eventSeq(), strconv.FormatInt(ev.ID, 10)),
+		clientv3.OpPut(s.keys.event(ev.ID), encode(ev)),
+	}, nil
+}
+
+// modRev returns the mod revision of kv, 0 for an absent key: comparing a
+// key's mod revision with 0 checks that it does not exist.
+func modRev(kv *mvccpb.KeyValue) int64 {
+	if kv == nil {
+		return 0
+	}
+	return kv.ModRevision
+}
+
+// Claim implements allocator.LeaseStore.Claim: which worker ID it picks,
+// what it writes and the errors it returns are documented there. On etcd a
+// worker ID is free, or its lease expired, when it has no live holder key:
+// never claimed, released, or its etcd lease expired (etcd decides, never a
+// node's clock). The ceiling is bounded by store time (see clock.go) + ttl +
+// req.MaxClockOffset.
+//
+// The claim is one transaction comparing the mod revisions of what it read,
+// run again from the read whenever another writer got there first, until
+// ctx ends. Besides the errors of the contract, it returns one wrapping
+// ErrNoStoreTime when the members' clocks cannot be read.
+func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocator.ClaimResult, error) {
+	if err := req.Validate(); err != nil {
+		return allocator.ClaimResult{}, fmt.Errorf("etcd: %w", err)
+	}
+	if err := s.ensureWorkers(ctx, req.DatacenterID, req.MinWorkerID, req.MaxWorkerID); err != nil {
+		return allocator.ClaimResult{}, err
+	}
+	ttlSec := leaseSeconds(req.TTL)
+	// The etcd lease is granted once, before the first transaction that
+	// may use it, and revoked unless a claim put the holder key on it. A
+	// lease whose transaction's outcome is unknown is abandoned: should
+	// that transaction have committed, its holder key lives on it, on a
+	// worker ID this claim may not end up with; revoking it frees that
+	// worker ID, which nobody issues with.
+	var (
+		granted   clientv3.LeaseID
+		abandoned []clientv3.LeaseID
+	)
+	used := false
+	defer func() {
+		if granted != 0 && !used {
+			s.revoke(ctx, granted)
+		}
+		for _, id := range abandoned {
+			if id != granted || !used {
+				s.revoke(ctx, id)
+			}
+		}
+	}()
+	var res allocator.ClaimResult
+	err := s.retry(ctx, "claim", func(ctx context.Context, cli *clientv3.Client) (bool, error) {
+		p, err := s.readPool(ctx, cli, req.DatacenterID, req.MinWorkerID, req.MaxWorkerID)
+		if err != nil {
+			return false, err
+		}
+		type candidate struct {
+			row    leaseRecord
+			kv     *mvccpb.KeyValue
+			holder *mvccpb.KeyValue
+		}
+		var cands []candidate
+		for _, kv := range p.rows {
+			var row leaseRecord
+			if err := decode(string(kv.Key), kv.Value, &row); err != nil {
+				return false, err
+			}
+			hkv := p.holders[s.keys.holder(row.DatacenterID, row.WorkerID)]
+			if hkv != nil {
+				var h holderRecord
+				if err := decode(string(hkv.Key), hkv.Value, &h); err != nil {
+					return false, err
+				}
+				if h.Holder != req.Holder || row.Holder != req.Holder {
+					continue // held by a live lease of another holder
+				}
+			}
+			if req.MaxPrevCeilingMS != 0 && row.CeilingMS > req.MaxPrevCeilingMS {
+				continue
+			}
+			cands = append(cands, candidate{row, kv, hkv})
+		}
+		if len(cands) == 0 {
+			return false, fmt.Errorf("etcd: datacenter %d, workers %d..%d: %w",
+				req.DatacenterID, req.MinWorkerID, req.MaxWorkerID, allocator.ErrNoWorkerAvailable)
+		}
+		c := slices.MinFunc(cands, func(a, b candidate) int {
+			return cmp.Or(cmp.Compare(a.row.CeilingMS, b.row.CeilingMS), cmp.Compare(a.row.WorkerID, b.row.WorkerID))
+		})
+		now, err := s.storeNow(ctx)
+		if err != nil {
+			return false, err
+		}
+		if granted == 0 {
+			g, err := cli.Grant(ctx, ttlSec)
+			if err != nil {
+				return false, fmt.Errorf("etcd: grant a lease of %ds: %w", ttlSec, err)
+			}
+			granted = g.ID
+			if s.grantedHook != nil {
+				s.grantedHook(granted)
+			}
+		}
+		prev := c.row
+		row := prev
+		row.Holder, row.Owner = req.Holder, req.Owner
+		row.FencingVersion = prev.FencingVersion + 1
+		row.AcquiredAt, row.HeartbeatAt, row.ExpiresAt, row.ReleasedAt = now, now, now.Add(req.TTL), time.Time{}
+		row.FloorMS = prev.CeilingMS + 1
+		row.CeilingMS = boundedCeiling(prev.CeilingMS, req.CeilingMS, now, req.TTL, req.MaxClockOffset)
+		key := allocator.LeaseKey{DatacenterID: row.DatacenterID, WorkerID: row.WorkerID}
+		kind, detail := allocator.ClaimEvent(prev.Holder, req.Holder, prev.FencingVersion, prev.CeilingMS)
+		seqCmp, evOps, err := s.nextEvent(p.seq, eventRecord{
+			DatacenterID: key.DatacenterID, WorkerID: key.WorkerID, Holder: req.Holder,
+			FencingVersion: row.FencingVersion, Event: kind, At: now, Detail: detail,
+			Owner: req.Owner, RequestID: req.RequestID,
+		})
+		if err != nil {
+			return false, err
+		}
+		rowKey, holderKey := s.keys.worker(key.DatacenterID, key.WorkerID), s.keys.holder(key.DatacenterID, key.WorkerID)
+		resp, err := cli.Txn(ctx).If(
+			clientv3.Compare(clientv3.ModRevision(rowKey), "=", c.kv.ModRevision),
+			clientv3.Compare(clientv3.ModRevision(holderKey), "=", modRev(c.holder)),
+			seqCmp,
+		).Then(append([]clientv3.Op{
+			clientv3.OpPut(rowKey, encode(row)),
+			clientv3.OpPut(holderKey, encode(holderRecord{Holder: req.Holder, FencingVersion: row.FencingVersion, LeaseTTL: ttlSec}),
+				clientv3.WithLease(granted)),
+		}, evOps...)...).Commit()
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			// Retries outlasted the etcd lease granted for them: grant
+			// another on the next try.
+			granted = 0
+			return false, nil
+		}
+		if err != nil {
+			// Committed or not, unknown: a retry finds this claim's holder
+			// key (the worker ID is then its own to claim again), or not.
+			abandoned, granted = append(abandoned, granted), 0
+			return false, fmt.Errorf("etcd: claim worker %d/%d: %w", key.DatacenterID, key.WorkerID, err)
+		}
+		if !resp.Succeeded {
+			return false, nil
+		}
+		used = true
+		if c.holder != nil && clientv3.LeaseID(c.holder.Lease) != granted &&
+			!slices.Contains(abandoned, clientv3.LeaseID(c.holder.Lease)) {
+			// Claimed again by its holder: the etcd lease of the earlier
+			// claim holds nothing now.
+			s.revoke(ctx, clientv3.LeaseID(c.holder.Lease))
+		}
+		res = allocator.ClaimResult{Lease: row.lease(), PrevHolder: prev.Holder, PrevCeilingMS: prev.CeilingMS, DBNow: now}
+		return true, nil
+	})
+	if err != nil {
+		return allocator.ClaimResult{}, err
+	}
+	return res, nil
+}
+
+// revoke revokes an etcd lease that holds nothing of use, ignoring errors:
+// an etcd lease left behind expires by itself.
+func (s *Store) revoke(ctx context.Context, id clientv3.LeaseID) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	_, _ = s.cli.Revoke(rctx, id)
+}
+
+// ensureWorkers makes sure there is a worker record for every worker ID of
+// the pool. Each record is created by a transaction that writes it only if
+// the key was never created, so concurrent calls never overwrite a record.
+func (s *Store) ensureWorkers(ctx context.Context, dc, minID, maxID int64) error {
+	from, to := s.keys.worker(dc, minID), s.keys.worker(dc, maxID+1)
+	err := s.retry(ctx, "create worker IDs", func(ctx context.Context, cli *clientv3.Client) (bool, error) {
+		resp, err := cli.Get(ctx, from, clientv3.WithRange(to), clientv3.WithCountOnly())
+		if err != nil {
+			return false, err
+		}
+		if resp.Count == maxID-minID+1 {
+			return true, nil
+		}
+		resp, err = cli.Get(ctx, from, clientv3.WithRange(to), clientv3.WithKeysOnly())
+		if err != nil {
+			return false, err
+		}
+		have := make(map[string]bool, len(resp.Kvs))
+		for _, kv := range resp.Kvs {
+			have[string(kv.Key)] = true
+		}
+		var cmps []clientv3.Cmp
+		var ops []clientv3.Op
+		for w := minID; w <= maxID+1; w++ {
+			if len(ops) == createBatch || (w > maxID && len(ops) > 0) {
+				txn, err := cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+				if err != nil {
+					return false, err
+				}
+				if !txn.Succeeded {
+					return false, nil // created concurrently: read again
+				}
+				cmps, ops = cmps[:0], ops[:0]
+			}
+			if w > maxID {
+				break
+			}
+			key := s.keys.worker(dc, w)
+			if have[key] {
+				continue
+			}
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+			ops = append(ops, clientv3.OpPut(key, encode(leaseRecord{DatacenterID: dc, WorkerID: w})))
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("etcd: create worker IDs %d/%d..%d: %w", dc, minID, maxID, err)
+	}
+	return nil
+}
+
+// worker is one worker record and its holder key, read in one snapshot
+// with the event sequence.
+type worker struct {
+	row    leaseRecord
+	kv     *mvccpb.KeyValue // nil: no record
+	holder holderRecord
+	hkv    *mvccpb.KeyValue // nil: no live holder key
+	seq    *mvccpb.KeyValue
+}
+
+// readWorker reads the worker record of key, its holder key and the event
+// sequence at one revision.
+func (s *Store) readWorker(ctx context.Context, cli *clientv3.Client, key allocator.LeaseKey) (worker, error) {
+	resp, err := cli.Txn(ctx).Then(
+		clientv3.OpGet(s.keys.worker(key.DatacenterID, key.WorkerID)),
+		clientv3.OpGet(s.keys.holder(key.DatacenterID, key.WorkerID)),
+		clientv3.OpGet(s.keys.eventSeq()),
+	).Commit()
+	if err != nil {
+		return worker{}, fmt.Errorf("etcd: read worker %d/%d: %w", key.DatacenterID, key.WorkerID, err)
+	}
+	var w worker
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+		w.kv = kvs[0]
+		if err := decode(string(w.kv.Key), w.kv.Value, &w.row); err != nil {
+			return worker{}, err
+		}
+	}
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 1 {
+		w.hkv = kvs[0]
+		if err := decode(string(w.hkv.Key), w.hkv.Value, &w.holder); err != nil {
+			return worker{}, err
+		}
+	}
+	if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) == 1 {
+		w.seq = kvs[0]
+	}
+	return w, nil
+}
+
+// heldBy reports whether w's record and live holder key both name holder
+// at version.
+func (w worker) heldBy(holder string, version int64) bool {
+	return w.kv != nil && w.hkv != nil &&
+		w.row.Holder == holder && w.row.FencingVersion == version &&
+		w.holder.Holder == holder && w.holder.FencingVersion == version
+}
+
+// Heartbeat implements allocator.LeaseStore.Heartbeat, documented there.
+// The lease is held when the record and the live holder key both name
+// req.Holder at req.FencingVersion and the expiry the record shows has not
+// passed by store time: etcd's lease, rounded up to whole seconds, may
+// outlive the ttl promised, and the holder may not. The etcd lease is
+// renewed (or, when the ttl changed, replaced) before the record is updated
+// in a transaction comparing the mod revisions read. The time it returns is
+// store time (see clock.go), which the keeper compares with its own clock.
+func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (allocator.Lease, time.Time, error) {
+	if err := req.Validate(); err != nil {
+		return allocator.Lease{}, time.Time{}, fmt.Errorf("etcd: %w", err)
+	}
+	k := req.Key
+	lost := func(why string) error {
+		return fmt.Errorf("etcd: heartbeat of worker %d/%d by %q at version %d: %s: %w",
+			k.DatacenterID, k.WorkerID, req.Holder, req.FencingVersion, why, allocator.ErrLeaseLost)
+	}
+	ttlSec := leaseSeconds(req.TTL)
+	var fresh clientv3.LeaseID // granted when the ttl changes; revoked unless used
+	used := false
+	defer func() {
+		if fresh != 0 && !used {
+			s.revoke(ctx, fresh)
+		}
+	}()
+	var (
+		out allocator.Lease
+		at  time.Time
+	)
+	err := s.retry(ctx, "heartbeat", func(ctx context.Context, cli *clientv3.Client) (bool, error) {
+		w, err := s.readWorker(ctx, cli, k)
+		if err != nil {
+			return false, err
+		}
+		if !w.heldBy(req.Holder, req.FencingVersion) {
+			return false, lost("not held")
+		}
+		now, err := s.storeNow(ctx)
+		if err != nil {
+			return false, err
+		}
+		if !now.Before(w.row.ExpiresAt) {
+			// etcd's lease, rounded up to whole seconds and to etcd's
+			// minimum ttl, may outlive the ttl promised; the holder may not.
+			return false, lost("expired at " + w.row.ExpiresAt.Format(time.RFC3339Nano))
+		}
+		lease := clientv3.LeaseID(w.hkv.Lease)
+		move := ttlSec != w.holder.LeaseTTL
+		if move {
+			if fresh == 0 {
+				g, err := cli.Grant(ctx, ttlSec)
+				if err != nil {
+					return false, fmt.Errorf("etcd: grant a lease of %ds: %w", ttlSec, err)
+				}
+				fresh = g.ID
+			}
+		} else if _, err := cli.KeepAliveOnce(ctx, lease); err != nil {
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				return false, lost("etcd lease expired")
+			}
+			return false, fmt.Errorf("etcd: renew the lease of worker %d/%d: %w", k.DatacenterID, k.WorkerID, err)
+		}
+		row := w.row
+		row.HeartbeatAt = maxTime(now, w.row.HeartbeatAt)
+		row.ExpiresAt = row.HeartbeatAt.Add(req.TTL)
+		row.CeilingMS = boundedCeiling(w.row.CeilingMS, req.CeilingMS, now, req.TTL, req.MaxClockOffset)
+		rowKey, holderKey := s.keys.worker(k.DatacenterID, k.WorkerID), s.keys.holder(k.DatacenterID, k.WorkerID)
+		ops := []clientv3.Op{clientv3.OpPut(rowKey, encode(row))}
+		if move {
+			h := w.holder
+			h.LeaseTTL = ttlSec
+			ops = append(ops, clientv3.OpPut(holderKey, encode(h), clientv3.WithLease(fresh)))
+		}
+		resp, err := cli.Txn(ctx).If(
+			clientv3.Compare(clientv3.ModRevision(rowKey), "=", w.kv.ModRevision),
+			clientv3.Compare(clientv3.ModRevision(holderKey), "=", w.hkv.ModRevision),
+		).Then(ops...).Commit()
+		if err != nil {
+			return false, fmt.Errorf("etcd: heartbeat of worker %d/%d: %w", k.DatacenterID, k.WorkerID, err)
+		}
+		if !resp.Succeeded {
+			return false, nil
+		}
+		if move {
+			s.revoke(ctx, lease)
+		}
+		// The holder key is on fresh: moved there now, or by an earlier
+		// try whose outcome was unknown.
+		used = move || (fresh != 0 && lease == fresh)
+		out, at = row.lease(), row.HeartbeatAt
+		return true, nil
+	})
+	if err != nil {
+		return allocator.Lease{}, time.Time{}, err
+	}
+	return out, at, nil
+}
+
+// Release implements allocator.LeaseStore.Release, documented there: it
+// frees the lease whether or not its etcd lease has expired, as long as
+// nobody claimed it since, deletes the holder key (revoking its etcd lease)
+// and sets the ceiling allocator.ReleaseCeiling computes from the record's
+// floor and ceiling, never raising it.
+func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int64, error) {
+	if err := req.Validate(); err != nil {
+		return 0, fmt.Errorf("etcd: %w", err)
+	}
+	k := req.Key
+	var (
+		revoked clientv3.LeaseID
+		unknown bool // a try's transaction may have committed unseen
+		ceiling int64
+	)
+	err := s.retry(ctx, "release", func(ctx context.Context, cli *clientv3.Client) (bool, error) {
+		w, err := s.readWorker(ctx, cli, k)
+		if err != nil {
+			return false, err
+		}
+		if unknown && w.kv != nil && w.row.Holder == "" && w.row.FencingVersion == req.FencingVersion && !w.row.ReleasedAt.IsZero() {
+			// Released at this version: only req.Holder could, so the
+			// try whose outcome was unknown committed.
+			ceiling = w.row.CeilingMS
+			return true, nil
+		}
+		if w.kv == nil || w.row.Holder != req.Holder || w.row.FencingVersion != req.FencingVersion ||
+			(w.hkv != nil && (w.holder.Holder != req.Holder || w.holder.FencingVersion != req.FencingVersion)) {
+			return false, fmt.Errorf("etcd: release of worker %d/%d by %q at version %d: %w",
+				k.DatacenterID, k.WorkerID, req.Holder, req.FencingVersion, allocator.ErrLeaseLost)
+		}
+		now, err := s.storeNow(ctx)
+		if err != nil {
+			return false, err
+		}
+		left, err := allocator.ReleaseCeiling(w.row.FloorMS, w.row.CeilingMS, req.LastTimestampMS)
+		if err != nil {
+			return false, fmt.Errorf("etcd: release of worker %d/%d by %q at version %d: %w",
+				k.DatacenterID, k.WorkerID, req.Holder, req.FencingVersion, err)
+		}
+		row := w.row
+		row.Holder, row.Owner = "", ""
+		row.ReleasedAt = maxTime(now, w.row.HeartbeatAt)
+		row.ExpiresAt = row.ReleasedAt
+		row.CeilingMS = left
+		seqCmp, evOps, err := s.nextEvent(w.seq, eventRecord{
+			DatacenterID: k.DatacenterID, WorkerID: k.WorkerID, Holder: req.Holder, FencingVersion: req.FencingVersion,
+			Event: allocator.EventRelease, At: now, Detail: fmt.Sprintf("ceiling set to %d", row.CeilingMS),
+			Owner: req.Owner, RequestID: req.RequestID,
+		})
+		if err != nil {
+			return false, err
+		}
+		rowKey, holderKey := s.keys.worker(k.DatacenterID, k.WorkerID), s.keys.holder(k.DatacenterID, k.WorkerID)
+		resp, err := cli.Txn(ctx).If(
+			clientv3.Compare(clientv3.ModRevision(rowKey), "=", w.kv.ModRevision),
+			clientv3.Compare(clientv3.ModRevision(holderKey), "=", modRev(w.hkv)),
+			seqCmp,
+		).Then(append([]clientv3.Op{
+			clientv3.OpPut(rowKey, encode(row)),
+			clientv3.OpDelete(holderKey),
+		}, evOps...)...).Commit()
+		if w.hkv != nil {
+			revoked = clientv3.LeaseID(w.hkv.Lease)
+		}
+		if err != nil {
+			unknown = true
+			return false, fmt.Errorf("etcd: release worker %d/%d: %w", k.DatacenterID, k.WorkerID, err)
+		}
+		if !resp.Succeeded {
+			return false, nil
+		}
+		ceiling = left
+		return true, nil
+	})
+	if err == nil && revoked != 0 {
+		s.revoke(ctx, revoked)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return ceiling, nil
+}
+
+// RecordLeaseEvent implements allocator.LeaseStore.RecordLeaseEvent,
+// documented there. Events are keys numbered by a sequence key that every
+// appending transaction compares and advances, so their IDs are dense and
+// in commit order.
+func (s *Store) RecordLeaseEvent(ctx context.Context, ev allocator.LeaseEvent) error {
+	if err := ev.Validate(); err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	return s.retry(ctx, "record lease event", func(ctx context.Context, cli *clientv3.Client) (bool, error) {
+		resp, err := cli.Get(ctx, s.keys.eventSeq())
+		if err != nil {
+			return false, fmt.Errorf("etcd: record %s event: %w", ev.Kind, err)
+		}
+		var seq *mvccpb.KeyValue
+		if len(resp.Kvs) == 1 {
+			seq = resp.Kvs[0]
+		}
+		now, err := s.storeNow(ctx)
+		if err != nil {
+			return false, err
+		}
+		seqCmp, ops, err := s.nextEvent(seq, eventRecord{
+			DatacenterID: ev.DatacenterID, WorkerID: ev.WorkerID, Holder: ev.Holder,
+			FencingVersion: ev.FencingVersion, Event: ev.Kind, At: now, Detail: ev.Detail,
+			Owner: ev.Owner, RequestID: ev.RequestID,
+		})
+		if err != nil {
+			return false, err
+		}
+		txn, err := cli.Txn(ctx).If(seqCmp).Then(ops...).Commit()
+		if err != nil {
+			return false, fmt.Errorf("etcd: record %s event of worker %d/%d: %w", ev.Kind, ev.DatacenterID, ev.WorkerID, err)
+		}
+		return txn.Succeeded, nil
+	})
+}
+
+// ListLeases implements allocator.LeaseAdmin.ListLeases, documented
+// there: the keys' order is the datacenter and worker ID order.
+func (s *Store) ListLeases(ctx context.Context) ([]allocator.Lease, error) {
+	resp, err := s.cli.Get(ctx, s.keys.leases(), clientv3.WithRange(rangeEnd(s.keys.leases())))
+	if err != nil {
+		return nil, fmt.Errorf("etcd: list leases: %w", err)
+	}
+	leases := make([]allocator.Lease, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var row leaseRecord
+		if err := decode(string(kv.Key), kv.Value, &row); err != nil {
+			return nil, err
+		}
+		leases = append(leases, row.lease())
+	}
+	return leases, nil
+}
+
+// maxTime returns the later of a and b.
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

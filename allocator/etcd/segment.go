@@ -1,0 +1,419 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/idgen-project/idgen/allocator"
+)
+
+// checkNamespace reports a namespace record that the SQL stores' table
+// constraints would refuse (see allocator.NamespaceAdmin), with an error
+// wrapping allocator.ErrInvalidNamespace: a name empty or over
+// allocator.MaxNameLen bytes, a negative max_id, steps out of order or
+// below 1, an unknown mode or fallback, max_id above max_id_limit, or the
+// Snowflake fallback without a max_id_limit.
+func checkNamespace(r namespaceRecord) error {
+	var problem string
+	switch {
+	case r.Namespace == "" || len(r.Namespace) > allocator.MaxNameLen:
+		problem = fmt.Sprintf("name must have 1 to %d bytes", allocator.MaxNameLen)
+	case r.MaxID < 0:
+		problem = fmt.Sprintf("negative max_id %d", r.MaxID)
+	case !(1 <= r.MinStep && r.MinStep <= r.Step && r.Step <= r.MaxStep):
+		problem = fmt.Sprintf("steps must satisfy 1 <= min_step (%d) <= step (%d) <= max_step (%d)", r.MinStep, r.Step, r.MaxStep)
+	case !r.Mode.Valid():
+		problem = fmt.Sprintf("unknown mode %q", r.Mode)
+	case !r.Fallback.Valid():
+		problem = fmt.Sprintf("unknown fallback %q", r.Fallback)
+	case r.MaxIDLimit > 0 && r.MaxID > r.MaxIDLimit:
+		problem = fmt.Sprintf("max_id %d above max_id_limit %d", r.MaxID, r.MaxIDLimit)
+	case r.Fallback == allocator.FallbackSnowflake && r.MaxIDLimit <= 0:
+		problem = "the snowflake fallback needs a max_id_limit"
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: %s", allocator.ErrInvalidNamespace, problem)
+}
+
+// segmentTime is the time stamped on a namespace record: store time from
+// the members' clocks as last read (it never waits to read them, so a slow
+// member cannot hold up a fetch), or the node's clock when there is no
+// recent agreed reading (namespace times are for people; no rule depends on
+// them). It is never before after.
+func (s *Store) segmentTime(after time.Time) time.Time {
+	lo, hi, ok := s.time.cachedWindow()
+	if !ok {
+		// Not fed to advance: a node clock that is off must not become
+		// the store time of later lease calls.
+		return maxTime(s.now().UTC().Truncate(time.Microsecond), after)
+	}
+	return maxTime(s.advance(clamp(s.now(), lo, hi)), after)
+}
+
+// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace,
+// documented there; checkNamespace stands in for the SQL tables'
+// constraints. A max_id_limit of 0 or below means none. A new name is
+// written by a transaction that writes only if the key was never created;
+// a tombstone is revived (allocator.Namespace.Revive) by one that compares
+// its mod revision.
+func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (allocator.Namespace, error) {
+	fail := func(err error) (allocator.Namespace, error) {
+		return allocator.Namespace{}, fmt.Errorf("etcd: create namespace %q: %w", ns.Name, err)
+	}
+	rec := recordOf(ns)
+	rec.Version = 0 // the store's, whatever ns holds
+	if err := checkNamespace(rec); err != nil {
+		return fail(err)
+	}
+	key := s.keys.namespace(ns.Name)
+	var out namespaceRecord
+	err := s.retry(ctx, "create namespace "+ns.Name, func(ctx context.Context, cli *clientv3.Client) (bool, error) {
+		out = rec
+		out.CreatedAt = s.segmentTime(time.Time{})
+		out.UpdatedAt = out.CreatedAt
+		tomb, kv, err := s.readNamespace(ctx, cli, ns.Name)
+		if err != nil {
+			return false, err
+		}
+		cmp := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+		if kv != nil {
+			if tomb.DeletedAt.IsZero() {
+				return false, allocator.ErrNamespaceExists
+			}
+			next, err := tomb.namespace().Revive(ns)
+			if err != nil {
+				return false, err
+			}
+			out = recordOf(next)
+			out.CreatedAt = s.segmentTime(tomb.UpdatedAt)
+			out.UpdatedAt = out.CreatedAt
+			if err := checkNamespace(out); err != nil {
+				return false, err
+			}
+			cmp = clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
+		}
+		resp, err := cli.Txn(ctx).If(cmp).Then(clientv3.OpPut(key, encode(out))).Commit()
+		if err != nil {
+			return false, err
+		}
+		return resp.Succeeded, nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return out.namespace(), nil
+}
+
+// recordOf returns the record of ns, with no times.
+func recordOf(ns allocator.Namespace) namespaceRecord {
+	return namespaceRecord{
+		Namespace: ns.Name, MaxID: ns.MaxID, MaxIDLimit: max(ns.MaxIDLimit, 0), Step: ns.Step, MinStep: ns.MinStep, MaxStep: ns.MaxStep,
+		Mode: ns.Mode, Fallback: ns.Fallback, Version: ns.Version, Description: ns.Description,
+	}
+}
+
+// DeleteNamespace implements allocator.NamespaceAdmin.DeleteNamespace,
+// documented there: a compare-and-swap that marks the record deleted.
+func (s *Store) DeleteNamespace(ctx context.Context, name string) (allocator.Namespace, error) {
+	snap, _, err := s.casNamespace(ctx, "delete namespace", name, nil, func(rec *namespaceRecord) (bool, error) {
+		rec.DeletedAt = s.segmentTime(rec.UpdatedAt)
+		rec.UpdatedAt = rec.DeletedAt
+		return true, nil
+	})
+	if err != nil {
+		return allocator.Namespace{}, err
+	}
+	s.fetches.Delete(name)
+	return snap.rec.namespace(), nil
+}
+
+// readNamespace returns the record of name and its key-value, or nil when
+// there is none. The record may be a tombstone (DeletedAt set), which
+// every caller but CreateNamespace takes for no record.
+func (s *Store) readNamespace(ctx context.Context, cli *clientv3.Client, name string) (namespaceRecord, *mvccpb.KeyValue, error) {
+	key := s.keys.namespace(name)
+	resp, err := cli.Get(ctx, key)
+	if err != nil {
+		return namespaceRecord{}, nil, fmt.Errorf("etcd: read namespace %q: %w", name, err)
+	}
+	if len(resp.Kvs) == 0 || name == "" {
+		return namespaceRecord{}, nil, nil
+	}
+	var rec namespaceRecord
+	if err := decode(key, resp.Kvs[0].Value, &rec); err != nil {
+		return namespaceRecord{}, nil, err
+	}
+	return rec, resp.Kvs[0], nil
+}
+
+// GetNamespace implements allocator.SegmentStore.GetNamespace; the segment
+// allocator reads through it, so it runs on a member client like a fetch.
+func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namespace, error) {
+	var (
+		rec namespaceRecord
+		kv  *mvccpb.KeyValue
+	)
+	err := s.retry(ctx, "get namespace", func(ctx context.Context, cli *clientv3.Client) (bool, error) {
+		var err error
+		rec, kv, err = s.readNamespace(ctx, cli, name)
+		return err == nil, err
+	})
+	if err != nil {
+		return allocator.Namespace{}, err
+	}
+	if kv == nil || !rec.DeletedAt.IsZero() {
+		return allocator.Namespace{}, fmt.Errorf("etcd: get namespace %q: %w", name, allocator.ErrNamespaceNotFound)
+	}
+	return rec.namespace(), nil
+}
+
+// ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces: the
+// keys' order is the names' byte order.
+func (s *Store) ListNamespaces(ctx context.Context) ([]allocator.Namespace, error) {
+	prefix := s.keys.segments()
+	resp, err := s.cli.Get(ctx, prefix, clientv3.WithRange(rangeEnd(prefix)))
+	if err != nil {
+		return nil, fmt.Errorf("etcd: list namespaces: %w", err)
+	}
+	list := make([]allocator.Namespace, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var rec namespaceRecord
+		if err := decode(string(kv.Key), kv.Value, &rec); err != nil {
+			return nil, err
+		}
+		if !rec.DeletedAt.IsZero() {
+			continue
+		}
+		list = append(list, rec.namespace())
+	}
+	return list, nil
+}
+
+// nsSnapshot is a namespace record as of a mod revision.
+type nsSnapshot struct {
+	rec namespaceRecord
+	rev int64
+}
+
+// casFastRetries is how many times in a row casNamespace tries again at
+// once, from the record a failed compare returned, before it backs off.
+const casFastRetries = 2
+
+// casNamespace reads the record of name (or starts from cached, a snapshot
+// that may be stale), lets change compute the new one and writes it in a
+// transaction comparing the record's mod revision with the snapshot's. When
+// the compare fails the transaction returns the current record, and
+// casNamespace tries again at once from it: a stale cached snapshot is
+// simply replaced; a conflict with another writer is counted, and after
+// casFastRetries of them in a row it backs off and reads the record afresh
+// (what a failed compare returned is stale by the end of a backoff).
+// change returns write=false to leave the record as it is; a refusal or an
+// error judged on the cached snapshot is judged again on the record as it
+// is. casNamespace returns the record after the change, as a snapshot, and
+// whether it wrote; an error wrapping allocator.ErrNamespaceNotFound when
+// the namespace does not exist or was deleted.
+func (s *Store) casNamespace(ctx context.Context, op, name string, cached *nsSnapshot,
+	change func(rec *namespaceRecord) (write bool, err error),
+) (nsSnapshot, bool, error) {
+	var (
+		out   nsSnapshot
+		wrote bool
+	)
+	key := s.keys.namespace(name)
+	snap := cached
+	err := s.retry(ctx, op+" "+name, func(ctx context.Context, cli *clientv3.Client) (bool, error) {
+		conflicts := 0
+		for fromCache := snap == cached && snap != nil; ; fromCache = false {
+			if snap == nil {
+				rec, kv, err := s.readNamespace(ctx, cli, name)
+				if err != nil {
+					return false, err
+				}
+				if kv == nil || !rec.DeletedAt.IsZero() {
+					return false, fmt.Errorf("etcd: %s %q: %w", op, name, allocator.ErrNamespaceNotFound)
+				}
+				snap = &nsSnapshot{rec, kv.ModRevision}
+			}
+			rec := snap.rec
+			write, err := change(&rec)
+			if (err != nil || !write) && fromCache {
+				// Judged on a snapshot that may be stale: judge again on
+				// the record as it is.
+				snap = nil
+				continue
+			}
+			if err != nil {
+				return false, fmt.Errorf("etcd: %s %q: %w", op, name, err)
+			}
+			if !write {
+				out, wrote = *snap, false
+				return true, nil
+			}
+			resp, err := cli.Txn(ctx).
+				If(clientv3.Compare(clientv3.ModRevision(key), "=", snap.rev)).
+				Then(clientv3.OpPut(key, encode(rec))).
+				Else(clientv3.OpGet(key)).
+				Commit()
+			if err != nil {
+				return false, fmt.Errorf("etcd: %s %q: %w", op, name, err)
+			}
+			if resp.Succeeded {
+				// The put is the transaction's only write: the record's
+				// mod revision is the revision the transaction made.
+				out, wrote = nsSnapshot{rec, resp.Header.Revision}, true
+				return true, nil
+			}
+			snap = nil
+			if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 && name != "" {
+				var cur namespaceRecord
+				if err := decode(key, kvs[0].Value, &cur); err != nil {
+					return false, err
+				}
+				if cur.DeletedAt.IsZero() { // a tombstone is read again: not found
+					snap = &nsSnapshot{cur, kvs[0].ModRevision}
+				}
+			}
+			if fromCache {
+				continue // the cache was stale: no conflict with a writer
+			}
+			if conflicts++; conflicts > casFastRetries {
+				snap = nil
+				return false, nil // back off; retry counts this one
+			}
+			s.conflicts.Add(1)
+		}
+	})
+	return out, wrote, err
+}
+
+// UpdateNamespace implements allocator.NamespaceAdmin.UpdateNamespace,
+// documented there: a compare-and-swap of the record, retried on conflict.
+// An update the table's constraints would refuse (checkNamespace) returns
+// an error wrapping allocator.ErrInvalidNamespace and leaves the record
+// unchanged.
+func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.NamespaceUpdate) (allocator.Namespace, error) {
+	snap, _, err := s.casNamespace(ctx, "update namespace", name, nil, func(rec *namespaceRecord) (bool, error) {
+		set(&rec.Step, u.Step)
+		set(&rec.MinStep, u.MinStep)
+		set(&rec.MaxStep, u.MaxStep)
+		set(&rec.Mode, u.Mode)
+		set(&rec.Fallback, u.Fallback)
+		set(&rec.Description, u.Description)
+		if rec.MaxIDLimit <= 0 && u.MaxIDLimit != nil {
+			rec.MaxIDLimit = max(*u.MaxIDLimit, 0) // set once, never changed
+		}
+		if err := checkNamespace(*rec); err != nil {
+			return false, err
+		}
+		rec.UpdatedAt = s.segmentTime(rec.UpdatedAt)
+		return true, nil
+	})
+	if err != nil {
+		return allocator.Namespace{}, err
+	}
+	return snap.rec.namespace(), nil
+}
+
+// set sets *dst to *v when v is not nil.
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+// fetchState is what a store keeps per namespace for its fetches.
+type fetchState struct {
+	// lock is a one-slot semaphore: fetches of the namespace through this
+	// store go one at a time. It guards last.
+	lock chan struct{}
+	// last is the record as this store's last fetch left it, nil before
+	// the first: the next fetch compares against it without reading first
+	// (the compare catches a stale one).
+	last *nsSnapshot
+}
+
+// fetchStateOf returns the fetch state of name.
+func (s *Store) fetchStateOf(name string) *fetchState {
+	if f, ok := s.fetches.Load(name); ok {
+		return f.(*fetchState)
+	}
+	f, _ := s.fetches.LoadOrStore(name, &fetchState{lock: make(chan struct{}, 1)})
+	return f.(*fetchState)
+}
+
+// FetchSegment implements allocator.SegmentStore.FetchSegment, documented
+// there. On etcd the atomic statement is a transaction that compares the
+// record's mod revision with the one it starts from (the record as this
+// store's previous fetch left it, else as read) and writes the record with
+// max_id advanced. When another writer changed the record first, the
+// transaction returns the current record and the fetch tries again from it,
+// after a backoff, until ctx ends: unlike the SQL stores, the etcd store
+// retries a fetch, since a compare that failed wrote nothing. A range is
+// returned only when its transaction succeeded. Fetches of one namespace
+// through one Store wait for each other rather than fail each other's
+// compares.
+func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
+	if err := allocator.ValidFetch(name, n); err != nil {
+		return allocator.Segment{}, fmt.Errorf("etcd: %w", err)
+	}
+	f := s.fetchStateOf(name)
+	select {
+	case f.lock <- struct{}{}:
+	case <-ctx.Done():
+		return allocator.Segment{}, fmt.Errorf("etcd: fetch segment of %q: %w", name, ctx.Err())
+	}
+	defer func() { <-f.lock }()
+	snap, _, err := s.casNamespace(ctx, "fetch segment of", name, f.last, func(rec *namespaceRecord) (bool, error) {
+		if ns := rec.namespace(); ns.Remaining() < n {
+			return false, ns.ExhaustedError(n)
+		}
+		rec.MaxID += n
+		rec.Version++
+		rec.UpdatedAt = s.segmentTime(rec.UpdatedAt)
+		return true, nil
+	})
+	if err != nil {
+		f.last = nil
+		if isNotFound(err) {
+			s.fetches.Delete(name) // keep no state for names that do not exist
+		}
+		return allocator.Segment{}, err
+	}
+	f.last = &snap
+	rec := snap.rec
+	return allocator.Segment{Namespace: rec.namespace(), First: rec.MaxID - n + 1, Last: rec.MaxID}, nil
+}
+
+// ReturnTail implements allocator.SegmentStore.ReturnTail, documented
+// there: the compare-and-set is on max_id and version, and again, in the
+// transaction, on the record's mod revision.
+func (s *Store) ReturnTail(ctx context.Context, name string, expectMaxID, expectVersion, newMaxID int64) (bool, error) {
+	if err := allocator.ValidReturnTail(name, expectMaxID, newMaxID); err != nil {
+		return false, fmt.Errorf("etcd: %w", err)
+	}
+	_, wrote, err := s.casNamespace(ctx, "return tail of", name, nil, func(rec *namespaceRecord) (bool, error) {
+		if rec.MaxID != expectMaxID || rec.Version != expectVersion {
+			return false, nil
+		}
+		rec.MaxID = newMaxID
+		rec.Version++
+		rec.UpdatedAt = s.segmentTime(rec.UpdatedAt)
+		return true, checkNamespace(*rec)
+	})
+	if err != nil {
+		if isNotFound(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	return wrote, nil
+}
+
+// isNotFound reports whether err wraps allocator.ErrNamespaceNotFound.
+func isNotFound(err error) bool { return errors.Is(err, allocator.ErrNamespaceNotFound) }

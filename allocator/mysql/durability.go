@@ -1,0 +1,105 @@
+package mysql
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/idgen-project/idgen/allocator"
+)
+
+var _ allocator.DurabilityChecker = (*Store)(nil)
+
+// durabilityVariables are the server variables CheckDurability reads, with
+// SHOW GLOBAL VARIABLES (all are global; the replication ones exist only
+// where semi-synchronous replication is available) and SHOW GLOBAL STATUS.
+var durabilityVariables = []string{
+	"innodb_flush_log_at_trx_commit",
+	"log_bin",
+	"sync_binlog",
+	"rpl_semi_sync_master_enabled", // MariaDB; MySQL before 8.0.26
+	"rpl_semi_sync_source_enabled", // MySQL 8.0.26 and later
+	"Slaves_connected",             // a status variable, MariaDB only
+}
+
+// CheckDurability reads the server settings under which the store's
+// transactions commit and returns those that let a crash undo an
+// acknowledged commit: innodb_flush_log_at_trx_commit other than 1 (or
+// MariaDB's 3, which also flushes at every commit), and, with the binary log
+// on, sync_binlog other than 1. With the binary log off there is no binlog
+// to lose, and sync_binlog does not matter. As a warning it reports replicas
+// connected without semi-synchronous replication (visible on MariaDB only),
+// which a failover could promote without the latest commits.
+func (s *Store) CheckDurability(ctx context.Context) ([]allocator.DurabilityRisk, error) {
+	vars, err := s.durabilityVars(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return durabilityRisks(vars), nil
+}
+
+// durabilityVars reads the durabilityVariables the server has, by name.
+func (s *Store) durabilityVars(ctx context.Context) (map[string]string, error) {
+	vars := map[string]string{}
+	in := "'" + strings.Join(durabilityVariables, "', '") + "'"
+	for _, q := range []string{
+		"SHOW GLOBAL VARIABLES WHERE Variable_name IN (" + in + ")",
+		"SHOW GLOBAL STATUS WHERE Variable_name IN (" + in + ")",
+	} {
+		if err := s.readVariables(ctx, q, vars); err != nil {
+			return nil, fmt.Errorf("mysql: read durability settings of %s: %w", s.dsn, err)
+		}
+	}
+	return vars, nil
+}
+
+// readVariables adds the Variable_name and Value rows that q returns to vars.
+func (s *Store) readVariables(ctx context.Context, q string, vars map[string]string) error {
+	rows, err := s.db.QueryContext(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, value string
+		if err := rows.Scan(&name, &value); err != nil {
+			return err
+		}
+		vars[name] = value
+	}
+	return rows.Err()
+}
+
+// durabilityRisks applies the rules of CheckDurability to the variables
+// read, by name. A variable missing from vars is not judged.
+func durabilityRisks(vars map[string]string) []allocator.DurabilityRisk {
+	var risks []allocator.DurabilityRisk
+	if v, ok := vars["innodb_flush_log_at_trx_commit"]; ok && v != "1" && v != "3" {
+		risks = append(risks, allocator.DurabilityRisk{
+			Setting: "innodb_flush_log_at_trx_commit", Value: v,
+			Fix: "SET GLOBAL innodb_flush_log_at_trx_commit = 1, and set it to 1 in the server's configuration file",
+		})
+	}
+	binlog := on(vars["log_bin"])
+	if v, ok := vars["sync_binlog"]; ok && binlog && v != "1" {
+		risks = append(risks, allocator.DurabilityRisk{
+			Setting: "sync_binlog", Value: v,
+			Fix: "SET GLOBAL sync_binlog = 1, and set it to 1 in the server's configuration file " +
+				"(the binary log is on, and a commit whose binlog event a crash loses is rolled back at recovery)",
+		})
+	}
+	semiSync := on(vars["rpl_semi_sync_master_enabled"]) || on(vars["rpl_semi_sync_source_enabled"])
+	if n, _ := strconv.Atoi(vars["Slaves_connected"]); binlog && n > 0 && !semiSync {
+		risks = append(risks, allocator.DurabilityRisk{
+			Setting: "rpl_semi_sync_master_enabled", Value: "OFF", Warning: true,
+			Fix: fmt.Sprintf("%d replica(s) replicate from this server asynchronously, and a failover to one can "+
+				"lose acknowledged commits: use semi-synchronous replication (wait point AFTER_SYNC) or make "+
+				"sure no asynchronous replica is ever promoted", n),
+		})
+	}
+	return risks
+}
+
+// on reports whether a variable's value means on: ON or 1.
+func on(v string) bool { return strings.EqualFold(v, "ON") || v == "1" }

@@ -1,0 +1,132 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/snowflake"
+)
+
+// Defaults of the lease events' retention.
+const (
+	// DefaultLeaseEventsRetention is how long lease events are kept when
+	// Config.LeaseEventsRetention is zero: 30 days.
+	DefaultLeaseEventsRetention = 30 * 24 * time.Hour
+	// KeepLeaseEvents, as Config.LeaseEventsRetention, keeps lease events
+	// forever (--lease-events-retention 0): no pruning.
+	KeepLeaseEvents time.Duration = -1
+	// DefaultLeaseEventsPruneInterval is how often a node prunes when
+	// Config.LeaseEventsPruneInterval is zero.
+	DefaultLeaseEventsPruneInterval = time.Hour
+)
+
+// pruneFirstDelay bounds the wait before the first prune after Open: soon
+// after start, but not while the node is still settling.
+const pruneFirstDelay = 30 * time.Second
+
+// pruneRunTimeout bounds one prune: the store deletes in batches, each its
+// own transaction, so a run cut short keeps what it deleted and the next
+// run goes on from there.
+const pruneRunTimeout = time.Minute
+
+// eventsPruner deletes lease events older than the retention, in the
+// background: first soon after start, then every interval. Every node of
+// a cluster runs one; pruning is idempotent, so they need no coordination.
+type eventsPruner struct {
+	store     allocator.LeaseAdmin
+	retention time.Duration
+	interval  time.Duration
+	clock     snowflake.Clock
+	log       *slog.Logger
+
+	pruned, failures prometheus.Counter
+
+	started bool
+	// ctx is the loop's and its prunes'; stop cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	doneC  chan struct{} // closed when the loop has returned
+}
+
+func newEventsPruner(store allocator.LeaseAdmin, retention, interval time.Duration, clock snowflake.Clock, log *slog.Logger) *eventsPruner {
+	return &eventsPruner{
+		store:     store,
+		retention: retention,
+		interval:  interval,
+		clock:     clock,
+		log:       log,
+		pruned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "idgen_lease_events_pruned_total",
+			Help: "Lease events this node deleted because they were older than --lease-events-retention.",
+		}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "idgen_lease_events_prune_errors_total",
+			Help: "Prunes of the lease events that failed (the next one tries again).",
+		}),
+		doneC: make(chan struct{}),
+	}
+}
+
+func (p *eventsPruner) collectors() []prometheus.Collector {
+	return []prometheus.Collector{p.pruned, p.failures}
+}
+
+// start starts the loop; stop stops it, if started, and waits for it,
+// cancelling a prune under way. Open calls start, and Close (or a failing
+// Open) stop, once each.
+func (p *eventsPruner) start() {
+	p.started = true
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	go p.loop()
+}
+
+func (p *eventsPruner) stop() {
+	if !p.started {
+		return
+	}
+	p.cancel()
+	<-p.doneC
+}
+
+func (p *eventsPruner) loop() {
+	defer close(p.doneC)
+	t := time.NewTimer(min(p.interval, pruneFirstDelay))
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
+			p.prune(p.ctx)
+			t.Reset(p.interval)
+		}
+	}
+}
+
+// prune deletes the events older than the retention, once.
+func (p *eventsPruner) prune(ctx context.Context) {
+	// Runs never overlap: the next one is timed from the end of this one.
+	ctx, cancel := context.WithTimeout(ctx, pruneRunTimeout)
+	defer cancel()
+	before := p.clock.Now().Add(-p.retention)
+	n, err := p.store.PruneLeaseEvents(ctx, before)
+	p.pruned.Add(float64(n))
+	if err != nil {
+		if p.ctx.Err() != nil {
+			return // stopped: Close is under way
+		}
+		if ctx.Err() != nil && n > 0 {
+			// Cut short by the bound: the rest goes at the next run.
+			p.log.Info("lease events pruned in part", "pruned", n, "before", before.UTC(), "err", err)
+			return
+		}
+		p.failures.Inc()
+		p.log.Warn("pruning lease events failed", "pruned", n, "before", before.UTC(), "err", err)
+		return
+	}
+	p.log.Info("lease events pruned", "pruned", n, "before", before.UTC(), "retention", p.retention)
+}

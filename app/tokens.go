@@ -1,0 +1,215 @@
+package app
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idgen-project/idgen/httpapi"
+)
+
+// DefaultTokensReloadInterval is how often the node looks at its tokens
+// file for a change when Config.TokensReloadInterval is zero.
+const DefaultTokensReloadInterval = 2 * time.Second
+
+// envTokensSource names tokens given as content (Config.Tokens) in
+// messages: they come from this environment variable.
+const envTokensSource = "IDGEN_TOKENS"
+
+// loadTokens returns the token set c configures: parsed from Config.Tokens
+// or read from Config.TokensFile, or nil when neither is set. Its errors
+// say where: "path:line: message".
+func loadTokens(c Config) (*httpapi.TokenSet, fileState, error) {
+	switch {
+	case c.Tokens != "":
+		set, err := httpapi.ParseTokens(envTokensSource, []byte(c.Tokens))
+		return set, fileState{}, err
+	case c.TokensFile != "":
+		st, data, err := readTokensFile(c.TokensFile)
+		if err != nil {
+			return nil, st, err
+		}
+		set, err := httpapi.ParseTokens(c.TokensFile, data)
+		return set, st, err
+	}
+	return nil, fileState{}, nil
+}
+
+// fileState is what the reloader remembers of the tokens file it read
+// last, to tell a change: the file's modification time and size, and the
+// hash of its content.
+type fileState struct {
+	modTime time.Time
+	size    int64
+	sum     [sha256.Size]byte
+}
+
+// sameStat reports whether fi shows the file as st saw it.
+func (st fileState) sameStat(fi os.FileInfo) bool {
+	return fi.ModTime().Equal(st.modTime) && fi.Size() == st.size
+}
+
+// maxTokensFileRead bounds what is read of a tokens file; ParseTokens
+// refuses anything longer than its own, smaller, bound.
+const maxTokensFileRead = 4 << 20
+
+// readTokensFile reads the tokens file at path.
+func readTokensFile(path string) (fileState, []byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return fileState{}, nil, fmt.Errorf("tokens file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fileState{}, nil, fmt.Errorf("tokens file: %w", err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxTokensFileRead))
+	if err != nil {
+		return fileState{}, nil, fmt.Errorf("tokens file: %w", err)
+	}
+	return fileState{modTime: fi.ModTime(), size: fi.Size(), sum: sha256.Sum256(data)}, data, nil
+}
+
+// tokensReloader keeps the API's tokens in step with the tokens file: a
+// loop looks at the file every interval, and ReloadTokens (SIGHUP) reads
+// it at once. A file that parses replaces the API's tokens whole; one that
+// does not (or cannot be read) leaves them as they are, and is logged and
+// counted once per distinct content, not at every look.
+type tokensReloader struct {
+	path     string
+	interval time.Duration
+	api      *httpapi.Server
+	log      *slog.Logger
+
+	reloads, failures prometheus.Counter
+	loaded            prometheus.Gauge
+
+	// mu serializes reloads (the loop and ReloadTokens) and guards the
+	// fields below.
+	mu       sync.Mutex
+	seen     fileState // the file as last read, whether it parsed or not
+	lastErr  string    // the error of that read, "" when it parsed
+	inEffect [sha256.Size]byte
+
+	started bool          // set by start
+	stopC   chan struct{} // closed to stop the loop
+	doneC   chan struct{} // closed when the loop has returned
+}
+
+func newTokensReloader(path string, interval time.Duration, api *httpapi.Server, log *slog.Logger, st fileState, set *httpapi.TokenSet) *tokensReloader {
+	r := &tokensReloader{
+		path:     path,
+		interval: interval,
+		api:      api,
+		log:      log,
+		reloads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "idgen_tokens_reloads_total",
+			Help: "Times the tokens file changed and its new tokens took effect.",
+		}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "idgen_tokens_reload_errors_total",
+			Help: "Times a changed tokens file could not be read or parsed; the tokens in effect stayed.",
+		}),
+		loaded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "idgen_tokens",
+			Help: "Tokens in effect, from the tokens file (the admin token not counted).",
+		}),
+		seen:     st,
+		inEffect: st.sum,
+		stopC:    make(chan struct{}),
+		doneC:    make(chan struct{}),
+	}
+	r.loaded.Set(float64(set.Len()))
+	return r
+}
+
+func (r *tokensReloader) collectors() []prometheus.Collector {
+	return []prometheus.Collector{r.reloads, r.failures, r.loaded}
+}
+
+// start starts the loop; stop stops it, if started, and waits for it.
+// Open calls start, and Close (or a failing Open) stop, once each.
+func (r *tokensReloader) start() {
+	r.started = true
+	go r.loop()
+}
+
+func (r *tokensReloader) stop() {
+	if !r.started {
+		return
+	}
+	close(r.stopC)
+	<-r.doneC
+}
+
+func (r *tokensReloader) loop() {
+	defer close(r.doneC)
+	t := time.NewTicker(r.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stopC:
+			return
+		case <-t.C:
+			_ = r.reload(false)
+		}
+	}
+}
+
+// reload reads the file if it changed (or, with force, in any case) and
+// installs its tokens when they differ from the ones in effect. It returns
+// the error that kept the tokens in effect, if any.
+func (r *tokensReloader) reload(force bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !force {
+		fi, err := os.Stat(r.path)
+		if err == nil && r.seen.sameStat(fi) {
+			return nil
+		}
+	}
+	st, data, err := readTokensFile(r.path)
+	if err == nil && st.sum == r.inEffect {
+		r.seen, r.lastErr = st, ""
+		if force {
+			r.log.Info("tokens file unchanged", "file", r.path)
+		}
+		return nil
+	}
+	var set *httpapi.TokenSet
+	if err == nil {
+		set, err = httpapi.ParseTokens(r.path, data)
+	}
+	if err != nil {
+		// Logged and counted once per distinct failure, however often the
+		// loop looks; a forced reload always reports it.
+		if msg := err.Error(); force || st.sum != r.seen.sum || msg != r.lastErr {
+			r.failures.Inc()
+			r.log.Error("tokens file refused; the tokens in effect stay", "file", r.path, "err", msg)
+			r.lastErr = msg
+		}
+		r.seen = st
+		return err
+	}
+	r.api.SetTokens(set)
+	r.seen, r.lastErr, r.inEffect = st, "", st.sum
+	r.reloads.Inc()
+	r.loaded.Set(float64(set.Len()))
+	r.log.Info("tokens reloaded", "file", r.path, "tokens", set.Len(), "names", set.Names())
+	warnTokens(r.log, set)
+	return nil
+}
+
+// warnTokens logs what a token set leaves unreachable.
+func warnTokens(log *slog.Logger, set *httpapi.TokenSet) {
+	if !set.Scopes().Has(httpapi.ScopeIDs) {
+		log.Warn("no token has the ids scope: every /ids request will be refused")
+	}
+}

@@ -1,0 +1,391 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/httpapi"
+	"github.com/idgen-project/idgen/internal/stores"
+	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/snowflake"
+)
+
+// Settings of the multi-process test: every lease (the nodes' and the
+// holders') has a 3 s ttl and a heartbeat every second.
+const (
+	ttl        = 3 * time.Second
+	heartbeat  = time.Second
+	tokenName  = "gens"
+	tokenValue = "multi-process-test-secret"
+	adminToken = "multi-process-admin-token"
+)
+
+// TestMultiProcess runs, on each database, two idgen nodes and eight holder
+// processes (client.Generator) on one pool of ten worker IDs, and then:
+//
+//   - kills one holder with SIGKILL: a spare holder takes its worker ID
+//     over, with a floor above the dead holder's last committed ceiling;
+//   - stops another with SIGSTOP past its lease while a second spare takes
+//     its worker ID, then resumes it: it issues nothing under its old
+//     lease, refuses, and issues again only under a new lease once a
+//     worker ID is released for it;
+//   - evicts a third through the admin API: it stops issuing under the
+//     evicted lease at its next heartbeat and leases again;
+//   - stops everything gracefully.
+//
+// Every ID made (the holders' and the nodes' GET /ids) must be unique, and
+// the IDs of successive leases of one worker ID must have increasing
+// timestamps.
+func TestMultiProcess(t *testing.T) {
+	idgen, holder := buildBinaries(t, t.TempDir())
+	for _, dialect := range teststore.Dialects {
+		t.Run(dialect, func(t *testing.T) { runMultiProcess(t, dialect, idgen, holder) })
+	}
+}
+
+// eventCeiling reads the previous ceiling a claim event's detail names.
+var eventCeiling = regexp.MustCompile(`previous ceiling (\d+)`)
+
+func runMultiProcess(t *testing.T, dialect, idgenBin, holderBin string) {
+	began := time.Now()
+	dir := t.TempDir()
+	if keep := os.Getenv("IDGEN_MULTIPROCESS_LOGS"); keep != "" {
+		dir = filepath.Join(keep, dialect)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dsn := teststore.DSN(t, dialect)
+	store := teststore.OpenDSN(t, dsn) // migrated here: the nodes start on a migrated database
+	ctx := context.Background()
+	tokens := filepath.Join(dir, "tokens")
+	line := fmt.Sprintf("%s ids,leases %s\n", tokenName, httpapi.HashSecret(tokenValue))
+	if err := os.WriteFile(tokens, []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nodeArgs := []string{"--dsn", dsn, "--worker-ids", "0-9", "--tokens-file", tokens, "--admin-token", adminToken, "--migrate=false"}
+	nodes := []*node{startNode(t, idgenBin, dir, "node-a", nodeArgs...), startNode(t, idgenBin, dir, "node-b", nodeArgs...)}
+	loads := []*idLoad{startIDLoad(nodes[0], tokenValue), startIDLoad(nodes[1], tokenValue)}
+
+	holderArgs := []string{"--workers", "0-9", "--ttl", ttl.String(), "--heartbeat", heartbeat.String()}
+	gens := map[string]*holderProc{}
+	start := func(name string, n *node) *holderProc {
+		h := startHolder(t, holderBin, dir, name, n.url, tokenValue, holderArgs...)
+		gens[name] = h
+		return h
+	}
+	leased := func(h *holderProc) leaseLine {
+		t.Helper()
+		var l leaseLine
+		waitFor(t, 30*time.Second, h.holder+" holding a lease", func() bool {
+			if h.exited() {
+				t.Fatalf("%s exited:\n%s", h.holder, h.tail(20))
+			}
+			var ok bool
+			l, ok = h.read(t).lastLease()
+			return ok
+		})
+		return l
+	}
+	for i := range 8 {
+		start(fmt.Sprintf("gen-%d", i), nodes[i%2])
+	}
+	first := map[string]leaseLine{}
+	for i := range 8 {
+		name := fmt.Sprintf("gen-%d", i)
+		first[name] = leased(gens[name])
+	}
+	time.Sleep(2 * time.Second)
+
+	// kill -9 gen-2; the spare gen-8 takes its worker ID over once the
+	// lease expires, starting above its last committed ceiling.
+	dead := gens["gen-2"]
+	deadLease := first["gen-2"]
+	dead.kill9(t)
+	killedAt := time.Now()
+	spare := start("gen-8", nodes[0])
+	spareLease := leased(spare)
+	if spareLease.worker != deadLease.worker {
+		t.Fatalf("gen-8 leased worker %d, want the dead gen-2's %d (the only one to expire)", spareLease.worker, deadLease.worker)
+	}
+	takeover := findEvent(t, store, allocator.EventTakeover, tokenName+"/gen-8", spareLease.worker, spareLease.version)
+	m := eventCeiling.FindStringSubmatch(takeover.Detail)
+	if m == nil {
+		t.Fatalf("takeover event detail %q names no previous ceiling", takeover.Detail)
+	}
+	deadCeiling, _ := strconv.ParseInt(m[1], 10, 64)
+	deadMax := maxTS(dead.read(t), deadLease.worker, deadLease.version)
+	if spareLease.floor != deadCeiling+1 || deadMax > deadCeiling {
+		t.Errorf("kill: gen-2's last committed ceiling %d, its last timestamp issued %d; gen-8's floor %d: want floor = ceiling + 1 > every timestamp issued",
+			deadCeiling, deadMax, spareLease.floor)
+	}
+	t.Logf("kill: gen-2 (worker %d v%d) issued up to %d, committed ceiling %d; gen-8 took over %s after the kill at v%d, floor %d",
+		deadLease.worker, deadLease.version, deadMax, deadCeiling, takeover.At.Sub(killedAt).Round(time.Millisecond), spareLease.version, spareLease.floor)
+
+	// SIGSTOP gen-5 past its lease; the spare gen-9 takes its worker ID;
+	// SIGCONT: gen-5 issues nothing until it holds a new lease.
+	paused := gens["gen-5"]
+	pausedLease := first["gen-5"]
+	paused.signal(t, syscall.SIGSTOP)
+	stoppedAt := time.Now()
+	spare2 := start("gen-9", nodes[1])
+	spare2Lease := leased(spare2)
+	if spare2Lease.worker != pausedLease.worker {
+		t.Fatalf("gen-9 leased worker %d, want the paused gen-5's %d", spare2Lease.worker, pausedLease.worker)
+	}
+	time.Sleep(time.Until(stoppedAt.Add(2 * ttl)))
+	paused.signal(t, syscall.SIGCONT)
+	resumedAt := time.Now()
+	time.Sleep(2 * time.Second) // the pool is full: gen-5 refuses
+	// gen-0 releases its worker ID for gen-5.
+	freed := gens["gen-0"]
+	if code := freed.stop(15 * time.Second); code != 0 {
+		t.Fatalf("gen-0 exited %d after SIGTERM:\n%s", code, freed.tail(10))
+	}
+	freedAt := time.Now()
+	var newLease leaseLine
+	waitFor(t, 30*time.Second, "gen-5 on a new lease", func() bool {
+		l, _ := paused.read(t).lastLease()
+		newLease = l
+		return l.version != pausedLease.version || l.worker != pausedLease.worker
+	})
+	waitFor(t, 30*time.Second, "gen-5 issuing under its new lease", func() bool {
+		return countBatches(paused.read(t), newLease.worker, newLease.version, resumedAt) > 0
+	})
+	po := paused.read(t)
+	var staleBatches, refusedAfterResume int
+	var firstNew time.Time
+	for _, b := range po.batches {
+		if b.worker == pausedLease.worker && b.version == pausedLease.version && !b.send.Before(resumedAt) {
+			staleBatches++
+		}
+		if !b.send.Before(resumedAt) && b.worker == newLease.worker && b.version == newLease.version && firstNew.IsZero() {
+			firstNew = b.send
+		}
+	}
+	for _, r := range po.refusals {
+		if !r.at.Before(resumedAt) && r.at.Before(firstNew) {
+			refusedAfterResume++
+		}
+	}
+	if staleBatches > 0 || refusedAfterResume == 0 {
+		t.Errorf("pause: gen-5 made %d batches under its old lease after SIGCONT (want 0) and refused %d times before its new lease (want some)",
+			staleBatches, refusedAfterResume)
+	}
+	if pausedMax := maxTS(po, pausedLease.worker, pausedLease.version); spare2Lease.floor <= pausedMax {
+		t.Errorf("pause: gen-9's floor %d on worker %d is not above gen-5's last timestamp %d there", spare2Lease.floor, spare2Lease.worker, pausedMax)
+	}
+	t.Logf("pause: stopped %s; gen-9 took worker %d at v%d; after SIGCONT gen-5 refused %d times, then issued under worker %d v%d from %s after gen-0 released",
+		resumedAt.Sub(stoppedAt).Round(time.Millisecond), spare2Lease.worker, spare2Lease.version, refusedAfterResume,
+		newLease.worker, newLease.version, firstNew.Sub(freedAt).Round(time.Millisecond))
+
+	// Evict gen-6 through the admin API.
+	evicted := gens["gen-6"]
+	evLease := first["gen-6"]
+	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/admin/leases/0/%d/evict", nodes[0].url, evLease.worker), nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	evictedAt := time.Now()
+	if resp.StatusCode != 200 {
+		t.Fatalf("evict: status %d", resp.StatusCode)
+	}
+	waitFor(t, 30*time.Second, "gen-6 on a new lease", func() bool {
+		l, _ := evicted.read(t).lastLease()
+		return l.version != evLease.version || l.worker != evLease.worker
+	})
+	evictEv := findEvent(t, store, allocator.EventEvict, tokenName+"/gen-6", evLease.worker, evLease.version)
+	lostEv := findEvent(t, store, allocator.EventLost, tokenName+"/gen-6", evLease.worker, evLease.version)
+	var lastSend time.Time
+	for _, b := range evicted.read(t).batches {
+		if b.worker == evLease.worker && b.version == evLease.version && b.send.After(lastSend) {
+			lastSend = b.send
+		}
+	}
+	// The holder stops at its next heartbeat: within one interval, plus
+	// the heartbeat's round trip (a loaded machine: one more second).
+	if d := lostEv.At.Sub(evictEv.At); d > heartbeat+time.Second {
+		t.Errorf("evict: the lost event came %s after the eviction, want within the heartbeat interval %s", d, heartbeat)
+	}
+	if d := lastSend.Sub(evictedAt); d > heartbeat+time.Second {
+		t.Errorf("evict: gen-6 still issued under the evicted lease %s after the eviction, want within the heartbeat interval %s", d, heartbeat)
+	}
+	t.Logf("evict: gen-6 (worker %d v%d) lost its lease %s after the eviction (database time); its last batch under it was sent %s after",
+		evLease.worker, evLease.version, lostEv.At.Sub(evictEv.At).Round(time.Millisecond), lastSend.Sub(evictedAt).Round(time.Millisecond))
+
+	time.Sleep(time.Second)
+	// Graceful stop: every holder releases with the last timestamp it used.
+	outputs := map[string]holderOutput{}
+	for name, h := range gens {
+		if h.exited() {
+			continue
+		}
+		if code := h.stop(15 * time.Second); code != 0 {
+			t.Errorf("%s exited %d after SIGTERM:\n%s", name, code, h.tail(10))
+		}
+	}
+	rows, err := store.ListLeases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, h := range gens {
+		o := h.read(t)
+		outputs[name] = o
+		if name == "gen-2" {
+			continue // killed
+		}
+		l, _ := o.lastLease()
+		if o.closed != "ok" {
+			t.Errorf("%s: closed %q, want ok", name, o.closed)
+			continue
+		}
+		row := rowOf(rows, l.worker)
+		if row.FencingVersion != l.version {
+			continue // leased again since (gen-0's worker ID)
+		}
+		want := maxTS(o, l.worker, l.version)
+		if want == 0 {
+			want = l.floor - 1
+		}
+		if row.Holder != "" || row.CeilingMS != want {
+			t.Errorf("%s: worker %d after its release: holder %q ceiling %d; want free at its last timestamp %d", name, l.worker, row.Holder, row.CeilingMS, want)
+		}
+	}
+	var all []int64
+	for _, l := range loads {
+		ids, errs := l.stop()
+		all = append(all, ids...)
+		for _, e := range errs {
+			t.Errorf("node load: %s", e)
+		}
+	}
+	nodeIDs := len(all)
+	for _, n := range nodes {
+		if code := n.stop(15 * time.Second); code != 0 {
+			t.Errorf("%s exited %d after SIGTERM:\n%s", n.name, code, n.tail(10))
+		}
+	}
+
+	// Uniqueness over everything, and the fence between successive
+	// leases of each worker ID.
+	layout := snowflake.DefaultLayout()
+	type tenure struct{ worker, version int64 }
+	span := map[tenure][2]int64{}
+	genIDs, unattributed := 0, 0
+	for name, o := range outputs {
+		for _, b := range o.batches {
+			all = append(all, b.ids...)
+			genIDs += len(b.ids)
+			for _, id := range b.ids {
+				p := layout.Decompose(snowflake.ID(id))
+				if b.worker >= 0 && p.Worker != b.worker {
+					t.Errorf("%s: ID %d of worker %d in a batch of worker %d", name, id, p.Worker, b.worker)
+				}
+				k := tenure{p.Worker, b.version}
+				if b.worker < 0 {
+					unattributed++ // a batch across a change of lease: in the uniqueness check only
+					continue
+				}
+				ts := p.Time.UnixMilli()
+				s, ok := span[k]
+				if !ok {
+					s = [2]int64{ts, ts}
+				}
+				span[k] = [2]int64{min(s[0], ts), max(s[1], ts)}
+			}
+		}
+	}
+	sorted := slices.Clone(all)
+	slices.Sort(sorted)
+	dups := len(sorted) - len(slices.Compact(sorted))
+	if dups != 0 {
+		t.Errorf("%d duplicate IDs among %d", dups, len(all))
+	}
+	keys := make([]tenure, 0, len(span))
+	for k := range span {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b tenure) int {
+		if a.worker != b.worker {
+			return int(a.worker - b.worker)
+		}
+		return int(a.version - b.version)
+	})
+	for i := 1; i < len(keys); i++ {
+		a, b := keys[i-1], keys[i]
+		if a.worker == b.worker && span[b][0] <= span[a][1] {
+			t.Errorf("worker %d: version %d issued from %d, not above version %d's %d", b.worker, b.version, span[b][0], a.version, span[a][1])
+		}
+	}
+	t.Logf("multi-process %s: %d IDs (%d from 10 holder processes, %d of them in batches across a change of lease; %d from 2 nodes), %d duplicates, %d holder tenures, took %s",
+		dialect, len(all), genIDs, unattributed, nodeIDs, dups, len(keys), time.Since(began).Round(time.Second))
+}
+
+// findEvent returns the event of kind for holder on worker at version,
+// waiting (bounded) for it to be recorded.
+func findEvent(t *testing.T, store stores.Store, kind allocator.EventKind, holder string, worker, version int64) allocator.LeaseEvent {
+	t.Helper()
+	var found allocator.LeaseEvent
+	waitFor(t, 10*time.Second, fmt.Sprintf("a %s event of %s on worker %d v%d", kind, holder, worker, version), func() bool {
+		evs, err := store.ListLeaseEvents(context.Background(), allocator.LeaseEventFilter{Kind: kind, WorkerID: &worker, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if ev.Holder == holder && ev.FencingVersion == version {
+				found = ev
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// maxTS is the highest timestamp of the IDs a holder issued under a lease,
+// 0 if none.
+func maxTS(o holderOutput, worker, version int64) int64 {
+	var m int64
+	layout := snowflake.DefaultLayout()
+	for _, b := range o.batches {
+		if b.worker == worker && b.version == version {
+			for _, id := range b.ids {
+				m = max(m, layout.Decompose(snowflake.ID(id)).Time.UnixMilli())
+			}
+		}
+	}
+	return m
+}
+
+// countBatches counts the batches under a lease sent at or after from.
+func countBatches(o holderOutput, worker, version int64, from time.Time) int {
+	n := 0
+	for _, b := range o.batches {
+		if b.worker == worker && b.version == version && !b.send.Before(from) {
+			n++
+		}
+	}
+	return n
+}
+
+func rowOf(rows []allocator.Lease, worker int64) allocator.Lease {
+	for _, r := range rows {
+		if r.DatacenterID == 0 && r.WorkerID == worker {
+			return r
+		}
+	}
+	return allocator.Lease{}
+}

@@ -1,0 +1,129 @@
+//go:build idgen_testclock
+
+package main
+
+// The test clock of idgen serve exists only in a binary built with the tag
+// idgen_testclock (the fault harness, test/chaos, builds one): such a node
+// takes two more flags, left out of the usage and without environment
+// variables,
+//
+//	--test-clock-offset D   its wall clock (the time in its IDs) moved by D
+//	--test-clock-file PATH  the offset re-read from PATH every 100 ms
+//
+// so that a test can step a running node's clock. The default build has
+// neither flag (notestclock.go), and refuses them as unknown: no setting
+// can shift a production node's clock.
+
+import (
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idgen-project/idgen/snowflake"
+)
+
+// clockFilePeriod is how often --test-clock-file is re-read.
+const clockFilePeriod = 100 * time.Millisecond
+
+// testClock holds the test clock's flags.
+type testClock struct {
+	offset time.Duration
+	file   string
+}
+
+// define adds the test clock's flags to serve's flags.
+func (tc *testClock) define(f *flagSet) {
+	f.fs.DurationVar(&tc.offset, "test-clock-offset", 0, "")
+	f.fs.StringVar(&tc.file, "test-clock-file", "", "")
+	f.noEnv["test-clock-offset"] = true
+	f.noEnv["test-clock-file"] = true
+}
+
+// start returns the clock the node's IDs carry, nil (the system clock)
+// when neither flag is set, and the function that stops its file watcher.
+func (tc testClock) start(log *slog.Logger) (snowflake.Clock, func()) {
+	if tc.offset == 0 && tc.file == "" {
+		return nil, func() {}
+	}
+	shifted := snowflake.NewShiftedClock(snowflake.SystemClock(), tc.offset)
+	stop := func() {}
+	if tc.file != "" {
+		stop = startClockWatcher(shifted, tc.file, clockFilePeriod, log).stop
+	}
+	log.Warn("test clock in use: IDs carry a shifted time", "offset", shifted.Offset(), "file", tc.file)
+	return shifted, stop
+}
+
+// clockWatcher is the test-only --test-clock-file: it re-reads a Go duration
+// (e.g. "-2s") from a file every period and sets a ShiftedClock's offset to
+// it, so that a test can step a running node's clock back or forward. A
+// missing or empty file leaves the offset as it is. serve owns the watcher
+// and stops it after the node has stopped.
+type clockWatcher struct {
+	clock  *snowflake.ShiftedClock
+	path   string
+	log    *slog.Logger
+	stopC  chan struct{}
+	doneC  chan struct{}
+	once   sync.Once
+	last   string // the file's last content seen; only the watcher goroutine uses it
+	period time.Duration
+}
+
+// startClockWatcher reads path once, so that its offset is in force when it
+// returns, then re-reads it every period until stop.
+func startClockWatcher(clock *snowflake.ShiftedClock, path string, period time.Duration, log *slog.Logger) *clockWatcher {
+	w := &clockWatcher{clock: clock, path: path, log: log, period: period,
+		stopC: make(chan struct{}), doneC: make(chan struct{})}
+	w.read()
+	go w.loop()
+	return w
+}
+
+func (w *clockWatcher) loop() {
+	defer close(w.doneC)
+	t := time.NewTicker(w.period)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stopC:
+			return
+		case <-t.C:
+			w.read()
+		}
+	}
+}
+
+// read applies the file's duration if it changed.
+func (w *clockWatcher) read() {
+	b, err := os.ReadFile(w.path)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) && w.last != "\x00error" {
+			w.log.Warn("test clock file unreadable", "file", w.path, "error", err)
+			w.last = "\x00error"
+		}
+		return
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" || s == w.last {
+		return
+	}
+	w.last = s
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		w.log.Warn("test clock file holds no Go duration", "file", w.path, "content", s)
+		return
+	}
+	w.clock.Shift(d - w.clock.Offset())
+	w.log.Warn("test clock offset changed", "offset", d)
+}
+
+// stop stops the watcher and waits for its goroutine; it may be called again.
+func (w *clockWatcher) stop() {
+	w.once.Do(func() { close(w.stopC) })
+	<-w.doneC
+}

@@ -1,0 +1,8 @@
+package etcdtest
+
+import "syscall"
+
+const (
+	sigStop = syscall.SIGSTOP
+	sigCont = syscall.SIGCONT
+)

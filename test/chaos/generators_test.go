@@ -1,0 +1,610 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idgen-project/idgen/httpapi"
+)
+
+// The local generators' scenarios: processes that hold a worker lease
+// through a node's lease API (/v1/leases) and make Snowflake IDs in their
+// own memory with client.Generator (client/internal/holder), beside the
+// nodes, on one pool. Their IDs go through the same oracle as the nodes':
+// a batch a generator made is a draw of holder "gens/<name>", sent and
+// received at the wall clock before and after it, checked against the
+// tenures lease_events records for that holder.
+
+// Tokens of the generator scenarios' nodes: one caller, gens, for the
+// generators' leases and the load clients' /ids.
+const (
+	genTokenName = "gens"
+	genSecret    = "chaos-generators-secret"
+)
+
+// genScenarios are the generator scenarios, run by TestChaosGenerators on
+// PostgreSQL, then MySQL/MariaDB.
+func genScenarios() []scenario {
+	return []scenario{
+		{"gen-pause", scenarioGenPause},
+		{"gen-blackhole", scenarioGenBlackhole},
+		{"gen-kill", scenarioGenKill},
+	}
+}
+
+// TestChaosGenerators runs the generator scenarios:
+//
+//	go test -tags chaos -count=1 -v -run TestChaosGenerators ./test/chaos/
+func TestChaosGenerators(t *testing.T) {
+	began := time.Now()
+	bin := buildIdgen(t, t.TempDir())
+	sum := &summaries{}
+	for _, db := range []string{"postgres", "mysql"} {
+		t.Run(db, func(t *testing.T) {
+			for _, sc := range genScenarios() {
+				t.Run(sc.name, func(t *testing.T) {
+					e := &env{t: t, bin: bin, db: freshDatabase(t, db), sum: sum}
+					e.run(sc)
+				})
+			}
+		})
+	}
+	sum.mu.Lock()
+	defer sum.mu.Unlock()
+	fmt.Printf("chaos: summary of %d lines, total %s\n", len(sum.lines), time.Since(began).Round(time.Second))
+	for _, l := range sum.lines {
+		fmt.Println(l)
+	}
+}
+
+// buildHolder builds the lease holder (client/internal/holder) into dir.
+func buildHolder(t testing.TB, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "holder")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./client/internal/holder")
+	cmd.Dir = moduleRoot(t)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build -o %s ./client/internal/holder: %v\n%s", bin, err, out)
+	}
+	return bin
+}
+
+// genCluster is a cluster whose nodes serve the lease API, and the
+// generators that lease from it.
+type genCluster struct {
+	*cluster
+	holderBin string
+	gens      []*gen
+}
+
+// newGenCluster prepares n nodes on e's database with the gens token, on
+// pool workers (not started).
+func newGenCluster(e *env, workers string, n int) *genCluster {
+	t := e.t
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	line := fmt.Sprintf("%s ids,leases %s\n", genTokenName, httpapi.HashSecret(genSecret))
+	if err := os.WriteFile(tokens, []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, e.bin, workers, []string{e.db.dsn}, n)
+	for _, nd := range c.nodes {
+		nd.flags = append(nd.flags, "--tokens-file", tokens)
+	}
+	gc := &genCluster{cluster: c, holderBin: buildHolder(t, t.TempDir())}
+	t.Cleanup(gc.killGens)
+	return gc
+}
+
+// gen is one generator process (the holder), restartable; every
+// incarnation appends to the same output file.
+type gen struct {
+	gc      *genCluster
+	idx     int
+	name    string // its holder name; the lease table says "gens/<name>"
+	url     string // the lease API it talks to
+	out     string
+	logPath string
+
+	mu      sync.Mutex
+	proc    *proc
+	expectd bool
+}
+
+// addGen prepares a generator talking to url (not started).
+func (gc *genCluster) addGen(url string) *gen {
+	i := len(gc.gens)
+	g := &gen{gc: gc, idx: i, name: fmt.Sprintf("gen-%d", i), url: url,
+		out: filepath.Join(gc.dir, fmt.Sprintf("gen-%d.out", i)), logPath: filepath.Join(gc.dir, fmt.Sprintf("gen-%d.log", i))}
+	gc.gens = append(gc.gens, g)
+	return g
+}
+
+// start starts a new incarnation with the nodes' lease settings.
+func (g *gen) start() {
+	t := g.gc.t
+	t.Helper()
+	logf, err := os.OpenFile(g.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(g.gc.holderBin, "--url", g.url, "--holder", g.name, "--out", g.out,
+		"--workers", g.gc.workers, "--ttl", leaseTTL.String(), "--heartbeat", heartbeat.String(),
+		"--batch", "100", "--interval", "10ms", "--start-timeout", "120s")
+	cmd.Env = childEnv("IDGEN_HOLDER_TOKEN=" + genSecret)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatalf("%s: start: %v", g.name, err)
+	}
+	p := &proc{cmd: cmd, started: time.Now(), done: make(chan struct{})}
+	g.mu.Lock()
+	g.proc, g.expectd = p, false
+	g.mu.Unlock()
+	go func() { // owned by p: ends when the process exits, which killGens guarantees
+		p.waitErr = cmd.Wait()
+		p.state = cmd.ProcessState
+		logf.Close()
+		close(p.done)
+	}()
+}
+
+func (g *gen) current() *proc {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.proc
+}
+
+func (g *gen) signal(sig syscall.Signal) {
+	t := g.gc.t
+	t.Helper()
+	if err := g.current().cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		t.Fatalf("%s: signal %v: %v", g.name, sig, err)
+	}
+}
+
+func (g *gen) kill9() {
+	g.mu.Lock()
+	g.expectd = true
+	g.mu.Unlock()
+	g.signal(syscall.SIGKILL)
+	<-g.current().done
+}
+
+// stop sends SIGTERM (after SIGCONT) and returns the exit code, -1 if it
+// had to be killed after grace.
+func (g *gen) stop(grace time.Duration) int {
+	p := g.current()
+	g.mu.Lock()
+	g.expectd = true
+	g.mu.Unlock()
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.state.ExitCode()
+	case <-time.After(grace):
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+		return -1
+	}
+}
+
+func (g *gen) running() bool {
+	p := g.current()
+	if p == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// unexpectedExit describes an incarnation that exited without being told.
+func (g *gen) unexpectedExit() string {
+	g.mu.Lock()
+	p, expected := g.proc, g.expectd
+	g.mu.Unlock()
+	if p == nil || expected {
+		return ""
+	}
+	select {
+	case <-p.done:
+		b, _ := os.ReadFile(g.logPath)
+		return fmt.Sprintf("%s exited on its own (%v): %s", g.name, p.waitErr, b)
+	default:
+		return ""
+	}
+}
+
+func (gc *genCluster) killGens() {
+	for _, g := range gc.gens {
+		if p := g.current(); p != nil {
+			_ = p.cmd.Process.Signal(syscall.SIGCONT)
+			_ = p.cmd.Process.Signal(syscall.SIGKILL)
+			<-p.done
+		}
+	}
+}
+
+// stopGens stops every running generator gracefully (it releases its
+// lease) and returns a problem for each that did not exit 0 or exited on
+// its own before.
+func (gc *genCluster) stopGens() []string {
+	var problems []string
+	for _, g := range gc.gens {
+		if p := g.unexpectedExit(); p != "" {
+			problems = append(problems, p)
+		}
+		if g.running() {
+			if code := g.stop(15 * time.Second); code != 0 {
+				problems = append(problems, fmt.Sprintf("%s exited %d after SIGTERM", g.name, code))
+			}
+		}
+	}
+	return problems
+}
+
+// genOutput is what a generator's incarnations wrote.
+type genOutput struct {
+	draws    []Draw
+	leases   []genLease
+	refusals []genRefusal
+}
+
+type genLease struct {
+	at              time.Time
+	worker, version int64
+}
+
+type genRefusal struct {
+	at     time.Time
+	reason string
+}
+
+// read parses the generator's output into draws for the oracle (one per
+// batch), its leases and its refusals.
+func (g *gen) read() genOutput {
+	t := g.gc.t
+	t.Helper()
+	var o genOutput
+	f, err := os.Open(g.out)
+	if errors.Is(err, os.ErrNotExist) {
+		return o
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	holder := genTokenName + "/" + g.name
+	for {
+		line, err := r.ReadString('\n')
+		if err == io.EOF {
+			return o // a last line cut by a kill has no newline: skipped
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fields := strings.Fields(line)
+		num := func(i int) int64 {
+			n, err := strconv.ParseInt(fields[i], 10, 64)
+			if err != nil {
+				t.Fatalf("%s: bad line %q", g.name, line)
+			}
+			return n
+		}
+		switch fields[0] {
+		case "lease":
+			o.leases = append(o.leases, genLease{time.Unix(0, num(1)), num(3), num(4)})
+		case "ids":
+			d := Draw{Node: 100 + g.idx, Holder: holder, Send: time.Unix(0, num(1)), Recv: time.Unix(0, num(2)),
+				Status: 200, Source: "snowflake", IDs: make([]int64, 0, len(fields)-6)}
+			for i := 6; i < len(fields); i++ {
+				d.IDs = append(d.IDs, num(i))
+			}
+			d.Count = len(d.IDs)
+			o.draws = append(o.draws, d)
+		case "refused":
+			o.refusals = append(o.refusals, genRefusal{time.Unix(0, num(1)), fields[2]})
+		}
+	}
+}
+
+// waitLease waits until g reported a lease after from, and returns it.
+func (g *gen) waitLease(from time.Time, timeout time.Duration) (genLease, bool) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, l := range g.read().leases {
+			if !l.at.Before(from) {
+				return l, true
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return genLease{}, false
+}
+
+// collect reads every generator's draws, and notes the refusals.
+func (gc *genCluster) collect(out *outcome) []Draw {
+	var draws []Draw
+	refusals := map[string]int{}
+	for _, g := range gc.gens {
+		o := g.read()
+		draws = append(draws, o.draws...)
+		for _, r := range o.refusals {
+			refusals[r.reason]++
+		}
+	}
+	var ids int
+	for _, d := range draws {
+		ids += len(d.IDs)
+	}
+	out.note("generator_batches=%d generator_ids=%d refusals=%v", len(draws), ids, refusals)
+	return draws
+}
+
+// keepGenLogs copies the generators' output and logs (IDGEN_CHAOS_LOGS).
+func (gc *genCluster) keepGenLogs(e *env, name string) {
+	dir := os.Getenv("IDGEN_CHAOS_LOGS")
+	if dir == "" {
+		return
+	}
+	for _, g := range gc.gens {
+		for _, f := range []string{g.out, g.logPath} {
+			if b, err := os.ReadFile(f); err == nil {
+				_ = os.WriteFile(filepath.Join(dir, e.db.name+"-"+name+"-"+filepath.Base(f)), b, 0o644)
+			}
+		}
+	}
+}
+
+// startGens starts generators until there are n, on the nodes in turn,
+// and waits until each of the n holds a lease.
+func (gc *genCluster) startGens(n int) {
+	t := gc.t
+	t.Helper()
+	for i := len(gc.gens); i < n; i++ {
+		gc.addGen(gc.nodes[i%len(gc.nodes)].url("")).start()
+	}
+	began := time.Now().Add(-time.Minute)
+	for _, g := range gc.gens[:n] {
+		if _, ok := g.waitLease(began, 30*time.Second); !ok {
+			b, _ := os.ReadFile(g.logPath)
+			t.Fatalf("%s holds no lease after 30s: %s", g.name, b)
+		}
+	}
+}
+
+// 11. gen-pause: SIGSTOP a generator past its lease while a spare takes
+// its worker ID, then SIGCONT: it issues nothing stale.
+func scenarioGenPause(e *env) (*cluster, *load, []Draw, outcome) {
+	migrate(e.t, e.bin, e.db.dsn)
+	// Two nodes and four generators fill the pool 0-5: the spare can only
+	// get the paused generator's worker ID.
+	gc := newGenCluster(e, "0-5", 2)
+	gc.startAll()
+	gc.waitReady(0, 1)
+	gc.startGens(4)
+	l := gc.startLoad(loadSpec{Nodes: span(0, 1), Interval: 20 * time.Millisecond, Token: genSecret})
+	out := outcome{recovery: -1}
+	g0 := gc.gens[0]
+	leases := g0.read().leases
+	old := leases[len(leases)-1]
+
+	time.Sleep(2 * time.Second)
+	paused := time.Now()
+	g0.signal(syscall.SIGSTOP)
+	spare := gc.addGen(gc.nodes[1].url(""))
+	spare.start()
+	spareLease, ok := spare.waitLease(paused, 20*time.Second)
+	if !ok {
+		out.problem("the spare generator got no lease while gen-0 was paused")
+	} else if spareLease.worker != old.worker {
+		out.problem("the spare leased worker %d, want paused gen-0's %d", spareLease.worker, old.worker)
+	}
+	time.Sleep(time.Until(paused.Add(2 * leaseTTL)))
+	resumed := time.Now()
+	g0.signal(syscall.SIGCONT)
+	// The pool is full: gen-0 has nothing to issue with.
+	time.Sleep(2 * time.Second)
+	freed := time.Now()
+	if code := spare.stop(15 * time.Second); code != 0 {
+		out.problem("the spare exited %d after SIGTERM, want 0", code)
+	}
+	if _, ok := g0.waitLease(freed, 20*time.Second); !ok {
+		out.problem("gen-0 got no lease after the spare released its worker ID")
+	}
+	time.Sleep(2 * time.Second)
+	draws := l.stop()
+	out.problems = append(out.problems, gc.stopGens()...)
+	gdraws := gc.collect(&out)
+
+	o := g0.read()
+	stale := 0
+	for _, d := range o.draws {
+		if !d.Send.Before(resumed) && d.Send.Before(freed) {
+			stale++
+		}
+	}
+	if stale > 0 {
+		out.problem("gen-0 issued %d batches after SIGCONT while the pool was full (its lease was taken over)", stale)
+	}
+	if first, ok := FirstOK(gdraws, 100, "", freed); ok {
+		out.recovery = first.Sub(freed)
+	} else {
+		out.problem("gen-0 issued nothing after a worker ID was freed for it")
+	}
+	events, _ := readHistory(e.t, e.db.dsn)
+	if !takenOver(events, genTokenName+"/"+spare.name, paused, resumed) {
+		out.problem("the spare did not take over a worker ID while gen-0 was paused")
+	}
+	var refusedAfter int
+	for _, r := range o.refusals {
+		if !r.at.Before(resumed) && r.at.Before(freed) {
+			refusedAfter++
+		}
+	}
+	out.note("paused=%s old_lease=%d/v%d stale_batches=%d refusals_after_sigcont=%d", resumed.Sub(paused).Round(time.Millisecond),
+		old.worker, old.version, stale, refusedAfter)
+	gc.keepGenLogs(e, "gen-pause")
+	return gc.cluster, l, append(draws, gdraws...), out
+}
+
+// 12. gen-blackhole: gen-0 reaches its node's lease API through toxiproxy,
+// which drops everything for 2 × ttl and until a spare has taken over its
+// worker ID.
+func scenarioGenBlackhole(e *env) (*cluster, *load, []Draw, outcome) {
+	migrate(e.t, e.bin, e.db.dsn)
+	gc := newGenCluster(e, "0-5", 2)
+	gc.startAll()
+	gc.waitReady(0, 1)
+	proxy := newToxicProxy(e.t, "gen-blackhole", gc.nodes[0].addr)
+	g0 := gc.addGen("http://" + proxy.addr)
+	g0.start()
+	gc.startGens(4) // gen-1..3, and waits for gen-0 too
+	l := gc.startLoad(loadSpec{Nodes: span(0, 1), Interval: 20 * time.Millisecond, Token: genSecret})
+	out := outcome{recovery: -1}
+	lasts := g0.read().leases
+	old := lasts[len(lasts)-1]
+
+	time.Sleep(2 * time.Second)
+	holed := time.Now()
+	proxy.add(e.t, "hole_up", "timeout", "upstream", `{"timeout":0}`)
+	proxy.add(e.t, "hole_down", "timeout", "downstream", `{"timeout":0}`)
+	spare := gc.addGen(gc.nodes[1].url(""))
+	spare.start()
+	time.Sleep(time.Until(holed.Add(2 * leaseTTL)))
+	if l, ok := spare.waitLease(holed, 10*time.Second); !ok {
+		out.problem("the spare got no lease during the black hole")
+	} else if l.worker != old.worker {
+		out.problem("the spare leased worker %d, want cut-off gen-0's %d", l.worker, old.worker)
+	}
+	healed := time.Now()
+	proxy.remove(e.t, "hole_up")
+	proxy.remove(e.t, "hole_down")
+	if code := spare.stop(15 * time.Second); code != 0 {
+		out.problem("the spare exited %d after SIGTERM, want 0", code)
+	}
+	freed := time.Now()
+	if _, ok := g0.waitLease(freed, 20*time.Second); !ok {
+		out.problem("gen-0 got no lease after the black hole healed and the spare released")
+	}
+	time.Sleep(2 * time.Second)
+	draws := l.stop()
+	out.problems = append(out.problems, gc.stopGens()...)
+	gdraws := gc.collect(&out)
+
+	o := g0.read()
+	// gen-0's deadline is at most a ttl after its last heartbeat, sent
+	// before the black hole.
+	late := 0
+	for _, d := range o.draws {
+		if d.Send.After(holed.Add(leaseTTL)) && d.Recv.Before(healed) {
+			late++
+		}
+	}
+	if late > 0 {
+		out.problem("gen-0 issued %d batches more than a ttl into the black hole", late)
+	}
+	firstRefusal := time.Duration(-1)
+	for _, r := range o.refusals {
+		if !r.at.Before(holed) {
+			firstRefusal = r.at.Sub(holed)
+			break
+		}
+	}
+	switch {
+	case firstRefusal < 0:
+		out.problem("gen-0 never refused during the black hole")
+	case firstRefusal > leaseTTL+time.Second:
+		out.problem("gen-0 first refused %s into the black hole, past its lease deadline (ttl %s)", firstRefusal, leaseTTL)
+	}
+	if first, ok := FirstOK(gdraws, 100, "", freed); ok {
+		out.recovery = first.Sub(freed)
+	} else {
+		out.problem("gen-0 issued nothing after the black hole")
+	}
+	events, _ := readHistory(e.t, e.db.dsn)
+	if !takenOver(events, genTokenName+"/"+spare.name, holed, healed) {
+		out.problem("the spare did not take over a worker ID during the black hole")
+	}
+	out.note("first_refusal_after=%s late_batches=%d", firstRefusal.Round(time.Millisecond), late)
+	gc.keepGenLogs(e, "gen-blackhole")
+	return gc.cluster, l, append(draws, gdraws...), out
+}
+
+// 13. gen-kill: kill -9 a random generator every 2 s for 30 s and restart
+// it at once under the same holder name.
+func scenarioGenKill(e *env) (*cluster, *load, []Draw, outcome) {
+	migrate(e.t, e.bin, e.db.dsn)
+	// One worker ID to spare: a restarted generator takes the free one, or
+	// its own again and waits past its old ceiling.
+	gc := newGenCluster(e, "0-6", 2)
+	gc.startAll()
+	gc.waitReady(0, 1)
+	gc.startGens(4)
+	l := gc.startLoad(loadSpec{Nodes: span(0, 1), Interval: 20 * time.Millisecond, Token: genSecret})
+	out := outcome{recovery: -1}
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, seed>>1))
+	type restart struct {
+		gen int
+		at  time.Time
+	}
+	var restarts []restart
+	end := time.Now().Add(30 * time.Second)
+	for time.Now().Before(end) {
+		time.Sleep(2 * time.Second)
+		i := rng.IntN(4)
+		gc.gens[i].kill9()
+		gc.gens[i].start()
+		restarts = append(restarts, restart{i, time.Now()})
+	}
+	time.Sleep(2*leaseTTL + time.Second)
+	draws := l.stop()
+	out.problems = append(out.problems, gc.stopGens()...)
+	gdraws := gc.collect(&out)
+	var worst time.Duration
+	recovered := 0
+	for k, r := range restarts {
+		next := time.Now()
+		for _, later := range restarts[k+1:] {
+			if later.gen == r.gen {
+				next = later.at
+				break
+			}
+		}
+		if first, ok := FirstOK(gdraws, 100+r.gen, "", r.at); ok && first.Before(next) {
+			recovered++
+			worst = max(worst, first.Sub(r.at))
+		}
+	}
+	out.recovery = worst
+	out.note("seed=%d kills=%d recovered_before_next_kill=%d", seed, len(restarts), recovered)
+	if recovered == 0 {
+		out.problem("no restarted generator issued before it was killed again")
+	}
+	gc.keepGenLogs(e, "gen-kill")
+	return gc.cluster, l, append(draws, gdraws...), out
+}
