@@ -384,6 +384,31 @@ func (k *Keeper) NextN(dst []snowflake.ID, n int) ([]snowflake.ID, error) {
 	return dst, nil
 }
 
+// LeaseToken identifies the worker lease that issued Snowflake IDs: a
+// caller that keeps the last token it saw for a (datacenter, worker) pair
+// can tell a later holder (a greater FencingVersion) from a stale one.
+type LeaseToken struct {
+	DatacenterID   int64
+	WorkerID       int64
+	FencingVersion int64
+}
+
+// NextNFenced is NextN that also returns the token of the lease the IDs
+// were made under. All IDs of one call come from one lease. On an error
+// the IDs appended so far are returned with it and with their token.
+func (k *Keeper) NextNFenced(dst []snowflake.ID, n int) ([]snowflake.ID, LeaseToken, error) {
+	ls := k.cur.Load()
+	if ls == nil {
+		return dst, LeaseToken{}, k.noLease()
+	}
+	tok := LeaseToken{DatacenterID: ls.lease.DatacenterID, WorkerID: ls.lease.WorkerID, FencingVersion: ls.lease.FencingVersion}
+	dst, err := ls.gen.NextN(dst, n)
+	if err != nil {
+		return dst, tok, k.refused(err)
+	}
+	return dst, tok, nil
+}
+
 // NextSnowflakes appends n Snowflake IDs to dst as int64s; the segment
 // allocator's fallback draws from it. Errors as Next.
 func (k *Keeper) NextSnowflakes(dst []int64, n int) ([]int64, error) {

@@ -163,12 +163,21 @@ type Batch struct {
 	IDs    []int64   // the IDs in the order they were handed out
 	Ranges []IDRange // the contiguous runs IDs form, in the same order
 	Source Source    // SourceSegment, or SourceSnowflake when the fallback served
+	// Revision is, for a strict namespace, the namespace's revision after
+	// the fetch that took the IDs: it grows with every fetch, cluster-wide.
+	// 0 for a buffered namespace and for the fallback.
+	Revision int64
+	// Lease is, when the fallback served (Source is SourceSnowflake), the
+	// worker lease that made the IDs.
+	Lease LeaseToken
 }
 
 func (b *Batch) reset() {
 	b.IDs = b.IDs[:0]
 	b.Ranges = b.Ranges[:0]
 	b.Source = ""
+	b.Revision = 0
+	b.Lease = LeaseToken{}
 }
 
 // appendRun appends the n IDs first..first+n-1, merging them into the last
