@@ -319,6 +319,10 @@ func TestResponsesMatchSpec(t *testing.T) {
 		{"admin disabled", "GET", "/admin/leases", "/admin/leases", "", "", 404},
 	}
 
+	exchanges = append(exchanges, compatExchanges...)
+	tokenExchanges = append(tokenExchanges, compatTokenExchanges...)
+	downExchanges = append(downExchanges, compatDownExchanges...)
+
 	covered := map[string]bool{}
 	run := func(base string, ex exchange) {
 		t.Run(ex.name, func(t *testing.T) {
