@@ -102,7 +102,7 @@ func testNamespacesImport(t *testing.T, dialect string) {
 	}
 	exec("INSERT INTO leaf_bad (biz_tag, max_id, step) VALUES (?, ?, ?), (?, ?, ?)", "Bad Tag", 10, 10, "fine", 10, 10)
 
-	dsn := teststore.DSN(t, dialect) // idgen's: another fresh database
+	dsn := teststore.DSN(t, dialect)   // idgen's: another fresh database
 	store := teststore.OpenDSN(t, dsn) // migrated
 	// "raised" exists already, below Leaf's max_id.
 	pre, err := allocator.NamespaceSpec{Name: "raised", Start: new(int64(10))}.Namespace(0)
