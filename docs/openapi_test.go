@@ -552,7 +552,7 @@ func jsonType(v any) string {
 // API: each names an existing file, and each #anchor a heading in it.
 func TestDocLinks(t *testing.T) {
 	linkRE := regexp.MustCompile(`\]\(([^)\s]+)\)`)
-	for _, doc := range []string{"architecture.md", "operations.md", "comparison.md"} {
+	for _, doc := range []string{"architecture.md", "operations.md", "comparison.md", "migration.md"} {
 		data, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)
