@@ -319,6 +319,10 @@ func TestResponsesMatchSpec(t *testing.T) {
 		{"admin disabled", "GET", "/admin/leases", "/admin/leases", "", "", 404},
 	}
 
+	exchanges = append(exchanges, compatExchanges...)
+	tokenExchanges = append(tokenExchanges, compatTokenExchanges...)
+	downExchanges = append(downExchanges, compatDownExchanges...)
+
 	covered := map[string]bool{}
 	run := func(base string, ex exchange) {
 		t.Run(ex.name, func(t *testing.T) {
@@ -548,7 +552,7 @@ func jsonType(v any) string {
 // API: each names an existing file, and each #anchor a heading in it.
 func TestDocLinks(t *testing.T) {
 	linkRE := regexp.MustCompile(`\]\(([^)\s]+)\)`)
-	for _, doc := range []string{"architecture.md", "operations.md", "comparison.md"} {
+	for _, doc := range []string{"architecture.md", "operations.md", "comparison.md", "migration.md"} {
 		data, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)

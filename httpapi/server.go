@@ -309,6 +309,8 @@ func New(cfg Config) (*Server, error) {
 	// The lease API (leases.go): off, 404, while no token has the leases
 	// scope.
 	s.addLeaseRoutes(e)
+	// The API shapes of the designs idgen replaces (compat.go).
+	s.addCompatRoutes(e)
 
 	sort.Slice(s.routes, func(i, j int) bool {
 		if s.routes[i].Path != s.routes[j].Path {
