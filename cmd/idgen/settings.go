@@ -146,12 +146,6 @@ func (d *settings) lookup(name string) *setting {
 	return nil
 }
 
-// isSet reports whether setting name was given anywhere but its default.
-func (d *settings) isSet(name string) bool {
-	s := d.lookup(name)
-	return s != nil && s.src != fromDefault
-}
-
 // parse sets every setting from args, then the environment, then the file
 // named by the setting "config" (when the command has one), each filling
 // only what the one before left unset. It returns the positional
