@@ -396,8 +396,8 @@ func (ns *segNamespace) stepBoundsLocked() (lo, hi int64) {
 }
 
 // nextStepLocked returns the size of the next fetch: the step doubles when
-// the previous range lasted less than 15 minutes and halves when it lasted
-// more than 30, within the row's min_step..max_step. How long a range
+// the previous range lasted less than SegmentSettings.GrowBelow (15 minutes
+// by default) and halves when it lasted more than ShrinkAbove (30), within the row's min_step..max_step. How long a range
 // lasted is the time since the previous fetch returned: fetches start at the
 // same point of consecutive ranges, so in steady state that is the lifetime
 // of one range.
@@ -406,13 +406,13 @@ func (ns *segNamespace) nextStepLocked(now time.Time) int64 {
 	step := ns.step
 	if !ns.lastFetchAt.IsZero() {
 		switch lasted := now.Sub(ns.lastFetchAt); {
-		case lasted < segmentGrowBelow:
+		case lasted < ns.s.growBelow:
 			if step > hi/2 {
 				step = hi
 			} else {
 				step *= 2
 			}
-		case lasted > segmentShrinkAbove:
+		case lasted > ns.s.shrinkAbove:
 			step /= 2
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idgen-project/idgen/snowflake"
 )
 
 // testSettings are SegmentSettings for tests: fast retries.
@@ -1344,5 +1346,74 @@ func TestSegmentsTailAfterExhausted(t *testing.T) {
 	}
 	if _, err := a.Next(ctx, "orders"); !errors.Is(err, ErrNamespaceExhausted) {
 		t.Errorf("a at the limit: got %v, want %v", err, ErrNamespaceExhausted)
+	}
+}
+
+// TestSegmentsDynamicStepWindows: the step's windows come from
+// SegmentSettings.GrowBelow and ShrinkAbove.
+func TestSegmentsDynamicStepWindows(t *testing.T) {
+	clock := newFakeSegmentClock()
+	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 100, MinStep: 25, MaxStep: 400})
+	set := testSettings()
+	set.Clock = clock
+	set.GrowBelow, set.ShrinkAbove = 2*time.Minute, 5*time.Minute
+	s := newTestSegments(t, store, set)
+	ctx := testCtx(t)
+
+	mustNext(t, ctx, s, "orders") // fetch of 100 at time 0
+	for i, st := range []struct {
+		lasted time.Duration
+		want   int64
+	}{
+		{time.Minute, 200},     // under 2m: doubles
+		{3 * time.Minute, 200}, // between 2m and 5m: kept (the default windows would double it)
+		{6 * time.Minute, 100}, // over 5m: halves (the default windows would keep it)
+	} {
+		clock.Advance(st.lasted)
+		mustDraw(t, ctx, s, "orders", int(stats(t, s, "orders").Runway))
+		waitIdle(t, s, "orders")
+		sizes := store.sizes()
+		if got := sizes[len(sizes)-1]; got != st.want {
+			t.Errorf("fetch %d after a range that lasted %v: got step %d, want %d (all: %v)", i+2, st.lasted, got, st.want, sizes)
+		}
+	}
+}
+
+func TestSegmentSettingsResolve(t *testing.T) {
+	got, err := SegmentSettings{}.Resolve()
+	if err != nil {
+		t.Fatalf("Resolve of the zero value: %v", err)
+	}
+	if got.Threshold != DefaultSegmentThreshold || got.GrowBelow != 15*time.Minute || got.ShrinkAbove != 30*time.Minute ||
+		got.FetchTimeout != DefaultSegmentFetchTimeout || got.MaxWait != DefaultSegmentMaxWait {
+		t.Errorf("Resolve of the zero value: got %+v, want the defaults", got)
+	}
+	if again, err := got.Resolve(); err != nil || again.Threshold != got.Threshold || again.GrowBelow != got.GrowBelow || again.ShrinkAbove != got.ShrinkAbove {
+		t.Errorf("Resolve of a resolved value: got %+v, %v; want it unchanged", again, err)
+	}
+	for _, tc := range []struct {
+		name string
+		s    SegmentSettings
+		want string // "" when valid
+	}{
+		{"threshold 1", SegmentSettings{Threshold: 1}, ""},
+		{"short windows", SegmentSettings{GrowBelow: time.Second, ShrinkAbove: 2 * time.Second}, ""},
+		{"grow below the default shrink", SegmentSettings{GrowBelow: 29 * time.Minute}, ""},
+		{"threshold above 1", SegmentSettings{Threshold: 1.01}, "prefetch threshold 1.01 (--segment-prefetch-threshold)"},
+		{"negative threshold", SegmentSettings{Threshold: -0.5}, "prefetch threshold -0.5"},
+		{"NaN threshold", SegmentSettings{Threshold: math.NaN()}, "prefetch threshold NaN"},
+		{"negative grow", SegmentSettings{GrowBelow: -time.Second}, "(--segment-grow-below): want more than 0"},
+		{"negative shrink", SegmentSettings{ShrinkAbove: -time.Second}, "(--segment-shrink-above): want more than 0"},
+		{"grow at the default shrink", SegmentSettings{GrowBelow: 30 * time.Minute}, "grow below 30m0s (--segment-grow-below) must be less than shrink above 30m0s"},
+		{"shrink under the default grow", SegmentSettings{ShrinkAbove: 10 * time.Minute}, "must be less than shrink above 10m0s"},
+		{"negative fetch timeout", SegmentSettings{FetchTimeout: -time.Second}, "fetch timeout -1s"},
+	} {
+		_, err := tc.s.Resolve()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: Resolve: %v, want no error", tc.name, err)
+		case tc.want != "" && (!errors.Is(err, snowflake.ErrInvalidSettings) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: Resolve: got %v, want ErrInvalidSettings saying %q", tc.name, err, tc.want)
+		}
 	}
 }

@@ -85,7 +85,8 @@ type Config struct {
 	// holder, lease ttl and heartbeat. Its Clock and Logger are ignored:
 	// Open sets them from Clock and Logger.
 	Keeper allocator.KeeperSettings
-	// Segments configures the segment allocator. Its Logger and Fallback
+	// Segments configures the segment allocator: the prefetch threshold
+	// and the dynamic-step windows among others. Its Logger and Fallback
 	// are ignored: Open sets them from Logger and the keeper.
 	Segments allocator.SegmentSettings
 	// LeaseAPI configures the lease API (leaseapi.go).
@@ -175,6 +176,9 @@ func (c Config) resolve() (Config, error) {
 		return Config{}, err
 	}
 	c.Keeper = ks
+	if c.Segments, err = c.Segments.Resolve(); err != nil {
+		return Config{}, err
+	}
 	if c.LeaseAPI, err = c.LeaseAPI.resolve(); err != nil {
 		return Config{}, err
 	}
@@ -340,8 +344,9 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		Logger:     a.log,
 		Version:    c.Version,
 		Durability: a.durability,
-		Status:     httpapi.StatusSettings{Clock: c.Clock, LeaseTTL: ks.TTL, MaxClockOffset: ks.MaxClockOffset},
-		LeaseAPI:   c.LeaseAPI.httpapi(c, a.store),
+		Status: httpapi.StatusSettings{Clock: c.Clock, LeaseTTL: ks.TTL, MaxClockOffset: ks.MaxClockOffset,
+			Policy: policy(ks, c.Segments)},
+		LeaseAPI: c.LeaseAPI.httpapi(c, a.store),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("http api: %w", err)
