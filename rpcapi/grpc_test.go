@@ -156,6 +156,12 @@ func TestStockClient(t *testing.T) {
 	if total != 10500 {
 		t.Errorf("StreamIds: got %d IDs, want 10500", total)
 	}
+	if n := scrape(t, srv.URL, "idgen_grpc_stream_messages_sent_total"); n != 11 {
+		t.Errorf("idgen_grpc_stream_messages_sent_total: got %v, want 11", n)
+	}
+	if n := scrape(t, srv.URL, `idgen_grpc_ids_issued_total{source="snowflake"}`); n != 10505 {
+		t.Errorf("idgen_grpc_ids_issued_total snowflake: got %v, want 10505", n)
+	}
 
 	health := healthpb.NewHealthClient(conn)
 	for _, tc := range []struct {
