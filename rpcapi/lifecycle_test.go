@@ -55,11 +55,14 @@ func (noSegments) Draw(context.Context, string, int, *allocator.Batch) error {
 	return allocator.ErrNamespaceNotFound
 }
 
-// serveRPC serves s's handler with h2c on a loopback port; returned tells
-// when a call's handler returned. Stopped when the test ends.
-func serveRPC(t *testing.T, s *rpcapi.Server) (addr string, returned <-chan struct{}) {
+// serveRPC serves s's handler with h2c on a loopback port; done tells when
+// the server saw a call's context end (its caller cancelled, or it
+// returned), returned when its handler returned. Stopped when the test
+// ends.
+func serveRPC(t *testing.T, s *rpcapi.Server) (addr string, done, returned <-chan struct{}) {
 	t.Helper()
 	ret := make(chan struct{}, 16)
+	ctxDone := make(chan struct{}, 16)
 	var protocols http.Protocols
 	protocols.SetUnencryptedHTTP2(true)
 	h := s.Mount(http.NotFoundHandler())
@@ -68,6 +71,10 @@ func serveRPC(t *testing.T, s *rpcapi.Server) (addr string, returned <-chan stru
 		ReadHeaderTimeout: 5 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			defer func() { ret <- struct{}{} }()
+			go func() {
+				<-r.Context().Done()
+				ctxDone <- struct{}{}
+			}()
 			h.ServeHTTP(w, r)
 		}),
 	}
@@ -81,7 +88,7 @@ func serveRPC(t *testing.T, s *rpcapi.Server) (addr string, returned <-chan stru
 		_ = srv.Close()
 		wg.Wait()
 	})
-	return ln.Addr().String(), ret
+	return ln.Addr().String(), ctxDone, ret
 }
 
 // TestCancelStopsGeneration: once the caller cancels a stream, the server
@@ -92,7 +99,7 @@ func TestCancelStopsGeneration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr, returned := serveRPC(t, s)
+	addr, done, returned := serveRPC(t, s)
 	conn := dial(t, addr)
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -116,9 +123,16 @@ func TestCancelStopsGeneration(t *testing.T) {
 			t.Fatalf("message %d: got %d IDs, want 100", i, n)
 		}
 	}
-	// The server is now making (or blocked in) the fourth batch.
+	// The server is now making (or blocked in) the fourth batch. Once it
+	// has seen the cancel, the issuer makes batches freely: a server that
+	// went on would make many more.
 	cancel()
-	close(issuer.gate) // from here on the issuer makes batches freely
+	select {
+	case <-done:
+	case <-time.After(waitBound):
+		t.Fatalf("the server did not see the cancel within %s", waitBound)
+	}
+	close(issuer.gate)
 	select {
 	case <-returned:
 	case <-time.After(waitBound):
