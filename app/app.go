@@ -5,12 +5,15 @@
 // opens the database (and refuses one that can lose acknowledged commits,
 // before writing anything to it), applies the schema migrations, starts the
 // lease keeper, builds the segment allocator on it, builds the HTTP API
-// (with the callers' tokens, when configured), binds the listener and
+// (with the callers' tokens, when configured) and the gRPC API beside it
+// (package rpcapi, on the same listener), binds the listener and
 // starts its background loops: the history behind the status page's
 // charts, one that reloads the tokens file when it changes, and one that
 // prunes lease events past their retention. Serve serves the API until
-// Close, which takes the node down in the reverse order: the HTTP server
-// stops accepting and finishes the requests in flight, so that no request
+// Close, which takes the node down in the reverse order: the gRPC API ends
+// its open streams with UNAVAILABLE (they would otherwise run until their
+// callers cancel), the HTTP server stops accepting and finishes the
+// requests in flight, so that no request
 // finds the allocators closed; the background loops stop; the segment
 // allocator gives back the unused tails of its ranges; the keeper releases
 // its lease, lowering the ceiling to the last timestamp used; and the
