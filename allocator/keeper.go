@@ -426,21 +426,33 @@ func (k *Keeper) NextNFenced(dst []snowflake.ID, n int) ([]snowflake.ID, LeaseTo
 	return dst, tok, nil
 }
 
-// NextSnowflakes appends n Snowflake IDs to dst as int64s; the segment
-// allocator's fallback draws from it. Errors as Next.
+// NextSnowflakes appends n Snowflake IDs to dst as int64s. Errors as Next.
 func (k *Keeper) NextSnowflakes(dst []int64, n int) ([]int64, error) {
+	dst, _, err := k.NextSnowflakesFenced(dst, n)
+	return dst, err
+}
+
+// NextSnowflakesFenced is NextSnowflakes that also returns the token of
+// the lease the IDs were made under, as NextNFenced does: all IDs of one
+// call come from one lease. The segment allocator's fallback draws from it.
+func (k *Keeper) NextSnowflakesFenced(dst []int64, n int) ([]int64, LeaseToken, error) {
+	ls := k.cur.Load()
+	if ls == nil {
+		return dst, LeaseToken{}, k.noLease()
+	}
+	tok := LeaseToken{DatacenterID: ls.lease.DatacenterID, WorkerID: ls.lease.WorkerID, FencingVersion: ls.lease.FencingVersion}
 	var buf [64]snowflake.ID
 	for n > 0 {
-		ids, err := k.NextN(buf[:0], min(n, len(buf)))
+		ids, err := ls.gen.NextN(buf[:0], min(n, len(buf)))
 		for _, id := range ids {
 			dst = append(dst, int64(id))
 		}
 		if err != nil {
-			return dst, err
+			return dst, tok, k.refused(err)
 		}
 		n -= len(ids)
 	}
-	return dst, nil
+	return dst, tok, nil
 }
 
 // SmallestIDNow returns the smallest Snowflake ID of the current

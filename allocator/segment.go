@@ -214,10 +214,11 @@ func segmentSettingsError(format string, args ...any) error {
 // to serve a fallback; the lease keeper implements it. The fallback serves
 // only IDs above the namespace's max_id_limit (see FallbackLimit).
 type SnowflakeSource interface {
-	// NextSnowflakes appends n Snowflake IDs, in increasing order, to dst
-	// and returns the extended slice, or an error wrapping ErrUnavailable
-	// when the node cannot prove its lease.
-	NextSnowflakes(dst []int64, n int) ([]int64, error)
+	// NextSnowflakesFenced appends n Snowflake IDs, in increasing order,
+	// to dst and returns the extended slice with the token of the lease
+	// that made them (one lease for all), or an error wrapping
+	// ErrUnavailable when the node cannot prove its lease.
+	NextSnowflakesFenced(dst []int64, n int) ([]int64, LeaseToken, error)
 	// SmallestIDNow returns the smallest Snowflake ID of the current
 	// millisecond: every ID issued from now on is at least this. The
 	// fallback checks it against max_id_limit before it takes any ID, and
@@ -247,8 +248,12 @@ type Batch struct {
 	Ranges []IDRange // the contiguous runs IDs form, in the same order
 	Source Source    // SourceSegment, or SourceSnowflake when the fallback served
 	// Revision is, for a strict namespace, the namespace's revision after
-	// the fetch that took the IDs: it grows with every fetch, cluster-wide.
-	// 0 for a buffered namespace and for the fallback.
+	// the fetch that took the IDs: the version the store's fetch left on
+	// the namespace's row (Segment.Namespace.Version), which grows with
+	// every fetch from any node and is never given to two fetches (see
+	// SegmentStore.FetchSegment). A caller that saw revision r before it
+	// asked can refuse an answer whose revision is not above r: a stale
+	// or replayed answer. 0 for a buffered namespace and for the fallback.
 	Revision int64
 	// Lease is, when the fallback served (Source is SourceSnowflake), the
 	// worker lease that made the IDs.

@@ -503,7 +503,10 @@ func TestSegmentsStrictGapFree(t *testing.T) {
 
 	// Interleaved, one at a time: increasing and gap-free across allocators.
 	next := int64(1)
-	var b Batch
+	var (
+		b       Batch
+		lastRev int64
+	)
 	for i := range 30 {
 		s := segs[i%3]
 		n := 1 + i%4
@@ -521,16 +524,23 @@ func TestSegmentsStrictGapFree(t *testing.T) {
 		if want := []IDRange{{next, next + int64(n) - 1}}; !slices.Equal(b.Ranges, want) {
 			t.Fatalf("draw %d (allocator %d): got %v, want %v", i, i%3, b.Ranges, want)
 		}
+		// The revision is the row's version after this draw's fetch: it
+		// grows with every fetch, from whichever allocator.
+		if row := store.row("invoices"); b.Revision != row.Version || b.Revision <= lastRev {
+			t.Fatalf("draw %d (allocator %d): revision %d, want the row's version %d, above the previous %d", i, i%3, b.Revision, row.Version, lastRev)
+		}
+		lastRev = b.Revision
 		next += int64(n)
 	}
 
 	// Concurrently: together the IDs are gap-free.
 	var (
-		wg  sync.WaitGroup
-		mu  sync.Mutex
-		all []int64
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		all  []int64
+		revs = map[int64]bool{}
 	)
-	errc := make(chan error, 12)
+	errc := make(chan error, 12*25+12)
 	for i := range 12 {
 		wg.Add(1)
 		go func() {
@@ -543,6 +553,10 @@ func TestSegmentsStrictGapFree(t *testing.T) {
 				}
 				mu.Lock()
 				all = append(all, b.IDs...)
+				if revs[b.Revision] || b.Revision <= lastRev {
+					errc <- fmt.Errorf("revision %d given twice, or not above %d", b.Revision, lastRev)
+				}
+				revs[b.Revision] = true
 				mu.Unlock()
 			}
 		}()
@@ -842,6 +856,7 @@ func TestSegmentsFallback(t *testing.T) {
 				tt.next = smallest + 5
 			}
 			sf.set(tt.next, tt.smallest, tt.sourceErr)
+			sf.lease = LeaseToken{DatacenterID: 1, WorkerID: 2, FencingVersion: 7}
 			set := testSettings()
 			if !tt.noSource {
 				set.Fallback = sf
@@ -891,6 +906,9 @@ func TestSegmentsFallback(t *testing.T) {
 			if !slices.Equal(b.IDs, want.IDs) || !slices.Equal(b.Ranges, want.Ranges) || b.Source != want.Source {
 				t.Errorf("Draw: got %+v, want %+v", b, want)
 			}
+			if b.Lease != sf.lease || b.Revision != 0 {
+				t.Errorf("fallback Draw: lease %+v, revision %d; want the source's lease %+v and revision 0", b.Lease, b.Revision, sf.lease)
+			}
 			id, err := s.Next(ctx, "orders")
 			if err != nil || id != smallest+8 {
 				t.Errorf("Next: got %d, %v, want %d", id, err, smallest+8)
@@ -906,6 +924,9 @@ func TestSegmentsFallback(t *testing.T) {
 			if b.Source != SourceSegment || b.IDs[0] != 11 {
 				t.Errorf("Draw after the database came back: got %v from %q, want 11, 12 from segment", b.IDs, b.Source)
 			}
+			if b.Lease != (LeaseToken{}) || b.Revision != 0 {
+				t.Errorf("buffered Draw into a reused Batch: lease %+v, revision %d; want both zero", b.Lease, b.Revision)
+			}
 		})
 	}
 }
@@ -915,7 +936,9 @@ func TestSegmentsModeChange(t *testing.T) {
 	s := newTestSegments(t, store, testSettings())
 	ctx := testCtx(t)
 
-	mustDraw(t, ctx, s, "orders", 5)
+	if b := mustDraw(t, ctx, s, "orders", 5); b.Revision != 0 {
+		t.Errorf("buffered draw: revision %d, want 0", b.Revision)
+	}
 	store.update("orders", func(ns *Namespace) { ns.Mode = ModeStrict })
 	// The prefetch started by this draw returns the row in strict mode: the
 	// buffered ranges are dropped and draws fetch exactly what they need.
@@ -928,6 +951,9 @@ func TestSegmentsModeChange(t *testing.T) {
 	b := mustDraw(t, ctx, s, "orders", 3)
 	if want := []IDRange{{21, 23}}; !slices.Equal(b.Ranges, want) {
 		t.Errorf("strict draw: got %v, want %v", b.Ranges, want)
+	}
+	if row := store.row("orders"); b.Revision != row.Version || b.Revision < 1 {
+		t.Errorf("strict draw: revision %d, want the row's version after the fetch, %d", b.Revision, row.Version)
 	}
 	if id := mustNext(t, ctx, s, "orders"); id != 24 {
 		t.Errorf("strict Next: got %d, want 24", id)

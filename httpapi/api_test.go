@@ -19,6 +19,15 @@ type idsResponse struct {
 	Source    string        `json:"source"`
 	Ranges    []rangeJSON   `json:"ranges"`
 	Explain   []explainJSON `json:"explain"`
+	Lease     *fencingLease `json:"lease"`
+	Revision  int64         `json:"revision"`
+}
+
+// fencingLease is the fencing token of Snowflake IDs in GET /ids.
+type fencingLease struct {
+	Datacenter     int64 `json:"datacenter"`
+	Worker         int64 `json:"worker"`
+	FencingVersion int64 `json:"fencing_version"`
 }
 
 type rangeJSON struct {
