@@ -105,7 +105,7 @@ func (s *Server) handleV1IDs(c echo.Context) error {
 			return invalidf("count must be an integer from 1 to %d", s.maxCount)
 		}
 	}
-	ids, err := s.snowflakes.NextN(make([]snowflake.ID, 0, n), n)
+	ids, _, err := s.snowflakes.NextNFenced(make([]snowflake.ID, 0, n), n)
 	if err != nil {
 		return fromDomain(err)
 	}
@@ -327,7 +327,7 @@ func (s *Server) tinyidEnvelope(next echo.HandlerFunc) echo.HandlerFunc {
 // oneSnowflake issues one Snowflake ID, counted in the metrics.
 func (s *Server) oneSnowflake() (int64, error) {
 	var arr [1]snowflake.ID
-	ids, err := s.snowflakes.NextN(arr[:0], 1)
+	ids, _, err := s.snowflakes.NextNFenced(arr[:0], 1)
 	if err != nil {
 		return 0, fromDomain(err)
 	}
