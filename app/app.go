@@ -39,6 +39,7 @@ import (
 	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/dburl"
 	"github.com/idgen-project/idgen/internal/stores"
+	"github.com/idgen-project/idgen/rpcapi"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -239,6 +240,7 @@ type App struct {
 	keeper     *allocator.Keeper
 	segments   *allocator.Segments
 	api        *httpapi.Server
+	rpc        *rpcapi.Server
 	srv        *http.Server
 	ln         net.Listener
 	// tokens reloads the tokens file; nil without one.
@@ -346,6 +348,23 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("http api: %w", err)
 	}
+	// The gRPC API: the same keeper, segments, tokens (through the HTTP
+	// API, which the tokens file reloads into) and lease broker.
+	a.rpc, err = rpcapi.New(rpcapi.Config{
+		Snowflakes: keeper,
+		Segments:   a.segments,
+		Ready:      keeper,
+		Auth:       a.api,
+		Leases:     a.api.LeaseBroker(),
+		MaxCount:   c.MaxCount,
+		Logger:     a.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("grpc api: %w", err)
+	}
+	if err := a.api.RegisterMetrics(a.rpc.Collectors()...); err != nil {
+		return nil, fmt.Errorf("grpc api: %w", err)
+	}
 	if tokens != nil {
 		a.log.Info("callers' tokens loaded", "source", tokensSource(c), "tokens", tokens.Len(), "names", tokens.Names())
 		warnTokens(a.log, tokens)
@@ -369,6 +388,13 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	a.srv = a.api.HTTPServer(c.Listen)
+	// One listener for both APIs: HTTP/1.1 and, for gRPC, HTTP/2 without
+	// TLS (h2c, with prior knowledge); gRPC-Web and Connect work on both.
+	a.srv.Handler = a.rpc.Mount(a.api.Handler())
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	a.srv.Protocols = &protocols
 	a.api.History().Start() // stopped by stop
 	if a.tokens != nil {
 		a.tokens.start()
@@ -437,7 +463,14 @@ func (a *App) Close(ctx context.Context) error {
 
 		a.log.Info("shutting down: finishing requests in flight")
 		sctx, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
+		// Streams of IDs run until their caller cancels: end them (with
+		// UNAVAILABLE, so that callers go to another node) rather than
+		// wait for them, then let the server finish the rest.
+		a.rpc.Drain()
 		err := a.srv.Shutdown(sctx)
+		if werr := a.rpc.Wait(sctx); werr != nil && err == nil {
+			err = werr
+		}
 		cancel()
 		if err != nil {
 			err = fmt.Errorf("shutdown: requests still in flight after %s: %w", a.cfg.ShutdownTimeout, err)
@@ -507,9 +540,13 @@ func (a *App) stop(ctx context.Context) (err error) {
 // Config.Listen, the port the system picked.
 func (a *App) Addr() net.Addr { return a.ln.Addr() }
 
-// Handler returns the HTTP API's handler, for a program that serves it
-// with its own server (or behind middleware of its own) instead of Serve.
-func (a *App) Handler() http.Handler { return a.api.Handler() }
+// Handler returns the handler of the HTTP API with the gRPC API mounted
+// on it, for a program that serves it with its own server (or behind
+// middleware of its own) instead of Serve; gRPC needs HTTP/2.
+func (a *App) Handler() http.Handler { return a.srv.Handler }
+
+// RPC returns the gRPC API.
+func (a *App) RPC() *rpcapi.Server { return a.rpc }
 
 // API returns the HTTP API.
 func (a *App) API() *httpapi.Server { return a.api }

@@ -31,6 +31,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/leaseapi"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -186,8 +187,8 @@ type Server struct {
 	layout  snowflake.Layout
 	// durability is Config.Durability.
 	durability string
-	// leases is Config.LeaseAPI.
-	leases LeaseAPIConfig
+	// broker runs the lease API's calls, on Config.LeaseAPI.
+	broker *leaseapi.Broker
 
 	echo    *echo.Echo
 	routes  []Route
@@ -226,8 +227,8 @@ func New(cfg Config) (*Server, error) {
 	case cfg.MaxCount < 0 || cfg.MaxCount > allocator.MaxDrawCount:
 		return nil, fmt.Errorf("httpapi: max count %d not in 1..%d", cfg.MaxCount, allocator.MaxDrawCount)
 	}
-	if err := cfg.LeaseAPI.validate(); err != nil {
-		return nil, err
+	if err := cfg.LeaseAPI.Validate(); err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	s := &Server{
 		snowflakes: cfg.Snowflakes,
@@ -239,7 +240,6 @@ func New(cfg Config) (*Server, error) {
 		log:        cfg.Logger,
 		version:    cfg.Version,
 		durability: cfg.Durability,
-		leases:     cfg.LeaseAPI,
 		layout:     cfg.Snowflakes.Layout(),
 		hdrJSON:    []string{"application/json"},
 		hdrNoStore: []string{"no-store"},
@@ -261,6 +261,11 @@ func New(cfg Config) (*Server, error) {
 		s.adminKey = tokenDigest(cfg.AdminToken)
 	}
 	s.SetTokens(cfg.Tokens)
+	broker, err := leaseapi.New(cfg.LeaseAPI, s.layout, s.log)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	s.broker = broker
 	s.scratch.New = func() any { return new(scratch) }
 	s.ping.db = cfg.Database
 
@@ -328,6 +333,11 @@ func (s *Server) add(add addFunc, path string, h echo.HandlerFunc) {
 	s.routes = append(s.routes, Route{Method: r.Method, Path: r.Path})
 	s.metrics.knownRoute(r.Path)
 }
+
+// LeaseBroker returns the broker behind the lease API, for another
+// transport of the same API on this node (the gRPC LeaseService): one
+// broker, one set of rules.
+func (s *Server) LeaseBroker() *leaseapi.Broker { return s.broker }
 
 // History returns the history the status page draws its charts from. The
 // server does not start it: its owner calls Start, and Close at shutdown.
