@@ -310,6 +310,11 @@ describe("retries after HTTP 503 from a proxy in front of idgen", () => {
       assert.equal(h.flaky.forwarded - forwarded, 1, "the second one reached idgen");
       assert.equal(waits.length, 1);
       assert.ok(waits[0]! >= 2000, `waited ${waits[0]} ms, less than the proxy's Retry-After of 2 s`);
+      // The client asks for no compression: idgen would gzip every answer.
+      for (const name of ["accept-encoding", "grpc-accept-encoding", "connect-accept-encoding"]) {
+        const v = String(h.flaky.lastHeaders[name] ?? "");
+        assert.ok(!/gzip|br/.test(v), `${protocol} request header ${name}: ${v}, want no compression`);
+      }
     });
   }
 

@@ -212,6 +212,8 @@ export class FlakyProxy {
   /** Requests that reached the proxy, and those it forwarded. */
   requests = 0;
   forwarded = 0;
+  /** The headers of the last request. */
+  lastHeaders: http2.IncomingHttpHeaders = {};
   readonly #server: http2.Http2Server;
   readonly #upstream: http2.ClientHttp2Session;
   readonly #sessions = new Set<http2.ServerHttp2Session>();
@@ -247,6 +249,7 @@ export class FlakyProxy {
 
   #handle(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
     this.requests++;
+    this.lastHeaders = headers;
     const retryAfter = this.#fail.shift();
     if (retryAfter !== undefined) {
       stream.respond({ ":status": 503, "content-type": "text/plain", "retry-after": retryAfter });
