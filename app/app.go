@@ -5,12 +5,15 @@
 // opens the database (and refuses one that can lose acknowledged commits,
 // before writing anything to it), applies the schema migrations, starts the
 // lease keeper, builds the segment allocator on it, builds the HTTP API
-// (with the callers' tokens, when configured), binds the listener and
+// (with the callers' tokens, when configured) and the gRPC API beside it
+// (package rpcapi, on the same listener), binds the listener and
 // starts its background loops: the history behind the status page's
 // charts, one that reloads the tokens file when it changes, and one that
 // prunes lease events past their retention. Serve serves the API until
-// Close, which takes the node down in the reverse order: the HTTP server
-// stops accepting and finishes the requests in flight, so that no request
+// Close, which takes the node down in the reverse order: the gRPC API ends
+// its open streams with UNAVAILABLE (they would otherwise run until their
+// callers cancel), the HTTP server stops accepting and finishes the
+// requests in flight, so that no request
 // finds the allocators closed; the background loops stop; the segment
 // allocator gives back the unused tails of its ranges; the keeper releases
 // its lease, lowering the ceiling to the last timestamp used; and the
@@ -86,7 +89,8 @@ type Config struct {
 	// holder, lease ttl and heartbeat. Its Clock and Logger are ignored:
 	// Open sets them from Clock and Logger.
 	Keeper allocator.KeeperSettings
-	// Segments configures the segment allocator. Its Logger and Fallback
+	// Segments configures the segment allocator: the prefetch threshold
+	// and the dynamic-step windows among others. Its Logger and Fallback
 	// are ignored: Open sets them from Logger and the keeper.
 	Segments allocator.SegmentSettings
 	// LeaseAPI configures the lease API (leaseapi.go).
@@ -176,6 +180,9 @@ func (c Config) resolve() (Config, error) {
 		return Config{}, err
 	}
 	c.Keeper = ks
+	if c.Segments, err = c.Segments.Resolve(); err != nil {
+		return Config{}, err
+	}
 	if c.LeaseAPI, err = c.LeaseAPI.resolve(); err != nil {
 		return Config{}, err
 	}
@@ -342,8 +349,9 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		Logger:     a.log,
 		Version:    c.Version,
 		Durability: a.durability,
-		Status:     httpapi.StatusSettings{Clock: c.Clock, LeaseTTL: ks.TTL, MaxClockOffset: ks.MaxClockOffset},
-		LeaseAPI:   c.LeaseAPI.httpapi(c, a.store),
+		Status: httpapi.StatusSettings{Clock: c.Clock, LeaseTTL: ks.TTL, MaxClockOffset: ks.MaxClockOffset,
+			Policy: policy(ks, c.Segments)},
+		LeaseAPI: c.LeaseAPI.httpapi(c, a.store),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("http api: %w", err)

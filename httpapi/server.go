@@ -67,9 +67,10 @@ const (
 // SnowflakeIssuer issues Snowflake IDs: GET /ids, GET /ids/{id}, and the
 // max_id_limit the admin API gives a namespace with the Snowflake fallback.
 type SnowflakeIssuer interface {
-	// NextN appends n Snowflake IDs to dst, or returns an error wrapping
+	// NextNFenced appends n Snowflake IDs to dst and returns the token of
+	// the lease that made them, or an error wrapping
 	// allocator.ErrUnavailable when the node cannot prove its lease.
-	NextN(dst []snowflake.ID, n int) ([]snowflake.ID, error)
+	NextNFenced(dst []snowflake.ID, n int) ([]snowflake.ID, allocator.LeaseToken, error)
 	// Layout returns the Snowflake layout of the IDs.
 	Layout() snowflake.Layout
 	// SmallestIDNow returns the smallest Snowflake ID of the current
@@ -314,6 +315,8 @@ func New(cfg Config) (*Server, error) {
 	// The lease API (leases.go): off, 404, while no token has the leases
 	// scope.
 	s.addLeaseRoutes(e)
+	// The API shapes of the designs idgen replaces (compat.go).
+	s.addCompatRoutes(e)
 
 	sort.Slice(s.routes, func(i, j int) bool {
 		if s.routes[i].Path != s.routes[j].Path {

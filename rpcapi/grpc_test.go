@@ -431,4 +431,3 @@ func TestLeaseServiceOff(t *testing.T) {
 	err := conn.Invoke(t.Context(), procGetLayout, &idgenv1.GetLayoutRequest{}, &out)
 	checkStatus(t, err, codes.NotFound, problem.NotFound, false)
 }
-

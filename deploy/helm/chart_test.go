@@ -500,6 +500,10 @@ func TestChartConfigMirrorsFlags(t *testing.T) {
   shutdown-timeout: 5s
   allow-unsafe-durability: true
   addr-file: /var/run/idgen/addr
+  tokens-file: /etc/idgen/tokens
+  lease-api-min-ttl: 5s
+  lease-api-max-ttl: 10m
+  lease-events-retention: 240h
 `
 	var dep appsv1.Deployment
 	mustRender(t, values).one(t, "Deployment", &dep)
