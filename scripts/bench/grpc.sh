@@ -8,7 +8,8 @@
 #   2. streaming: IdService.StreamIds with BATCH IDs per message on
 #      STREAM_CONNS streams (one per connection), REPEAT rounds.
 # Results go to $OUT/results.jsonl (one JSON object per run, idgen-loadtest
-# --json), the machine to $OUT/machine.txt and the tables to $OUT/tables.md.
+# --json), the machine to $OUT/machine.txt and the tables to $OUT/tables.md
+# (scripts/bench/grpc_tables.py, which can redraw them from results.jsonl).
 #
 # Usage: scripts/bench/grpc.sh
 # Settings (environment):
@@ -78,39 +79,5 @@ for round in $(seq "$repeat"); do
 done
 
 # The tables: medians of the rounds with [min–max].
-python3 - "$results" "$conns" "$stream_conns" "$batch" >"$out/tables.md" <<'PY'
-import json, statistics, sys
-
-path, conns, sconns, batch = sys.argv[1:]
-runs = [json.loads(line) for line in open(path)]
-by = {k: sorted((r for r in runs if r["label"] == k), key=lambda r: r["round"]) for k in ("http", "grpc", "stream")}
-
-def spread(vals, f="{:,.0f}"):
-    return f"{f.format(statistics.median(vals))} [{f.format(min(vals))}–{f.format(max(vals))}]"
-
-def cpu_per_req(rs):
-    v = [r["server"]["cpu_s"] / r["requests"] * 1e6 for r in rs if r.get("server") and r["requests"]]
-    return f"{statistics.median(v):.0f}" if v else "–"
-
-h, g, s = by["http"], by["grpc"], by["stream"]
-ratio = [b["requests_per_s"] / a["requests_per_s"] * 100 for a, b in zip(h, g)]
-print(f"Medians of {len(h)} rounds, [min–max] of the rounds; the ratio is taken within each round.")
-print()
-print(f"Unary, one ID per call, {conns} connections each, one call in flight on each:")
-print()
-print("| | req/s | gRPC / HTTP | p99 ms | server CPU µs/req | errors | duplicates |")
-print("|---|---:|---:|---:|---:|---:|---:|")
-for name, rs, rat in (("HTTP `GET /ids?count=1`", h, ""), ("gRPC `NextIds` count=1", g, spread(ratio, "{:.0f}%"))):
-    print(f"| {name} | {spread([r['requests_per_s'] for r in rs])} | {rat} | {spread([r['latency_ms']['p99'] for r in rs], '{:.2f}')} "
-          f"| {cpu_per_req(rs)} | {sum(r['errors'] for r in rs)} | {sum(r['duplicates'] for r in rs)} |")
-print()
-print(f"Streaming, {sconns} stream(s) of `StreamIds`, batch_size {batch}:")
-print()
-print("| | IDs/s | % of the cap (4,096,000/s) | messages/s | p99 between messages ms | server CPU s/s | errors | duplicates |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|")
-cpu = [r["server"]["cpu_s"] / r["duration_s"] for r in s if r.get("server")]
-print(f"| gRPC `StreamIds` | {spread([r['ids_per_s'] for r in s])} | {spread([r['ids_per_s'] / 40960 for r in s], '{:.1f}%')} "
-      f"| {spread([r['requests_per_s'] for r in s])} | {spread([r['latency_ms']['p99'] for r in s], '{:.2f}')} "
-      f"| {statistics.median(cpu):.2f} | {sum(r['errors'] for r in s)} | {sum(r['duplicates'] for r in s)} |" if s else "| gRPC `StreamIds` | – |")
-PY
+python3 "$here/grpc_tables.py" "$results" "$conns" "$stream_conns" "$batch" >"$out/tables.md"
 cat "$out/tables.md" >&2
