@@ -17,9 +17,14 @@ import (
 
 // The --transport values.
 const (
-	transportHTTP = "http"
-	transportGRPC = "grpc"
+	transportHTTP    = "http"
+	transportGRPC    = "grpc"
+	transportConnect = "connect"
 )
+
+// rpcTransport reports whether t calls IdService (gRPC or the Connect
+// protocol) rather than GET /ids.
+func rpcTransport(t string) bool { return t == transportGRPC || t == transportConnect }
 
 // h2cClient returns an HTTP client with a connection of its own to tgt:
 // cleartext HTTP/2 with prior knowledge (h2c), as idgen serves gRPC, on one
@@ -40,13 +45,35 @@ func h2cClient(tgt target, timeout time.Duration) (*http.Client, *http.Transport
 	return &http.Client{Transport: tr}, tr
 }
 
+// rpcClient returns the HTTP client of a caller of IdService: h2c for
+// gRPC, and for the Connect protocol HTTP/1.1 on one kept-alive
+// connection, as the HTTP transport's GET /ids uses.
+func rpcClient(tgt target, cfg config) (*http.Client, *http.Transport) {
+	if cfg.Transport != transportConnect {
+		return h2cClient(tgt, cfg.Timeout)
+	}
+	dialer := &net.Dialer{Timeout: cfg.Timeout}
+	tr := &http.Transport{
+		MaxConnsPerHost:     1,
+		MaxIdleConnsPerHost: 1,
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return dialer.DialContext(ctx, network, tgt.dial)
+		},
+	}
+	return &http.Client{Transport: tr}, tr
+}
+
 // grpcOptions are the connect client's options: gRPC, and no gzip. The
 // connect client accepts gzipped answers by default, and a server that sees
 // it compresses every message, costing both sides far more CPU than the
 // few bytes of a message of IDs are worth; stock gRPC clients do not ask
 // for it either.
-func grpcOptions() []connect.ClientOption {
-	return []connect.ClientOption{connect.WithGRPC(), connect.WithAcceptCompression("gzip", nil, nil)}
+func grpcOptions(transport string) []connect.ClientOption {
+	noGzip := connect.WithAcceptCompression("gzip", nil, nil)
+	if transport == transportConnect {
+		return []connect.ClientOption{noGzip}
+	}
+	return []connect.ClientOption{connect.WithGRPC(), noGzip}
 }
 
 // grpcBaseURL is the base URL of the connect client: the target's scheme,
@@ -101,9 +128,9 @@ type grpcUnaryCaller struct {
 }
 
 func newGRPCUnaryCaller(tgt target, cfg config) *grpcUnaryCaller {
-	hc, tr := h2cClient(tgt, cfg.Timeout)
+	hc, tr := rpcClient(tgt, cfg)
 	return &grpcUnaryCaller{
-		client:    idgenv1connect.NewIdServiceClient(hc, grpcBaseURL(tgt), grpcOptions()...),
+		client:    idgenv1connect.NewIdServiceClient(hc, grpcBaseURL(tgt), grpcOptions(cfg.Transport)...),
 		transport: tr,
 		msg:       &idgenv1.NextIdsRequest{Namespace: cfg.Namespace, Count: int32(cfg.Count)},
 		timeout:   cfg.Timeout,
@@ -150,9 +177,9 @@ type grpcStreamCaller struct {
 }
 
 func newGRPCStreamCaller(tgt target, cfg config) *grpcStreamCaller {
-	hc, tr := h2cClient(tgt, cfg.Timeout)
+	hc, tr := rpcClient(tgt, cfg)
 	return &grpcStreamCaller{
-		client:    idgenv1connect.NewIdServiceClient(hc, grpcBaseURL(tgt), grpcOptions()...),
+		client:    idgenv1connect.NewIdServiceClient(hc, grpcBaseURL(tgt), grpcOptions(cfg.Transport)...),
 		transport: tr,
 		msg:       &idgenv1.StreamIdsRequest{Namespace: cfg.Namespace, BatchSize: int32(cfg.Count)},
 		timeout:   cfg.Timeout,

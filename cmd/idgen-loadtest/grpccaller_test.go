@@ -34,6 +34,7 @@ type grpcIDServer struct {
 	mu      sync.Mutex
 	conns   map[string]bool // remote addresses seen
 	streams int             // streams open now
+	protos  map[string]bool // "HTTP/2.0 application/grpc" and the like, as seen
 }
 
 func (s *grpcIDServer) draw(n int64) (first int64) {
@@ -127,91 +128,116 @@ func startGRPCServer(t *testing.T, s *grpcIDServer) string {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle(idgenv1connect.NewIdServiceHandler(s))
-	ts := httptest.NewUnstartedServer(mux)
+	seen := func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		if s.protos == nil {
+			s.protos = map[string]bool{}
+		}
+		s.protos[r.Proto+" "+r.Header.Get("Content-Type")] = true
+		s.mu.Unlock()
+		mux.ServeHTTP(w, r)
+	}
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(seen))
 	ts.Config.Protocols = new(http.Protocols)
 	ts.Config.Protocols.SetUnencryptedHTTP2(true)
+	ts.Config.Protocols.SetHTTP1(true) // the Connect protocol over HTTP/1.1
 	ts.Start()
 	t.Cleanup(ts.Close)
 	return ts.URL
 }
 
 func TestRunGRPC(t *testing.T) {
-	tests := []struct {
-		name      string
-		srv       *grpcIDServer
-		cfg       config
-		wantIDs   int64
-		wantErrs  int64
-		wantKinds map[string]int
-		wantDups  bool
-		wantFail  bool
-	}{
-		{name: "unary count 1", srv: &grpcIDServer{}, cfg: config{Conns: 4, Count: 1, Requests: 400}, wantIDs: 400},
-		{name: "unary count 100", srv: &grpcIDServer{}, cfg: config{Conns: 2, Count: 100, Requests: 40}, wantIDs: 4000},
-		{name: "unary duplicates", srv: &grpcIDServer{dupEvery: 10}, cfg: config{Conns: 2, Count: 5, Requests: 100}, wantIDs: 500, wantDups: true},
-		{name: "unary unavailable", srv: &grpcIDServer{failEvery: 4}, cfg: config{Conns: 4, Count: 1, Requests: 200}, wantIDs: 150, wantErrs: 50, wantKinds: map[string]int{"grpc_unavailable": 50}},
-		{name: "unary short", srv: &grpcIDServer{short: true}, cfg: config{Conns: 1, Count: 3, Requests: 20}, wantIDs: 40, wantErrs: 20, wantKinds: map[string]int{"short": 20}, wantFail: true},
-		{name: "stream", srv: &grpcIDServer{}, cfg: config{Conns: 2, Count: 1000, Requests: 300, Stream: true}, wantIDs: 300_000},
-		{name: "stream duplicates", srv: &grpcIDServer{dupEvery: 7}, cfg: config{Conns: 1, Count: 50, Requests: 70, Stream: true}, wantIDs: 3500, wantDups: true},
-		{name: "stream short", srv: &grpcIDServer{short: true}, cfg: config{Conns: 1, Count: 10, Requests: 10, Stream: true}, wantIDs: 90, wantErrs: 10, wantKinds: map[string]int{"short": 10}, wantFail: true},
+	// What each transport must put on the wire.
+	wire := map[string]map[string]bool{
+		transportGRPC:    {"HTTP/2.0 application/grpc": true},
+		transportConnect: {"HTTP/1.1 application/proto": true, "HTTP/1.1 application/connect+proto": true},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg := tt.cfg
-			cfg.Target = startGRPCServer(t, tt.srv)
-			cfg.Transport = transportGRPC
-			cfg.CheckUnique = true
-			res, err := run(context.Background(), cfg)
-			if (err != nil) != tt.wantFail || res == nil {
-				t.Fatalf("run: %v, want error %v and a result", err, tt.wantFail)
-			}
-			if res.Requests != cfg.Requests {
-				t.Errorf("requests = %d, want %d", res.Requests, cfg.Requests)
-			}
-			if res.IDs != tt.wantIDs {
-				t.Errorf("ids = %d, want %d", res.IDs, tt.wantIDs)
-			}
-			if res.Errors != tt.wantErrs {
-				t.Errorf("errors = %d (%v), want %d", res.Errors, res.ErrorKinds, tt.wantErrs)
-			}
-			for k, want := range tt.wantKinds {
-				if got := res.ErrorKinds[k]; got != want {
-					t.Errorf("error kind %s = %d, want %d", k, got, want)
+	for _, transport := range []string{transportGRPC, transportConnect} {
+		// The table inside the loop: each transport gets fresh servers.
+		tests := []struct {
+			name      string
+			srv       *grpcIDServer
+			cfg       config
+			wantIDs   int64
+			wantErrs  int64
+			wantKinds map[string]int
+			wantDups  bool
+			wantFail  bool
+		}{
+			{name: "unary count 1", srv: &grpcIDServer{}, cfg: config{Conns: 4, Count: 1, Requests: 400}, wantIDs: 400},
+			{name: "unary count 100", srv: &grpcIDServer{}, cfg: config{Conns: 2, Count: 100, Requests: 40}, wantIDs: 4000},
+			{name: "unary duplicates", srv: &grpcIDServer{dupEvery: 10}, cfg: config{Conns: 2, Count: 5, Requests: 100}, wantIDs: 500, wantDups: true},
+			{name: "unary unavailable", srv: &grpcIDServer{failEvery: 4}, cfg: config{Conns: 4, Count: 1, Requests: 200}, wantIDs: 150, wantErrs: 50, wantKinds: map[string]int{"grpc_unavailable": 50}},
+			{name: "unary short", srv: &grpcIDServer{short: true}, cfg: config{Conns: 1, Count: 3, Requests: 20}, wantIDs: 40, wantErrs: 20, wantKinds: map[string]int{"short": 20}, wantFail: true},
+			{name: "stream", srv: &grpcIDServer{}, cfg: config{Conns: 2, Count: 1000, Requests: 300, Stream: true}, wantIDs: 300_000},
+			{name: "stream duplicates", srv: &grpcIDServer{dupEvery: 7}, cfg: config{Conns: 1, Count: 50, Requests: 70, Stream: true}, wantIDs: 3500, wantDups: true},
+			{name: "stream short", srv: &grpcIDServer{short: true}, cfg: config{Conns: 1, Count: 10, Requests: 10, Stream: true}, wantIDs: 90, wantErrs: 10, wantKinds: map[string]int{"short": 10}, wantFail: true},
+		}
+		for _, tt := range tests {
+			t.Run(transport+"/"+tt.name, func(t *testing.T) {
+				cfg := tt.cfg
+				cfg.Target = startGRPCServer(t, tt.srv)
+				cfg.Transport = transport
+				cfg.CheckUnique = true
+				res, err := run(context.Background(), cfg)
+				if (err != nil) != tt.wantFail || res == nil {
+					t.Fatalf("run: %v, want error %v and a result", err, tt.wantFail)
 				}
-			}
-			if got := res.Duplicates > 0; got != tt.wantDups {
-				t.Errorf("duplicates = %d, want duplicates %v", res.Duplicates, tt.wantDups)
-			}
-			if !tt.wantDups && res.Distinct != res.IDs {
-				t.Errorf("distinct = %d, want %d", res.Distinct, res.IDs)
-			}
-			tt.srv.mu.Lock()
-			conns := len(tt.srv.conns)
-			tt.srv.mu.Unlock()
-			if conns != cfg.Conns {
-				t.Errorf("server saw %d connections, want %d (one HTTP/2 connection per --conns)", conns, cfg.Conns)
-			}
-			if cfg.Stream {
-				if got := tt.srv.calls.Load(); got != int64(cfg.Conns) {
-					t.Errorf("streams opened = %d, want %d (one per connection)", got, cfg.Conns)
+				if res.Requests != cfg.Requests {
+					t.Errorf("requests = %d, want %d", res.Requests, cfg.Requests)
 				}
-				deadline := time.Now().Add(5 * time.Second)
-				for tt.srv.openStreams() > 0 && time.Now().Before(deadline) {
-					time.Sleep(time.Millisecond)
+				if res.IDs != tt.wantIDs {
+					t.Errorf("ids = %d, want %d", res.IDs, tt.wantIDs)
 				}
-				if n := tt.srv.openStreams(); n != 0 {
-					t.Errorf("%d streams still open after the run, want 0", n)
+				if res.Errors != tt.wantErrs {
+					t.Errorf("errors = %d (%v), want %d", res.Errors, res.ErrorKinds, tt.wantErrs)
 				}
-			} else if got := tt.srv.calls.Load(); got != cfg.Requests {
-				t.Errorf("server saw %d calls, want %d", got, cfg.Requests)
-			}
-			if res.Transport != transportGRPC || res.Stream != cfg.Stream {
-				t.Errorf("transport %q stream %v, want grpc and %v", res.Transport, res.Stream, cfg.Stream)
-			}
-			if res.Latency.P50 <= 0 || res.Latency.P50 > res.Latency.P99 || res.Latency.P99 > res.Latency.Max {
-				t.Errorf("latency p50 %v p99 %v max %v: want 0 < p50 ≤ p99 ≤ max", res.Latency.P50, res.Latency.P99, res.Latency.Max)
-			}
-		})
+				for k, want := range tt.wantKinds {
+					if got := res.ErrorKinds[k]; got != want {
+						t.Errorf("error kind %s = %d, want %d", k, got, want)
+					}
+				}
+				if got := res.Duplicates > 0; got != tt.wantDups {
+					t.Errorf("duplicates = %d, want duplicates %v", res.Duplicates, tt.wantDups)
+				}
+				if !tt.wantDups && res.Distinct != res.IDs {
+					t.Errorf("distinct = %d, want %d", res.Distinct, res.IDs)
+				}
+				tt.srv.mu.Lock()
+				conns := len(tt.srv.conns)
+				tt.srv.mu.Unlock()
+				if conns != cfg.Conns {
+					t.Errorf("server saw %d connections, want %d (one HTTP/2 connection per --conns)", conns, cfg.Conns)
+				}
+				if cfg.Stream {
+					if got := tt.srv.calls.Load(); got != int64(cfg.Conns) {
+						t.Errorf("streams opened = %d, want %d (one per connection)", got, cfg.Conns)
+					}
+					deadline := time.Now().Add(5 * time.Second)
+					for tt.srv.openStreams() > 0 && time.Now().Before(deadline) {
+						time.Sleep(time.Millisecond)
+					}
+					if n := tt.srv.openStreams(); n != 0 {
+						t.Errorf("%d streams still open after the run, want 0", n)
+					}
+				} else if got := tt.srv.calls.Load(); got != cfg.Requests {
+					t.Errorf("server saw %d calls, want %d", got, cfg.Requests)
+				}
+				if res.Transport != transport || res.Stream != cfg.Stream {
+					t.Errorf("transport %q stream %v, want %s and %v", res.Transport, res.Stream, transport, cfg.Stream)
+				}
+				tt.srv.mu.Lock()
+				for p := range tt.srv.protos {
+					if !wire[transport][p] {
+						t.Errorf("the server saw a request as %q, which %s does not send", p, transport)
+					}
+				}
+				tt.srv.mu.Unlock()
+				if res.Latency.P50 <= 0 || res.Latency.P50 > res.Latency.P99 || res.Latency.P99 > res.Latency.Max {
+					t.Errorf("latency p50 %v p99 %v max %v: want 0 < p50 ≤ p99 ≤ max", res.Latency.P50, res.Latency.P99, res.Latency.Max)
+				}
+			})
+		}
 	}
 }
 

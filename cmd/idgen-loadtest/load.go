@@ -124,7 +124,7 @@ func resolveTarget(ctx context.Context, cfg config) (target, error) {
 	base := strings.TrimSuffix(u.EscapedPath(), "/")
 	path := cfg.Path
 	switch {
-	case cfg.Transport == transportGRPC:
+	case rpcTransport(cfg.Transport):
 		path = grpcPath(cfg)
 	case path == "":
 		q := url.Values{}
@@ -244,7 +244,7 @@ func run(ctx context.Context, cfg config) (*result, error) {
 		if cfg.Stream {
 			return nil, errors.New("streaming needs the gRPC transport")
 		}
-	case transportGRPC:
+	case transportGRPC, transportConnect:
 		if cfg.Path != "" {
 			return nil, errors.New("a request path is for the HTTP transport only")
 		}
@@ -252,7 +252,7 @@ func run(ctx context.Context, cfg config) (*result, error) {
 			return nil, errors.New("a stream cannot run an open loop: the server sends as fast as it can")
 		}
 	default:
-		return nil, fmt.Errorf("unknown transport %q (want http or grpc)", cfg.Transport)
+		return nil, fmt.Errorf("unknown transport %q (want http, grpc or connect)", cfg.Transport)
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
@@ -270,9 +270,9 @@ func run(ctx context.Context, cfg config) (*result, error) {
 	}
 	newCaller := func() caller { return newHTTPCaller(tgt, cfg) }
 	switch {
-	case cfg.Transport == transportGRPC && cfg.Stream:
+	case rpcTransport(cfg.Transport) && cfg.Stream:
 		newCaller = func() caller { return newGRPCStreamCaller(tgt, cfg) }
-	case cfg.Transport == transportGRPC:
+	case rpcTransport(cfg.Transport):
 		newCaller = func() caller { return newGRPCUnaryCaller(tgt, cfg) }
 	}
 	if cfg.Rate > 0 {

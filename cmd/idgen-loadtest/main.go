@@ -75,7 +75,8 @@ duplicate IDs. Progress goes to stderr each second, the summary to stdout.
 With --transport grpc it calls IdService.NextIds over gRPC (cleartext
 HTTP/2, one connection per --conns) instead, or with --stream receives
 IdService.StreamIds, --count IDs per message, each message counted as a
-request.
+request. --transport connect does the same with the Connect protocol over
+HTTP/1.1, one kept-alive connection per --conns as GET /ids uses.
 
 Closed loop (default): each connection sends its next request as soon as
 the last one is answered. Open loop (--rate R): R requests per second are
@@ -97,7 +98,7 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := config{CheckUnique: true}
 	fs.StringVar(&cfg.Target, "url", "http://127.0.0.1:8080", "base `URL` of the server (http only)")
-	fs.StringVar(&cfg.Transport, "transport", transportHTTP, "`http` (GET /ids over HTTP/1.1) or grpc (IdService over cleartext HTTP/2)")
+	fs.StringVar(&cfg.Transport, "transport", transportHTTP, "`http` (GET /ids over HTTP/1.1), grpc (IdService over cleartext HTTP/2) or connect (IdService, the Connect protocol over HTTP/1.1)")
 	fs.BoolVar(&cfg.Stream, "stream", false, "with --transport grpc: receive StreamIds, --count IDs per message, instead of calling NextIds")
 	fs.IntVar(&cfg.Conns, "conns", 8, "keep-alive `connections`, each with one request in flight")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: `requests` per second due on a fixed schedule, latency measured from when each was due (0: closed loop)")
@@ -135,23 +136,23 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "idgen-loadtest: --rate must be a positive number of requests per second (or 0 for a closed loop)")
 		return exitUsage
 	}
-	if cfg.Transport != transportHTTP && cfg.Transport != transportGRPC {
-		fmt.Fprintf(stderr, "idgen-loadtest: --transport must be http or grpc, got %q\n", cfg.Transport)
+	if cfg.Transport != transportHTTP && !rpcTransport(cfg.Transport) {
+		fmt.Fprintf(stderr, "idgen-loadtest: --transport must be http, grpc or connect, got %q\n", cfg.Transport)
 		return exitUsage
 	}
-	if cfg.Stream && cfg.Transport != transportGRPC {
-		fmt.Fprintln(stderr, "idgen-loadtest: --stream needs --transport grpc")
+	if cfg.Stream && !rpcTransport(cfg.Transport) {
+		fmt.Fprintln(stderr, "idgen-loadtest: --stream needs --transport grpc or connect")
 		return exitUsage
 	}
 	if cfg.Stream && cfg.Rate > 0 {
 		fmt.Fprintln(stderr, "idgen-loadtest: --stream cannot take --rate: the server sends a stream's messages as fast as it can")
 		return exitUsage
 	}
-	if cfg.Transport == transportGRPC && cfg.Path != "" {
+	if rpcTransport(cfg.Transport) && cfg.Path != "" {
 		fmt.Fprintln(stderr, "idgen-loadtest: --path is for --transport http")
 		return exitUsage
 	}
-	if cfg.Transport == transportGRPC && cfg.Count > math.MaxInt32 {
+	if rpcTransport(cfg.Transport) && cfg.Count > math.MaxInt32 {
 		fmt.Fprintln(stderr, "idgen-loadtest: --count is too large for gRPC (at most 2147483647)")
 		return exitUsage
 	}

@@ -2,9 +2,10 @@
 # Gathers the gRPC figures of docs/benchmarks.md: builds idgen and
 # idgen-loadtest, starts a fresh `idgen serve` on SQLite in a temporary
 # directory, then
-#   1. unary: GET /ids?count=1 over HTTP/1.1 and IdService.NextIds count=1
-#      over gRPC (h2c), alternating, each on CONNS connections, REPEAT
-#      rounds; the ratio is taken within each round;
+#   1. unary: GET /ids?count=1 over HTTP/1.1, IdService.NextIds count=1
+#      over gRPC (h2c) and over the Connect protocol (HTTP/1.1), the order
+#      reversed every other round, each on CONNS connections, REPEAT
+#      rounds; the ratios are taken within each round;
 #   2. streaming: IdService.StreamIds with BATCH IDs per message on
 #      STREAM_CONNS streams (one per connection), REPEAT rounds.
 # Results go to $OUT/results.jsonl (one JSON object per run, idgen-loadtest
@@ -71,7 +72,9 @@ for round in $(seq "$repeat"); do
 	if ((round % 2)); then
 		load http "$round" --conns "$conns" --count 1
 		load grpc "$round" --conns "$conns" --count 1 --transport grpc
+		load connect "$round" --conns "$conns" --count 1 --transport connect
 	else
+		load connect "$round" --conns "$conns" --count 1 --transport connect
 		load grpc "$round" --conns "$conns" --count 1 --transport grpc
 		load http "$round" --conns "$conns" --count 1
 	fi
