@@ -158,6 +158,12 @@ type Config struct {
 	Status StatusSettings
 	// LeaseAPI configures the lease API under /v1/leases (leases.go).
 	LeaseAPI LeaseAPIConfig
+	// RateLimit limits each caller's request rate (ratelimit.go); the
+	// zero value sets no limit.
+	RateLimit RateLimit
+	// Tracing, when its Tracer is set, traces requests (tracing.go); the
+	// zero value traces nothing and costs nothing.
+	Tracing Tracing
 }
 
 // Route is one route the server answers, in echo's path syntax
@@ -188,6 +194,10 @@ type Server struct {
 	durability string
 	// leases is Config.LeaseAPI.
 	leases LeaseAPIConfig
+	// limiter limits callers' request rates; nil without a limit.
+	limiter *limiter
+	// tracing is Config.Tracing resolved; its tracer is nil when off.
+	tracing Tracing
 
 	echo    *echo.Echo
 	routes  []Route
@@ -229,6 +239,9 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.LeaseAPI.validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.RateLimit.validate(); err != nil {
+		return nil, err
+	}
 	s := &Server{
 		snowflakes: cfg.Snowflakes,
 		lease:      cfg.Lease,
@@ -240,6 +253,8 @@ func New(cfg Config) (*Server, error) {
 		version:    cfg.Version,
 		durability: cfg.Durability,
 		leases:     cfg.LeaseAPI,
+		limiter:    newLimiter(cfg.RateLimit),
+		tracing:    cfg.Tracing.resolve(),
 		layout:     cfg.Snowflakes.Layout(),
 		hdrJSON:    []string{"application/json"},
 		hdrNoStore: []string{"no-store"},
@@ -278,6 +293,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
+	if err := newRateMetrics(m.reg, s.limiter); err != nil {
+		return nil, err
+	}
 	s.history = newHistory(s.statusCfg, s.readSample)
 
 	e := echo.New()
