@@ -90,7 +90,7 @@ const (
 type limiter struct {
 	interval  int64 // ns between two requests at the rate
 	tolerance int64 // ns a bucket may run ahead of now: (burst-1) × interval
-	clock     interface{ Now() time.Time }
+	clock     interface{ Now() time.Time } // nil: the monotonic clock
 	start     time.Time
 
 	tokens    bucketTable[string]
@@ -119,9 +119,10 @@ func newLimiter(r RateLimit) *limiter {
 	l.interval = max(l.interval, 1)
 	l.tolerance = int64(burst-1) * l.interval
 	if l.clock == nil {
-		l.clock = monotonicClock{}
+		l.start = time.Now()
+	} else {
+		l.start = l.clock.Now()
 	}
-	l.start = l.clock.Now()
 	// Token names are few (a tokens file's), but a reload can bring new
 	// ones: the same bound keeps the table from growing with reloads.
 	l.tokens.init(maxAddr)
@@ -131,13 +132,15 @@ func newLimiter(r RateLimit) *limiter {
 	return l
 }
 
-// monotonicClock is time.Now, whose readings carry the monotonic clock.
-type monotonicClock struct{}
-
-func (monotonicClock) Now() time.Time { return time.Now() }
-
-// now returns the limiter's time: nanoseconds since it was built.
-func (l *limiter) now() int64 { return int64(l.clock.Now().Sub(l.start)) }
+// now returns the limiter's time: nanoseconds since it was built. On the
+// system's clock that is one read of the monotonic clock (time.Since),
+// half the cost of time.Now.
+func (l *limiter) now() int64 {
+	if l.clock == nil {
+		return int64(time.Since(l.start))
+	}
+	return int64(l.clock.Now().Sub(l.start))
+}
 
 // allowToken takes a request from the bucket of the caller named name, or
 // returns the 429 problem.
