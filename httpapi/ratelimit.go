@@ -88,8 +88,8 @@ const (
 
 // limiter is the server's rate limiter; nil when there is no limit.
 type limiter struct {
-	interval  int64 // ns between two requests at the rate
-	tolerance int64 // ns a bucket may run ahead of now: (burst-1) × interval
+	interval  int64                        // ns between two requests at the rate
+	tolerance int64                        // ns a bucket may run ahead of now: (burst-1) × interval
 	clock     interface{ Now() time.Time } // nil: the monotonic clock
 	start     time.Time
 
