@@ -65,17 +65,18 @@ type RateLimit struct {
 	Clock interface{ Now() time.Time }
 }
 
-// validate reports a setting out of range.
-func (r RateLimit) validate() error {
+// Validate reports a setting out of range: a negative, infinite or
+// vanishing rate, a negative burst or bound.
+func (r RateLimit) Validate() error {
 	switch {
 	case math.IsNaN(r.Rate) || math.IsInf(r.Rate, 0) || r.Rate < 0:
-		return fmt.Errorf("httpapi: rate limit %v: want requests per second, 0 (no limit) or more", r.Rate)
+		return fmt.Errorf("rate %v: want requests per second, 0 (no limit) or more", r.Rate)
 	case r.Rate > 0 && r.Rate < 1e-6:
-		return fmt.Errorf("httpapi: rate limit %v: want at least one request in 1e6 seconds", r.Rate)
+		return fmt.Errorf("rate %v: want at least one request in 1e6 seconds", r.Rate)
 	case r.Burst < 0:
-		return fmt.Errorf("httpapi: rate limit burst %d: want 0 (the rate rounded up) or more", r.Burst)
+		return fmt.Errorf("burst %d: want 0 (the rate rounded up) or more", r.Burst)
 	case r.MaxAddresses < 0:
-		return fmt.Errorf("httpapi: rate limit addresses %d: want 0 (the default) or more", r.MaxAddresses)
+		return fmt.Errorf("max addresses %d: want 0 (the default) or more", r.MaxAddresses)
 	}
 	return nil
 }

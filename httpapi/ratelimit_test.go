@@ -280,10 +280,10 @@ func TestRateLimitInvalid(t *testing.T) {
 		limit httpapi.RateLimit
 		want  string
 	}{
-		{httpapi.RateLimit{Rate: -1}, "rate limit -1: want requests per second"},
+		{httpapi.RateLimit{Rate: -1}, "httpapi: rate limit: rate -1: want requests per second"},
 		{httpapi.RateLimit{Rate: 1e-9}, "want at least one request in 1e6 seconds"},
-		{httpapi.RateLimit{Rate: 1, Burst: -1}, "burst -1"},
-		{httpapi.RateLimit{Rate: 1, MaxAddresses: -5}, "addresses -5"},
+		{httpapi.RateLimit{Rate: 1, Burst: -1}, "rate limit: burst -1: want 0"},
+		{httpapi.RateLimit{Rate: 1, MaxAddresses: -5}, "rate limit: max addresses -5"},
 	} {
 		cfg := e.config()
 		cfg.RateLimit = tc.limit

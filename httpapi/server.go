@@ -239,8 +239,8 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.LeaseAPI.validate(); err != nil {
 		return nil, err
 	}
-	if err := cfg.RateLimit.validate(); err != nil {
-		return nil, err
+	if err := cfg.RateLimit.Validate(); err != nil {
+		return nil, fmt.Errorf("httpapi: rate limit: %w", err)
 	}
 	s := &Server{
 		snowflakes: cfg.Snowflakes,
