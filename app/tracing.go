@@ -47,7 +47,9 @@ func (t TracingConfig) settings(c Config) tracing.Settings {
 }
 
 // validate reports settings Open would refuse.
-func (t TracingConfig) validate() error { return tracing.Settings{RequestSampleRatio: t.SampleRatio}.Validate() }
+func (t TracingConfig) validate() error {
+	return tracing.Settings{RequestSampleRatio: t.SampleRatio}.Validate()
+}
 
 // openTracing sets up a's tracing: the tracer provider (built here and
 // owned by a, or Config.Tracing.Provider), and returns the store the
