@@ -43,8 +43,8 @@ const (
 	// bucket table, picked by the top rateShardBits bits of a key's hash.
 	rateShardBits = 4
 	rateShards    = 1 << rateShardBits
-	// rateSweepEvery is how often, at most, a shard drops its full
-	// buckets when a caller is added.
+	// rateSweepEvery is how often, at most, the whole table drops its
+	// full buckets when a caller is added.
 	rateSweepEvery = time.Minute
 )
 
@@ -67,14 +67,27 @@ type RateLimit struct {
 	Clock interface{ Now() time.Time }
 }
 
-// Validate reports a setting out of range: a negative, infinite or
-// vanishing rate, a negative burst or bound.
+// Bounds of RateLimit's settings.
+const (
+	maxRate = 1e9 // a request a nanosecond
+	minRate = 1e-6
+	// maxRefill bounds the time an empty bucket takes to fill, burst/rate:
+	// about 31 years, far inside the limiter's nanosecond clock.
+	maxRefill = 1e9 * time.Second
+)
+
+// Validate reports a setting out of range: a rate that is negative, not a
+// number, below one request in 1e6 seconds or above 1e9 a second; a
+// negative burst or bound; or a burst that takes over 1e9 seconds to
+// refill at the rate.
 func (r RateLimit) Validate() error {
 	switch {
-	case math.IsNaN(r.Rate) || math.IsInf(r.Rate, 0) || r.Rate < 0:
-		return fmt.Errorf("rate %v: want requests per second, 0 (no limit) or more", r.Rate)
-	case r.Rate > 0 && r.Rate < 1e-6:
+	case math.IsNaN(r.Rate) || r.Rate < 0 || r.Rate > maxRate:
+		return fmt.Errorf("rate %v: want requests per second, 0 (no limit) up to 1e9", r.Rate)
+	case r.Rate > 0 && r.Rate < minRate:
 		return fmt.Errorf("rate %v: want at least one request in 1e6 seconds", r.Rate)
+	case r.Rate > 0 && float64(r.Burst)/r.Rate > maxRefill.Seconds():
+		return fmt.Errorf("burst %d at rate %v: an empty bucket would take over 1e9 seconds to refill", r.Burst, r.Rate)
 	case r.Burst < 0:
 		return fmt.Errorf("burst %d: want 0 (the rate rounded up) or more", r.Burst)
 	case r.MaxAddresses < 0:

@@ -9,7 +9,7 @@ import (
 // BenchmarkLimiterAddress is the limiter's own cost per request by client
 // address, below its rate.
 func BenchmarkLimiterAddress(b *testing.B) {
-	l := newLimiter(RateLimit{Rate: 1e12})
+	l := newLimiter(RateLimit{Rate: 1e9})
 	if err := newRateMetrics(prometheus.NewRegistry(), l); err != nil {
 		b.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func BenchmarkLimiterAddress(b *testing.B) {
 
 // BenchmarkLimiterToken is the limiter's own cost per request by token.
 func BenchmarkLimiterToken(b *testing.B) {
-	l := newLimiter(RateLimit{Rate: 1e12})
+	l := newLimiter(RateLimit{Rate: 1e9})
 	if err := newRateMetrics(prometheus.NewRegistry(), l); err != nil {
 		b.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -280,10 +281,14 @@ func TestRateLimitInvalid(t *testing.T) {
 		limit httpapi.RateLimit
 		want  string
 	}{
-		{httpapi.RateLimit{Rate: -1}, "httpapi: rate limit: rate -1: want requests per second"},
+		{httpapi.RateLimit{Rate: -1}, "httpapi: rate limit: rate -1: want requests per second, 0 (no limit) up to 1e9"},
 		{httpapi.RateLimit{Rate: 1e-9}, "want at least one request in 1e6 seconds"},
 		{httpapi.RateLimit{Rate: 1, Burst: -1}, "rate limit: burst -1: want 0"},
 		{httpapi.RateLimit{Rate: 1, MaxAddresses: -5}, "rate limit: max addresses -5"},
+		{httpapi.RateLimit{Rate: 2e9}, "rate 2e+09: want requests per second, 0 (no limit) up to 1e9"},
+		{httpapi.RateLimit{Rate: math.Inf(1)}, "rate +Inf"},
+		{httpapi.RateLimit{Rate: math.NaN()}, "rate NaN"},
+		{httpapi.RateLimit{Rate: 1e-5, Burst: 1e6}, "burst 1000000 at rate 1e-05: an empty bucket would take over 1e9 seconds"},
 	} {
 		cfg := e.config()
 		cfg.RateLimit = tc.limit
@@ -298,7 +303,7 @@ func TestRateLimitInvalid(t *testing.T) {
 // client address that the benchmark never reaches.
 func BenchmarkIDsCount1RateLimit(b *testing.B) {
 	e := newEnv(b, envOptions{})
-	h := e.limitedServer(httpapi.RateLimit{Rate: 1e12}, "")
+	h := e.limitedServer(httpapi.RateLimit{Rate: 1e9}, "")
 	benchHandler(b, h, "/ids")
 }
 
@@ -306,7 +311,7 @@ func BenchmarkIDsCount1RateLimit(b *testing.B) {
 // rate limit by token that the benchmark never reaches.
 func BenchmarkIDsCount1TokensRateLimit(b *testing.B) {
 	e := newEnv(b, envOptions{})
-	h := e.limitedServer(httpapi.RateLimit{Rate: 1e12}, testTokens)
+	h := e.limitedServer(httpapi.RateLimit{Rate: 1e9}, testTokens)
 	benchHandler(b, h, "/ids", "Authorization", "Bearer "+secretAll)
 }
 
