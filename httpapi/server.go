@@ -198,6 +198,8 @@ type Server struct {
 	limiter *limiter
 	// tracing is Config.Tracing resolved; its tracer is nil when off.
 	tracing Tracing
+	// spanNames names the requests' spans by route, with tracing on.
+	spanNames map[Route]string
 
 	echo    *echo.Echo
 	routes  []Route
@@ -328,6 +330,9 @@ func New(cfg Config) (*Server, error) {
 	// scope.
 	s.addLeaseRoutes(e)
 
+	if s.tracing.Tracer != nil {
+		s.nameSpans()
+	}
 	sort.Slice(s.routes, func(i, j int) bool {
 		if s.routes[i].Path != s.routes[j].Path {
 			return s.routes[i].Path < s.routes[j].Path

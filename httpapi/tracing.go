@@ -43,6 +43,14 @@ func (t Tracing) resolve() Tracing {
 	return t
 }
 
+// nameSpans fills s.spanNames: the span name of each route, made once.
+func (s *Server) nameSpans() {
+	s.spanNames = make(map[Route]string, len(s.routes))
+	for _, r := range s.routes {
+		s.spanNames[r] = r.Method + " " + r.Path
+	}
+}
+
 // startSpan starts the server span of the request c serves and puts it in
 // the request's context. Only observe calls it, and only with a tracer.
 func (s *Server) startSpan(c echo.Context) trace.Span {
@@ -53,19 +61,30 @@ func (s *Server) startSpan(c echo.Context) trace.Span {
 		route = routeUnmatched
 	}
 	method := methodLabel(req.Method)
-	ctx, span := s.tracing.Tracer.Start(ctx, method+" "+route,
-		trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(
+	name, ok := s.spanNames[Route{Method: method, Path: route}]
+	if !ok {
+		name = method + " " + route
+	}
+	ctx, span := s.tracing.Tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
+	// Most requests are not sampled: their spans record nothing, and get
+	// no attributes to build.
+	if span.IsRecording() {
+		span.SetAttributes(
 			attribute.String("http.request.method", method),
 			attribute.String("http.route", route),
 			attribute.String(TraceAttrRequestID, requestIDOf(c)),
-		))
+		)
+	}
 	c.SetRequest(req.WithContext(ctx))
 	return span
 }
 
 // endSpan records the outcome of the request on its span and ends it.
 func endSpan(c echo.Context, span trace.Span) {
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
 	status := c.Response().Status
 	span.SetAttributes(attribute.Int("http.response.status_code", status))
 	if caller, ok := callerOf(c); ok {
