@@ -30,7 +30,7 @@ func TestRateLimitMatchesSpec(t *testing.T) {
 		{"probes are not limited", "GET", "/healthz", "/healthz", "", "", 200},
 	} {
 		t.Run(ex.name, func(t *testing.T) {
-			resp, data := send(t, srv.URL, ex)
+			resp, data := send(t, srv.URL, ex) //nolint:bodyclose // send read and closed it
 			if got := resp.Header.Get("Retry-After"); ex.want == 429 && got != "3600" {
 				t.Errorf("Retry-After: got %q, want 3600", got)
 			}
