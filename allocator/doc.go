@@ -22,6 +22,9 @@
 //   - A clock that steps back further than the generator's backward wait
 //     stops issuing on that worker ID; the keeper moves to a worker ID whose
 //     ceiling lies below the clock, or waits.
+//   - The keeper names the lease a batch of IDs was made under
+//     (NextNFenced, LeaseToken): datacenter, worker and fencing version,
+//     which callers may use as a fencing token.
 //
 // Segments (Segments, SegmentStore). Dense, sequential IDs per namespace come
 // from ranges of the namespace's counter in the segments table, fetched by
@@ -32,6 +35,12 @@
 //   - A counter never passes its namespace's limit (Namespace.Limit).
 //   - A tail is given back on Close only if nobody fetched since (a
 //     compare-and-set on max_id and version).
+//   - Every fetch increments the namespace's version in the same statement
+//     and returns the version it left; the version never goes back (not on
+//     a tail return, an update, or a deletion and revival). For a strict
+//     namespace that version is the revision given to callers
+//     (Batch.Revision): greater with every fetch, cluster-wide, and never
+//     given twice, so a caller can tell a stale or replayed answer.
 //   - A namespace with the Snowflake fallback has a max_id_limit one below
 //     the smallest Snowflake ID of the moment the fallback was turned on
 //     (FallbackLimit): the counter never passes it and the fallback never
@@ -49,7 +58,7 @@
 // namespace.go, the namespace row, its rules and the SegmentStore contract;
 // segment.go and segment_namespace.go, the segment allocator and its
 // per-namespace double buffer. allocator/postgres, allocator/mysql and
-// allocator/sqlite implement the stores, and allocator/storetest holds each
-// of them to the contract. docs/architecture.md tells the whole story with
+// allocator/sqlite implement the stores, allocator/etcd one on etcd, and
+// allocator/storetest holds each of them to the contract. docs/architecture.md tells the whole story with
 // diagrams.
 package allocator

@@ -328,20 +328,21 @@ type fakeSnowflakeSource struct {
 	smallest int64
 	err      error
 	calls    int
+	lease    LeaseToken // the token returned with the IDs
 }
 
-func (f *fakeSnowflakeSource) NextSnowflakes(dst []int64, n int) ([]int64, error) {
+func (f *fakeSnowflakeSource) NextSnowflakesFenced(dst []int64, n int) ([]int64, LeaseToken, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
 	if f.err != nil {
-		return dst, f.err
+		return dst, LeaseToken{}, f.err
 	}
 	for range n {
 		dst = append(dst, f.next)
 		f.next++
 	}
-	return dst, nil
+	return dst, f.lease, nil
 }
 
 func (f *fakeSnowflakeSource) SmallestIDNow() int64 {

@@ -26,6 +26,9 @@ const (
 	// heartbeat must reach the database and come back, with time to try
 	// again after one that failed.
 	MinLeaseTTL = time.Second
+	// MaxBackwardWaitLimit bounds KeeperSettings.MaxBackwardWait: a
+	// request that meets a backward clock step waits up to that long.
+	MaxBackwardWaitLimit = time.Second
 )
 
 // Bounds of the keeper's retry delays: claims (and moves to another worker
@@ -83,17 +86,25 @@ type KeeperSettings struct {
 	Heartbeat time.Duration
 	// Margin is taken off the local deadline, which is the monotonic time
 	// before a claim or heartbeat was sent plus TTL: at least 0 and less
-	// than TTL/2, default TTL/10.
+	// than TTL/2, default TTL/10 [--lease-margin].
 	Margin time.Duration
 	// MaxCeilingAhead: a worker ID whose previous holder's ceiling lies
 	// further ahead of this node's clock is not claimed (default 5 s).
 	MaxCeilingAhead time.Duration
 	// MaxClockOffset: beyond this offset from database time the node
 	// refuses to issue, and no ceiling it commits lies further than TTL +
-	// MaxClockOffset ahead of database time (default 5 s).
+	// MaxClockOffset ahead of database time (default 5 s)
+	// [--max-clock-offset].
 	MaxClockOffset time.Duration
-	// MaxBackwardWait and RandomSequenceStart are passed to the generator.
-	MaxBackwardWait     time.Duration
+	// MaxBackwardWait is the largest backward clock step the generator
+	// waits out (snowflake.Settings.MaxBackwardWait): zero means
+	// snowflake.DefaultMaxBackwardWait, negative never waits; at most
+	// MaxBackwardWaitLimit, since a request waits that long
+	// [--max-backward-wait, where 0 never waits].
+	MaxBackwardWait time.Duration
+	// RandomSequenceStart starts each millisecond's sequence at a random
+	// value (snowflake.Settings.RandomSequenceStart)
+	// [--random-sequence-start].
 	RandomSequenceStart bool
 	// Clock is the wall clock IDs carry; nil means snowflake.SystemClock().
 	// Deadlines always run on the monotonic clock, never on Clock.
@@ -103,7 +114,7 @@ type KeeperSettings struct {
 }
 
 // Resolve returns s with the defaults of Layout, TTL, Heartbeat, Margin,
-// MaxCeilingAhead and MaxClockOffset filled in, or, when s breaks a rule
+// MaxCeilingAhead, MaxClockOffset and MaxBackwardWait filled in, or, when s breaks a rule
 // given on KeeperSettings, an error wrapping snowflake.ErrInvalidLayout or
 // snowflake.ErrInvalidSettings that names the setting. Holder, Clock and
 // Logger are left for NewKeeper to fill in. Resolve of a resolved value
@@ -151,7 +162,7 @@ func (s KeeperSettings) Resolve() (KeeperSettings, error) {
 		s.Margin = s.TTL / 10
 	}
 	if s.Margin < 0 || s.Margin >= s.TTL/2 {
-		return KeeperSettings{}, invalidSettings("margin %s: want at least 0 and less than half of the lease TTL %s", s.Margin, s.TTL)
+		return KeeperSettings{}, invalidSettings("margin %s (--lease-margin): want at least 0 and less than half of the lease TTL %s", s.Margin, s.TTL)
 	}
 	if s.MaxCeilingAhead == 0 {
 		s.MaxCeilingAhead = DefaultMaxCeilingAhead
@@ -160,7 +171,13 @@ func (s KeeperSettings) Resolve() (KeeperSettings, error) {
 		s.MaxClockOffset = DefaultMaxClockOffset
 	}
 	if s.MaxCeilingAhead < 0 || s.MaxClockOffset < 0 {
-		return KeeperSettings{}, invalidSettings("max ceiling ahead %s and max clock offset %s: want at least 0", s.MaxCeilingAhead, s.MaxClockOffset)
+		return KeeperSettings{}, invalidSettings("max ceiling ahead %s and max clock offset %s (--max-clock-offset): want at least 0", s.MaxCeilingAhead, s.MaxClockOffset)
+	}
+	if s.MaxBackwardWait == 0 {
+		s.MaxBackwardWait = snowflake.DefaultMaxBackwardWait
+	}
+	if s.MaxBackwardWait > MaxBackwardWaitLimit {
+		return KeeperSettings{}, invalidSettings("max backward wait %s (--max-backward-wait): want at most %s", s.MaxBackwardWait, MaxBackwardWaitLimit)
 	}
 	return s, nil
 }
@@ -409,21 +426,33 @@ func (k *Keeper) NextNFenced(dst []snowflake.ID, n int) ([]snowflake.ID, LeaseTo
 	return dst, tok, nil
 }
 
-// NextSnowflakes appends n Snowflake IDs to dst as int64s; the segment
-// allocator's fallback draws from it. Errors as Next.
+// NextSnowflakes appends n Snowflake IDs to dst as int64s. Errors as Next.
 func (k *Keeper) NextSnowflakes(dst []int64, n int) ([]int64, error) {
+	dst, _, err := k.NextSnowflakesFenced(dst, n)
+	return dst, err
+}
+
+// NextSnowflakesFenced is NextSnowflakes that also returns the token of
+// the lease the IDs were made under, as NextNFenced does: all IDs of one
+// call come from one lease. The segment allocator's fallback draws from it.
+func (k *Keeper) NextSnowflakesFenced(dst []int64, n int) ([]int64, LeaseToken, error) {
+	ls := k.cur.Load()
+	if ls == nil {
+		return dst, LeaseToken{}, k.noLease()
+	}
+	tok := LeaseToken{DatacenterID: ls.lease.DatacenterID, WorkerID: ls.lease.WorkerID, FencingVersion: ls.lease.FencingVersion}
 	var buf [64]snowflake.ID
 	for n > 0 {
-		ids, err := k.NextN(buf[:0], min(n, len(buf)))
+		ids, err := ls.gen.NextN(buf[:0], min(n, len(buf)))
 		for _, id := range ids {
 			dst = append(dst, int64(id))
 		}
 		if err != nil {
-			return dst, err
+			return dst, tok, k.refused(err)
 		}
 		n -= len(ids)
 	}
-	return dst, nil
+	return dst, tok, nil
 }
 
 // SmallestIDNow returns the smallest Snowflake ID of the current

@@ -486,3 +486,61 @@ func TestKeeperFakeClockAheadCeilingBounded(t *testing.T) {
 		t.Errorf("Next an hour ahead: got %v, want ErrUnavailable", err)
 	}
 }
+
+// TestKeeperFakeNextNFenced: the token NextNFenced returns names the lease
+// the IDs were made under, and a re-claim of the same worker ID shows a
+// greater fencing version.
+func TestKeeperFakeNextNFenced(t *testing.T) {
+	ft := newFakeTime()
+	store := newFakeLeaseStore(ft.now)
+	n := newFakeNode(t, store, ft, KeeperSettings{DatacenterID: 3, WorkerIDs: &WorkerRange{5, 5}, Holder: "a"})
+	if ids, tok, err := n.k.NextNFenced(nil, 4); !errors.Is(err, ErrNoLease) || len(ids) != 0 || tok != (LeaseToken{}) {
+		t.Fatalf("NextNFenced before a claim: got %d IDs, token %+v, err %v; want none, the zero token, ErrNoLease", len(ids), tok, err)
+	}
+
+	n.step()
+	ids, tok, err := n.k.NextNFenced(nil, 4)
+	if err != nil {
+		t.Fatalf("NextNFenced: %v", err)
+	}
+	st := n.k.Status()
+	want := LeaseToken{DatacenterID: st.Lease.DatacenterID, WorkerID: st.Lease.WorkerID, FencingVersion: st.Lease.FencingVersion}
+	if tok != want || want != (LeaseToken{DatacenterID: 3, WorkerID: 5, FencingVersion: 1}) {
+		t.Errorf("token %+v, lease %+v; want both {3 5 1}", tok, want)
+	}
+	if len(ids) != 4 {
+		t.Fatalf("got %d IDs, want 4", len(ids))
+	}
+	for _, id := range ids {
+		if p := n.k.Layout().Decompose(id); p.Datacenter != tok.DatacenterID || p.Worker != tok.WorkerID {
+			t.Errorf("ID %d made by datacenter %d worker %d, but the token says %d/%d", id, p.Datacenter, p.Worker, tok.DatacenterID, tok.WorkerID)
+		}
+	}
+	sfs, sfTok, err := n.k.NextSnowflakesFenced(nil, 100) // more than one chunk of the loop
+	if err != nil || len(sfs) != 100 || sfTok != tok {
+		t.Errorf("NextSnowflakesFenced: %d IDs, token %+v, err %v; want 100, %+v, nil", len(sfs), sfTok, err, tok)
+	}
+
+	// Another holder takes the row over and lets it expire; the node loses
+	// its lease and claims worker 5 again, at a greater fencing version.
+	row := store.row(LeaseKey{DatacenterID: 3, WorkerID: 5})
+	row.Holder, row.FencingVersion, row.ExpiresAt = "b", row.FencingVersion+1, ft.now()
+	store.setRow(row)
+	ft.advance(fakeHeartbeat)
+	n.step() // the heartbeat finds the row gone: lost
+	if _, stale, err := n.k.NextNFenced(nil, 1); !errors.Is(err, ErrNoLease) || stale != (LeaseToken{}) {
+		t.Fatalf("NextNFenced after the loss: token %+v, err %v; want the zero token and ErrNoLease", stale, err)
+	}
+	ft.advance(fakeTTL) // past the ceiling a committed: the new floor
+	n.step()
+	ids, tok2, err := n.k.NextNFenced(ids[:0], 2)
+	if err != nil {
+		t.Fatalf("NextNFenced after the re-claim: %v", err)
+	}
+	if tok2.DatacenterID != 3 || tok2.WorkerID != 5 || tok2.FencingVersion <= tok.FencingVersion {
+		t.Errorf("token after the re-claim %+v, want datacenter 3, worker 5 and a fencing version above %d", tok2, tok.FencingVersion)
+	}
+	if got := n.k.Status().Lease.FencingVersion; tok2.FencingVersion != got || len(ids) != 2 {
+		t.Errorf("token version %d, lease version %d, %d IDs; want equal versions and 2 IDs", tok2.FencingVersion, got, len(ids))
+	}
+}

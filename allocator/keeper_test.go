@@ -647,7 +647,8 @@ func TestKeeperSettingsResolve(t *testing.T) {
 		t.Fatalf("Resolve of the zero value: %v", err)
 	}
 	if d := snowflake.DefaultLayout().Diff(got.Layout); d != "" || got.TTL != 30*time.Second || got.Heartbeat != 10*time.Second ||
-		got.Margin != 3*time.Second || got.MaxCeilingAhead != 5*time.Second || got.MaxClockOffset != 5*time.Second {
+		got.Margin != 3*time.Second || got.MaxCeilingAhead != 5*time.Second || got.MaxClockOffset != 5*time.Second ||
+		got.MaxBackwardWait != snowflake.DefaultMaxBackwardWait {
 		t.Errorf("Resolve of the zero value: got %+v, want the default layout, ttl 30s, heartbeat 10s, margin 3s, 5s and 5s", got)
 	}
 	if again, err := got.Resolve(); err != nil || again.TTL != got.TTL || again.Heartbeat != got.Heartbeat || again.Margin != got.Margin {
@@ -675,6 +676,9 @@ func TestKeeperSettingsResolve(t *testing.T) {
 		{"worker IDs beyond layout", allocator.KeeperSettings{WorkerIDs: pool(0, 32)}, "worker IDs 0-32 (--worker-ids): the layout allows 0 to 31"},
 		{"worker IDs reversed", allocator.KeeperSettings{WorkerIDs: pool(5, 4)}, "worker IDs 5-4"},
 		{"holder too long", allocator.KeeperSettings{Holder: strings.Repeat("h", 256)}, "holder of 256 bytes (--holder)"},
+		{"backward wait at the limit", allocator.KeeperSettings{MaxBackwardWait: time.Second}, ""},
+		{"backward wait never", allocator.KeeperSettings{MaxBackwardWait: -1}, ""},
+		{"backward wait too long", allocator.KeeperSettings{MaxBackwardWait: time.Second + time.Millisecond}, "max backward wait 1.001s (--max-backward-wait): want at most 1s"},
 	} {
 		_, err := tc.s.Resolve()
 		switch {

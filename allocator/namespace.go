@@ -500,6 +500,17 @@ type SegmentStore interface {
 	// a missing namespace one wrapping ErrNamespaceNotFound. Any error,
 	// including a commit whose outcome is unknown, returns no range: its IDs
 	// are never handed out.
+	//
+	// The version returned (Segment.Namespace.Version) is the namespace's
+	// revision, which a strict namespace's callers receive as a fencing
+	// token (Batch.Revision): it is the version this fetch's own statement
+	// left, never a later read, and it is greater than the version of
+	// every fetch that committed before it, from any node, so no two
+	// fetches of a namespace ever return the same one. Every write to the
+	// row that could move the version keeps this: ReturnTail increments it,
+	// UpdateNamespace and DeleteNamespace leave it, and CreateNamespace
+	// over a tombstone goes on above the deleted row's (Namespace.Revive);
+	// a refused fetch leaves it unchanged.
 	FetchSegment(ctx context.Context, name string, n int64) (Segment, error)
 
 	// ReturnTail gives back the unused tail of the last range fetched: it

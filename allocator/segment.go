@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,8 @@ type Segments struct {
 	maxWait      time.Duration // < 0: no bound
 	retryMin     time.Duration
 	retryMax     time.Duration
+	growBelow    time.Duration
+	shrinkAbove  time.Duration
 	clock        snowflake.Clock
 	log          *slog.Logger
 	fallback     SnowflakeSource
@@ -69,17 +72,14 @@ const (
 	DefaultSegmentRetryMin     = 50 * time.Millisecond
 	DefaultSegmentRetryMax     = 2 * time.Second
 	DefaultSegmentMaxWait      = 10 * time.Second
+	// The dynamic step: a range that lasted less than GrowBelow doubles
+	// the next step, one that lasted more than ShrinkAbove halves it.
+	DefaultSegmentGrowBelow   = 15 * time.Minute
+	DefaultSegmentShrinkAbove = 30 * time.Minute
 )
 
 // MaxDrawCount is the largest number of IDs one draw may ask for.
 const MaxDrawCount = 1 << 24
-
-// The dynamic step: a range that lasted less than segmentGrowBelow doubles
-// the next step, one that lasted more than segmentShrinkAbove halves it.
-const (
-	segmentGrowBelow   = 15 * time.Minute
-	segmentShrinkAbove = 30 * time.Minute
-)
 
 // segClosedCursor is swapped into a range's cursor to stop draws from it at
 // once: every later reservation lands past the end of the range.
@@ -99,8 +99,17 @@ var (
 type SegmentSettings struct {
 	// Threshold is the fraction of the current range consumed before the
 	// next range is loaded in the background, in (0, 1]. Zero means
-	// DefaultSegmentThreshold; values above 1 mean 1.
+	// DefaultSegmentThreshold; NewSegments takes values above 1 as 1,
+	// Resolve refuses them [--segment-prefetch-threshold].
 	Threshold float64
+	// GrowBelow and ShrinkAbove are the windows of the dynamic step: a
+	// range that lasted less than GrowBelow doubles the next step (up to
+	// the namespace's max_step), one that lasted more than ShrinkAbove
+	// halves it (down to min_step). Zero means DefaultSegmentGrowBelow and
+	// DefaultSegmentShrinkAbove; GrowBelow must stay below ShrinkAbove
+	// [--segment-grow-below, --segment-shrink-above].
+	GrowBelow   time.Duration
+	ShrinkAbove time.Duration
 	// FetchTimeout bounds each fetch from the store. Zero means
 	// DefaultSegmentFetchTimeout.
 	FetchTimeout time.Duration
@@ -127,14 +136,89 @@ type SegmentSettings struct {
 	Fallback SnowflakeSource
 }
 
+// withDefaults returns s with its zero (and, leniently, its out-of-range)
+// fields replaced by the defaults NewSegments uses.
+func (s SegmentSettings) withDefaults() SegmentSettings {
+	if !(s.Threshold > 0) { // also NaN
+		s.Threshold = DefaultSegmentThreshold
+	}
+	if s.Threshold > 1 {
+		s.Threshold = 1
+	}
+	if s.FetchTimeout <= 0 {
+		s.FetchTimeout = DefaultSegmentFetchTimeout
+	}
+	if s.MaxWait == 0 {
+		s.MaxWait = DefaultSegmentMaxWait
+	}
+	if s.RetryMin <= 0 {
+		s.RetryMin = DefaultSegmentRetryMin
+	}
+	if s.RetryMax <= 0 {
+		s.RetryMax = DefaultSegmentRetryMax
+	}
+	if s.RetryMax < s.RetryMin {
+		s.RetryMax = s.RetryMin
+	}
+	if s.GrowBelow <= 0 {
+		s.GrowBelow = DefaultSegmentGrowBelow
+	}
+	if s.ShrinkAbove <= 0 {
+		s.ShrinkAbove = DefaultSegmentShrinkAbove
+	}
+	if s.ShrinkAbove < s.GrowBelow {
+		s.ShrinkAbove = s.GrowBelow
+	}
+	if s.Clock == nil {
+		s.Clock = snowflake.SystemClock()
+	}
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	return s
+}
+
+// Resolve returns s with the defaults filled in, or, when a field breaks
+// the rule given with it, an error wrapping snowflake.ErrInvalidSettings
+// that names the setting. NewSegments is lenient with the same values
+// (it clamps them); Resolve is the check for settings an operator gave.
+// Clock and Logger are left as they are.
+func (s SegmentSettings) Resolve() (SegmentSettings, error) {
+	switch {
+	case s.Threshold != s.Threshold || s.Threshold < 0 || s.Threshold > 1:
+		return SegmentSettings{}, segmentSettingsError("prefetch threshold %v (--segment-prefetch-threshold): want more than 0 and at most 1", s.Threshold)
+	case s.GrowBelow < 0:
+		return SegmentSettings{}, segmentSettingsError("grow-below window %s (--segment-grow-below): want more than 0", s.GrowBelow)
+	case s.ShrinkAbove < 0:
+		return SegmentSettings{}, segmentSettingsError("shrink-above window %s (--segment-shrink-above): want more than 0", s.ShrinkAbove)
+	case s.FetchTimeout < 0 || s.RetryMin < 0 || s.RetryMax < 0:
+		return SegmentSettings{}, segmentSettingsError("fetch timeout %s, retry bounds %s and %s: want 0 (the default) or more", s.FetchTimeout, s.RetryMin, s.RetryMax)
+	}
+	grow, shrink := cmp.Or(s.GrowBelow, DefaultSegmentGrowBelow), cmp.Or(s.ShrinkAbove, DefaultSegmentShrinkAbove)
+	if shrink <= grow {
+		return SegmentSettings{}, segmentSettingsError("dynamic-step windows: grow below %s (--segment-grow-below) must be less than shrink above %s (--segment-shrink-above)", grow, shrink)
+	}
+	clock, logger := s.Clock, s.Logger
+	r := s.withDefaults()
+	r.Clock, r.Logger = clock, logger
+	return r, nil
+}
+
+// segmentSettingsError returns an error wrapping snowflake.ErrInvalidSettings
+// that says which segment setting is wrong.
+func segmentSettingsError(format string, args ...any) error {
+	return fmt.Errorf("%w: segments: %s", snowflake.ErrInvalidSettings, fmt.Sprintf(format, args...))
+}
+
 // SnowflakeSource is what the segment allocator needs of the Snowflake side
 // to serve a fallback; the lease keeper implements it. The fallback serves
 // only IDs above the namespace's max_id_limit (see FallbackLimit).
 type SnowflakeSource interface {
-	// NextSnowflakes appends n Snowflake IDs, in increasing order, to dst
-	// and returns the extended slice, or an error wrapping ErrUnavailable
-	// when the node cannot prove its lease.
-	NextSnowflakes(dst []int64, n int) ([]int64, error)
+	// NextSnowflakesFenced appends n Snowflake IDs, in increasing order,
+	// to dst and returns the extended slice with the token of the lease
+	// that made them (one lease for all), or an error wrapping
+	// ErrUnavailable when the node cannot prove its lease.
+	NextSnowflakesFenced(dst []int64, n int) ([]int64, LeaseToken, error)
 	// SmallestIDNow returns the smallest Snowflake ID of the current
 	// millisecond: every ID issued from now on is at least this. The
 	// fallback checks it against max_id_limit before it takes any ID, and
@@ -164,8 +248,12 @@ type Batch struct {
 	Ranges []IDRange // the contiguous runs IDs form, in the same order
 	Source Source    // SourceSegment, or SourceSnowflake when the fallback served
 	// Revision is, for a strict namespace, the namespace's revision after
-	// the fetch that took the IDs: it grows with every fetch, cluster-wide.
-	// 0 for a buffered namespace and for the fallback.
+	// the fetch that took the IDs: the version the store's fetch left on
+	// the namespace's row (Segment.Namespace.Version), which grows with
+	// every fetch from any node and is never given to two fetches (see
+	// SegmentStore.FetchSegment). A caller that saw revision r before it
+	// asked can refuse an answer whose revision is not above r: a stale
+	// or replayed answer. 0 for a buffered namespace and for the fallback.
 	Revision int64
 	// Lease is, when the fallback served (Source is SourceSnowflake), the
 	// worker lease that made the IDs.
@@ -199,6 +287,7 @@ func (b *Batch) appendRun(first, n int64) {
 // NewSegments returns a segment allocator drawing ranges from store.
 // Namespaces are looked up on first use; none is ever created by it.
 func NewSegments(store SegmentStore, s SegmentSettings) *Segments {
+	s = s.withDefaults()
 	sg := &Segments{
 		store:        store,
 		threshold:    s.Threshold,
@@ -206,36 +295,11 @@ func NewSegments(store SegmentStore, s SegmentSettings) *Segments {
 		maxWait:      s.MaxWait,
 		retryMin:     s.RetryMin,
 		retryMax:     s.RetryMax,
+		growBelow:    s.GrowBelow,
+		shrinkAbove:  s.ShrinkAbove,
 		clock:        s.Clock,
 		log:          s.Logger,
 		fallback:     s.Fallback,
-	}
-	if sg.threshold <= 0 {
-		sg.threshold = DefaultSegmentThreshold
-	}
-	if sg.threshold > 1 {
-		sg.threshold = 1
-	}
-	if sg.fetchTimeout <= 0 {
-		sg.fetchTimeout = DefaultSegmentFetchTimeout
-	}
-	if sg.maxWait == 0 {
-		sg.maxWait = DefaultSegmentMaxWait
-	}
-	if sg.retryMin <= 0 {
-		sg.retryMin = DefaultSegmentRetryMin
-	}
-	if sg.retryMax <= 0 {
-		sg.retryMax = DefaultSegmentRetryMax
-	}
-	if sg.retryMax < sg.retryMin {
-		sg.retryMax = sg.retryMin
-	}
-	if sg.clock == nil {
-		sg.clock = snowflake.SystemClock()
-	}
-	if sg.log == nil {
-		sg.log = slog.New(slog.DiscardHandler)
 	}
 	empty := map[string]*segNamespace{}
 	sg.spaces.Store(&empty)

@@ -460,7 +460,7 @@ func (s *testSnowflakes) SmallestIDNow() int64 {
 	return int64(s.layout.SmallestID(time.Now()))
 }
 
-func (s *testSnowflakes) NextSnowflakes(dst []int64, n int) ([]int64, error) {
+func (s *testSnowflakes) NextSnowflakesFenced(dst []int64, n int) ([]int64, allocator.LeaseToken, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.next = max(s.next, s.SmallestIDNow())
@@ -468,7 +468,7 @@ func (s *testSnowflakes) NextSnowflakes(dst []int64, n int) ([]int64, error) {
 		dst = append(dst, s.next)
 		s.next++
 	}
-	return dst, nil
+	return dst, allocator.LeaseToken{WorkerID: 1, FencingVersion: 1}, nil
 }
 
 // TestSegmentIntegrationFallback cuts the database off (toxiproxy disabled)

@@ -396,8 +396,8 @@ func (ns *segNamespace) stepBoundsLocked() (lo, hi int64) {
 }
 
 // nextStepLocked returns the size of the next fetch: the step doubles when
-// the previous range lasted less than 15 minutes and halves when it lasted
-// more than 30, within the row's min_step..max_step. How long a range
+// the previous range lasted less than SegmentSettings.GrowBelow (15 minutes
+// by default) and halves when it lasted more than ShrinkAbove (30), within the row's min_step..max_step. How long a range
 // lasted is the time since the previous fetch returned: fetches start at the
 // same point of consecutive ranges, so in steady state that is the lifetime
 // of one range.
@@ -406,13 +406,13 @@ func (ns *segNamespace) nextStepLocked(now time.Time) int64 {
 	step := ns.step
 	if !ns.lastFetchAt.IsZero() {
 		switch lasted := now.Sub(ns.lastFetchAt); {
-		case lasted < segmentGrowBelow:
+		case lasted < ns.s.growBelow:
 			if step > hi/2 {
 				step = hi
 			} else {
 				step *= 2
 			}
-		case lasted > segmentShrinkAbove:
+		case lasted > ns.s.shrinkAbove:
 			step /= 2
 		}
 	}
@@ -524,7 +524,7 @@ func (ns *segNamespace) nextSlow(ctx context.Context) (int64, error) {
 			return seg.First, err
 		case segFallback:
 			var buf [1]int64
-			ids, err := ns.serveFallback(buf[:0], 1, limit, err)
+			ids, _, err := ns.serveFallback(buf[:0], 1, limit, err)
 			if err != nil {
 				return 0, err
 			}
@@ -564,17 +564,19 @@ func (ns *segNamespace) draw(ctx context.Context, n int64, out *Batch) error {
 				return err
 			}
 			out.appendRun(seg.First, rem)
+			out.Revision = seg.Namespace.Version
 			rem = 0
 		case segFallback:
 			// Any segment IDs reserved so far are skipped: one batch has
 			// one source.
 			out.reset()
-			ids, err := ns.serveFallback(out.IDs, n, limit, err)
+			ids, lease, err := ns.serveFallback(out.IDs, n, limit, err)
 			if err != nil {
 				out.reset()
 				return err
 			}
 			out.IDs = ids
+			out.Lease = lease
 			for _, id := range ids {
 				if k := len(out.Ranges); k > 0 && out.Ranges[k-1].Last+1 == id {
 					out.Ranges[k-1].Last = id
@@ -659,35 +661,36 @@ func (ns *segNamespace) fetchStrict(ctx context.Context, n int64) (Segment, erro
 // lies above limit, the namespace's max_id_limit: the store never moves
 // the counter past it (see FallbackLimit), so the two ID spaces cannot
 // meet, whatever the clocks or other nodes do. storeErr is the error that
-// made the store unusable.
-func (ns *segNamespace) serveFallback(dst []int64, n, limit int64, storeErr error) ([]int64, error) {
+// made the store unusable. It returns the token of the lease that made the
+// IDs.
+func (ns *segNamespace) serveFallback(dst []int64, n, limit int64, storeErr error) ([]int64, LeaseToken, error) {
 	src := ns.s.fallback
 	if limit <= 0 {
 		// Not a row the store accepts (a CHECK constraint refuses the
 		// fallback without a limit); never guess one.
-		return dst, fmt.Errorf("%w: namespace %q: database failing and the namespace has no max_id_limit, so no fallback: %w",
+		return dst, LeaseToken{}, fmt.Errorf("%w: namespace %q: database failing and the namespace has no max_id_limit, so no fallback: %w",
 			ErrUnavailable, ns.name, storeErr)
 	}
 	if smallest := src.SmallestIDNow(); smallest <= limit {
-		return dst, fmt.Errorf("%w: namespace %q: database failing and the Snowflake IDs of now (from %d) are not above its max_id_limit %d, so no fallback: %w",
+		return dst, LeaseToken{}, fmt.Errorf("%w: namespace %q: database failing and the Snowflake IDs of now (from %d) are not above its max_id_limit %d, so no fallback: %w",
 			ErrUnavailable, ns.name, smallest, limit, storeErr)
 	}
 	k := len(dst)
-	ids, err := src.NextSnowflakes(dst, int(n))
+	ids, lease, err := src.NextSnowflakesFenced(dst, int(n))
 	if err != nil {
 		if !errors.Is(err, ErrUnavailable) {
 			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
-		return dst[:k], fmt.Errorf("namespace %q: database failing and Snowflake fallback failed: %w", ns.name, err)
+		return dst[:k], LeaseToken{}, fmt.Errorf("namespace %q: database failing and Snowflake fallback failed: %w", ns.name, err)
 	}
 	// IDs come in increasing order: the first is the smallest.
 	if int64(len(ids)-k) != n || ids[k] <= limit {
-		return dst[:k], fmt.Errorf("%w: namespace %q: Snowflake fallback returned %d IDs for %d, or IDs not above max_id_limit %d",
+		return dst[:k], LeaseToken{}, fmt.Errorf("%w: namespace %q: Snowflake fallback returned %d IDs for %d, or IDs not above max_id_limit %d",
 			ErrUnavailable, ns.name, len(ids)-k, n, limit)
 	}
 	ns.fallbacks.Add(1)
 	ns.fallbackIDs.Add(n)
-	return ids, nil
+	return ids, lease, nil
 }
 
 // stopDraws stops every draw from the namespace's ranges at once and returns

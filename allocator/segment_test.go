@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idgen-project/idgen/snowflake"
 )
 
 // testSettings are SegmentSettings for tests: fast retries.
@@ -501,7 +503,10 @@ func TestSegmentsStrictGapFree(t *testing.T) {
 
 	// Interleaved, one at a time: increasing and gap-free across allocators.
 	next := int64(1)
-	var b Batch
+	var (
+		b       Batch
+		lastRev int64
+	)
 	for i := range 30 {
 		s := segs[i%3]
 		n := 1 + i%4
@@ -519,16 +524,23 @@ func TestSegmentsStrictGapFree(t *testing.T) {
 		if want := []IDRange{{next, next + int64(n) - 1}}; !slices.Equal(b.Ranges, want) {
 			t.Fatalf("draw %d (allocator %d): got %v, want %v", i, i%3, b.Ranges, want)
 		}
+		// The revision is the row's version after this draw's fetch: it
+		// grows with every fetch, from whichever allocator.
+		if row := store.row("invoices"); b.Revision != row.Version || b.Revision <= lastRev {
+			t.Fatalf("draw %d (allocator %d): revision %d, want the row's version %d, above the previous %d", i, i%3, b.Revision, row.Version, lastRev)
+		}
+		lastRev = b.Revision
 		next += int64(n)
 	}
 
 	// Concurrently: together the IDs are gap-free.
 	var (
-		wg  sync.WaitGroup
-		mu  sync.Mutex
-		all []int64
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		all  []int64
+		revs = map[int64]bool{}
 	)
-	errc := make(chan error, 12)
+	errc := make(chan error, 12*25+12)
 	for i := range 12 {
 		wg.Add(1)
 		go func() {
@@ -541,6 +553,10 @@ func TestSegmentsStrictGapFree(t *testing.T) {
 				}
 				mu.Lock()
 				all = append(all, b.IDs...)
+				if revs[b.Revision] || b.Revision <= lastRev {
+					errc <- fmt.Errorf("revision %d given twice, or not above %d", b.Revision, lastRev)
+				}
+				revs[b.Revision] = true
 				mu.Unlock()
 			}
 		}()
@@ -840,6 +856,7 @@ func TestSegmentsFallback(t *testing.T) {
 				tt.next = smallest + 5
 			}
 			sf.set(tt.next, tt.smallest, tt.sourceErr)
+			sf.lease = LeaseToken{DatacenterID: 1, WorkerID: 2, FencingVersion: 7}
 			set := testSettings()
 			if !tt.noSource {
 				set.Fallback = sf
@@ -889,6 +906,9 @@ func TestSegmentsFallback(t *testing.T) {
 			if !slices.Equal(b.IDs, want.IDs) || !slices.Equal(b.Ranges, want.Ranges) || b.Source != want.Source {
 				t.Errorf("Draw: got %+v, want %+v", b, want)
 			}
+			if b.Lease != sf.lease || b.Revision != 0 {
+				t.Errorf("fallback Draw: lease %+v, revision %d; want the source's lease %+v and revision 0", b.Lease, b.Revision, sf.lease)
+			}
 			id, err := s.Next(ctx, "orders")
 			if err != nil || id != smallest+8 {
 				t.Errorf("Next: got %d, %v, want %d", id, err, smallest+8)
@@ -904,6 +924,9 @@ func TestSegmentsFallback(t *testing.T) {
 			if b.Source != SourceSegment || b.IDs[0] != 11 {
 				t.Errorf("Draw after the database came back: got %v from %q, want 11, 12 from segment", b.IDs, b.Source)
 			}
+			if b.Lease != (LeaseToken{}) || b.Revision != 0 {
+				t.Errorf("buffered Draw into a reused Batch: lease %+v, revision %d; want both zero", b.Lease, b.Revision)
+			}
 		})
 	}
 }
@@ -913,7 +936,9 @@ func TestSegmentsModeChange(t *testing.T) {
 	s := newTestSegments(t, store, testSettings())
 	ctx := testCtx(t)
 
-	mustDraw(t, ctx, s, "orders", 5)
+	if b := mustDraw(t, ctx, s, "orders", 5); b.Revision != 0 {
+		t.Errorf("buffered draw: revision %d, want 0", b.Revision)
+	}
 	store.update("orders", func(ns *Namespace) { ns.Mode = ModeStrict })
 	// The prefetch started by this draw returns the row in strict mode: the
 	// buffered ranges are dropped and draws fetch exactly what they need.
@@ -926,6 +951,9 @@ func TestSegmentsModeChange(t *testing.T) {
 	b := mustDraw(t, ctx, s, "orders", 3)
 	if want := []IDRange{{21, 23}}; !slices.Equal(b.Ranges, want) {
 		t.Errorf("strict draw: got %v, want %v", b.Ranges, want)
+	}
+	if row := store.row("orders"); b.Revision != row.Version || b.Revision < 1 {
+		t.Errorf("strict draw: revision %d, want the row's version after the fetch, %d", b.Revision, row.Version)
 	}
 	if id := mustNext(t, ctx, s, "orders"); id != 24 {
 		t.Errorf("strict Next: got %d, want 24", id)
@@ -1344,5 +1372,74 @@ func TestSegmentsTailAfterExhausted(t *testing.T) {
 	}
 	if _, err := a.Next(ctx, "orders"); !errors.Is(err, ErrNamespaceExhausted) {
 		t.Errorf("a at the limit: got %v, want %v", err, ErrNamespaceExhausted)
+	}
+}
+
+// TestSegmentsDynamicStepWindows: the step's windows come from
+// SegmentSettings.GrowBelow and ShrinkAbove.
+func TestSegmentsDynamicStepWindows(t *testing.T) {
+	clock := newFakeSegmentClock()
+	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 100, MinStep: 25, MaxStep: 400})
+	set := testSettings()
+	set.Clock = clock
+	set.GrowBelow, set.ShrinkAbove = 2*time.Minute, 5*time.Minute
+	s := newTestSegments(t, store, set)
+	ctx := testCtx(t)
+
+	mustNext(t, ctx, s, "orders") // fetch of 100 at time 0
+	for i, st := range []struct {
+		lasted time.Duration
+		want   int64
+	}{
+		{time.Minute, 200},     // under 2m: doubles
+		{3 * time.Minute, 200}, // between 2m and 5m: kept (the default windows would double it)
+		{6 * time.Minute, 100}, // over 5m: halves (the default windows would keep it)
+	} {
+		clock.Advance(st.lasted)
+		mustDraw(t, ctx, s, "orders", int(stats(t, s, "orders").Runway))
+		waitIdle(t, s, "orders")
+		sizes := store.sizes()
+		if got := sizes[len(sizes)-1]; got != st.want {
+			t.Errorf("fetch %d after a range that lasted %v: got step %d, want %d (all: %v)", i+2, st.lasted, got, st.want, sizes)
+		}
+	}
+}
+
+func TestSegmentSettingsResolve(t *testing.T) {
+	got, err := SegmentSettings{}.Resolve()
+	if err != nil {
+		t.Fatalf("Resolve of the zero value: %v", err)
+	}
+	if got.Threshold != DefaultSegmentThreshold || got.GrowBelow != 15*time.Minute || got.ShrinkAbove != 30*time.Minute ||
+		got.FetchTimeout != DefaultSegmentFetchTimeout || got.MaxWait != DefaultSegmentMaxWait {
+		t.Errorf("Resolve of the zero value: got %+v, want the defaults", got)
+	}
+	if again, err := got.Resolve(); err != nil || again.Threshold != got.Threshold || again.GrowBelow != got.GrowBelow || again.ShrinkAbove != got.ShrinkAbove {
+		t.Errorf("Resolve of a resolved value: got %+v, %v; want it unchanged", again, err)
+	}
+	for _, tc := range []struct {
+		name string
+		s    SegmentSettings
+		want string // "" when valid
+	}{
+		{"threshold 1", SegmentSettings{Threshold: 1}, ""},
+		{"short windows", SegmentSettings{GrowBelow: time.Second, ShrinkAbove: 2 * time.Second}, ""},
+		{"grow below the default shrink", SegmentSettings{GrowBelow: 29 * time.Minute}, ""},
+		{"threshold above 1", SegmentSettings{Threshold: 1.01}, "prefetch threshold 1.01 (--segment-prefetch-threshold)"},
+		{"negative threshold", SegmentSettings{Threshold: -0.5}, "prefetch threshold -0.5"},
+		{"NaN threshold", SegmentSettings{Threshold: math.NaN()}, "prefetch threshold NaN"},
+		{"negative grow", SegmentSettings{GrowBelow: -time.Second}, "(--segment-grow-below): want more than 0"},
+		{"negative shrink", SegmentSettings{ShrinkAbove: -time.Second}, "(--segment-shrink-above): want more than 0"},
+		{"grow at the default shrink", SegmentSettings{GrowBelow: 30 * time.Minute}, "grow below 30m0s (--segment-grow-below) must be less than shrink above 30m0s"},
+		{"shrink under the default grow", SegmentSettings{ShrinkAbove: 10 * time.Minute}, "must be less than shrink above 10m0s"},
+		{"negative fetch timeout", SegmentSettings{FetchTimeout: -time.Second}, "fetch timeout -1s"},
+	} {
+		_, err := tc.s.Resolve()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: Resolve: %v, want no error", tc.name, err)
+		case tc.want != "" && (!errors.Is(err, snowflake.ErrInvalidSettings) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: Resolve: got %v, want ErrInvalidSettings saying %q", tc.name, err, tc.want)
+		}
 	}
 }

@@ -5,14 +5,17 @@
 // opens the database (and refuses one that can lose acknowledged commits,
 // before writing anything to it), applies the schema migrations, starts the
 // lease keeper, builds the segment allocator on it, builds the HTTP API
-// (with the callers' tokens, when configured), binds the listener and
+// (with the callers' tokens, when configured) and the gRPC API beside it
+// (package rpcapi, on the same listener), binds the listener and
 // starts its background loops: the history behind the status page's
 // charts, one that reloads the tokens file when it changes, and one that
 // prunes lease events past their retention. With tracing on (tracing.go)
 // the parts after the database checks use the store through a tracing
 // decorator, and the HTTP API traces requests. Serve serves the API until
-// Close, which takes the node down in the reverse order: the HTTP server
-// stops accepting and finishes the requests in flight, so that no request
+// Close, which takes the node down in the reverse order: the gRPC API ends
+// its open streams with UNAVAILABLE (they would otherwise run until their
+// callers cancel), the HTTP server stops accepting and finishes the
+// requests in flight, so that no request
 // finds the allocators closed; the background loops stop; the segment
 // allocator gives back the unused tails of its ranges; the keeper releases
 // its lease, lowering the ceiling to the last timestamp used; the
@@ -43,6 +46,7 @@ import (
 	"github.com/idgen-project/idgen/internal/dburl"
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/tracing"
+	"github.com/idgen-project/idgen/rpcapi"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -89,7 +93,8 @@ type Config struct {
 	// holder, lease ttl and heartbeat. Its Clock and Logger are ignored:
 	// Open sets them from Clock and Logger.
 	Keeper allocator.KeeperSettings
-	// Segments configures the segment allocator. Its Logger and Fallback
+	// Segments configures the segment allocator: the prefetch threshold
+	// and the dynamic-step windows among others. Its Logger and Fallback
 	// are ignored: Open sets them from Logger and the keeper.
 	Segments allocator.SegmentSettings
 	// LeaseAPI configures the lease API (leaseapi.go).
@@ -188,6 +193,9 @@ func (c Config) resolve() (Config, error) {
 		return Config{}, err
 	}
 	c.Keeper = ks
+	if c.Segments, err = c.Segments.Resolve(); err != nil {
+		return Config{}, err
+	}
 	if c.LeaseAPI, err = c.LeaseAPI.resolve(); err != nil {
 		return Config{}, err
 	}
@@ -258,6 +266,7 @@ type App struct {
 	keeper     *allocator.Keeper
 	segments   *allocator.Segments
 	api        *httpapi.Server
+	rpc        *rpcapi.Server
 	srv        *http.Server
 	ln         net.Listener
 	// tokens reloads the tokens file; nil without one.
@@ -367,13 +376,31 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		Logger:     a.log,
 		Version:    c.Version,
 		Durability: a.durability,
-		Status:     httpapi.StatusSettings{Clock: c.Clock, LeaseTTL: ks.TTL, MaxClockOffset: ks.MaxClockOffset},
-		LeaseAPI:   c.LeaseAPI.httpapi(c, data),
-		RateLimit:  c.RateLimit,
-		Tracing:    tracingCfg,
+		Status: httpapi.StatusSettings{Clock: c.Clock, LeaseTTL: ks.TTL, MaxClockOffset: ks.MaxClockOffset,
+			Policy: policy(ks, c.Segments)},
+		LeaseAPI:  c.LeaseAPI.httpapi(c, data),
+		RateLimit: c.RateLimit,
+		Tracing:   tracingCfg,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("http api: %w", err)
+	}
+	// The gRPC API: the same keeper, segments, tokens (through the HTTP
+	// API, which the tokens file reloads into) and lease broker.
+	a.rpc, err = rpcapi.New(rpcapi.Config{
+		Snowflakes: keeper,
+		Segments:   a.segments,
+		Ready:      keeper,
+		Auth:       a.api,
+		Leases:     a.api.LeaseBroker(),
+		MaxCount:   c.MaxCount,
+		Logger:     a.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("grpc api: %w", err)
+	}
+	if err := a.api.RegisterMetrics(a.rpc.Collectors()...); err != nil {
+		return nil, fmt.Errorf("grpc api: %w", err)
 	}
 	if tokens != nil {
 		a.log.Info("callers' tokens loaded", "source", tokensSource(c), "tokens", tokens.Len(), "names", tokens.Names())
@@ -398,6 +425,13 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	a.srv = a.api.HTTPServer(c.Listen)
+	// One listener for both APIs: HTTP/1.1 and, for gRPC, HTTP/2 without
+	// TLS (h2c, with prior knowledge); gRPC-Web and Connect work on both.
+	a.srv.Handler = a.rpc.Mount(a.api.Handler())
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	a.srv.Protocols = &protocols
 	a.api.History().Start() // stopped by stop
 	if a.tokens != nil {
 		a.tokens.start()
@@ -466,7 +500,14 @@ func (a *App) Close(ctx context.Context) error {
 
 		a.log.Info("shutting down: finishing requests in flight")
 		sctx, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
+		// Streams of IDs run until their caller cancels: end them (with
+		// UNAVAILABLE, so that callers go to another node) rather than
+		// wait for them, then let the server finish the rest.
+		a.rpc.Drain()
 		err := a.srv.Shutdown(sctx)
+		if werr := a.rpc.Wait(sctx); werr != nil && err == nil {
+			err = werr
+		}
 		cancel()
 		if err != nil {
 			err = fmt.Errorf("shutdown: requests still in flight after %s: %w", a.cfg.ShutdownTimeout, err)
@@ -545,9 +586,13 @@ func (a *App) stop(ctx context.Context) (err error) {
 // Config.Listen, the port the system picked.
 func (a *App) Addr() net.Addr { return a.ln.Addr() }
 
-// Handler returns the HTTP API's handler, for a program that serves it
-// with its own server (or behind middleware of its own) instead of Serve.
-func (a *App) Handler() http.Handler { return a.api.Handler() }
+// Handler returns the handler of the HTTP API with the gRPC API mounted
+// on it, for a program that serves it with its own server (or behind
+// middleware of its own) instead of Serve; gRPC needs HTTP/2.
+func (a *App) Handler() http.Handler { return a.srv.Handler }
+
+// RPC returns the gRPC API.
+func (a *App) RPC() *rpcapi.Server { return a.rpc }
 
 // API returns the HTTP API.
 func (a *App) API() *httpapi.Server { return a.api }

@@ -22,10 +22,14 @@ type cache struct {
 	fill  *fill // the refill in flight, nil when none
 }
 
-// run is a stretch of cached IDs of one source.
+// run is a stretch of cached IDs of one source and, for Snowflake IDs, one
+// lease; rev is the revision of the answer they came from (strict
+// namespaces).
 type run struct {
-	src Source
-	ids []int64
+	src   Source
+	lease *LeaseToken
+	rev   int64
+	ids   []int64
 }
 
 // fill is one refill; err is set before done is closed.
@@ -93,6 +97,10 @@ func (k *cache) takeLocked(n int) Draw {
 			d.Ranges = rangesOf(d.Ranges, part, r.src)
 		}
 		d.Source = mergeSource(d.Source, r.src)
+		if r.lease != nil {
+			d.Leases = appendLeases(d.Leases, *r.lease)
+		}
+		d.Revision = max(d.Revision, r.rev)
 		r.ids = r.ids[m:]
 		if len(r.ids) == 0 {
 			k.runs[0] = run{}
@@ -128,13 +136,19 @@ func (k *cache) startLocked() (*fill, error) {
 	return f, nil
 }
 
-// appendLocked adds the IDs of a refill, all of one source, behind those
-// still cached.
+// appendLocked adds the IDs of a refill, one answer of one source and
+// lease, behind those still cached.
 func (k *cache) appendLocked(d Draw) {
-	if n := len(k.runs); n > 0 && k.runs[n-1].src == d.Source {
+	var lease *LeaseToken
+	if len(d.Leases) > 0 {
+		lease = &d.Leases[0]
+	}
+	if n := len(k.runs); n > 0 && k.runs[n-1].src == d.Source && k.runs[n-1].rev == d.Revision && sameLease(k.runs[n-1].lease, lease) {
 		k.runs[n-1].ids = append(k.runs[n-1].ids, d.IDs...)
 	} else {
-		k.runs = append(k.runs, run{src: d.Source, ids: d.IDs})
+		k.runs = append(k.runs, run{src: d.Source, lease: lease, rev: d.Revision, ids: d.IDs})
 	}
 	k.count += len(d.IDs)
 }
+
+func sameLease(a, b *LeaseToken) bool { return a == b || a != nil && b != nil && *a == *b }

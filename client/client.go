@@ -119,15 +119,35 @@ type Range struct {
 	Source Source
 }
 
-// Draw is the answer to DrawNamespace.
+// Draw is the answer to DrawNamespace and DrawSnowflakes.
 type Draw struct {
-	Namespace string
+	Namespace string  // "" for DrawSnowflakes
 	IDs       []int64 // in the order handed out
-	Ranges    []Range // the contiguous runs the IDs form, in the same order
+	Ranges    []Range // the contiguous runs the IDs form, in the same order; none for DrawSnowflakes
 	// Source is SourceSegment, SourceSnowflake when the namespace's
 	// Snowflake fallback served (the database was unreachable), or
 	// SourceMixed (see Range.Source).
 	Source Source
+	// Leases are the fencing tokens of the Snowflake IDs of the draw: the
+	// worker leases that made them, in the order of the IDs, one per run of
+	// IDs from the same lease (a draw split over several requests, or taken
+	// from the cache across refills, may have more than one). Empty when
+	// the draw holds no Snowflake IDs.
+	Leases []LeaseToken
+	// Revision is, for a strict namespace, the highest revision of the
+	// answers the draw came from: the namespace's version after the fetch
+	// that took the IDs. The client has checked it (see
+	// StaleRevisionError). 0 for a buffered namespace and Snowflake IDs.
+	Revision int64
+}
+
+// LeaseToken is the fencing token of Snowflake IDs: the worker lease that
+// made them. Every claim of a worker ID increments its fencing version, so
+// for one datacenter and worker a greater FencingVersion is a later holder.
+type LeaseToken struct {
+	Datacenter     int64
+	Worker         int64
+	FencingVersion int64
 }
 
 // Parts is the decomposition of a Snowflake ID by the server's layout.
@@ -160,6 +180,9 @@ type Client struct {
 
 	snowCache *cache            // nil when uncached
 	nsCaches  map[string]*cache // read-only after New
+
+	revMu     sync.Mutex
+	revisions map[string]int64 // the highest revision seen per strict namespace
 
 	life     context.Context // cancelled by Close; bounds cache refills
 	cancel   context.CancelFunc
@@ -317,6 +340,18 @@ func (c *Client) NextN(ctx context.Context, n int) ([]int64, error) {
 	return d.IDs, err
 }
 
+// DrawSnowflakes returns n Snowflake IDs, as NextN does, with the fencing
+// tokens of the leases that made them (Draw.Leases). Errors as NextN.
+func (c *Client) DrawSnowflakes(ctx context.Context, n int) (Draw, error) {
+	if n < 1 {
+		return Draw{}, fmt.Errorf("%w: count %d, want at least 1", ErrInvalidInput, n)
+	}
+	if c.snowCache != nil && n <= c.snowCache.size {
+		return c.snowCache.take(ctx, n)
+	}
+	return c.drawDirect(ctx, "", n)
+}
+
 // NextInNamespace returns one ID of namespace ns. Errors as DrawNamespace.
 func (c *Client) NextInNamespace(ctx context.Context, ns string) (int64, error) {
 	d, err := c.DrawNamespace(ctx, ns, 1)
@@ -329,7 +364,9 @@ func (c *Client) NextInNamespace(ctx context.Context, ns string) (int64, error) 
 // DrawNamespace returns n IDs of namespace ns with the contiguous ranges
 // they form and where they come from. Errors: ErrInvalidInput for a
 // malformed name or n < 1; an *Error matching ErrNotFound for a namespace
-// the server does not know; otherwise as Next.
+// the server does not know; a *StaleRevisionError when an answer for a
+// strict namespace carries a revision not above one seen before (its IDs
+// are not returned); otherwise as Next.
 func (c *Client) DrawNamespace(ctx context.Context, ns string, n int) (Draw, error) {
 	if err := validNamespace(ns); err != nil {
 		return Draw{}, err
@@ -376,6 +413,12 @@ type idsResponse struct {
 		First snowflake.ID `json:"first"`
 		Last  snowflake.ID `json:"last"`
 	} `json:"ranges"`
+	Lease *struct {
+		Datacenter     int64 `json:"datacenter"`
+		Worker         int64 `json:"worker"`
+		FencingVersion int64 `json:"fencing_version"`
+	} `json:"lease"`
+	Revision int64 `json:"revision"`
 }
 
 // drawDirect asks the server for n IDs (of namespace ns, or Snowflake IDs
@@ -391,6 +434,8 @@ func (c *Client) drawDirect(ctx context.Context, ns string, n int) (Draw, error)
 		d.IDs = append(d.IDs, part.IDs...)
 		d.Ranges = appendRanges(d.Ranges, part.Ranges)
 		d.Source = mergeSource(d.Source, part.Source)
+		d.Leases = appendLeases(d.Leases, part.Leases...)
+		d.Revision = max(d.Revision, part.Revision)
 	}
 	return d, nil
 }
@@ -402,12 +447,23 @@ func (c *Client) fetch(ctx context.Context, ns string, n int) (Draw, error) {
 	if ns != "" {
 		q.Set("namespace", ns)
 	}
+	// The revision seen before the request is sent: the fetch that serves
+	// it happens later, so its revision must be above this one.
+	seen := c.revisionSeen(ns)
 	var r idsResponse
 	if err := c.get(ctx, "/ids?"+q.Encode(), &r); err != nil {
 		return Draw{}, err
 	}
 	if len(r.IDs) != n {
 		return Draw{}, fmt.Errorf("%w: asked for %d IDs, got %d", ErrBadResponse, n, len(r.IDs))
+	}
+	if r.Revision < 0 {
+		return Draw{}, fmt.Errorf("%w: negative revision %d", ErrBadResponse, r.Revision)
+	}
+	if ns != "" && r.Revision > 0 {
+		if err := c.observeRevision(ns, seen, r.Revision); err != nil {
+			return Draw{}, err
+		}
 	}
 	src := r.Source
 	if src == "" {
@@ -416,9 +472,12 @@ func (c *Client) fetch(ctx context.Context, ns string, n int) (Draw, error) {
 			src = SourceSegment
 		}
 	}
-	d := Draw{Namespace: ns, IDs: make([]int64, n), Source: src}
+	d := Draw{Namespace: ns, IDs: make([]int64, n), Source: src, Revision: r.Revision}
 	for i, id := range r.IDs {
 		d.IDs[i] = int64(id)
+	}
+	if l := r.Lease; l != nil && src == SourceSnowflake {
+		d.Leases = []LeaseToken{{Datacenter: l.Datacenter, Worker: l.Worker, FencingVersion: l.FencingVersion}}
 	}
 	switch {
 	case ns == "":
@@ -583,6 +642,48 @@ func appendRanges(rs, more []Range) []Range {
 		rs = append(rs, r)
 	}
 	return rs
+}
+
+// revisionSeen returns the highest revision seen for namespace ns, 0 for
+// none (or for Snowflake IDs, ns "").
+func (c *Client) revisionSeen(ns string) int64 {
+	if ns == "" {
+		return 0
+	}
+	c.revMu.Lock()
+	defer c.revMu.Unlock()
+	return c.revisions[ns]
+}
+
+// observeRevision checks the revision got of an answer for namespace ns
+// against seen, the highest revision known when the request was sent, and
+// remembers it. Answers to concurrent requests may arrive out of order, so
+// the check is against what was known at the send, not at the arrival.
+func (c *Client) observeRevision(ns string, seen, got int64) error {
+	if got <= seen {
+		return &StaleRevisionError{Namespace: ns, Got: got, Previous: seen}
+	}
+	c.revMu.Lock()
+	defer c.revMu.Unlock()
+	if got > c.revisions[ns] {
+		if c.revisions == nil {
+			c.revisions = map[string]int64{}
+		}
+		c.revisions[ns] = got
+	}
+	return nil
+}
+
+// appendLeases appends the tokens more to ls, skipping one equal to the
+// last.
+func appendLeases(ls []LeaseToken, more ...LeaseToken) []LeaseToken {
+	for _, l := range more {
+		if n := len(ls); n > 0 && ls[n-1] == l {
+			continue
+		}
+		ls = append(ls, l)
+	}
+	return ls
 }
 
 // mergeSource combines the sources of two parts of one draw.

@@ -26,6 +26,17 @@
 // Options.MaxRetryAfter, or the wait would pass the context's deadline, the
 // call returns the server's error at once instead of waiting in vain.
 //
+// # Fencing tokens
+//
+// DrawSnowflakes returns Snowflake IDs with the tokens of the worker leases
+// that made them (Draw.Leases: datacenter, worker, fencing version). For a
+// strict namespace, every answer carries the namespace's revision, which
+// grows with every fetch on any node; the client remembers the highest
+// revision it has seen per namespace and refuses an answer to a later
+// request whose revision is not above it with a *StaleRevisionError: a
+// node whose database went back in time, or a proxy that replayed an old
+// answer. Draw.Revision is the revision of an accepted draw.
+//
 // # Local block cache
 //
 // With Options.Cache set, the client fetches IDs a block at a time (count=N)

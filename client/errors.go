@@ -3,6 +3,7 @@ package client
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -44,6 +45,24 @@ var (
 	ErrBadResponse  = errors.New("idgen client: malformed response")
 	ErrInvalidInput = errors.New("idgen client: invalid argument")
 )
+
+// StaleRevisionError is returned for an answer of a strict namespace
+// whose revision is not above Previous, the highest revision the client
+// had seen for the namespace when it sent the request. Every fetch of a
+// strict namespace, on any node, gets a greater revision than all before
+// it, so such an answer is stale or replayed: from a node whose database
+// went back in time (restored from a backup, or an unsafe failover), or a
+// proxy or cache that repeated an old answer. Its IDs may have been handed
+// out before and are not returned. Test for it with errors.As.
+type StaleRevisionError struct {
+	Namespace string
+	Got       int64 // the answer's revision
+	Previous  int64 // the highest revision seen before the request
+}
+
+func (e *StaleRevisionError) Error() string {
+	return fmt.Sprintf("idgen client: namespace %q: stale answer: revision %d is not above %d, seen before", e.Namespace, e.Got, e.Previous)
+}
 
 // codeErrors maps the problem codes of the service to the sentinel errors.
 var codeErrors = map[string]error{

@@ -79,3 +79,43 @@ func ExampleNewGenerator() {
 		fmt.Println(len(ids), "IDs")
 	}
 }
+
+// Snowflake IDs with the fencing token of the lease that made them. A
+// caller that keeps the last token per worker can tell a later holder of
+// that worker ID (a greater fencing version) from a stale one.
+func ExampleClient_DrawSnowflakes() {
+	c, err := client.New("http://idgen:8080", client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	d, err := c.DrawSnowflakes(context.Background(), 100)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, l := range d.Leases {
+		fmt.Printf("made by datacenter %d worker %d at fencing version %d\n", l.Datacenter, l.Worker, l.FencingVersion)
+	}
+}
+
+// A strict namespace's answers carry a revision that grows with every
+// fetch; the client refuses an answer whose revision does not.
+func ExampleStaleRevisionError() {
+	c, err := client.New("http://idgen:8080", client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	d, err := c.DrawNamespace(context.Background(), "invoices", 1)
+	var stale *client.StaleRevisionError
+	switch {
+	case errors.As(err, &stale):
+		log.Printf("namespace %s: stale answer (revision %d, %d seen before); alert, and do not use it", stale.Namespace, stale.Got, stale.Previous)
+	case err != nil:
+		log.Fatal(err)
+	default:
+		fmt.Println("invoice number", d.IDs[0], "at revision", d.Revision)
+	}
+}

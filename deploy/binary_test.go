@@ -79,7 +79,7 @@ func TestEnvironmentKnownToBinary(t *testing.T) {
 	serve := usage(t, "serve")
 	migrate := usage(t, "migrate")
 
-	m := regexp.MustCompile(`--listen ADDR .*\(default ([0-9.]+:[0-9]+)\)`).FindStringSubmatch(serve)
+	m := regexp.MustCompile(`(?s)--listen ADDR .*?\(default\s+([0-9.]+:[0-9]+)\)`).FindStringSubmatch(serve)
 	if m == nil {
 		t.Fatalf("idgen serve --help does not show the default --listen:\n%s", serve)
 	}

@@ -119,6 +119,7 @@ func newServer(t *testing.T, lease bool, token string, tokens ...string) *testse
 	}
 	srv := testserver.MustStart(t, o)
 	srv.CreateNamespace(t, allocator.NamespaceSpec{Name: "orders", Step: new(int64(100)), MaxStep: new(int64(1000))})
+	srv.CreateNamespace(t, allocator.NamespaceSpec{Name: "receipts", Mode: new(allocator.ModeStrict)})
 	return srv
 }
 
@@ -250,6 +251,7 @@ func TestResponsesMatchSpec(t *testing.T) {
 		{"one Snowflake ID", "GET", "/ids", "/ids", "", "", 200},
 		{"explained IDs", "GET", "/ids?count=3&explain=true", "/ids", "", "", 200},
 		{"namespace IDs", "GET", "/ids?count=5&namespace=orders", "/ids", "", "", 200},
+		{"strict namespace IDs", "GET", "/ids?count=2&namespace=receipts", "/ids", "", "", 200},
 		{"count zero", "GET", "/ids?count=0", "/ids", "", "", 400},
 		{"unknown parameter", "GET", "/ids?cnt=2", "/ids", "", "", 400},
 		{"unknown namespace", "GET", "/ids?namespace=nope", "/ids", "", "", 404},
@@ -318,6 +320,10 @@ func TestResponsesMatchSpec(t *testing.T) {
 		{"not ready", "GET", "/readyz", "/readyz", "", "", 503},
 		{"admin disabled", "GET", "/admin/leases", "/admin/leases", "", "", 404},
 	}
+
+	exchanges = append(exchanges, compatExchanges...)
+	tokenExchanges = append(tokenExchanges, compatTokenExchanges...)
+	downExchanges = append(downExchanges, compatDownExchanges...)
 
 	covered := map[string]bool{}
 	run := func(base string, ex exchange) {
@@ -548,7 +554,7 @@ func jsonType(v any) string {
 // API: each names an existing file, and each #anchor a heading in it.
 func TestDocLinks(t *testing.T) {
 	linkRE := regexp.MustCompile(`\]\(([^)\s]+)\)`)
-	for _, doc := range []string{"architecture.md", "operations.md", "comparison.md"} {
+	for _, doc := range []string{"architecture.md", "operations.md", "comparison.md", "migration.md"} {
 		data, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)

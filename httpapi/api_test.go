@@ -19,6 +19,15 @@ type idsResponse struct {
 	Source    string        `json:"source"`
 	Ranges    []rangeJSON   `json:"ranges"`
 	Explain   []explainJSON `json:"explain"`
+	Lease     *fencingLease `json:"lease"`
+	Revision  int64         `json:"revision"`
+}
+
+// fencingLease is the fencing token of Snowflake IDs in GET /ids.
+type fencingLease struct {
+	Datacenter     int64 `json:"datacenter"`
+	Worker         int64 `json:"worker"`
+	FencingVersion int64 `json:"fencing_version"`
 }
 
 type rangeJSON struct {
@@ -435,7 +444,9 @@ func TestRoutes(t *testing.T) {
 		"GET /", "GET /admin/lease-events", "GET /admin/leases", "POST /admin/leases/:datacenter/:worker/evict",
 		"GET /admin/namespaces", "POST /admin/namespaces",
 		"DELETE /admin/namespaces/:name", "GET /admin/namespaces/:name", "PATCH /admin/namespaces/:name",
+		"GET /api/segment/get/:key", "GET /api/snowflake/get/:key", "POST /api/v1/id", "GET /api/v1/ids",
 		"GET /healthz", "GET /ids", "GET /ids/:id", "GET /metrics", "GET /readyz",
+		"GET /tinyid/id/nextId", "POST /tinyid/id/nextId", "GET /tinyid/id/nextIdSimple", "POST /tinyid/id/nextIdSimple",
 		"POST /v1/leases", "POST /v1/leases/:datacenter/:worker/heartbeat", "POST /v1/leases/:datacenter/:worker/release",
 		"GET /v1/leases/layout",
 	}

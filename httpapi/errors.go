@@ -12,8 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/snowflake"
+	"github.com/idgen-project/idgen/internal/problem"
 )
 
 // Problem codes: the "code" member of every application/problem+json body,
@@ -124,48 +123,19 @@ func invalidf(format string, args ...any) *apiError {
 }
 
 // fromDomain turns an error of the allocator or snowflake packages into a
-// problem. Errors it does not know become internal errors whose text is
-// logged, not shown.
+// problem, by problem.FromDomain (the gRPC API maps them through it too).
+// Errors it does not know become internal errors whose text is logged, not
+// shown.
 func fromDomain(err error) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {
 		return ae
 	}
-	switch {
-	case errors.Is(err, allocator.ErrUnavailable):
-		return &apiError{code: codeUnavailable, detail: err.Error(), retryAfter: retryAfter(err), err: err}
-	case errors.Is(err, allocator.ErrNamespaceNotFound):
-		return &apiError{code: codeNotFound, detail: err.Error(), err: err}
-	case errors.Is(err, allocator.ErrNamespaceExists):
-		return &apiError{code: codeConflict, detail: err.Error(), err: err}
-	case errors.Is(err, allocator.ErrNamespaceExhausted):
-		return &apiError{code: codeExhausted, detail: err.Error(), err: err}
-	case errors.Is(err, allocator.ErrNoWorkerAvailable):
-		return &apiError{code: codeNoWorker, detail: err.Error(), retryAfter: time.Second, err: err}
-	case errors.Is(err, allocator.ErrLeaseNotHeld):
-		return &apiError{code: codeLeaseNotHeld, detail: err.Error(), err: err}
-	case errors.Is(err, allocator.ErrLeaseLost):
-		return &apiError{code: codeLeaseLost, detail: err.Error(), err: err}
-	case errors.Is(err, allocator.ErrInvalidRelease):
-		return &apiError{code: codeInvalidRelease, detail: err.Error(), err: err}
-	case errors.Is(err, allocator.ErrInvalidNamespace),
-		errors.Is(err, allocator.ErrInvalidCount),
-		errors.Is(err, snowflake.ErrInvalidID):
-		return &apiError{code: codeInvalid, detail: err.Error(), err: err}
+	code, retry := problem.FromDomain(err)
+	if code == problem.Internal {
+		return &apiError{code: codeInternal, detail: "internal error; see the server log", err: err}
 	}
-	return &apiError{code: codeInternal, detail: "internal error; see the server log", err: err}
-}
-
-// retryAfter is how long a client should wait after err: the refusal's own
-// estimate when the generator gave one, else one second.
-func retryAfter(err error) time.Duration {
-	var re *snowflake.RefusalError
-	if errors.As(err, &re) {
-		if d := re.RetryAfter(); d > time.Second {
-			return d
-		}
-	}
-	return time.Second
+	return &apiError{code: string(code), detail: err.Error(), retryAfter: retry, err: err}
 }
 
 // retryAfterSeconds renders d for the Retry-After header: whole seconds,

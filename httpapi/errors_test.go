@@ -336,6 +336,9 @@ func TestNamespaceFallback(t *testing.T) {
 	}
 	checkRanges(t, ids, r.Ranges)
 	st := e.keeper.Status()
+	if want := (fencingLease{st.Lease.DatacenterID, st.Lease.WorkerID, st.Lease.FencingVersion}); r.Lease == nil || *r.Lease != want || r.Revision != 0 {
+		t.Errorf("fallback answer: lease %+v, revision %d; want the node's lease %+v and no revision", r.Lease, r.Revision, want)
+	}
 	for _, id := range ids {
 		if id <= fb.MaxID {
 			t.Errorf("fallback ID %d not above max_id %d", id, fb.MaxID)

@@ -38,6 +38,16 @@ type StatusSettings struct {
 	// and when the clock offset from database time passes half the limit.
 	LeaseTTL       time.Duration
 	MaxClockOffset time.Duration
+	// Policy is the node's clock, lease and segment policy, shown as a
+	// table on the status page in this order; nil leaves the table out.
+	Policy []PolicySetting
+}
+
+// PolicySetting is one row of the status page's Policy table: a setting's
+// name, its value in force, and the flag of idgen serve that sets it
+// (without the dashes; empty when none does).
+type PolicySetting struct {
+	Name, Value, Flag string
 }
 
 // resolve fills in the defaults, or says which setting is out of range.

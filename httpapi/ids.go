@@ -143,7 +143,9 @@ func truncate(s string, n int) string {
 }
 
 // handleIDs serves GET /ids: Snowflake IDs, or with namespace the IDs of a
-// namespace's counter.
+// namespace's counter. Snowflake IDs come with the fencing token of the
+// lease that made them ("lease"), a strict namespace's IDs with the
+// revision of the fetch that took them ("revision").
 func (s *Server) handleIDs(c echo.Context) error {
 	q, perr := parseIDsQuery(c.Request().URL.RawQuery, s.maxCount)
 	if perr != nil {
@@ -155,7 +157,7 @@ func (s *Server) handleIDs(c echo.Context) error {
 		return s.serveNamespace(c, q, sc)
 	}
 
-	ids, err := s.snowflakes.NextN(sc.ids[:0], q.count)
+	ids, lease, err := s.snowflakes.NextNFenced(sc.ids[:0], q.count)
 	sc.ids = ids[:0]
 	if err != nil {
 		// IDs issued before the refusal are dropped: they are unique and
@@ -172,6 +174,7 @@ func (s *Server) handleIDs(c echo.Context) error {
 		b = appendQuotedInt(b, int64(id))
 	}
 	b = append(b, `],"source":"snowflake"`...)
+	b = appendLease(b, lease)
 	if q.explain {
 		b = append(b, `,"explain":[`...)
 		for i, id := range ids {
@@ -227,9 +230,30 @@ func (s *Server) serveNamespace(c echo.Context, q idsQuery, sc *scratch) error {
 		b = appendQuotedInt(b, r.Last)
 		b = append(b, '}')
 	}
-	b = append(b, "]}\n"...)
+	b = append(b, ']')
+	switch {
+	case batch.Source == allocator.SourceSnowflake:
+		b = appendLease(b, batch.Lease)
+	case batch.Revision > 0:
+		// A strict namespace: the revision its fetch left.
+		b = append(b, `,"revision":`...)
+		b = strconv.AppendInt(b, batch.Revision, 10)
+	}
+	b = append(b, "}\n"...)
 	sc.buf = b
 	return s.writeJSON(c, http.StatusOK, b)
+}
+
+// appendLease appends the fencing token of Snowflake IDs, the lease that
+// made them: ,"lease":{"datacenter":…,"worker":…,"fencing_version":…}.
+func appendLease(b []byte, t allocator.LeaseToken) []byte {
+	b = append(b, `,"lease":{"datacenter":`...)
+	b = strconv.AppendInt(b, t.DatacenterID, 10)
+	b = append(b, `,"worker":`...)
+	b = strconv.AppendInt(b, t.WorkerID, 10)
+	b = append(b, `,"fencing_version":`...)
+	b = strconv.AppendInt(b, t.FencingVersion, 10)
+	return append(b, '}')
 }
 
 // handleParse serves GET /ids/:id, the decomposition of a Snowflake ID

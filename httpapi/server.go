@@ -31,6 +31,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/leaseapi"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -66,9 +67,10 @@ const (
 // SnowflakeIssuer issues Snowflake IDs: GET /ids, GET /ids/{id}, and the
 // max_id_limit the admin API gives a namespace with the Snowflake fallback.
 type SnowflakeIssuer interface {
-	// NextN appends n Snowflake IDs to dst, or returns an error wrapping
+	// NextNFenced appends n Snowflake IDs to dst and returns the token of
+	// the lease that made them, or an error wrapping
 	// allocator.ErrUnavailable when the node cannot prove its lease.
-	NextN(dst []snowflake.ID, n int) ([]snowflake.ID, error)
+	NextNFenced(dst []snowflake.ID, n int) ([]snowflake.ID, allocator.LeaseToken, error)
 	// Layout returns the Snowflake layout of the IDs.
 	Layout() snowflake.Layout
 	// SmallestIDNow returns the smallest Snowflake ID of the current
@@ -192,8 +194,8 @@ type Server struct {
 	layout  snowflake.Layout
 	// durability is Config.Durability.
 	durability string
-	// leases is Config.LeaseAPI.
-	leases LeaseAPIConfig
+	// broker runs the lease API's calls, on Config.LeaseAPI.
+	broker *leaseapi.Broker
 	// limiter limits callers' request rates; nil without a limit.
 	limiter *limiter
 	// tracing is Config.Tracing resolved; its tracer is nil when off.
@@ -238,8 +240,8 @@ func New(cfg Config) (*Server, error) {
 	case cfg.MaxCount < 0 || cfg.MaxCount > allocator.MaxDrawCount:
 		return nil, fmt.Errorf("httpapi: max count %d not in 1..%d", cfg.MaxCount, allocator.MaxDrawCount)
 	}
-	if err := cfg.LeaseAPI.validate(); err != nil {
-		return nil, err
+	if err := cfg.LeaseAPI.Validate(); err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	if err := cfg.RateLimit.Validate(); err != nil {
 		return nil, fmt.Errorf("httpapi: rate limit: %w", err)
@@ -254,7 +256,6 @@ func New(cfg Config) (*Server, error) {
 		log:        cfg.Logger,
 		version:    cfg.Version,
 		durability: cfg.Durability,
-		leases:     cfg.LeaseAPI,
 		limiter:    newLimiter(cfg.RateLimit),
 		tracing:    cfg.Tracing.resolve(),
 		layout:     cfg.Snowflakes.Layout(),
@@ -278,6 +279,11 @@ func New(cfg Config) (*Server, error) {
 		s.adminKey = tokenDigest(cfg.AdminToken)
 	}
 	s.SetTokens(cfg.Tokens)
+	broker, err := leaseapi.New(cfg.LeaseAPI, s.layout, s.log)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	s.broker = broker
 	s.scratch.New = func() any { return new(scratch) }
 	s.ping.db = cfg.Database
 
@@ -329,6 +335,8 @@ func New(cfg Config) (*Server, error) {
 	// The lease API (leases.go): off, 404, while no token has the leases
 	// scope.
 	s.addLeaseRoutes(e)
+	// The API shapes of the designs idgen replaces (compat.go).
+	s.addCompatRoutes(e)
 
 	if s.tracing.Tracer != nil {
 		s.nameSpans()
@@ -351,6 +359,11 @@ func (s *Server) add(add addFunc, path string, h echo.HandlerFunc) {
 	s.routes = append(s.routes, Route{Method: r.Method, Path: r.Path})
 	s.metrics.knownRoute(r.Path)
 }
+
+// LeaseBroker returns the broker behind the lease API, for another
+// transport of the same API on this node (the gRPC LeaseService): one
+// broker, one set of rules.
+func (s *Server) LeaseBroker() *leaseapi.Broker { return s.broker }
 
 // History returns the history the status page draws its charts from. The
 // server does not start it: its owner calls Start, and Close at shutdown.

@@ -97,6 +97,7 @@ type statusPage struct {
 	DatabaseError                      string
 	Durability                         string
 	DurabilityOK                       bool
+	Policy                             []PolicySetting
 	Claims, Takeovers, Lost            int64
 	History                            historyView
 	Pools                              []workerPool
@@ -142,6 +143,7 @@ func (s *Server) handleStatus(c echo.Context) error {
 		Lost:         st.Lost,
 		Durability:   s.durability,
 		DurabilityOK: s.durability == "ok",
+		Policy:       s.statusCfg.Policy,
 		History:      s.history.charts(now),
 	}
 	if readyErr != nil {

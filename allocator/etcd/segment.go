@@ -357,7 +357,9 @@ func (s *Store) fetchStateOf(name string) *fetchState {
 // retries a fetch, since a compare that failed wrote nothing. A range is
 // returned only when its transaction succeeded. Fetches of one namespace
 // through one Store wait for each other rather than fail each other's
-// compares.
+// compares. The record written carries version + 1, and the compare on the
+// mod revision makes it the successor of the latest record: the revision
+// is this fetch's own, above every earlier fetch's.
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
 	if err := allocator.ValidFetch(name, n); err != nil {
 		return allocator.Segment{}, fmt.Errorf("etcd: %w", err)

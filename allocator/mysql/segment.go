@@ -192,7 +192,8 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 // connection, while the UPDATE's row lock keeps other fetches out, so the
 // row returned is the one this fetch left; concurrent fetches queue on that
 // lock. A commit whose outcome is unknown returns an error, so its range is
-// never used.
+// never used. The UPDATE increments version, and the read-back under the
+// same lock sees the version this fetch left: the revision is its own.
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
 	if err := allocator.ValidFetch(name, n); err != nil {
 		return allocator.Segment{}, fmt.Errorf("mysql: %w", err)

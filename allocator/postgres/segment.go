@@ -153,7 +153,8 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 // FetchSegment implements allocator.SegmentStore.FetchSegment with one
 // UPDATE … RETURNING: concurrent fetches queue on the row lock, and a
 // connection lost before the commit was acknowledged returns an error, so
-// its range is never used.
+// its range is never used. The same UPDATE increments version, and
+// RETURNING reads the row it wrote: the revision is this fetch's own.
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
 	if err := allocator.ValidFetch(name, n); err != nil {
 		return allocator.Segment{}, fmt.Errorf("postgres: %w", err)

@@ -35,6 +35,7 @@ func runSegmentTests(t *testing.T, open func(t *testing.T) allocator.Store) {
 	t.Run("ConcurrentFetches", func(t *testing.T) { testConcurrentFetches(t, open(t)) })
 	t.Run("ReturnTail", func(t *testing.T) { testReturnTail(t, open(t)) })
 	t.Run("ReturnTailStale", func(t *testing.T) { testReturnTailStale(t, open(t)) })
+	t.Run("StrictRevision", func(t *testing.T) { testStrictRevision(t, open(t)) })
 }
 
 // sampleNamespace is a valid namespace with settings unlike the defaults,
@@ -712,5 +713,99 @@ func testReturnTailStale(t *testing.T, s allocator.Store) {
 	}
 	if d := namespaceDiff(mustGet(t, s, "orders"), before); d != "" {
 		t.Errorf("row changed by ReturnTail above max_id: %s", d)
+	}
+}
+
+// testStrictRevision checks the revision a fetch gives a strict namespace's
+// callers (the row's version after the fetch, see
+// allocator.SegmentStore.FetchSegment): it grows with every fetch and no
+// two fetches get the same one, across a tail return, mode and step
+// changes, a refused fetch, a deletion and revival, and concurrent fetches.
+func testStrictRevision(t *testing.T, s allocator.Store) {
+	ctx := t.Context()
+	ns := sampleNamespace("invoices") // strict
+	ns.MaxID, ns.MaxIDLimit = 0, 1000
+	mustCreate(t, s, ns)
+
+	seen := map[int64]string{} // revision -> the fetch that got it
+	var last int64
+	check := func(what string, seg allocator.Segment) {
+		t.Helper()
+		rev := seg.Namespace.Version
+		if prev, ok := seen[rev]; ok {
+			t.Fatalf("%s: revision %d, already given to %s", what, rev, prev)
+		}
+		if rev <= last {
+			t.Fatalf("%s: revision %d, want above the previous %d", what, rev, last)
+		}
+		seen[rev], last = what, rev
+	}
+	for i := range 3 {
+		check(fmt.Sprintf("fetch %d", i), mustFetch(t, s, "invoices", 1))
+	}
+
+	// The namespace turns buffered, a node takes a range and gives its
+	// tail back, and the namespace turns strict again with a new step.
+	buffered, strict := allocator.ModeBuffered, allocator.ModeStrict
+	if _, err := s.UpdateNamespace(ctx, "invoices", allocator.NamespaceUpdate{Mode: &buffered}); err != nil {
+		t.Fatalf("UpdateNamespace(buffered): %v", err)
+	}
+	seg := mustFetch(t, s, "invoices", 100)
+	check("buffered fetch", seg)
+	if ok, err := s.ReturnTail(ctx, "invoices", seg.Last, seg.Namespace.Version, seg.First+9); err != nil || !ok {
+		t.Fatalf("ReturnTail: got %v, %v; want true, nil", ok, err)
+	}
+	step := int64(50)
+	if _, err := s.UpdateNamespace(ctx, "invoices", allocator.NamespaceUpdate{Mode: &strict, Step: &step}); err != nil {
+		t.Fatalf("UpdateNamespace(strict): %v", err)
+	}
+	check("fetch after a tail return and two updates", mustFetch(t, s, "invoices", 2))
+
+	// A refused fetch gives no revision and takes none away.
+	if _, err := s.FetchSegment(ctx, "invoices", 1000); !errors.Is(err, allocator.ErrNamespaceExhausted) {
+		t.Fatalf("FetchSegment past the limit: got %v, want %v", err, allocator.ErrNamespaceExhausted)
+	}
+	check("fetch after a refused one", mustFetch(t, s, "invoices", 1))
+
+	// Deleted and created again: the revision goes on.
+	del, err := s.DeleteNamespace(ctx, "invoices")
+	if err != nil {
+		t.Fatalf("DeleteNamespace: %v", err)
+	}
+	again := ns
+	again.MaxID = del.MaxID
+	if _, err := s.CreateNamespace(ctx, again); err != nil {
+		t.Fatalf("CreateNamespace over the tombstone: %v", err)
+	}
+	check("fetch after a revival", mustFetch(t, s, "invoices", 1))
+
+	// Concurrent fetches: distinct revisions, all above the last.
+	const workers, perWorker = 8, 10
+	revs := make([][]int64, workers)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for range perWorker {
+				seg, err := s.FetchSegment(ctx, "invoices", 1)
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				revs[w] = append(revs[w], seg.Namespace.Version)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("concurrent fetches: %v", err)
+	}
+	all := slices.Concat(revs...)
+	slices.Sort(all)
+	for i, rev := range all {
+		check(fmt.Sprintf("concurrent fetch %d", i), allocator.Segment{Namespace: allocator.Namespace{Version: rev}})
+	}
+	if got := mustGet(t, s, "invoices").Version; got != last {
+		t.Errorf("row version after the fetches: got %d, want the last revision %d", got, last)
 	}
 }

@@ -1,6 +1,6 @@
 // Package storetest is the behavioural suite every allocator.Store must pass:
-// Postgres, MySQL and SQLite run the same tests, so that they behave alike by
-// construction and the allocator can rely on one contract.
+// Postgres, MySQL, SQLite and etcd run the same tests, so that they behave
+// alike by construction and the allocator can rely on one contract.
 //
 // A store package's test calls Run with a function that opens a store on a
 // fresh, migrated database (see internal/testdb):

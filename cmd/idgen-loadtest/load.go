@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,12 @@ import (
 type config struct {
 	// Target is the server's base URL (http only).
 	Target string
+	// Transport is transportHTTP (GET /ids over HTTP/1.1) or transportGRPC
+	// (IdService over gRPC on cleartext HTTP/2); "" is HTTP.
+	Transport string
+	// Stream, with gRPC, receives IdService.StreamIds with Count IDs per
+	// message instead of calling NextIds: each message counts as a request.
+	Stream bool
 	// Path, when set, is the request's path and query instead of
 	// /ids?count=Count[&namespace=Namespace].
 	Path      string
@@ -69,9 +76,10 @@ var errNotLoopback = errors.New("target is not a loopback address (pass --allow-
 
 // target is a resolved config.Target.
 type target struct {
-	dial string // ip:port
-	host string // Host header
-	path string // request target
+	dial   string // ip:port
+	host   string // Host header
+	path   string // request target
+	prefix string // the URL's path, without a trailing slash
 }
 
 // resolveTarget checks cfg's URL and resolves its host. Unless AllowRemote
@@ -113,17 +121,20 @@ func resolveTarget(ctx context.Context, cfg config) (target, error) {
 			}
 		}
 	}
+	base := strings.TrimSuffix(u.EscapedPath(), "/")
 	path := cfg.Path
-	if path == "" {
+	switch {
+	case cfg.Transport == transportGRPC:
+		path = grpcPath(cfg)
+	case path == "":
 		q := url.Values{}
 		q.Set("count", strconv.Itoa(cfg.Count))
 		if cfg.Namespace != "" {
 			q.Set("namespace", cfg.Namespace)
 		}
-		base := strings.TrimSuffix(u.EscapedPath(), "/")
 		path = base + "/ids?" + q.Encode()
 	}
-	return target{dial: net.JoinHostPort(ips[0].String(), port), host: u.Host, path: path}, nil
+	return target{dial: net.JoinHostPort(ips[0].String(), port), host: u.Host, path: path, prefix: base}, nil
 }
 
 // result is what a load test measured.
@@ -134,7 +145,11 @@ type result struct {
 	// for, Scheduled the number of requests due in the measured part of the
 	// schedule and Unsent those of them never answered because the run was
 	// cut short (ctx, or the drain after the schedule's end ran out).
-	Mode       string  `json:"mode"`
+	Mode string `json:"mode"`
+	// Transport is "http" or "grpc"; Stream says a gRPC run received
+	// StreamIds, whose messages count as its requests.
+	Transport  string  `json:"transport"`
+	Stream     bool    `json:"stream,omitempty"`
 	Rate       float64 `json:"rate,omitempty"`
 	Scheduled  int64   `json:"scheduled,omitempty"`
 	Unsent     int64   `json:"unsent,omitempty"`
@@ -224,6 +239,21 @@ func run(ctx context.Context, cfg config) (*result, error) {
 	if cfg.Rate < 0 || math.IsNaN(cfg.Rate) || math.IsInf(cfg.Rate, 0) {
 		return nil, fmt.Errorf("rate must be a positive number of requests per second, got %v", cfg.Rate)
 	}
+	switch cfg.Transport {
+	case "", transportHTTP:
+		if cfg.Stream {
+			return nil, errors.New("streaming needs the gRPC transport")
+		}
+	case transportGRPC:
+		if cfg.Path != "" {
+			return nil, errors.New("a request path is for the HTTP transport only")
+		}
+		if cfg.Stream && cfg.Rate > 0 {
+			return nil, errors.New("a stream cannot run an open loop: the server sends as fast as it can")
+		}
+	default:
+		return nil, fmt.Errorf("unknown transport %q (want http or grpc)", cfg.Transport)
+	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
 	}
@@ -239,6 +269,12 @@ func run(ctx context.Context, cfg config) (*result, error) {
 		lr.stats[i] = &connStats{kinds: map[string]int{}}
 	}
 	newCaller := func() caller { return newHTTPCaller(tgt, cfg) }
+	switch {
+	case cfg.Transport == transportGRPC && cfg.Stream:
+		newCaller = func() caller { return newGRPCStreamCaller(tgt, cfg) }
+	case cfg.Transport == transportGRPC:
+		newCaller = func() caller { return newGRPCUnaryCaller(tgt, cfg) }
+	}
 	if cfg.Rate > 0 {
 		if lr.cfg.clock == nil {
 			if pc, err := newPacerClock(); err == nil {
@@ -437,7 +473,7 @@ func (lr *loadRun) result(tgt target, elapsed time.Duration) (*result, error) {
 
 	res := &result{
 		Label: cfg.Label, Target: cfg.Target, Path: tgt.path, Conns: cfg.Conns, Count: cfg.Count, Namespace: cfg.Namespace,
-		Mode: "closed", DurationS: elapsed.Seconds(), UniqueCheck: cfg.CheckUnique, ClientCPUS: cpu.Seconds(),
+		Mode: "closed", Transport: cmp.Or(cfg.Transport, transportHTTP), Stream: cfg.Stream, DurationS: elapsed.Seconds(), UniqueCheck: cfg.CheckUnique, ClientCPUS: cpu.Seconds(),
 	}
 	if lr.busyOK && busyErr1 == nil {
 		res.MachineBusyS = (busy1 - lr.busy0).Seconds()

@@ -23,11 +23,18 @@
 // success, 1 when the run failed (every request failed, or the target was
 // unusable), 2 for bad usage and 3 when a duplicate ID was seen.
 //
-// It uses only the standard library for the load itself: its HTTP/1.1
-// client is a minimal one, so that the load generator, which shares the
-// machine with the server in docs/benchmarks.md, takes as little CPU as it
-// can. The connections speak through a small interface (caller), so that
-// another transport can drive the same closed and open loops.
+// With --transport grpc it calls idgen's IdService over gRPC instead, with
+// the connect client on cleartext HTTP/2 (h2c), one HTTP/2 connection per
+// --conns and one call in flight on each: NextIds with --count IDs per call
+// (closed or open loop, as over HTTP), or, with --stream, StreamIds with
+// --count IDs per message, one endless stream per connection, each message
+// counted as a request. The same flags, progress lines and summary apply.
+//
+// Over HTTP it uses only the standard library for the load itself: its
+// HTTP/1.1 client is a minimal one, so that the load generator, which
+// shares the machine with the server in docs/benchmarks.md, takes as little
+// CPU as it can. The connections speak through a small interface (caller),
+// so that both transports drive the same closed and open loops.
 package main
 
 import (
@@ -65,6 +72,11 @@ Drives a running idgen server with GET /ids requests over keep-alive
 connections and reports requests/s, IDs/s, latency percentiles, errors and
 duplicate IDs. Progress goes to stderr each second, the summary to stdout.
 
+With --transport grpc it calls IdService.NextIds over gRPC (cleartext
+HTTP/2, one connection per --conns) instead, or with --stream receives
+IdService.StreamIds, --count IDs per message, each message counted as a
+request.
+
 Closed loop (default): each connection sends its next request as soon as
 the last one is answered. Open loop (--rate R): R requests per second are
 due on a fixed schedule and latency counts from when each was due.
@@ -85,6 +97,8 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := config{CheckUnique: true}
 	fs.StringVar(&cfg.Target, "url", "http://127.0.0.1:8080", "base `URL` of the server (http only)")
+	fs.StringVar(&cfg.Transport, "transport", transportHTTP, "`http` (GET /ids over HTTP/1.1) or grpc (IdService over cleartext HTTP/2)")
+	fs.BoolVar(&cfg.Stream, "stream", false, "with --transport grpc: receive StreamIds, --count IDs per message, instead of calling NextIds")
 	fs.IntVar(&cfg.Conns, "conns", 8, "keep-alive `connections`, each with one request in flight")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: `requests` per second due on a fixed schedule, latency measured from when each was due (0: closed loop)")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "how long to measure (default 10s unless --requests is set)")
@@ -119,6 +133,26 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.Rate < 0 || math.IsNaN(cfg.Rate) || math.IsInf(cfg.Rate, 0) {
 		fmt.Fprintln(stderr, "idgen-loadtest: --rate must be a positive number of requests per second (or 0 for a closed loop)")
+		return exitUsage
+	}
+	if cfg.Transport != transportHTTP && cfg.Transport != transportGRPC {
+		fmt.Fprintf(stderr, "idgen-loadtest: --transport must be http or grpc, got %q\n", cfg.Transport)
+		return exitUsage
+	}
+	if cfg.Stream && cfg.Transport != transportGRPC {
+		fmt.Fprintln(stderr, "idgen-loadtest: --stream needs --transport grpc")
+		return exitUsage
+	}
+	if cfg.Stream && cfg.Rate > 0 {
+		fmt.Fprintln(stderr, "idgen-loadtest: --stream cannot take --rate: the server sends a stream's messages as fast as it can")
+		return exitUsage
+	}
+	if cfg.Transport == transportGRPC && cfg.Path != "" {
+		fmt.Fprintln(stderr, "idgen-loadtest: --path is for --transport http")
+		return exitUsage
+	}
+	if cfg.Transport == transportGRPC && cfg.Count > math.MaxInt32 {
+		fmt.Fprintln(stderr, "idgen-loadtest: --count is too large for gRPC (at most 2147483647)")
 		return exitUsage
 	}
 	if !*quiet {

@@ -26,6 +26,16 @@ func (s *runSet) add(id int64) {
 	s.runs = append(s.runs, idRun{id, id})
 }
 
+// addRun appends the IDs first..last (first <= last), extending the last
+// run when they follow it.
+func (s *runSet) addRun(first, last int64) {
+	if n := len(s.runs); n > 0 && s.runs[n-1].last+1 == first {
+		s.runs[n-1].last = last
+		return
+	}
+	s.runs = append(s.runs, idRun{first, last})
+}
+
 // uniqueness is the set of every ID seen in a run of the tool, shared by the
 // connections. Each connection collects its IDs in its own runSet and hands
 // them over now and then (merge); uniqueness sorts them and joins runs that

@@ -51,6 +51,7 @@ Flags (environment variable in brackets):
 const namespacesUsage = `Usage: idgen namespaces list [--dsn DSN]
        idgen namespaces create NAME [flags]
        idgen namespaces delete NAME [--dsn DSN]
+       idgen namespaces import leaf|tinyid --from DSN [flags] (idgen namespaces import --help)
 
 List the segment namespaces, create one, or delete one. A namespace hands out
 dense, sequential IDs (GET /ids?namespace=NAME). NAME is 1 to 64 characters of
@@ -270,6 +271,8 @@ func runNamespaces(ctx context.Context, args []string, e env) error {
 		return namespacesCreate(ctx, args[1:], e)
 	case "delete":
 		return namespacesDelete(ctx, args[1:], e)
+	case "import":
+		return namespacesImport(ctx, args[1:], e) // import.go
 	case "-h", "-help", "--help":
 		fmt.Fprint(e.stdout, namespacesUsage)
 		return nil

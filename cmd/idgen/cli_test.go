@@ -254,14 +254,14 @@ func TestServeFlagsDocumented(t *testing.T) {
 	n := 0
 	sf.f.fs.VisitAll(func(fl *flag.Flag) {
 		if sf.f.noEnv[fl.Name] {
-			if strings.Contains(serveUsage, "--"+fl.Name) {
+			if strings.Contains(serveUsage(), "--"+fl.Name) {
 				t.Errorf("serve --help shows the test-only flag --%s", fl.Name)
 			}
 			return
 		}
 		n++
 		for _, want := range []string{"--" + fl.Name + " ", "[" + envName(fl.Name) + "]"} {
-			if !strings.Contains(serveUsage, want) {
+			if !strings.Contains(serveUsage(), want) {
 				t.Errorf("serve --help does not mention %q", want)
 			}
 		}

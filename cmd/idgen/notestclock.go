@@ -12,6 +12,6 @@ import (
 // flags and its IDs carry the system clock (see testclock.go).
 type testClock struct{}
 
-func (*testClock) define(*flagSet) {}
+func (*testClock) define(*settings) {}
 
 func (testClock) start(*slog.Logger) (snowflake.Clock, func()) { return nil, func() {} }

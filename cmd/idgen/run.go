@@ -74,7 +74,7 @@ type command struct {
 func lookup(name string) (command, bool) {
 	switch name {
 	case "serve":
-		return command{usage: serveUsage, run: runServe}, true
+		return command{usage: serveUsage(), run: runServe}, true
 	case "migrate":
 		return command{usage: migrateUsage, run: runMigrate}, true
 	case "leases":

@@ -12,10 +12,12 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
 	"github.com/idgen-project/idgen/httpapi"
+	"github.com/idgen-project/idgen/internal/dburl"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-const serveUsage = `Usage: idgen serve [flags]
+// serveIntro is the usage text of idgen serve above its flags.
+const serveIntro = `Usage: idgen serve [flags]
 
 Run the HTTP service: claim a worker ID from the lease table, then serve
 Snowflake IDs (GET /ids?count=N), segment IDs (GET /ids?count=N&namespace=NS),
@@ -25,64 +27,10 @@ and, with --admin-token, the admin API under /admin/.
 On SIGTERM or SIGINT it stops accepting connections, finishes the requests in
 flight, gives back the unused tails of its segment ranges, releases its lease
 and exits 0. On SIGHUP it reloads its --tokens-file.
-
-Flags (environment variable in brackets):
-  --listen ADDR            address to listen on [IDGEN_LISTEN] (default 127.0.0.1:8080)
-                           port 0 picks a free port: see --addr-file
-  --addr-file PATH         once listening, write the address served on (host:port)
-                           to PATH, atomically; removed at start and at exit
-                           [IDGEN_ADDR_FILE] (default none)
-  --dsn DSN                database [IDGEN_DSN] (default sqlite:idgen.db)
-                           postgres://user:pass@host:5432/db?sslmode=disable
-                           mysql://user:pass@host:3306/db
-                           sqlite:path/to/file.db
-                           etcd://user:pass@host1:2379,host2:2379,host3:2379/prefix (etcds:// for TLS)
-  --migrate                apply database migrations at start [IDGEN_MIGRATE] (default true;
-                           turn off with --migrate=false)
-  --datacenter N           datacenter ID [IDGEN_DATACENTER] (default 0)
-  --worker-ids A-B         worker IDs this node may claim [IDGEN_WORKER_IDS]
-                           (default every worker ID of the layout, e.g. 0-31;
-                           at most 65536 IDs)
-  --layout T/D/W/S         bit widths of time/datacenter/worker/sequence [IDGEN_LAYOUT]
-                           (default 41/5/5/12; must sum to 63)
-  --epoch TIME             instant timestamp 0 stands for, RFC 3339 [IDGEN_EPOCH]
-                           (default 2026-01-01T00:00:00Z)
-  --lease-ttl D            worker lease time to live [IDGEN_LEASE_TTL] (default 30s;
-                           at least 1s)
-  --heartbeat D            interval between lease heartbeats [IDGEN_HEARTBEAT]
-                           (default a third of --lease-ttl, 10s with the default;
-                           more than 0 and at most half of --lease-ttl)
-  --holder NAME            this node's name in the lease table [IDGEN_HOLDER]
-                           (default host/pid/random)
-  --lease-api-min-ttl D    shortest lease the lease API (/v1/leases) grants
-                           [IDGEN_LEASE_API_MIN_TTL] (default 3s; at least 1s)
-  --lease-api-max-ttl D    longest lease the lease API grants
-                           [IDGEN_LEASE_API_MAX_TTL] (default 5m)
-  --max-count N            largest count one request may ask for [IDGEN_MAX_COUNT] (default 10000)
-  --admin-token TOKEN      bearer token of the /admin/ API [IDGEN_ADMIN_TOKEN]
-                           (default none: /admin/ is off unless a token has the
-                           admin scope); with --tokens-file, a caller named
-                           admin-token with the admin scope
-  --tokens-file PATH       the callers' tokens, one per line: NAME SCOPES SHA256HEX
-                           (see idgen tokens --help) [IDGEN_TOKENS_FILE]. With it,
-                           /ids needs the ids scope, /admin/ the admin scope and
-                           the lease API (/v1/leases, off without a token with
-                           the leases scope) the leases scope. Reloaded when it
-                           changes and on SIGHUP; a malformed file refuses the
-                           start, and on reload keeps the tokens in effect.
-                           IDGEN_TOKENS may hold the file's content instead
-                           (never reloaded). Default none: /ids is open
-  --lease-events-retention D  how long lease events are kept; older ones are
-                           deleted hourly [IDGEN_LEASE_EVENTS_RETENTION]
-                           (default 720h, 30 days; 0 keeps them forever)
-  --log-format FORMAT      text or json [IDGEN_LOG_FORMAT] (default text)
-  --log-level LEVEL        debug, info, warn or error [IDGEN_LOG_LEVEL] (default info)
-  --shutdown-timeout D     bound on each shutdown step [IDGEN_SHUTDOWN_TIMEOUT] (default 10s)
-  --allow-unsafe-durability  serve even though the database can lose acknowledged
-                           commits (e.g. synchronous_commit=off), which can hand
-                           out the same IDs twice [IDGEN_ALLOW_UNSAFE_DURABILITY]
-                           (default false: such a database is refused at start)
 `
+
+// serveUsage is idgen serve's --help, rendered from its flags.
+func serveUsage() string { return newServeFlags().f.usage() }
 
 // serveConfig is the validated configuration of idgen serve: the node's
 // (app.Config, whose Logger, Clock and Version serve fills in) and the
@@ -93,60 +41,147 @@ type serveConfig struct {
 	logLevel  slog.Level
 	// addrFile is --addr-file: where the address served on is written.
 	addrFile string
+	// config is --config: the configuration file read, if any.
+	config string
+	// printConfig is --print-config: print the configuration and exit;
+	// printed is what it prints.
+	printConfig bool
+	printed     string
 	// clock is the test clock's flags, in builds with the tag
 	// idgen_testclock only (see testclock.go).
 	clock testClock
 }
 
-// serveFlags are serve's flags, bound to a serveConfig and the flag values
-// that parseServe validates into it.
+// serveFlags are serve's settings, bound to a serveConfig and the flag
+// values that parseServe validates into it.
 type serveFlags struct {
-	f         *flagSet
-	c         serveConfig
-	workers   workerRangeFlag
-	bits      layoutFlag
-	epoch     timeFlag
-	logFormat choiceFlag
-	logLevel  choiceFlag
-	retention time.Duration
+	f            *settings
+	c            serveConfig
+	workers      workerRangeFlag
+	bits         layoutFlag
+	epoch        timeFlag
+	logFormat    choiceFlag
+	logLevel     choiceFlag
+	retention    time.Duration
+	backwardWait time.Duration
 }
 
-// newServeFlags defines serve's flags with their defaults.
+// newServeFlags defines serve's settings with their defaults, in the
+// order --help and docs/cli.md list them. A new setting is one line here
+// (and its field in app.Config or serveConfig).
 func newServeFlags() *serveFlags {
 	sf := &serveFlags{
-		f:         newFlagSet("serve", serveUsage),
+		f:         newSettings("serve", serveIntro),
 		bits:      defaultLayoutFlag(),
 		epoch:     timeFlag{snowflake.DefaultEpoch},
 		logFormat: choiceFlag{"text", []string{"text", "json"}},
 		logLevel:  choiceFlag{"info", []string{"debug", "info", "warn", "error"}},
 	}
-	fs, c := sf.f.fs, &sf.c.app
-	fs.StringVar(&c.Listen, "listen", app.DefaultListen, "")
-	fs.StringVar(&sf.c.addrFile, "addr-file", "", "")
-	fs.StringVar(&c.DSN, "dsn", "sqlite:idgen.db", "")
-	fs.BoolVar(&c.Migrate, "migrate", true, "")
-	fs.Int64Var(&c.Keeper.DatacenterID, "datacenter", 0, "")
-	fs.Var(&sf.workers, "worker-ids", "")
-	fs.Var(&sf.bits, "layout", "")
-	fs.Var(&sf.epoch, "epoch", "")
-	fs.DurationVar(&c.Keeper.TTL, "lease-ttl", allocator.DefaultLeaseTTL, "")
-	fs.DurationVar(&c.Keeper.Heartbeat, "heartbeat", 0, "")
-	fs.StringVar(&c.Keeper.Holder, "holder", "", "")
-	fs.DurationVar(&c.LeaseAPI.MinTTL, "lease-api-min-ttl", app.DefaultLeaseAPIMinTTL, "")
-	fs.DurationVar(&c.LeaseAPI.MaxTTL, "lease-api-max-ttl", app.DefaultLeaseAPIMaxTTL, "")
-	fs.IntVar(&c.MaxCount, "max-count", httpapi.DefaultMaxCount, "")
-	fs.StringVar(&c.AdminToken, "admin-token", "", "")
-	fs.StringVar(&c.TokensFile, "tokens-file", "", "")
-	fs.DurationVar(&sf.retention, "lease-events-retention", app.DefaultLeaseEventsRetention, "")
-	fs.Var(&sf.logFormat, "log-format", "")
-	fs.Var(&sf.logLevel, "log-level", "")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", app.DefaultShutdownTimeout, "")
-	fs.BoolVar(&c.AllowUnsafeDurability, "allow-unsafe-durability", false, "")
-	sf.c.clock.define(sf.f)
+	d, c := sf.f, &sf.c.app
+
+	d.group = "Service"
+	d.String(&c.Listen, "listen", "ADDR", app.DefaultListen,
+		"address to listen on, `host:port`; port 0 picks a free port (see `--addr-file`)")
+	d.String(&sf.c.addrFile, "addr-file", "PATH", "",
+		"once listening, write the address served on, `host:port` and a newline, to PATH, atomically; removed at start and at exit")
+	d.Int(&c.MaxCount, "max-count", "N", httpapi.DefaultMaxCount,
+		"largest `count` one request may ask for (1 to 16777216)").positiveValue()
+	d.Duration(&c.ShutdownTimeout, "shutdown-timeout", "D", app.DefaultShutdownTimeout,
+		"bound on each shutdown step (finishing requests, returning segment tails, releasing the lease)").positiveValue()
+
+	d.group = "Database"
+	d.String(&c.DSN, "dsn", "DSN", "sqlite:idgen.db",
+		"the database: `postgres://user:pass@host:5432/db?sslmode=disable`, `mysql://user:pass@host:3306/db`, "+
+			"`sqlite:path/to/file.db` or `etcd://user:pass@host1:2379,host2:2379/prefix` (`etcds://` for TLS)").maskedBy(dburl.Redact)
+	d.Bool(&c.Migrate, "migrate", true,
+		"apply the pending migrations at start; `--migrate=false` leaves the schema to `idgen migrate`")
+	d.Bool(&c.AllowUnsafeDurability, "allow-unsafe-durability", false,
+		"serve even though the database can lose acknowledged commits (e.g. `synchronous_commit=off`), "+
+			"which can hand out the same IDs twice; such a database is refused at start without it")
+
+	d.group = "Snowflake layout and worker lease"
+	d.Int64(&c.Keeper.DatacenterID, "datacenter", "N", 0,
+		"datacenter ID in every Snowflake ID; 0 to the layout's maximum (31 by default)")
+	d.Var(&sf.workers, "worker-ids", "A-B",
+		"the pool this node claims its worker ID from: a range `A-B` or one ID `N`, of at most 65536 IDs "+
+			"(a layout of more than 16 worker bits needs a range)").
+		defaultText("every worker ID of the layout, `0-31` with the default one")
+	d.Var(&sf.bits, "layout", "T/D/W/S",
+		"bit widths of time/datacenter/worker/sequence; they must sum to 63, and the timestamp must last at least 10 more years")
+	d.Var(&sf.epoch, "epoch", "TIME", "the instant timestamp 0 stands for, RFC 3339")
+	d.Duration(&c.Keeper.TTL, "lease-ttl", "D", allocator.DefaultLeaseTTL,
+		"worker lease time to live; at least `1s`").positiveValue()
+	d.Duration(&c.Keeper.Heartbeat, "heartbeat", "D", 0,
+		"interval between lease heartbeats; more than 0 and at most half of `--lease-ttl`, "+
+			"so that a failed heartbeat can be tried again before the lease runs out").
+		positiveValue().defaultText("a third of `--lease-ttl` (`10s`)")
+	d.String(&c.Keeper.Holder, "holder", "NAME", "", "this node's name in the lease table, at most 255 bytes").
+		defaultText("`host/pid/random`")
+	d.Duration(&sf.retention, "lease-events-retention", "D", app.DefaultLeaseEventsRetention,
+		"how long lease events are kept: a background loop deletes older ones, hourly; `0` keeps them forever").
+		defaultText("`720h` (30 days)")
+
+	d.group = "Clock and lease policy"
+	d.Duration(&c.Keeper.Margin, "lease-margin", "D", 0,
+		"taken off the local lease deadline (the monotonic time before a claim or heartbeat was sent plus `--lease-ttl`): "+
+			"past it the node issues nothing until a heartbeat succeeds; less than half of `--lease-ttl`").
+		positiveValue().defaultText("a tenth of `--lease-ttl` (`3s`)")
+	d.Duration(&c.Keeper.MaxClockOffset, "max-clock-offset", "D", allocator.DefaultMaxClockOffset,
+		"largest offset of the node's clock from database time, measured at every heartbeat; "+
+			"beyond it the node refuses to issue").positiveValue()
+	d.Duration(&sf.backwardWait, "max-backward-wait", "D", snowflake.DefaultMaxBackwardWait,
+		"largest backward clock step a request waits out; a larger one moves the node to another worker ID "+
+			"or makes it unready until the clock catches up; `0` never waits; at most `1s`")
+	d.Bool(&c.Keeper.RandomSequenceStart, "random-sequence-start", false,
+		"start each millisecond's sequence at a random value in the lower half of its range, "+
+			"which hides how many IDs a node issues and spreads IDs across shards keyed on their low bits; "+
+			"lowers the most IDs per millisecond by a quarter on average")
+
+	d.group = "Segments"
+	d.Float(&c.Segments.Threshold, "segment-prefetch-threshold", "F", allocator.DefaultSegmentThreshold,
+		"fraction of a namespace's current range consumed before the next range is fetched in the background; "+
+			"more than 0 and at most 1").positiveValue()
+	d.Duration(&c.Segments.GrowBelow, "segment-grow-below", "D", allocator.DefaultSegmentGrowBelow,
+		"a range that lasted less than this doubles the next step (up to the namespace's `max_step`)").
+		positiveValue().defaultText("`15m`")
+	d.Duration(&c.Segments.ShrinkAbove, "segment-shrink-above", "D", allocator.DefaultSegmentShrinkAbove,
+		"a range that lasted more than this halves the next step (down to `min_step`); more than `--segment-grow-below`").
+		positiveValue().defaultText("`30m`")
+
+	d.group = "Lease API"
+	d.Duration(&c.LeaseAPI.MinTTL, "lease-api-min-ttl", "D", app.DefaultLeaseAPIMinTTL,
+		"shortest lease the lease API (`/v1/leases`) grants; at least `1s`, whole milliseconds").positiveValue()
+	d.Duration(&c.LeaseAPI.MaxTTL, "lease-api-max-ttl", "D", app.DefaultLeaseAPIMaxTTL,
+		"longest lease the lease API grants; at least `--lease-api-min-ttl`").positiveValue().defaultText("`5m`")
+
+	d.group = "Callers"
+	d.String(&c.AdminToken, "admin-token", "TOKEN", "",
+		"bearer token of the admin API under `/admin/`; without one (and without a token with the `admin` scope) "+
+			"every `/admin/` route answers 404. With `--tokens-file`, a caller named `admin-token` with the `admin` scope").secretValue()
+	d.String(&c.TokensFile, "tokens-file", "PATH", "",
+		"the callers' tokens, one per line `NAME SCOPES SHA256HEX` (see `idgen tokens`). With it, `/ids` needs the `ids` scope, "+
+			"`/admin/` the `admin` scope and the lease API the `leases` scope. Reloaded when it changes and on SIGHUP; "+
+			"a malformed file refuses the start and, on a reload, leaves the tokens in effect. "+
+			"`IDGEN_TOKENS` may hold the file's content instead (never reloaded; not both). Without either, `/ids` is open")
+
+	d.group = "Logging"
+	d.Var(&sf.logFormat, "log-format", "FORMAT", "`text` (logfmt) or `json`, on stderr")
+	d.Var(&sf.logLevel, "log-level", "LEVEL", "`debug`, `info`, `warn` or `error`; `debug` adds one line per request")
+
+	d.group = "Configuration"
+	d.String(&sf.c.config, "config", "PATH", "",
+		"read settings from this YAML file, whose keys are the flags' names (`lease-ttl: 1m`); "+
+			"a flag or a variable beats the file").notInFile()
+	d.Bool(&sf.c.printConfig, "print-config", false,
+		"print the configuration in effect, as a file for `--config` with where each value came from, "+
+			"the DSN's password and the tokens masked, and exit without starting").notInFile()
+
+	sf.c.clock.define(d)
 	return sf
 }
 
-// parseServe parses and validates serve's flags and environment.
+// parseServe parses and validates serve's flags, environment and
+// configuration file.
 func parseServe(args []string, e env) (serveConfig, error) {
 	const cmd = "serve"
 	sf := newServeFlags()
@@ -157,20 +192,12 @@ func parseServe(args []string, e env) (serveConfig, error) {
 	if len(pos) > 0 {
 		return serveConfig{}, usagef(cmd, "unexpected argument %q (serve takes flags only)", pos[0])
 	}
-	// app.Config takes a zero in these for "the default"; given on the
-	// command line or in the environment, a zero is a mistake (a ttl of 0
-	// is no lease) and refused rather than silently replaced.
-	for _, name := range []string{"lease-ttl", "heartbeat", "max-count", "shutdown-timeout"} {
-		if v := sf.f.fs.Lookup(name).Value.String(); sf.f.isSet(name) && (v == "0" || v == "0s") {
-			return serveConfig{}, usagef(cmd, "invalid --%s %s (%s): want more than 0; leave it out for the default", name, v, envName(name))
-		}
+	if err := sf.f.checkPositive(); err != nil {
+		return serveConfig{}, err
 	}
-	for _, name := range []string{"lease-api-min-ttl", "lease-api-max-ttl"} {
-		if v := sf.f.fs.Lookup(name).Value.String(); sf.f.isSet(name) && v == "0s" {
-			return serveConfig{}, usagef(cmd, "invalid --%s 0s (%s): want more than 0; leave it out for the default", name, envName(name))
-		}
-	}
-	c := sf.c
+	// c is resolved in place, so that --print-config shows the values in
+	// force (a heartbeat left out as a third of the ttl).
+	c := &sf.c
 	switch {
 	case sf.retention < 0:
 		return serveConfig{}, usagef(cmd, "invalid --lease-events-retention %s (%s): want 0 (keep forever) or more", sf.retention, envName("lease-events-retention"))
@@ -178,6 +205,14 @@ func parseServe(args []string, e env) (serveConfig, error) {
 		c.app.LeaseEventsRetention = app.KeepLeaseEvents
 	default:
 		c.app.LeaseEventsRetention = sf.retention
+	}
+	switch {
+	case sf.backwardWait < 0:
+		return serveConfig{}, usagef(cmd, "invalid --max-backward-wait %s (%s): want 0 (never wait) or more", sf.backwardWait, envName("max-backward-wait"))
+	case sf.backwardWait == 0:
+		c.app.Keeper.MaxBackwardWait = -1 // never wait
+	default:
+		c.app.Keeper.MaxBackwardWait = sf.backwardWait
 	}
 	// IDGEN_TOKENS is a tokens file's content, for deployments that pass
 	// configuration in the environment; it has no flag.
@@ -202,15 +237,29 @@ func parseServe(args []string, e env) (serveConfig, error) {
 		r := sf.workers.r
 		c.app.Keeper.WorkerIDs = &r
 	}
-	// The keeper's settings decide the lease rules; resolved here so that
-	// the heartbeat left out becomes a third of the ttl.
+	// The keeper's and the segments' settings decide the clock, lease and
+	// segment rules; resolved here so that the heartbeat and the margin
+	// left out become their share of the ttl.
 	if c.app.Keeper, err = c.app.Keeper.Resolve(); err != nil {
+		return serveConfig{}, usagef(cmd, "%v", err)
+	}
+	if c.app.Segments, err = c.app.Segments.Resolve(); err != nil {
 		return serveConfig{}, usagef(cmd, "%v", err)
 	}
 	if err := c.app.Validate(); err != nil {
 		return serveConfig{}, usagef(cmd, "%v", err)
 	}
-	return c, nil
+	if c.printConfig {
+		if !sf.workers.set {
+			// Shown as the pool in force.
+			sf.workers = workerRangeFlag{r: allocator.WorkerRange{Min: 0, Max: c.app.Keeper.Layout.MaxWorker()}, set: true}
+		}
+		if c.app.Keeper.MaxBackwardWait < 0 {
+			sf.backwardWait = 0
+		}
+		c.printed = sf.f.printConfig(c.app.Tokens != "")
+	}
+	return *c, nil
 }
 
 // newLogger returns the logger of format "text" or "json" on w.
@@ -229,6 +278,10 @@ func runServe(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	sc := newScrubber(c.app.DSN, c.app.AdminToken)
+	if c.printConfig {
+		_, err := io.WriteString(e.stdout, sc.scrub(c.printed))
+		return err
+	}
 	return sc.err(serve(ctx, c, newLogger(sc.writer(e.stderr), c.logFormat, c.logLevel), e.hangups))
 }
 

@@ -36,12 +36,40 @@ type testClock struct {
 }
 
 // define adds the test clock's flags to serve's flags.
-func (tc *testClock) define(f *flagSet) {
-	f.fs.DurationVar(&tc.offset, "test-clock-offset", 0, "")
-	f.fs.StringVar(&tc.file, "test-clock-file", "", "")
-	f.noEnv["test-clock-offset"] = true
-	f.noEnv["test-clock-file"] = true
+func (tc *testClock) define(d *settings) {
+	d.Hidden(durationValue{&tc.offset}, "test-clock-offset")
+	d.Hidden(stringValue{&tc.file}, "test-clock-file")
 }
+
+// durationValue and stringValue are flag values without a default.
+type durationValue struct{ p *time.Duration }
+
+func (v durationValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return v.p.String()
+}
+
+func (v durationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New("want a Go duration such as -2s")
+	}
+	*v.p = d
+	return nil
+}
+
+type stringValue struct{ p *string }
+
+func (v stringValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return *v.p
+}
+
+func (v stringValue) Set(s string) error { *v.p = s; return nil }
 
 // start returns the clock the node's IDs carry, nil (the system clock)
 // when neither flag is set, and the function that stops its file watcher.

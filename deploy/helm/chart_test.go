@@ -440,7 +440,7 @@ func mapKeys[M ~map[K]V, K comparable, V any](m M) func(func(K) bool) {
 }
 
 // TestChartConfigMirrorsFlags checks values.yaml's config against the idgen
-// binary: the schema admits exactly serve's flags (less the four the chart
+// binary: the schema admits exactly serve's flags (less those the chart
 // sets itself), each becomes the variable serve reads for it, and every
 // IDGEN_ variable the chart sets is one serve or migrate reads.
 func TestChartConfigMirrorsFlags(t *testing.T) {
@@ -452,7 +452,9 @@ func TestChartConfigMirrorsFlags(t *testing.T) {
 	if len(flags) < 5 {
 		t.Fatalf("idgen serve --help lists %d flags:\n%s", len(flags), serve)
 	}
-	chartSets := []string{"listen", "migrate", "dsn", "admin-token"}
+	// The chart sets four flags itself; --config and --print-config are
+	// for a person at a shell: the chart's values are the configuration.
+	chartSets := []string{"listen", "migrate", "dsn", "admin-token", "config", "print-config"}
 
 	data, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
 	if err != nil {
@@ -500,6 +502,17 @@ func TestChartConfigMirrorsFlags(t *testing.T) {
   shutdown-timeout: 5s
   allow-unsafe-durability: true
   addr-file: /var/run/idgen/addr
+  tokens-file: /etc/idgen/tokens
+  lease-api-min-ttl: 5s
+  lease-api-max-ttl: 10m
+  lease-events-retention: 240h
+  lease-margin: 4s
+  max-clock-offset: 2s
+  max-backward-wait: 20ms
+  random-sequence-start: true
+  segment-prefetch-threshold: 0.25
+  segment-grow-below: 10m
+  segment-shrink-above: 40m
 `
 	var dep appsv1.Deployment
 	mustRender(t, values).one(t, "Deployment", &dep)

@@ -146,7 +146,9 @@ export class IdgenClient {
       const httpVersion = protocol === "grpc" ? "2" : (options.httpVersion ?? "2");
       if (httpVersion === "2") {
         this.#session = new Http2SessionManager(options.baseUrl);
-        const o = { baseUrl: options.baseUrl, interceptors, httpVersion, sessionManager: this.#session } as const;
+        // No compression: idgen's messages are a few dozen bytes, and a
+        // server that sees gzip accepted compresses every one of them.
+        const o = { baseUrl: options.baseUrl, interceptors, httpVersion, sessionManager: this.#session, acceptCompression: [] };
         transport =
           protocol === "grpc"
             ? createGrpcTransport(o)
@@ -154,7 +156,7 @@ export class IdgenClient {
               ? createGrpcWebTransport(o)
               : createConnectTransport(o);
       } else {
-        const o = { baseUrl: options.baseUrl, interceptors, httpVersion } as const;
+        const o = { baseUrl: options.baseUrl, interceptors, httpVersion, acceptCompression: [] };
         transport = protocol === "grpc-web" ? createGrpcWebTransport(o) : createConnectTransport(o);
       }
     }

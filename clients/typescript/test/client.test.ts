@@ -1,5 +1,5 @@
-// The client against an in-process Connect server: the fake idgen of
-// harness.ts, or a real idgen when IDGEN_TEST_URL is set (see harness.ts).
+// The client against a real idgen (the binary of this repository, started
+// by harness.ts), directly and through servers that inject faults.
 
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
@@ -117,6 +117,19 @@ describe("unary NextIds", () => {
     });
   });
 
+  it("answers a call without a token with UNAUTHENTICATED, without retrying", async () => {
+    if (h.direct.token === undefined) {
+      return; // the server has no tokens
+    }
+    const c = direct({ token: undefined });
+    await assert.rejects(c.nextIds({ count: 1 }), (e: unknown) => {
+      assert.ok(e instanceof IdgenError, `got ${e}`);
+      assert.equal(e.code, Code.Unauthenticated);
+      assert.equal(e.attempts, 1);
+      return true;
+    });
+  });
+
   it("refuses a count that is no positive integer before sending", async () => {
     const c = direct();
     for (const count of [0, -1, 1.5, Number.NaN]) {
@@ -197,13 +210,7 @@ describe("StreamIds", () => {
       (e: unknown) => e instanceof IdgenError && e.code === Code.Canceled,
     );
     assert.equal(batches, 3, "no batch after the cancel");
-    if (h.fake) {
-      const fake = h.fake;
-      await waitFor(() => fake.openStreams === 0, "the server's stream ended");
-      const made = fake.generated;
-      await new Promise((r) => setTimeout(r, 50));
-      assert.equal(fake.generated, made, "the server generates nothing after the stream ended");
-    }
+    await waitFor(() => h.faults.openStreams === 0, "the stream to idgen was canceled");
   });
 
   it("stops the server's stream when the loop breaks", async () => {
@@ -212,10 +219,7 @@ describe("StreamIds", () => {
       assert.equal(b.count, 10n);
       break;
     }
-    if (h.fake) {
-      const fake = h.fake;
-      await waitFor(() => fake.openStreams === 0, "the server's stream ended");
-    }
+    await waitFor(() => h.faults.openStreams === 0, "the stream to idgen was canceled");
   });
 
   it("resumes after an UNAVAILABLE mid-stream with only the IDs still missing", async () => {
@@ -279,6 +283,74 @@ describe("strict-revision check", () => {
     );
     const revisions = results.map((r) => (r.fence?.kind === "revision" ? r.fence.revision : -1n));
     assert.equal(new Set(revisions).size, 8, "eight fetches, eight revisions");
+  });
+});
+
+describe("retries after HTTP 503 from a proxy in front of idgen", () => {
+  for (const protocol of ["connect", "grpc", "grpc-web"] as const) {
+    it(`retries NextIds over ${protocol}, waiting the Retry-After`, async () => {
+      const waits: number[] = [];
+      const c = new IdgenClient({
+        baseUrl: h.flaky.url,
+        token: h.direct.token,
+        protocol,
+        random: () => 0.5,
+        sleep: async (ms) => {
+          waits.push(ms);
+        },
+      });
+      clients.push(c);
+      const requests = h.flaky.requests;
+      const forwarded = h.flaky.forwarded;
+      h.flaky.failNext(1, "2");
+      const res = await c.nextIds({ count: 3 });
+      assert.equal(res.ids.length, 3);
+      assert.equal(res.source, "snowflake");
+      assert.equal(h.flaky.requests - requests, 2, "two attempts reached the proxy");
+      assert.equal(h.flaky.forwarded - forwarded, 1, "the second one reached idgen");
+      assert.equal(waits.length, 1);
+      assert.ok(waits[0]! >= 2000, `waited ${waits[0]} ms, less than the proxy's Retry-After of 2 s`);
+      // The client asks for no compression: idgen would gzip every answer.
+      for (const name of ["accept-encoding", "grpc-accept-encoding", "connect-accept-encoding"]) {
+        const v = String(h.flaky.lastHeaders[name] ?? "");
+        assert.ok(!/gzip|br/.test(v), `${protocol} request header ${name}: ${v}, want no compression`);
+      }
+    });
+  }
+
+  it("gives up with UNAVAILABLE when every attempt gets 503", async () => {
+    const c = new IdgenClient({ baseUrl: h.flaky.url, token: h.direct.token, protocol: "grpc", maxAttempts: 2, sleep: async () => {} });
+    clients.push(c);
+    h.flaky.failNext(2, "0");
+    await assert.rejects(c.nextIds({ count: 1 }), (e: unknown) => {
+      assert.ok(e instanceof IdgenError, `got ${e}`);
+      assert.equal(e.code, Code.Unavailable);
+      assert.equal(e.problem, undefined, "the 503 came from the proxy, not from idgen");
+      assert.equal(e.attempts, 2);
+      return true;
+    });
+  });
+
+  it("reopens a stream whose first attempt got 503", async () => {
+    const waits: number[] = [];
+    const c = new IdgenClient({
+      baseUrl: h.flaky.url,
+      token: h.direct.token,
+      protocol: "grpc",
+      sleep: async (ms) => {
+        waits.push(ms);
+      },
+    });
+    clients.push(c);
+    h.flaky.failNext(1, "1");
+    const seen: bigint[] = [];
+    for await (const b of c.streamIds({ batchSize: 250, total: 1000 })) {
+      seen.push(...expandRanges(b.ranges));
+    }
+    assert.equal(seen.length, 1000);
+    assertIncreasing(seen, "streamed IDs");
+    assert.equal(waits.length, 1);
+    assert.ok(waits[0]! >= 1000, `waited ${waits[0]} ms, less than the proxy's Retry-After of 1 s`);
   });
 });
 

@@ -1,17 +1,20 @@
-// The server side of the client's tests: an in-process Connect server
-// (connect-node over HTTP/2 on 127.0.0.1) that serves the generated
-// IdService. Behind it is either
-//   - a fake idgen in memory (the default), or
-//   - a real idgen: set IDGEN_TEST_URL (e.g. http://127.0.0.1:8080) and the
-//     server forwards every call there; IDGEN_TEST_TOKEN is sent as its
-//     bearer token, and IDGEN_TEST_STRICT_NAMESPACE names a namespace in
-//     strict mode that the tests may draw from. The calls go over the
-//     Connect protocol on HTTP/2 (cleartext, as idgen serves gRPC), or on
-//     HTTP/1.1 with IDGEN_TEST_HTTP_VERSION=1.1.
-// Either way the in-process server can inject faults (an UNAVAILABLE with
-// RetryInfo, a replayed older answer of a strict namespace) that a healthy
-// idgen never produces on demand. Tests that need no fault talk to
-// `direct`: the real idgen itself when IDGEN_TEST_URL is set.
+// The server side of the client's tests. By default a real idgen: the
+// binary of this repository, started on SQLite on a free loopback port
+// (idgen.ts). IDGEN_TEST_URL names a running idgen instead (with
+// IDGEN_TEST_TOKEN, a token with the ids scope, and
+// IDGEN_TEST_STRICT_NAMESPACE, a namespace in strict mode on it).
+//
+// In front of that idgen the tests can put two things that inject faults a
+// healthy idgen never produces on demand:
+//   - Faults, an in-process Connect server (connect-node over HTTP/2 on
+//     127.0.0.1) serving the generated IdService by forwarding every call
+//     to idgen; it can answer with an UNAVAILABLE that carries RetryInfo,
+//     cut a stream in the middle, or replay an older answer of a strict
+//     namespace, as a stale node would;
+//   - FlakyProxy, a byte-level HTTP/2 proxy that answers the next requests
+//     with a bare HTTP 503, as a load balancer with no healthy backend
+//     does, and forwards the others untouched (gRPC trailers included).
+// Tests that need no fault talk to idgen itself (`direct`).
 
 import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
@@ -23,7 +26,6 @@ import { connectNodeAdapter, createConnectTransport } from "@connectrpc/connect-
 import { errorInfoDetail, retryInfoDetail } from "../src/details.js";
 import {
   IdService,
-  Source,
   type NextIdsRequest,
   type NextIdsResponseSchema,
   type ParseRequest,
@@ -31,15 +33,12 @@ import {
   type StreamIdsRequest,
   type StreamIdsResponseSchema,
 } from "../src/gen/idgen/v1/ids_pb.js";
+import { startIdgen, type IdgenProcess } from "./idgen.js";
 
 type NextIdsInit = MessageInitShape<typeof NextIdsResponseSchema>;
 type StreamIdsInit = MessageInitShape<typeof StreamIdsResponseSchema>;
 type ParseInit = MessageInitShape<typeof ParseResponseSchema>;
 type IdServiceImpl = ServiceImpl<typeof IdService>;
-type Drawn = Omit<StreamIdsInit, "$typeName" | "ranges"> & { ranges: { first: bigint; last: bigint }[] };
-
-const namespacePattern = /^[a-z0-9][a-z0-9_.-]{0,63}$/;
-const maxCount = 10_000;
 
 /** An error as idgen answers it: status code, ErrorInfo, RetryInfo, Retry-After. */
 export function idgenError(code: Code, problem: string | undefined, message: string, retryAfterMs?: number): ConnectError {
@@ -52,134 +51,6 @@ export function idgenError(code: Code, problem: string | undefined, message: str
     err.metadata.set("Retry-After", String(Math.max(1, Math.ceil(retryAfterMs / 1000))));
   }
   return err;
-}
-
-/**
- * FakeIdgen is idgen's IdService in memory: Snowflake IDs in the default
- * layout from one lease (datacenter 1, worker 7), a buffered namespace
- * "orders" and a strict namespace "invoices" whose revision grows with
- * every fetch. It validates as idgen does and counts what it generated.
- */
-export class FakeIdgen implements IdServiceImpl {
-  static readonly epochMs = 1767225600000n;
-  readonly datacenter = 1;
-  readonly worker = 7;
-  readonly fencingVersion = 3n;
-  /** IDs made so far (Snowflake and namespace). */
-  generated = 0n;
-  /** Streams being served now. */
-  openStreams = 0;
-  #lastMs = 0n;
-  #seq = 0n;
-  #counters = new Map<string, { next: bigint; strict: boolean; revision: bigint }>([
-    ["orders", { next: 1000n, strict: false, revision: 0n }],
-    ["invoices", { next: 1n, strict: true, revision: 0n }],
-  ]);
-
-  async nextIds(req: NextIdsRequest): Promise<NextIdsInit> {
-    this.#validate(req.namespace, req.count, "count");
-    const b = this.#draw(req.namespace, BigInt(req.count));
-    const ids: bigint[] = [];
-    for (const r of b.ranges) {
-      for (let id = r.first; id <= r.last; id++) {
-        ids.push(id);
-      }
-    }
-    return { ids, namespace: req.namespace, ...b };
-  }
-
-  async *streamIds(req: StreamIdsRequest, ctx: HandlerContext): AsyncIterable<StreamIdsInit> {
-    this.#validate(req.namespace, req.batchSize, "batch_size");
-    if (req.total < 0n) {
-      throw idgenError(Code.InvalidArgument, "invalid", "total must not be negative");
-    }
-    this.openStreams++;
-    try {
-      let sent = 0n;
-      while (!ctx.signal.aborted && (req.total === 0n || sent < req.total)) {
-        let n = BigInt(req.batchSize);
-        if (req.total !== 0n && req.total - sent < n) {
-          n = req.total - sent;
-        }
-        sent += n;
-        yield this.#draw(req.namespace, n);
-        // Let the caller's cancellation in between messages, as a real
-        // server's flow control would.
-        await new Promise((resolve) => setImmediate(resolve));
-      }
-    } finally {
-      this.openStreams--;
-    }
-  }
-
-  async parse(req: ParseRequest): Promise<ParseInit> {
-    if (req.id < 0n) {
-      throw idgenError(Code.InvalidArgument, "invalid", `${req.id} is not a Snowflake ID`);
-    }
-    const ms = (req.id >> 22n) + FakeIdgen.epochMs;
-    return {
-      id: req.id,
-      time: { seconds: ms / 1000n, nanos: Number(ms % 1000n) * 1e6 },
-      timestampMs: ms,
-      datacenter: Number((req.id >> 17n) & 31n),
-      worker: Number((req.id >> 12n) & 31n),
-      sequence: Number(req.id & 4095n),
-    };
-  }
-
-  #validate(namespace: string, count: number, name: string): void {
-    if (count < 1 || count > maxCount) {
-      throw idgenError(Code.InvalidArgument, "invalid", `${name} must be an integer from 1 to ${maxCount}`);
-    }
-    if (namespace !== "" && !namespacePattern.test(namespace)) {
-      throw idgenError(Code.InvalidArgument, "invalid", "namespace must match ^[a-z0-9][a-z0-9_.-]{0,63}$");
-    }
-    if (namespace !== "" && !this.#counters.has(namespace)) {
-      throw idgenError(Code.NotFound, "not_found", `namespace ${namespace} not found`);
-    }
-  }
-
-  #draw(namespace: string, n: bigint): Drawn {
-    this.generated += n;
-    const c = this.#counters.get(namespace);
-    if (c !== undefined) {
-      const first = c.next;
-      c.next += n;
-      c.revision++;
-      return {
-        ranges: [{ first, last: first + n - 1n }],
-        source: Source.SEGMENT,
-        fencingToken: c.strict ? { token: { case: "revision", value: { revision: c.revision } } } : undefined,
-      };
-    }
-    // Snowflake IDs: one range per millisecond, 4096 per millisecond.
-    const ranges: { first: bigint; last: bigint }[] = [];
-    while (n > 0n) {
-      const now = BigInt(Date.now()) - FakeIdgen.epochMs;
-      if (now > this.#lastMs) {
-        this.#lastMs = now;
-        this.#seq = 0n;
-      } else if (this.#seq > 4095n) {
-        this.#lastMs++; // the fake runs ahead of the clock rather than wait
-        this.#seq = 0n;
-      }
-      const take = n < 4096n - this.#seq ? n : 4096n - this.#seq;
-      const base = (this.#lastMs << 22n) | (BigInt(this.datacenter) << 17n) | (BigInt(this.worker) << 12n);
-      ranges.push({ first: base | this.#seq, last: base | (this.#seq + take - 1n) });
-      this.#seq += take;
-      n -= take;
-    }
-    return {
-      ranges,
-      source: Source.SNOWFLAKE,
-      fencingToken: {
-        token: {
-          case: "lease",
-          value: { datacenter: this.datacenter, worker: this.worker, fencingVersion: this.fencingVersion },
-        },
-      },
-    };
-  }
 }
 
 /** Forwards every call to a real idgen. */
@@ -235,6 +106,8 @@ export class Faults implements IdServiceImpl {
   #lastStrict = new Map<string, unknown>();
   /** Calls that reached this server, faulty or not. */
   calls = { nextIds: 0, streamIds: 0, parse: 0 };
+  /** Streams being forwarded now. */
+  openStreams = 0;
 
   constructor(backend: IdServiceImpl) {
     this.#backend = backend;
@@ -293,15 +166,20 @@ export class Faults implements IdServiceImpl {
     const replay = this.#replayStream;
     this.#replayStream = false;
     let sent = 0;
-    for await (const msg of this.#backend.streamIds(req, ctx) as AsyncIterable<StreamIdsInit>) {
-      if (failAfter !== undefined && sent === failAfter.messages) {
-        throw toError(failAfter.fault);
-      }
-      yield msg;
-      sent++;
-      if (replay && sent === 1) {
+    this.openStreams++;
+    try {
+      for await (const msg of this.#backend.streamIds(req, ctx) as AsyncIterable<StreamIdsInit>) {
+        if (failAfter !== undefined && sent === failAfter.messages) {
+          throw toError(failAfter.fault);
+        }
         yield msg;
+        sent++;
+        if (replay && sent === 1) {
+          yield msg;
+        }
       }
+    } finally {
+      this.openStreams--;
     }
   }
 
@@ -323,39 +201,139 @@ function toError(f: Fault): ConnectError {
   return err;
 }
 
+/**
+ * FlakyProxy forwards HTTP/2 streams to idgen byte for byte, headers and
+ * trailers included, except that it answers the next requests (failNext)
+ * with HTTP 503 and a Retry-After header and no gRPC status, as a load
+ * balancer with no healthy backend does.
+ */
+export class FlakyProxy {
+  readonly url: string;
+  /** Requests that reached the proxy, and those it forwarded. */
+  requests = 0;
+  forwarded = 0;
+  /** The headers of the last request. */
+  lastHeaders: http2.IncomingHttpHeaders = {};
+  readonly #server: http2.Http2Server;
+  readonly #upstream: http2.ClientHttp2Session;
+  readonly #sessions = new Set<http2.ServerHttp2Session>();
+  #fail: string[] = [];
+
+  private constructor(server: http2.Http2Server, upstream: http2.ClientHttp2Session, url: string) {
+    this.#server = server;
+    this.#upstream = upstream;
+    this.url = url;
+    server.on("session", (s) => {
+      this.#sessions.add(s);
+      s.on("close", () => this.#sessions.delete(s));
+    });
+    server.on("stream", (stream, headers) => this.#handle(stream, headers));
+  }
+
+  /** Starts a proxy on a free loopback port in front of upstreamUrl. */
+  static async start(upstreamUrl: string): Promise<FlakyProxy> {
+    const server = http2.createServer();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const upstream = http2.connect(upstreamUrl);
+    upstream.on("error", () => {}); // reported on the streams
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    return new FlakyProxy(server, upstream, url);
+  }
+
+  /** Answers the next n requests with 503 and Retry-After: retryAfter. */
+  failNext(n: number, retryAfter: string): void {
+    for (let i = 0; i < n; i++) {
+      this.#fail.push(retryAfter);
+    }
+  }
+
+  #handle(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
+    this.requests++;
+    this.lastHeaders = headers;
+    const retryAfter = this.#fail.shift();
+    if (retryAfter !== undefined) {
+      stream.respond({ ":status": 503, "content-type": "text/plain", "retry-after": retryAfter });
+      stream.end("no healthy upstream\n");
+      return;
+    }
+    this.forwarded++;
+    const out: http2.OutgoingHttpHeaders = {};
+    for (const [k, v] of Object.entries(headers)) {
+      if (k !== ":authority" && v !== undefined) {
+        out[k] = v;
+      }
+    }
+    const up = this.#upstream.request(out);
+    let trailers: http2.IncomingHttpHeaders | undefined;
+    up.on("response", (h) => {
+      stream.respond(h, { waitForTrailers: true });
+      up.pipe(stream);
+    });
+    up.on("trailers", (t) => (trailers = t));
+    stream.on("wantTrailers", () => {
+      const t: http2.OutgoingHttpHeaders = {};
+      for (const [k, v] of Object.entries(trailers ?? {})) {
+        if (!k.startsWith(":") && v !== undefined) {
+          t[k] = v;
+        }
+      }
+      stream.sendTrailers(t);
+    });
+    up.on("error", () => stream.destroyed || stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR));
+    stream.on("error", () => up.destroyed || up.close(http2.constants.NGHTTP2_CANCEL));
+    stream.on("close", () => up.destroyed || up.close(http2.constants.NGHTTP2_CANCEL));
+    stream.pipe(up);
+  }
+
+  close(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.#server.close(() => resolve());
+      for (const s of this.#sessions) {
+        s.destroy();
+      }
+      this.#upstream.destroy();
+    });
+  }
+}
+
 /** What a test talks to. */
 export interface Harness {
-  /** The in-process server with fault injection. */
+  /** The in-process Connect server with fault injection. */
   faultyUrl: string;
   faults: Faults;
-  /** A server without faults: the real idgen when IDGEN_TEST_URL is set. */
+  /** The HTTP/2 proxy that can answer 503. */
+  flaky: FlakyProxy;
+  /** idgen itself, and a token with the ids scope on it. */
   direct: { url: string; token: string | undefined };
-  /** The fake idgen, when no real one is configured. */
-  fake: FakeIdgen | undefined;
-  /** A namespace in strict mode on the server behind. */
+  /** The idgen process the harness started; undefined with IDGEN_TEST_URL. */
+  idgen: IdgenProcess | undefined;
+  /** A namespace in strict mode on idgen. */
   strictNamespace: string;
   close(): Promise<void>;
 }
 
-/** Starts the in-process server in front of the fake or the real idgen. */
+/** Starts idgen (unless IDGEN_TEST_URL is set) and the servers in front of it. */
 export async function startHarness(): Promise<Harness> {
-  const realUrl = process.env.IDGEN_TEST_URL;
-  const token = process.env.IDGEN_TEST_TOKEN || undefined;
-  let fake: FakeIdgen | undefined;
-  let backend: IdServiceImpl;
-  let strictNamespace = "invoices";
-  if (realUrl) {
+  let idgen: IdgenProcess | undefined;
+  let url: string;
+  let token: string | undefined;
+  let strictNamespace: string;
+  const given = process.env.IDGEN_TEST_URL;
+  if (given) {
     const ns = process.env.IDGEN_TEST_STRICT_NAMESPACE;
     if (!ns) {
       throw new Error("IDGEN_TEST_URL is set: set IDGEN_TEST_STRICT_NAMESPACE to a namespace in strict mode on that server");
     }
+    url = given;
+    token = process.env.IDGEN_TEST_TOKEN || undefined;
     strictNamespace = ns;
-    backend = new Upstream(realUrl, token);
   } else {
-    fake = new FakeIdgen();
-    backend = fake;
+    idgen = await startIdgen();
+    url = idgen.url;
+    token = idgen.token;
+    strictNamespace = idgen.strictNamespace;
   }
-  const faults = new Faults(backend);
+  const faults = new Faults(new Upstream(url, token));
   const sessions = new Set<http2.ServerHttp2Session>();
   const server = http2.createServer(connectNodeAdapter({ routes: (router) => router.service(IdService, faults) }));
   server.on("session", (s) => {
@@ -364,18 +342,23 @@ export async function startHarness(): Promise<Harness> {
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const faultyUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const flaky = await FlakyProxy.start(url);
   return {
     faultyUrl,
     faults,
-    direct: realUrl ? { url: realUrl, token } : { url: faultyUrl, token: undefined },
-    fake,
+    flaky,
+    direct: { url, token },
+    idgen,
     strictNamespace,
-    close: () =>
-      new Promise<void>((resolve) => {
+    close: async () => {
+      await flaky.close();
+      await new Promise<void>((resolve) => {
         server.close(() => resolve());
         for (const s of sessions) {
           s.destroy();
         }
-      }),
+      });
+      await idgen?.stop();
+    },
   };
 }
