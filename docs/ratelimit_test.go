@@ -27,6 +27,13 @@ func TestRateLimitMatchesSpec(t *testing.T) {
 		{"decompose past the limit", "GET", "/ids/1", "/ids/{id}", "", "", 429},
 		{"first admin call", "GET", "/admin/leases", "/admin/leases", "", adminToken, 200},
 		{"admin past the limit", "GET", "/admin/namespaces", "/admin/namespaces", "", adminToken, 429},
+		{"v1 ids past the limit", "GET", "/api/v1/ids?count=2", "/api/v1/ids", "", "", 429},
+		{"v1 id past the limit", "POST", "/api/v1/id", "/api/v1/id", "", "", 429},
+		{"Leaf segment past the limit", "GET", "/api/segment/get/orders", "/api/segment/get/{key}", "", "", 429},
+		{"Leaf snowflake past the limit", "GET", "/api/snowflake/get/orders", "/api/snowflake/get/{key}", "", "", 429},
+		{"tinyid simple past the limit", "GET", "/tinyid/id/nextIdSimple?bizType=orders", "/tinyid/id/nextIdSimple", "", "", 429},
+		{"tinyid envelope past the limit", "GET", "/tinyid/id/nextId?bizType=orders", "/tinyid/id/nextId", "", "", 429},
+		{"tinyid envelope POST past the limit", "POST", "/tinyid/id/nextId?bizType=orders", "/tinyid/id/nextId", "", "", 429},
 		{"probes are not limited", "GET", "/healthz", "/healthz", "", "", 200},
 	} {
 		t.Run(ex.name, func(t *testing.T) {

@@ -136,6 +136,27 @@ func TestRateLimit(t *testing.T) {
 			},
 		},
 		{
+			name:  "the compatibility routes share the caller's bucket",
+			limit: httpapi.RateLimit{Rate: 1, Burst: 2},
+			steps: []step{
+				{target: "/api/snowflake/get/orders", want: 200},
+				{target: "/api/v1/ids?count=2", want: 200},
+				{target: "/tinyid/id/nextIdSimple?bizType=orders&batchSize=1", want: 429, retryAfter: "1"},
+				{target: "/api/segment/get/orders", want: 429, retryAfter: "1"},
+				{method: "POST", target: "/api/v1/id", want: 429, retryAfter: "1"},
+			},
+		},
+		{
+			name:   "tinyid's token parameter names the caller",
+			limit:  httpapi.RateLimit{Rate: 1, Burst: 1},
+			tokens: true,
+			steps: []step{
+				{target: "/tinyid/id/nextIdSimple?bizType=nope&token=" + secretNobody, want: 401},
+				{target: "/api/snowflake/get/x", secret: secretIDs, want: 200},
+				{target: "/tinyid/id/nextIdSimple?bizType=nope&token=" + secretIDs, want: 429, retryAfter: "1"},
+			},
+		},
+		{
 			name:  "the admin API without tokens: the admin token is the caller",
 			limit: httpapi.RateLimit{Rate: 1, Burst: 1},
 			steps: []step{
