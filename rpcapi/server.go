@@ -78,6 +78,10 @@ type ReadyChecker interface {
 type Authorizer interface {
 	// Authorize returns the caller, or an *httpapi.AuthError.
 	Authorize(authorization []string, scope httpapi.Scopes) (httpapi.Caller, error)
+	// Admit applies the per-caller rate limit to a call Authorize let
+	// through, peerAddr naming a caller without a token: nil, or an
+	// *httpapi.AuthError with code too_many and its RetryAfter.
+	Admit(caller httpapi.Caller, scope httpapi.Scopes, peerAddr string) error
 }
 
 // LeaseBroker runs the lease API's calls: the same checks and store calls
