@@ -395,6 +395,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		Leases:     a.api.LeaseBroker(),
 		MaxCount:   c.MaxCount,
 		Logger:     a.log,
+		Tracer:     tracingCfg.Tracer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("grpc api: %w", err)
