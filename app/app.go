@@ -9,15 +9,18 @@
 // (package rpcapi, on the same listener), binds the listener and
 // starts its background loops: the history behind the status page's
 // charts, one that reloads the tokens file when it changes, and one that
-// prunes lease events past their retention. Serve serves the API until
+// prunes lease events past their retention. With tracing on (tracing.go)
+// the parts after the database checks use the store through a tracing
+// decorator, and the HTTP API traces requests. Serve serves the API until
 // Close, which takes the node down in the reverse order: the gRPC API ends
 // its open streams with UNAVAILABLE (they would otherwise run until their
 // callers cancel), the HTTP server stops accepting and finishes the
 // requests in flight, so that no request
 // finds the allocators closed; the background loops stop; the segment
 // allocator gives back the unused tails of its ranges; the keeper releases
-// its lease, lowering the ceiling to the last timestamp used; and the
-// database closes last, because the parts before write to it.
+// its lease, lowering the ceiling to the last timestamp used; the
+// database closes, because the parts before write to it; and the spans
+// still buffered are sent last.
 //
 //	a, err := app.Open(ctx, app.Config{DSN: "sqlite:idgen.db", Migrate: true})
 //	if err != nil {
@@ -42,6 +45,7 @@ import (
 	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/dburl"
 	"github.com/idgen-project/idgen/internal/stores"
+	"github.com/idgen-project/idgen/internal/tracing"
 	"github.com/idgen-project/idgen/rpcapi"
 	"github.com/idgen-project/idgen/snowflake"
 )
@@ -131,6 +135,15 @@ type Config struct {
 	LeaseEventsPruneInterval time.Duration
 	// Version is shown on the status page and in the metrics.
 	Version string
+
+	// RateLimit limits each caller's request rate on /ids and the admin
+	// API (httpapi.RateLimit): per token name with tokens, per client
+	// address without. The zero value sets no limit [--rate-limit,
+	// --rate-burst].
+	RateLimit httpapi.RateLimit
+	// Tracing configures OpenTelemetry tracing (tracing.go); off unless
+	// enabled here or by OTEL_TRACES_EXPORTER=otlp.
+	Tracing TracingConfig
 
 	// OpenTimeout bounds connecting to the database, checking and
 	// migrating it; and, again, starting the keeper (checking the layout
@@ -225,6 +238,12 @@ func (c Config) resolve() (Config, error) {
 	if c.LeaseEventsPruneInterval < 0 {
 		return Config{}, fmt.Errorf("invalid lease events prune interval %s: want more than 0", c.LeaseEventsPruneInterval)
 	}
+	if err := c.RateLimit.Validate(); err != nil {
+		return Config{}, fmt.Errorf("invalid rate limit (--rate-limit, --rate-burst): %w", err)
+	}
+	if err := c.Tracing.validate(); err != nil {
+		return Config{}, err
+	}
 	if c.Clock == nil {
 		c.Clock = snowflake.SystemClock()
 	}
@@ -254,6 +273,9 @@ type App struct {
 	tokens *tokensReloader
 	// pruner prunes the lease events; nil when they are kept forever.
 	pruner *eventsPruner
+	// tracer is the tracer provider Open built, shut down last by stop;
+	// nil when tracing is off or its provider is the caller's.
+	tracer *tracing.Provider
 
 	// mu guards serving and closed; serveDone is closed when a Serve that
 	// started returns.
@@ -318,7 +340,12 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 
 	cancelOpen()
 
-	keeper, err := allocator.NewKeeper(a.store, ks)
+	// From here on the parts use data: the store, traced when tracing is on.
+	data, tracingCfg, err := a.openTracing(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	keeper, err := allocator.NewKeeper(data, ks)
 	if err != nil {
 		return nil, fmt.Errorf("lease keeper: %w", err)
 	}
@@ -333,15 +360,15 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 
 	ss := c.Segments
 	ss.Fallback = keeper
-	a.segments = allocator.NewSegments(a.store, ss)
+	a.segments = allocator.NewSegments(data, ss)
 
 	retries, _ := a.store.(allocator.RetryCounter)
 	a.api, err = httpapi.New(httpapi.Config{
 		Snowflakes: keeper,
 		Lease:      keeper,
 		Segments:   a.segments,
-		Admin:      a.store,
-		Database:   a.store,
+		Admin:      data,
+		Database:   data,
 		Retries:    retries,
 		MaxCount:   c.MaxCount,
 		AdminToken: c.AdminToken,
@@ -351,7 +378,9 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		Durability: a.durability,
 		Status: httpapi.StatusSettings{Clock: c.Clock, LeaseTTL: ks.TTL, MaxClockOffset: ks.MaxClockOffset,
 			Policy: policy(ks, c.Segments)},
-		LeaseAPI: c.LeaseAPI.httpapi(c, a.store),
+		LeaseAPI:  c.LeaseAPI.httpapi(c, data),
+		RateLimit: c.RateLimit,
+		Tracing:   tracingCfg,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("http api: %w", err)
@@ -366,6 +395,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		Leases:     a.api.LeaseBroker(),
 		MaxCount:   c.MaxCount,
 		Logger:     a.log,
+		Tracer:     tracingCfg.Tracer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("grpc api: %w", err)
@@ -384,7 +414,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 	}
 	if c.LeaseEventsRetention > 0 {
-		a.pruner = newEventsPruner(a.store, c.LeaseEventsRetention, c.LeaseEventsPruneInterval, c.Clock, a.log)
+		a.pruner = newEventsPruner(data, c.LeaseEventsRetention, c.LeaseEventsPruneInterval, c.Clock, a.log)
 		if err := a.api.RegisterMetrics(a.pruner.collectors()...); err != nil {
 			return nil, fmt.Errorf("http api: %w", err)
 		}
@@ -540,6 +570,15 @@ func (a *App) stop(ctx context.Context) (err error) {
 		if cerr := a.store.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("close database: %w", cerr))
 		}
+	}
+	// Last: the steps above end spans too, which this sends. A collector
+	// that is gone costs the spans, not a clean shutdown.
+	if a.tracer != nil {
+		sctx, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
+		if cerr := a.tracer.Shutdown(sctx); cerr != nil {
+			a.log.Warn("traces not all sent at shutdown", "err", cerr)
+		}
+		cancel()
 	}
 	return err
 }

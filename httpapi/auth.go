@@ -354,7 +354,9 @@ func bearerSecret(c echo.Context) (string, *apiError) {
 //     a token with the admin scope;
 //   - 401 for a missing, malformed or unknown token, with a Bearer
 //     challenge;
-//   - 403 for a known token without scope.
+//   - 403 for a known token without scope;
+//   - 429 past the caller's rate limit (ratelimit.go), except on the
+//     lease API.
 //
 // Without tokens, the admin API checks the admin token as it always has (a
 // wrong one is 403). A request that passes has its caller and request ID
@@ -367,6 +369,12 @@ func (s *Server) requireScope(scope Scopes) echo.MiddlewareFunc {
 			caller, err := s.checkScope(c, scope)
 			if err != nil {
 				return err
+			}
+			if s.limiter != nil && scope != ScopeLeases {
+				// The lease API is not limited (see ratelimit.go).
+				if perr := s.limiter.allow(caller.Name, c.Request().RemoteAddr); perr != nil {
+					return perr
+				}
 			}
 			req := c.Request()
 			ri := &requestInfo{id: requestIDOf(c), caller: caller}
@@ -441,6 +449,15 @@ func (s *Server) guardIDs(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			if !tok.Scopes.Has(ScopeIDs) {
 				return &apiError{code: codeForbidden, detail: "token " + tok.Name + " lacks the ids scope"}
+			}
+			if s.limiter != nil {
+				if perr := s.limiter.allowToken(tok.Name); perr != nil {
+					return perr
+				}
+			}
+		} else if s.limiter != nil {
+			if perr := s.limiter.allowAddress(c.Request().RemoteAddr); perr != nil {
+				return perr
 			}
 		}
 		return next(c)

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/idgen-project/idgen/internal/problem"
 )
@@ -13,6 +14,9 @@ import (
 type AuthError struct {
 	Code   problem.Code
 	Detail string
+	// RetryAfter is the wait the refusal asks for: set with too_many
+	// (Admit), zero otherwise.
+	RetryAfter time.Duration
 }
 
 func (e *AuthError) Error() string { return string(e.Code) + ": " + e.Detail }
@@ -56,3 +60,20 @@ type discardWriter struct{}
 func (discardWriter) Header() http.Header         { return http.Header{} }
 func (discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (discardWriter) WriteHeader(int)             {}
+
+// Admit applies the per-caller rate limit of the HTTP routes
+// (ratelimit.go) to a call of another transport that Authorize let
+// through: caller is what Authorize returned, peerAddr the client's
+// address (host:port), which names the caller when caller has no name (a
+// node without tokens). The lease family is not limited, as on HTTP. It
+// returns nil, or an *AuthError with code too_many and the RetryAfter the
+// caller's bucket needs; without a limit it costs one comparison.
+func (s *Server) Admit(caller Caller, scope Scopes, peerAddr string) error {
+	if s.limiter == nil || scope == ScopeLeases {
+		return nil
+	}
+	if perr := s.limiter.allow(caller.Name, peerAddr); perr != nil {
+		return &AuthError{Code: problem.TooMany, Detail: perr.detail, RetryAfter: perr.retryAfter}
+	}
+	return nil
+}

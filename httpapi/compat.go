@@ -249,11 +249,17 @@ func tinyidForm(c echo.Context) (url.Values, *apiError) {
 // guardTinyid is guardIDs for the tinyid routes: with tokens, the caller's
 // secret comes from the Authorization header or, without one, from the
 // token parameter, and needs the ids scope. Without tokens the routes are
-// open and the token parameter is ignored.
+// open and the token parameter is ignored. Past the caller's rate limit
+// (ratelimit.go) it answers 429, as guardIDs does.
 func (s *Server) guardTinyid(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		set := s.tokens.Load()
 		if set == nil {
+			if s.limiter != nil {
+				if perr := s.limiter.allowAddress(c.Request().RemoteAddr); perr != nil {
+					return perr
+				}
+			}
 			return next(c)
 		}
 		var tok Token
@@ -282,6 +288,11 @@ func (s *Server) guardTinyid(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if !tok.Scopes.Has(ScopeIDs) {
 			return &apiError{code: codeForbidden, detail: "token " + tok.Name + " lacks the ids scope"}
+		}
+		if s.limiter != nil {
+			if perr := s.limiter.allowToken(tok.Name); perr != nil {
+				return perr
+			}
 		}
 		return next(c)
 	}

@@ -26,3 +26,15 @@ func ExampleParseTokens() {
 	// [orders-api ops] ids,leases,admin
 	// tokens:1: the third field is not a SHA-256 of 64 hex digits: write the hash of the secret (idgen tokens hash), never the secret
 }
+
+// RateLimit's Validate refuses settings out of range before a server is
+// built; the zero value is no limit.
+func ExampleRateLimit_Validate() {
+	fmt.Println(httpapi.RateLimit{}.Validate())
+	fmt.Println(httpapi.RateLimit{Rate: 50, Burst: 100}.Validate())
+	fmt.Println(httpapi.RateLimit{Rate: 50, Burst: -1}.Validate())
+	// Output:
+	// <nil>
+	// <nil>
+	// burst -1: want 0 (the rate rounded up) or more
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/snowflake"
@@ -128,15 +129,22 @@ func methodLabel(m string) string {
 }
 
 // observe is the middleware of every request: it gives the request its ID
-// (assignRequestID), times it, answers errors (so that the status is known)
+// (assignRequestID), traces it when tracing is on (tracing.go), times it, answers errors (so that the status is known)
 // and, at debug level only, logs it. It is the only global middleware:
 // echo builds a closure per request for each one.
 func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
 		assignRequestID(c)
+		var span trace.Span
+		if s.tracing.Tracer != nil {
+			span = s.startSpan(c)
+		}
 		if err := s.call(next, c); err != nil {
 			c.Error(err)
+		}
+		if span != nil {
+			endSpan(c, span)
 		}
 		d := time.Since(start)
 		route := c.Path()

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Request IDs.
@@ -107,8 +108,8 @@ func (s *Server) logContext(c echo.Context) context.Context {
 }
 
 // requestLogHandler adds to every record logged with a request's context
-// (see logContext) the request's ID as request_id and, once its token was
-// checked, its caller as caller.
+// (see logContext) the request's ID as request_id, once its token was
+// checked its caller as caller, and with tracing on its trace as trace_id.
 type requestLogHandler struct{ next slog.Handler }
 
 func (h requestLogHandler) Enabled(ctx context.Context, l slog.Level) bool {
@@ -121,6 +122,10 @@ func (h requestLogHandler) Handle(ctx context.Context, r slog.Record) error {
 		r.AddAttrs(slog.String("request_id", ri.id))
 		if ri.caller.Name != "" {
 			r.AddAttrs(slog.String("caller", ri.caller.Name))
+		}
+		// With tracing on, the line names the request's trace too.
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			r.AddAttrs(slog.String("trace_id", sc.TraceID().String()))
 		}
 	}
 	return h.next.Handle(ctx, r)

@@ -160,6 +160,12 @@ type Config struct {
 	Status StatusSettings
 	// LeaseAPI configures the lease API under /v1/leases (leases.go).
 	LeaseAPI LeaseAPIConfig
+	// RateLimit limits each caller's request rate (ratelimit.go); the
+	// zero value sets no limit.
+	RateLimit RateLimit
+	// Tracing, when its Tracer is set, traces requests (tracing.go); the
+	// zero value traces nothing and costs nothing.
+	Tracing Tracing
 }
 
 // Route is one route the server answers, in echo's path syntax
@@ -190,6 +196,12 @@ type Server struct {
 	durability string
 	// broker runs the lease API's calls, on Config.LeaseAPI.
 	broker *leaseapi.Broker
+	// limiter limits callers' request rates; nil without a limit.
+	limiter *limiter
+	// tracing is Config.Tracing resolved; its tracer is nil when off.
+	tracing Tracing
+	// spanNames names the requests' spans by route, with tracing on.
+	spanNames map[Route]string
 
 	echo    *echo.Echo
 	routes  []Route
@@ -231,6 +243,9 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.LeaseAPI.Validate(); err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
+	if err := cfg.RateLimit.Validate(); err != nil {
+		return nil, fmt.Errorf("httpapi: rate limit: %w", err)
+	}
 	s := &Server{
 		snowflakes: cfg.Snowflakes,
 		lease:      cfg.Lease,
@@ -241,6 +256,8 @@ func New(cfg Config) (*Server, error) {
 		log:        cfg.Logger,
 		version:    cfg.Version,
 		durability: cfg.Durability,
+		limiter:    newLimiter(cfg.RateLimit),
+		tracing:    cfg.Tracing.resolve(),
 		layout:     cfg.Snowflakes.Layout(),
 		hdrJSON:    []string{"application/json"},
 		hdrNoStore: []string{"no-store"},
@@ -284,6 +301,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
+	if err := newRateMetrics(m.reg, s.limiter); err != nil {
+		return nil, err
+	}
 	s.history = newHistory(s.statusCfg, s.readSample)
 
 	e := echo.New()
@@ -318,6 +338,9 @@ func New(cfg Config) (*Server, error) {
 	// The API shapes of the designs idgen replaces (compat.go).
 	s.addCompatRoutes(e)
 
+	if s.tracing.Tracer != nil {
+		s.nameSpans()
+	}
 	sort.Slice(s.routes, func(i, j int) bool {
 		if s.routes[i].Path != s.routes[j].Path {
 			return s.routes[i].Path < s.routes[j].Path

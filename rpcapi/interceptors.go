@@ -48,7 +48,7 @@ type authInterceptor struct{ s *Server }
 
 // authorize runs the check for one call and returns the context the call
 // continues with.
-func (a authInterceptor) authorize(ctx context.Context, procedure string, reqHeader, respHeader http.Header) (context.Context, error) {
+func (a authInterceptor) authorize(ctx context.Context, procedure, peerAddr string, reqHeader, respHeader http.Header) (context.Context, error) {
 	scope, ok := scopeOf(procedure)
 	if !ok {
 		return ctx, nil
@@ -67,6 +67,14 @@ func (a authInterceptor) authorize(ctx context.Context, procedure string, reqHea
 			return ctx, a.s.internal(ctx, "authorize", err)
 		}
 		caller = c
+		// The caller's rate limit, as on the HTTP routes.
+		if err := a.s.auth.Admit(c, scope, peerAddr); err != nil {
+			var ae *httpapi.AuthError
+			if errors.As(err, &ae) {
+				return ctx, problem.ConnectError(ae.Code, ae.Detail, ae.RetryAfter)
+			}
+			return ctx, a.s.internal(ctx, "admit", err)
+		}
 	case scope == httpapi.ScopeLeases:
 		return ctx, problem.ConnectError(problem.NotFound, "the lease API is off: no token has the leases scope", 0)
 	}
@@ -75,7 +83,7 @@ func (a authInterceptor) authorize(ctx context.Context, procedure string, reqHea
 
 func (a authInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		ctx, err := a.authorize(ctx, req.Spec().Procedure, req.Header(), http.Header{})
+		ctx, err := a.authorize(ctx, req.Spec().Procedure, req.Peer().Addr, req.Header(), http.Header{})
 		if err != nil {
 			return nil, err
 		}
@@ -97,7 +105,7 @@ func (a authInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) c
 
 func (a authInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		ctx, err := a.authorize(ctx, conn.Spec().Procedure, conn.RequestHeader(), conn.ResponseHeader())
+		ctx, err := a.authorize(ctx, conn.Spec().Procedure, conn.Peer().Addr, conn.RequestHeader(), conn.ResponseHeader())
 		if err != nil {
 			return err
 		}

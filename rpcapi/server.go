@@ -26,6 +26,8 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/httpapi"
@@ -78,6 +80,10 @@ type ReadyChecker interface {
 type Authorizer interface {
 	// Authorize returns the caller, or an *httpapi.AuthError.
 	Authorize(authorization []string, scope httpapi.Scopes) (httpapi.Caller, error)
+	// Admit applies the per-caller rate limit to a call Authorize let
+	// through, peerAddr naming a caller without a token: nil, or an
+	// *httpapi.AuthError with code too_many and its RetryAfter.
+	Admit(caller httpapi.Caller, scope httpapi.Scopes, peerAddr string) error
 }
 
 // LeaseBroker runs the lease API's calls: the same checks and store calls
@@ -113,6 +119,9 @@ type Config struct {
 	MaxCount int
 	// Logger receives internal errors; nil discards them.
 	Logger *slog.Logger
+	// Tracer, when not nil, traces the calls of idgen's services
+	// (tracing.go); nil traces nothing and costs nothing.
+	Tracer trace.Tracer
 }
 
 // Server serves the gRPC API. Build it with New, serve Handler (or Mount),
@@ -175,7 +184,13 @@ func New(cfg Config) (*Server, error) {
 
 	// The metrics interceptor is the outermost, so that refusals by the
 	// auth interceptor are counted too.
-	opts := connect.WithInterceptors(s.metrics, s.lifecycle(), authInterceptor{s})
+	interceptors := []connect.Interceptor{s.metrics, s.lifecycle(), authInterceptor{s}}
+	if cfg.Tracer != nil {
+		// Inside the auth interceptor: the span gets the call's request
+		// ID and caller.
+		interceptors = append(interceptors, tracingInterceptor{tracer: cfg.Tracer, prop: propagation.TraceContext{}})
+	}
+	opts := connect.WithInterceptors(interceptors...)
 	mux := http.NewServeMux()
 	mux.Handle(idgenv1connect.NewIdServiceHandler(idService{s}, opts))
 	mux.Handle(idgenv1connect.NewLeaseServiceHandler(leaseService{s}, opts))

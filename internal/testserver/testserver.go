@@ -18,6 +18,7 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
+	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/teststore"
 	"github.com/idgen-project/idgen/snowflake"
@@ -68,6 +69,11 @@ type Options struct {
 	// NoWait returns without waiting for the lease: for a node whose pool
 	// another holder holds (see HoldWorker).
 	NoWait bool
+	// RateLimit and Tracing are those of app.Config; the zero values are
+	// no limit and no tracing (whatever OTEL_TRACES_EXPORTER says: a test
+	// node never exports unless Tracing asks for it).
+	RateLimit httpapi.RateLimit
+	Tracing   app.TracingConfig
 }
 
 // Server is a running node. Its App is closed when the test ends.
@@ -107,6 +113,8 @@ func MustStart(tb testing.TB, o Options) *Server {
 		Version:    "test-version",
 		Clock:      o.Clock,
 		Logger:     o.Logger,
+		RateLimit:  o.RateLimit,
+		Tracing:    tracingOf(o),
 
 		TokensReloadInterval:     o.TokensReloadInterval,
 		LeaseEventsRetention:     o.LeaseEventsRetention,
@@ -133,6 +141,16 @@ func MustStart(tb testing.TB, o Options) *Server {
 		s.WaitReady(tb)
 	}
 	return s
+}
+
+// tracingOf returns the node's tracing settings: o.Tracing, reading an
+// empty environment unless the test gave a Getenv of its own.
+func tracingOf(o Options) app.TracingConfig {
+	t := o.Tracing
+	if t.Getenv == nil {
+		t.Getenv = func(string) string { return "" }
+	}
+	return t
 }
 
 // WaitReady waits, bounded, until the node can issue Snowflake IDs.

@@ -1,0 +1,211 @@
+// Package tracing is idgen's OpenTelemetry tracing: a tracer provider that
+// exports over OTLP as the standard OTEL_* environment configures it, and a
+// decorator of the store (Store) that gives each database call a span:
+// lease claims, heartbeats and releases, segment fetches and tail returns,
+// and the admin API's reads and writes.
+//
+// Tracing is off unless asked for: Open returns nil, and idgen then starts
+// no span and wraps nothing, so the /ids hot path costs what it costs
+// without this package. It is on when Settings.Enabled is set (idgen
+// serve --tracing) or OTEL_TRACES_EXPORTER is "otlp", and off whatever
+// else is set when OTEL_SDK_DISABLED is "true".
+//
+// Once on, the OTLP exporter reads the standard variables itself
+// (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+// OTEL_EXPORTER_OTLP_HEADERS, OTEL_EXPORTER_OTLP_TIMEOUT, certificates and
+// compression); OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or
+// OTEL_EXPORTER_OTLP_PROTOCOL picks "http/protobuf" (the default) or
+// "grpc"; OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES name the service
+// (default service.name "idgen"). OTEL_TRACES_SAMPLER, when set, is the
+// sampler; otherwise idgen samples Settings.RequestSampleRatio of the
+// requests that come without a sampled trace of their caller, and every
+// call that no request made (the keeper's claims and heartbeats, the
+// segment allocator's prefetches, pruning): those are few, and the ones an
+// operator looks for.
+package tracing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// DefaultRequestSampleRatio is the share of requests traced when
+// Settings.RequestSampleRatio is 0 and OTEL_TRACES_SAMPLER is not set.
+const DefaultRequestSampleRatio = 0.01
+
+// InstrumentationName names idgen's tracers.
+const InstrumentationName = "github.com/idgen-project/idgen"
+
+// Errors of Open.
+var (
+	// ErrUnsupportedExporter is returned for an OTEL_TRACES_EXPORTER other
+	// than otlp or none.
+	ErrUnsupportedExporter = errors.New("unsupported OTEL_TRACES_EXPORTER: idgen exports traces with otlp (or none)")
+	// ErrUnsupportedProtocol is returned for an OTLP protocol other than
+	// http/protobuf or grpc.
+	ErrUnsupportedProtocol = errors.New("unsupported OTLP protocol: want http/protobuf or grpc")
+)
+
+// Settings configure Open.
+type Settings struct {
+	// Enabled turns tracing on even without OTEL_TRACES_EXPORTER=otlp.
+	Enabled bool
+	// RequestSampleRatio is the share of requests traced, 0 to 1, when
+	// OTEL_TRACES_SAMPLER is not set; 0 means DefaultRequestSampleRatio.
+	RequestSampleRatio float64
+	// ServiceVersion and InstanceID become the service.version and
+	// service.instance.id of the spans' resource.
+	ServiceVersion string
+	InstanceID     string
+	// Getenv reads the environment; nil means os.Getenv.
+	Getenv func(string) string
+}
+
+// Validate reports settings Open would refuse for themselves, whatever the
+// environment says.
+func (s Settings) Validate() error {
+	if r := s.RequestSampleRatio; math.IsNaN(r) || r < 0 || r > 1 {
+		return fmt.Errorf("invalid trace sample ratio %v (--trace-sample-ratio): want 0 to 1", r)
+	}
+	return nil
+}
+
+// Provider is a running tracer provider; Shutdown flushes it.
+type Provider struct {
+	*sdktrace.TracerProvider
+	// Protocol is the OTLP protocol it exports with.
+	Protocol string
+}
+
+// enabled reports whether s and the environment turn tracing on, or the
+// error Open would return for an OTEL_TRACES_EXPORTER it cannot honour.
+func (s Settings) enabled(getenv func(string) string) (bool, error) {
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return false, nil
+	}
+	on := s.Enabled
+	// The variable is a comma-separated list; idgen honours otlp and none.
+	for _, name := range strings.Split(getenv("OTEL_TRACES_EXPORTER"), ",") {
+		switch name = strings.TrimSpace(name); name {
+		case "":
+		case "otlp":
+			on = true
+		case "none":
+			if s.Enabled {
+				return false, errors.New("tracing is enabled (--tracing) but OTEL_TRACES_EXPORTER is none")
+			}
+		default:
+			return false, fmt.Errorf("%w: got %q", ErrUnsupportedExporter, name)
+		}
+	}
+	return on, nil
+}
+
+// Open returns a tracer provider exporting over OTLP when s and the
+// environment turn tracing on (see the package doc), and nil, nil when
+// they do not. The provider connects lazily: an unreachable collector does
+// not stop Open, and spans that cannot be sent are dropped. Its owner
+// calls Shutdown at the end, which sends the spans still buffered.
+func Open(ctx context.Context, s Settings) (*Provider, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	getenv := s.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	on, err := s.enabled(getenv)
+	if err != nil || !on {
+		return nil, err
+	}
+	protocol := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"))
+	if protocol == "" {
+		protocol = strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_PROTOCOL"))
+	}
+	if protocol == "" {
+		protocol = "http/protobuf"
+	}
+	var exp sdktrace.SpanExporter
+	switch protocol {
+	case "http/protobuf":
+		exp, err = otlptracehttp.New(ctx)
+	case "grpc":
+		exp, err = otlptracegrpc.New(ctx)
+	default:
+		return nil, fmt.Errorf("%w: got %q", ErrUnsupportedProtocol, protocol)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("otlp trace exporter: %w", err)
+	}
+	res, err := serviceResource(ctx, s)
+	if err != nil {
+		_ = exp.Shutdown(ctx)
+		return nil, err
+	}
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp), sdktrace.WithResource(res)}
+	if getenv("OTEL_TRACES_SAMPLER") == "" {
+		opts = append(opts, sdktrace.WithSampler(Sampler(s.RequestSampleRatio)))
+	}
+	return &Provider{TracerProvider: sdktrace.NewTracerProvider(opts...), Protocol: protocol}, nil
+}
+
+// serviceResource describes the node: service.name idgen (unless
+// OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say otherwise), its
+// version and instance, and the SDK.
+func serviceResource(ctx context.Context, s Settings) (*resource.Resource, error) {
+	attrs := []attribute.KeyValue{attribute.String("service.name", "idgen")}
+	if s.ServiceVersion != "" {
+		attrs = append(attrs, attribute.String("service.version", s.ServiceVersion))
+	}
+	if s.InstanceID != "" {
+		attrs = append(attrs, attribute.String("service.instance.id", s.InstanceID))
+	}
+	// Later sources win: the environment over idgen's defaults.
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attrs...),
+		resource.WithTelemetrySDK(),
+		resource.WithFromEnv(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("trace resource (OTEL_RESOURCE_ATTRIBUTES): %w", err)
+	}
+	return res, nil
+}
+
+// Sampler is idgen's default sampler: a span whose parent was sampled is
+// sampled, one whose parent was not is not; of the spans that start a
+// trace, requests (server spans) are sampled at ratio (0 means
+// DefaultRequestSampleRatio) and everything else (the background calls of
+// the keeper and the segment allocator) always.
+func Sampler(ratio float64) sdktrace.Sampler {
+	if ratio == 0 {
+		ratio = DefaultRequestSampleRatio
+	}
+	return sdktrace.ParentBased(rootSampler{requests: sdktrace.TraceIDRatioBased(ratio)})
+}
+
+// rootSampler samples the root spans: requests by their ratio, the rest
+// always.
+type rootSampler struct{ requests sdktrace.Sampler }
+
+func (r rootSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	if p.Kind == trace.SpanKindServer {
+		return r.requests.ShouldSample(p)
+	}
+	return sdktrace.AlwaysSample().ShouldSample(p)
+}
+
+func (r rootSampler) Description() string {
+	return "IdgenRoot{requests:" + r.requests.Description() + ",other:AlwaysOnSampler}"
+}
