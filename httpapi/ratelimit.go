@@ -91,7 +91,7 @@ func (r RateLimit) Validate() error {
 	case r.Burst < 0:
 		return fmt.Errorf("burst %d: want 0 (the rate rounded up) or more", r.Burst)
 	case r.MaxAddresses < 0:
-		return fmt.Errorf("max addresses %d: want 0 (the default) or more", r.MaxAddresses)
+		return fmt.Errorf("max addresses %d (--rate-limit-addresses): want 0 (the default) or more", r.MaxAddresses)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/idgen-project/idgen/app"
 	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/dburl"
+	"github.com/idgen-project/idgen/internal/tracing"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -164,6 +165,23 @@ func newServeFlags() *serveFlags {
 			"a malformed file refuses the start and, on a reload, leaves the tokens in effect. "+
 			"`IDGEN_TOKENS` may hold the file's content instead (never reloaded; not both). Without either, `/ids` is open")
 
+	d.Float(&c.RateLimit.Rate, "rate-limit", "R", 0,
+		"requests per second each caller may send to `/ids`, `/ids/{id}`, the compatibility routes, the admin API "+
+			"and gRPC's IdService, on average, per node: per token name with tokens, else per client address "+
+			"(IPv6 by /64); past it the answer is 429 with `Retry-After`. The lease API is never limited; `0` is off")
+	d.Int(&c.RateLimit.Burst, "rate-burst", "N", 0,
+		"requests a caller may send at once after a quiet spell").defaultText("`--rate-limit` rounded up")
+	d.Int(&c.RateLimit.MaxAddresses, "rate-limit-addresses", "N", httpapi.DefaultRateLimitAddresses,
+		"most client addresses whose rate is tracked at once (callers without a token); past it, idle ones are forgotten first")
+
+	d.group = "Tracing"
+	d.Bool(&c.Tracing.Enabled, "tracing", false,
+		"send OpenTelemetry traces over OTLP, configured by the standard `OTEL_EXPORTER_OTLP_*` variables; "+
+			"`OTEL_TRACES_EXPORTER=otlp` turns it on too and `OTEL_SDK_DISABLED=true` off")
+	d.Float(&c.Tracing.SampleRatio, "trace-sample-ratio", "F", tracing.DefaultRequestSampleRatio,
+		"share of requests traced that come without a sampled trace of their caller, 0 to 1, "+
+			"unless `OTEL_TRACES_SAMPLER` is set; the node's own lease and segment calls are always traced")
+
 	d.group = "Logging"
 	d.Var(&sf.logFormat, "log-format", "FORMAT", "`text` (logfmt) or `json`, on stderr")
 	d.Var(&sf.logLevel, "log-level", "LEVEL", "`debug`, `info`, `warn` or `error`; `debug` adds one line per request")
@@ -217,6 +235,8 @@ func parseServe(args []string, e env) (serveConfig, error) {
 	// IDGEN_TOKENS is a tokens file's content, for deployments that pass
 	// configuration in the environment; it has no flag.
 	c.app.Tokens = e.getenv("IDGEN_TOKENS")
+	// The OTEL_* variables come from the command's environment too.
+	c.app.Tracing.Getenv = e.getenv
 	if c.app.Tokens != "" && c.app.TokensFile != "" {
 		return serveConfig{}, usagef(cmd, "tokens given twice: use --tokens-file (IDGEN_TOKENS_FILE) or IDGEN_TOKENS, not both")
 	}

@@ -513,6 +513,11 @@ func TestChartConfigMirrorsFlags(t *testing.T) {
   segment-prefetch-threshold: 0.25
   segment-grow-below: 10m
   segment-shrink-above: 40m
+  rate-limit: 100
+  rate-burst: 200
+  rate-limit-addresses: 1000
+  tracing: true
+  trace-sample-ratio: 0.5
 `
 	var dep appsv1.Deployment
 	mustRender(t, values).one(t, "Deployment", &dep)
@@ -673,5 +678,28 @@ func TestChartValues(t *testing.T) {
 				t.Errorf("render with %q: got error %v, want one naming %q", tc.values, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestChartExtraEnv checks that extraEnv reaches the idgen container, after
+// the variables the chart sets, and that the schema refuses an entry with
+// no name.
+func TestChartExtraEnv(t *testing.T) {
+	var dep appsv1.Deployment
+	mustRender(t, dsnValues+`extraEnv:
+  - name: OTEL_EXPORTER_OTLP_ENDPOINT
+    value: http://collector:4318
+config:
+  tracing: true
+`).one(t, "Deployment", &dep)
+	env := envOf(dep.Spec.Template.Spec.Containers[0])
+	if got, want := env["OTEL_EXPORTER_OTLP_ENDPOINT"], "http://collector:4318"; got != want {
+		t.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT = %q, want %q", got, want)
+	}
+	if got, want := env["IDGEN_TRACING"], "true"; got != want {
+		t.Errorf("IDGEN_TRACING = %q, want %q", got, want)
+	}
+	if _, err := render(t, dsnValues+"extraEnv:\n  - value: x\n"); err == nil {
+		t.Error("an extraEnv entry without a name rendered; want the schema to refuse it")
 	}
 }
