@@ -262,7 +262,7 @@ func leasesList(ctx context.Context, args []string, e env) (err error) {
 // runNamespaces is idgen namespaces.
 func runNamespaces(ctx context.Context, args []string, e env) error {
 	if len(args) == 0 {
-		return usagef("namespaces", "want list, create or delete")
+		return usagef("namespaces", "want list, create, delete or import")
 	}
 	switch args[0] {
 	case "list":
@@ -277,7 +277,7 @@ func runNamespaces(ctx context.Context, args []string, e env) error {
 		fmt.Fprint(e.stdout, namespacesUsage)
 		return nil
 	}
-	return usagef("namespaces", "unknown namespaces command %q (want list, create or delete)", args[0])
+	return usagef("namespaces", "unknown namespaces command %q (want list, create, delete or import)", args[0])
 }
 
 func namespacesList(ctx context.Context, args []string, e env) (err error) {

@@ -112,7 +112,7 @@ func TestUsageErrors(t *testing.T) {
 		{"migrate without command", []string{"migrate"}, nil, "want one of up, down or status", "idgen migrate"},
 		{"migrate sideways", []string{"migrate", "sideways"}, nil, `unknown migrate command "sideways"`, "idgen migrate"},
 		{"leases argument", []string{"leases", "all"}, nil, `unexpected argument "all"`, "idgen leases"},
-		{"namespaces without command", []string{"namespaces"}, nil, "want list, create or delete", "idgen namespaces"},
+		{"namespaces without command", []string{"namespaces"}, nil, "want list, create, delete or import", "idgen namespaces"},
 		{"namespaces rename", []string{"namespaces", "rename", "orders"}, nil, `unknown namespaces command "rename"`, "idgen namespaces"},
 		{"delete missing NAME", []string{"namespaces", "delete"}, nil, "missing namespace NAME", "idgen namespaces delete"},
 		{"delete two names", []string{"namespaces", "delete", "a", "b"}, nil, `unexpected argument "b"`, "idgen namespaces delete"},

@@ -97,17 +97,19 @@ idgen hands out unique 64-bit IDs: time-sortable Snowflake IDs whose worker ID
 is leased from a database, and dense sequential IDs per namespace.
 
 Commands:
-  serve        run the HTTP service
+  serve        run the HTTP and gRPC service
   migrate      apply, roll back or list the database migrations (up|down|status)
   leases       print the worker lease table or its events, or evict a lease
                (list|events|evict)
-  namespaces   list, create or delete segment namespaces (list|create|delete)
+  namespaces   list, create, delete or import segment namespaces
+               (list|create|delete|import)
   tokens       make the tokens of idgen's callers (hash|new)
   parse        decompose a Snowflake ID
   version      print the version
 
 Every flag can also be set with an environment variable: --lease-ttl is
-IDGEN_LEASE_TTL. A flag beats its variable, which beats the default.
+IDGEN_LEASE_TTL. A flag beats its variable, which beats the default;
+idgen serve also reads a YAML file (--config), which both beat.
 
 Run 'idgen <command> --help' for a command's flags.
 `
