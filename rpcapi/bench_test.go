@@ -1,6 +1,7 @@
 package rpcapi_test
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -35,7 +36,7 @@ func BenchmarkStreamIds(b *testing.B) {
 			m := new(idgenv1.StreamIdsResponse)
 			for {
 				err := st.RecvMsg(m)
-				if err == io.EOF {
+				if errors.Is(err, io.EOF) {
 					break
 				}
 				if err != nil {

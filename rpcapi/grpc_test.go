@@ -2,6 +2,7 @@ package rpcapi_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -73,7 +74,7 @@ func streamAll(ctx context.Context, conn *grpc.ClientConn, req *idgenv1.StreamId
 	for {
 		m := new(idgenv1.StreamIdsResponse)
 		if err := st.RecvMsg(m); err != nil {
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				return out, nil
 			}
 			return out, err

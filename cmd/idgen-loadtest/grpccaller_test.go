@@ -314,10 +314,11 @@ func TestMainRunGRPCUsage(t *testing.T) {
 		args       []string
 		wantStderr string
 	}{
-		{name: "unknown transport", args: []string{"--transport", "udp"}, wantStderr: "--transport must be http or grpc"},
-		{name: "stream over http", args: []string{"--stream"}, wantStderr: "--stream needs --transport grpc"},
+		{name: "unknown transport", args: []string{"--transport", "udp"}, wantStderr: "--transport must be http, grpc or connect"},
+		{name: "stream over http", args: []string{"--stream"}, wantStderr: "--stream needs --transport grpc or connect"},
 		{name: "stream with rate", args: []string{"--transport", "grpc", "--stream", "--rate", "100"}, wantStderr: "--stream cannot take --rate"},
 		{name: "path over grpc", args: []string{"--transport", "grpc", "--path", "/ids"}, wantStderr: "--path is for --transport http"},
+		{name: "path over connect", args: []string{"--transport", "connect", "--path", "/ids"}, wantStderr: "--path is for --transport http"},
 		{name: "count over int32", args: []string{"--transport", "grpc", "--count", "2147483648"}, wantStderr: "too large for gRPC"},
 	}
 	for _, tt := range tests {

@@ -210,7 +210,7 @@ func (d *settings) readFile(path string) error {
 			return nil // given on the command line or in the environment
 		}
 		if err := s.value.Set(value); err != nil {
-			return fmt.Errorf("invalid value for %s: %v", key, err)
+			return fmt.Errorf("invalid value for %s: %w", key, err)
 		}
 		s.src = fromFile
 		return nil
