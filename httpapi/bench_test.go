@@ -190,7 +190,7 @@ func BenchmarkHTTPLoopback(b *testing.B) {
 func bareServer() *http.Server {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	body := []byte(`{"ids":["271828182845904523"],"source":"snowflake"}`)
+	body := []byte(`{"ids":["271828182845904523"],"source":"snowflake","lease":{"datacenter":0,"worker":0,"fencing_version":1}}`)
 	e.GET("/ids", func(c echo.Context) error {
 		return c.JSONBlob(http.StatusOK, body)
 	})

@@ -15,7 +15,7 @@ import (
 
 // bareBody is what the bare echo server answers: a constant body shaped like
 // idgen's answer to GET /ids?count=1, so both move the same bytes.
-var bareBody = []byte(`{"ids":["271828182845904523"],"source":"snowflake"}`)
+var bareBody = []byte(`{"ids":["271828182845904523"],"source":"snowflake","lease":{"datacenter":0,"worker":0,"fencing_version":1}}`)
 
 // bareEcho is the hidden subcommand "bare-echo": an echo v4 server with one
 // route, GET /ids, answering a constant JSON body with no middleware. It is
