@@ -39,6 +39,22 @@ type Store struct {
 	pruneBatch int
 }
 
+// idleTxTimeoutParam is the session setting that ends a session left idle
+// inside a transaction.
+const idleTxTimeoutParam = "idle_in_transaction_session_timeout"
+
+// DefaultIdleInTransactionTimeout is the idle_in_transaction_session_timeout
+// (milliseconds) of idgen's sessions unless the DSN sets one. idgen sends a
+// transaction's statements back to back, so a session idle inside one has
+// lost its client: a node cut off from the database mid-heartbeat by a
+// silent network (no FIN, no RST), or paused. The server then ends that
+// session after this long and releases its row locks, so that other nodes
+// can claim the worker ID it held once its lease expires, instead of
+// waiting on the lock until TCP keepalive notices, which takes hours by
+// default. A DSN parameter idle_in_transaction_session_timeout=0 turns it
+// off (for a pooler that refuses the setting, for example).
+const DefaultIdleInTransactionTimeout = "5000"
+
 // Open connects to the PostgreSQL database named by dsn, a URL such as
 // postgres://user:pass@host:5432/db?sslmode=disable. Parameters pgx does not
 // know (search_path, application_name, …) are sent as session settings, and
@@ -55,6 +71,9 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 			return nil, fmt.Errorf("postgres: invalid DSN %s: %w", safe, pce.Unwrap())
 		}
 		return nil, fmt.Errorf("postgres: invalid DSN %s", safe)
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams[idleTxTimeoutParam]; !set {
+		cfg.ConnConfig.RuntimeParams[idleTxTimeoutParam] = DefaultIdleInTransactionTimeout
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

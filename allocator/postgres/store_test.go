@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -154,4 +155,57 @@ func TestPruneLeaseEventsInBatches(t *testing.T) {
 	s := openTest(t)
 	s.pruneBatch = 2
 	storetest.PruneInBatches(t, s, s.pruneBatch)
+}
+
+// TestIdleInTransactionTimeout checks that idgen's sessions end a
+// transaction left idle (a node cut off mid-heartbeat), so that its row
+// locks do not outlive its lease, and that the DSN can set the timeout.
+func TestIdleInTransactionTimeout(t *testing.T) {
+	dsn := testdb.Postgres(t)
+	withParam := func(v string) string {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		return dsn + sep + idleTxTimeoutParam + "=" + v
+	}
+	for _, tc := range []struct{ name, dsn, want string }{
+		{"default", dsn, "5s"},
+		{"off in the DSN", withParam("0"), "0"},
+		{"set in the DSN", withParam("300"), "300ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Open(t.Context(), tc.dsn)
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			defer s.Close()
+			var got string
+			if err := s.pool.QueryRow(t.Context(), "SHOW "+idleTxTimeoutParam).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("%s: got %q, want %q", idleTxTimeoutParam, got, tc.want)
+			}
+		})
+	}
+
+	// A transaction idle past the timeout is ended by the server.
+	s, err := Open(t.Context(), withParam("300"))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer s.Close()
+	tx, err := s.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(t.Context(), "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if _, err := tx.Exec(t.Context(), "SELECT 1"); err == nil {
+		t.Error("a transaction idle for 1s with a 300ms timeout still ran a statement; want the session ended")
+	}
 }
