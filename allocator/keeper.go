@@ -390,15 +390,8 @@ func (k *Keeper) Next() (snowflake.ID, error) {
 // NextN appends n Snowflake IDs to dst; errors as Next. On an error the
 // IDs appended so far are returned with it.
 func (k *Keeper) NextN(dst []snowflake.ID, n int) ([]snowflake.ID, error) {
-	ls := k.cur.Load()
-	if ls == nil {
-		return dst, k.noLease()
-	}
-	dst, err := ls.gen.NextN(dst, n)
-	if err != nil {
-		return dst, k.refused(err)
-	}
-	return dst, nil
+	dst, _, err := k.NextNFenced(dst, n)
+	return dst, err
 }
 
 // LeaseToken identifies the worker lease that issued Snowflake IDs: a

@@ -26,39 +26,26 @@ const (
 // protocol) rather than GET /ids.
 func rpcTransport(t string) bool { return t == transportGRPC || t == transportConnect }
 
-// h2cClient returns an HTTP client with a connection of its own to tgt:
-// cleartext HTTP/2 with prior knowledge (h2c), as idgen serves gRPC, on one
-// TCP connection that every call of the client shares.
-func h2cClient(tgt target, timeout time.Duration) (*http.Client, *http.Transport) {
-	var protocols http.Protocols
-	protocols.SetUnencryptedHTTP2(true)
-	dialer := &net.Dialer{Timeout: timeout}
+// rpcClient returns the HTTP client of a caller of IdService, with a
+// connection of its own to tgt: cleartext HTTP/2 with prior knowledge
+// (h2c) for gRPC, as idgen serves it, and HTTP/1.1 for the Connect
+// protocol, as GET /ids uses; every call of the client shares the one
+// connection.
+func rpcClient(tgt target, cfg config) (*http.Client, *http.Transport) {
+	dialer := &net.Dialer{Timeout: cfg.Timeout}
 	tr := &http.Transport{
-		Protocols:       &protocols,
-		MaxConnsPerHost: 1,
+		MaxConnsPerHost:     1,
+		MaxIdleConnsPerHost: 1,
 		// Dial the address that resolveTarget checked, whatever the URL's
 		// host resolves to later.
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return dialer.DialContext(ctx, network, tgt.dial)
 		},
 	}
-	return &http.Client{Transport: tr}, tr
-}
-
-// rpcClient returns the HTTP client of a caller of IdService: h2c for
-// gRPC, and for the Connect protocol HTTP/1.1 on one kept-alive
-// connection, as the HTTP transport's GET /ids uses.
-func rpcClient(tgt target, cfg config) (*http.Client, *http.Transport) {
 	if cfg.Transport != transportConnect {
-		return h2cClient(tgt, cfg.Timeout)
-	}
-	dialer := &net.Dialer{Timeout: cfg.Timeout}
-	tr := &http.Transport{
-		MaxConnsPerHost:     1,
-		MaxIdleConnsPerHost: 1,
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return dialer.DialContext(ctx, network, tgt.dial)
-		},
+		var protocols http.Protocols
+		protocols.SetUnencryptedHTTP2(true)
+		tr.Protocols = &protocols
 	}
 	return &http.Client{Transport: tr}, tr
 }
