@@ -201,11 +201,25 @@ func TestIdleInTransactionTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(context.Background()) }()
-	if _, err := tx.Exec(t.Context(), "SELECT 1"); err != nil {
+	var pid int
+	if err := tx.QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	// Watch the session from another connection, without a statement on
+	// the idle one (which would restart its timer), for at most 10 s.
+	ended := false
+	for deadline := time.Now().Add(10 * time.Second); !ended && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		var n int
+		if err := s.pool.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		ended = n == 0
+	}
+	if !ended {
+		t.Error("the session idle in a transaction still exists after 10 s with a 300ms timeout; want it ended")
+	}
 	if _, err := tx.Exec(t.Context(), "SELECT 1"); err == nil {
-		t.Error("a transaction idle for 1s with a 300ms timeout still ran a statement; want the session ended")
+		t.Error("the transaction idle past its timeout still ran a statement; want the session ended")
 	}
 }
