@@ -939,33 +939,40 @@ func TestSegmentsModeChange(t *testing.T) {
 	if b := mustDraw(t, ctx, s, "orders", 5); b.Revision != 0 {
 		t.Errorf("buffered draw: revision %d, want 0", b.Revision)
 	}
+	// The first draw's prefetch loads 11..20 while the row is still
+	// buffered; let it land before the mode changes, so that which fetch
+	// sees the change does not depend on the scheduler.
+	waitIdle(t, s, "orders")
 	store.update("orders", func(ns *Namespace) { ns.Mode = ModeStrict })
-	// The prefetch started by this draw returns the row in strict mode: the
-	// buffered ranges are dropped and draws fetch exactly what they need.
-	mustDraw(t, ctx, s, "orders", 2)
+	// This draw uses up both buffered ranges (6..20); the prefetch it starts
+	// returns the row in strict mode: that range (21..30) is dropped and
+	// draws fetch exactly what they need.
+	if b := mustDraw(t, ctx, s, "orders", 15); !slices.Equal(b.Ranges, []IDRange{{6, 20}}) {
+		t.Errorf("last buffered draw: got %v, want [{6 20}]", b.Ranges)
+	}
 	waitIdle(t, s, "orders")
 	if st := stats(t, s, "orders"); st.Mode != ModeStrict || st.Runway != 0 {
 		t.Fatalf("after the switch to strict: got mode %q, runway %d, want strict, 0", st.Mode, st.Runway)
 	}
 	_, before, _ := store.counts()
 	b := mustDraw(t, ctx, s, "orders", 3)
-	if want := []IDRange{{21, 23}}; !slices.Equal(b.Ranges, want) {
+	if want := []IDRange{{31, 33}}; !slices.Equal(b.Ranges, want) {
 		t.Errorf("strict draw: got %v, want %v", b.Ranges, want)
 	}
 	if row := store.row("orders"); b.Revision != row.Version || b.Revision < 1 {
 		t.Errorf("strict draw: revision %d, want the row's version after the fetch, %d", b.Revision, row.Version)
 	}
-	if id := mustNext(t, ctx, s, "orders"); id != 24 {
-		t.Errorf("strict Next: got %d, want 24", id)
+	if id := mustNext(t, ctx, s, "orders"); id != 34 {
+		t.Errorf("strict Next: got %d, want 34", id)
 	}
 	if _, after, _ := store.counts(); after-before != 2 {
 		t.Errorf("fetches for two strict draws: got %d, want 2", after-before)
 	}
 
 	store.update("orders", func(ns *Namespace) { ns.Mode = ModeBuffered })
-	mustNext(t, ctx, s, "orders") // a strict fetch that reads the new mode: 25
-	if id := mustNext(t, ctx, s, "orders"); id != 26 {
-		t.Errorf("first buffered Next: got %d, want 26", id)
+	mustNext(t, ctx, s, "orders") // a strict fetch that reads the new mode: 35
+	if id := mustNext(t, ctx, s, "orders"); id != 36 {
+		t.Errorf("first buffered Next: got %d, want 36", id)
 	}
 	waitIdle(t, s, "orders")
 	if st := stats(t, s, "orders"); st.Mode != ModeBuffered || st.Runway != 9 {
