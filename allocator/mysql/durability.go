@@ -36,7 +36,31 @@ func (s *Store) CheckDurability(ctx context.Context) ([]allocator.DurabilityRisk
 	if err != nil {
 		return nil, err
 	}
+	if err := requireVariables(vars); err != nil {
+		return nil, fmt.Errorf("mysql: read durability settings of %s: %w", s.dsn, err)
+	}
 	return durabilityRisks(vars), nil
+}
+
+// requiredVariables are the durabilityVariables every MySQL and MariaDB
+// server with InnoDB has. One that cannot be read (a proxy that hides it,
+// a server without InnoDB) is an error, not a pass: the check fails closed.
+var requiredVariables = []string{"innodb_flush_log_at_trx_commit", "log_bin", "sync_binlog"}
+
+// requireVariables returns an error naming the requiredVariables missing
+// from vars.
+func requireVariables(vars map[string]string) error {
+	var missing []string
+	for _, name := range requiredVariables {
+		if _, ok := vars[name]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the server does not show %s, so idgen cannot tell whether it keeps acknowledged commits",
+			strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // durabilityVars reads the durabilityVariables the server has, by name.

@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -71,6 +72,26 @@ func TestDurabilityRules(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRequireVariables checks that the check fails closed: a server that
+// does not show a variable the rules need is an error, not a pass.
+func TestRequireVariables(t *testing.T) {
+	full := map[string]string{"innodb_flush_log_at_trx_commit": "1", "log_bin": "OFF", "sync_binlog": "0"}
+	if err := requireVariables(full); err != nil {
+		t.Errorf("all variables shown: got %v, want nil", err)
+	}
+	for _, name := range requiredVariables {
+		vars := maps.Clone(full)
+		delete(vars, name)
+		err := requireVariables(vars)
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("without %s: got %v, want an error naming it", name, err)
+		}
+	}
+	if err := requireVariables(map[string]string{}); err == nil {
+		t.Error("nothing read: got nil, want an error")
 	}
 }
 

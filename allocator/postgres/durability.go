@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -53,12 +54,36 @@ func (s *Store) CheckDurability(ctx context.Context) ([]allocator.DurabilityRisk
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("postgres: read durability settings of %s: %w", s.dsn, err)
 	}
+	if err := srv.requireSettings(); err != nil {
+		return nil, fmt.Errorf("postgres: read durability settings of %s: %w", s.dsn, err)
+	}
 	err = s.pool.QueryRow(ctx, `SELECT current_database(), current_user, (SELECT count(*) FROM pg_stat_replication)`).
 		Scan(&srv.database, &srv.role, &srv.replicas)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: read replication state of %s: %w", s.dsn, err)
 	}
 	return srv.durabilityRisks(), nil
+}
+
+// requiredSettings are the settings CheckDurability reads, all of which
+// every PostgreSQL server has. One that cannot be read is an error, not a
+// pass: the check fails closed.
+var requiredSettings = []string{"synchronous_commit", "fsync", "full_page_writes", "synchronous_standby_names"}
+
+// requireSettings returns an error naming the requiredSettings missing from
+// what was read.
+func (srv pgServer) requireSettings() error {
+	var missing []string
+	for _, name := range requiredSettings {
+		if _, ok := srv.settings[name]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("pg_settings does not show %s, so idgen cannot tell whether the server keeps acknowledged commits",
+			strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // durabilityRisks applies the rules of CheckDurability to what was read.

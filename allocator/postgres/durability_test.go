@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -72,6 +73,26 @@ func TestDurabilityRules(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRequireSettings checks that the check fails closed: a setting the
+// rules need that pg_settings does not show is an error, not a pass.
+func TestRequireSettings(t *testing.T) {
+	full := map[string]pgSetting{}
+	for _, name := range requiredSettings {
+		full[name] = pgSetting{"on", "default"}
+	}
+	if err := (pgServer{settings: full}).requireSettings(); err != nil {
+		t.Errorf("all settings shown: got %v, want nil", err)
+	}
+	for _, name := range requiredSettings {
+		settings := maps.Clone(full)
+		delete(settings, name)
+		err := pgServer{settings: settings}.requireSettings()
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("without %s: got %v, want an error naming it", name, err)
+		}
 	}
 }
 
