@@ -29,6 +29,11 @@ const (
 	// MaxBackwardWaitLimit bounds KeeperSettings.MaxBackwardWait: a
 	// request that meets a backward clock step waits up to that long.
 	MaxBackwardWaitLimit = time.Second
+	// MaxClockOffsetLimit bounds KeeperSettings.MaxClockOffset. The offset
+	// is also how far beyond ttl ahead of database time a committed ceiling
+	// may lie, and so how long a crashed holder can keep its worker ID from
+	// the next one: no setting may push that further than a minute.
+	MaxClockOffsetLimit = time.Minute
 )
 
 // Bounds of the keeper's retry delays: claims (and moves to another worker
@@ -93,8 +98,8 @@ type KeeperSettings struct {
 	MaxCeilingAhead time.Duration
 	// MaxClockOffset: beyond this offset from database time the node
 	// refuses to issue, and no ceiling it commits lies further than TTL +
-	// MaxClockOffset ahead of database time (default 5 s)
-	// [--max-clock-offset].
+	// MaxClockOffset ahead of database time: at least 0 and at most
+	// MaxClockOffsetLimit, default 5 s [--max-clock-offset].
 	MaxClockOffset time.Duration
 	// MaxBackwardWait is the largest backward clock step the generator
 	// waits out (snowflake.Settings.MaxBackwardWait): zero means
@@ -172,6 +177,9 @@ func (s KeeperSettings) Resolve() (KeeperSettings, error) {
 	}
 	if s.MaxCeilingAhead < 0 || s.MaxClockOffset < 0 {
 		return KeeperSettings{}, invalidSettings("max ceiling ahead %s and max clock offset %s (--max-clock-offset): want at least 0", s.MaxCeilingAhead, s.MaxClockOffset)
+	}
+	if s.MaxClockOffset > MaxClockOffsetLimit {
+		return KeeperSettings{}, invalidSettings("max clock offset %s (--max-clock-offset): want at most %s", s.MaxClockOffset, MaxClockOffsetLimit)
 	}
 	if s.MaxBackwardWait == 0 {
 		s.MaxBackwardWait = snowflake.DefaultMaxBackwardWait

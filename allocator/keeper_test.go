@@ -671,6 +671,8 @@ func TestKeeperSettingsResolve(t *testing.T) {
 		{"margin of half the ttl", allocator.KeeperSettings{TTL: 2 * time.Second, Margin: time.Second}, "margin 1s"},
 		{"negative margin", allocator.KeeperSettings{Margin: -time.Millisecond}, "margin -1ms"},
 		{"negative offset", allocator.KeeperSettings{MaxClockOffset: -time.Second}, "want at least 0"},
+		{"offset at the limit", allocator.KeeperSettings{MaxClockOffset: time.Minute}, ""},
+		{"offset above the limit", allocator.KeeperSettings{MaxClockOffset: time.Minute + time.Millisecond}, "max clock offset 1m0.001s (--max-clock-offset): want at most 1m0s"},
 		{"negative ceiling ahead", allocator.KeeperSettings{MaxCeilingAhead: -time.Second}, "want at least 0"},
 		{"datacenter beyond layout", allocator.KeeperSettings{DatacenterID: 32}, "datacenter ID 32 (--datacenter): the layout allows 0 to 31"},
 		{"worker IDs beyond layout", allocator.KeeperSettings{WorkerIDs: pool(0, 32)}, "worker IDs 0-32 (--worker-ids): the layout allows 0 to 31"},

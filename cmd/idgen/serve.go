@@ -129,7 +129,8 @@ func newServeFlags() *serveFlags {
 		positiveValue().defaultText("a tenth of `--lease-ttl` (`3s`)")
 	d.Duration(&c.Keeper.MaxClockOffset, "max-clock-offset", "D", allocator.DefaultMaxClockOffset,
 		"largest offset of the node's clock from database time, measured at every heartbeat; "+
-			"beyond it the node refuses to issue").positiveValue()
+			"beyond it the node refuses to issue; no committed ceiling lies further than `--lease-ttl` + this "+
+			"ahead of database time; at most `1m`").positiveValue()
 	d.Duration(&sf.backwardWait, "max-backward-wait", "D", snowflake.DefaultMaxBackwardWait,
 		"largest backward clock step a request waits out; a larger one moves the node to another worker ID "+
 			"or makes it unready until the clock catches up; `0` never waits; at most `1s`")
