@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/app"
 	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/browsertest"
 )
@@ -45,8 +46,13 @@ func TestStatusPageInChromium(t *testing.T) {
 	cfg := e.config()
 	cfg.Version = "test-version"
 	cfg.Durability = "ok"
+	// The Policy table as idgen serve fills it, from the node's settings.
+	policy, err := app.Config{DSN: "sqlite:" + filepath.Join(t.TempDir(), "policy.db"), Keeper: allocator.KeeperSettings{TTL: ttl}}.Policy()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg.Status = httpapi.StatusSettings{HistoryInterval: 100 * time.Millisecond, HistoryWindow: 8 * time.Second,
-		Clock: clock, LeaseTTL: ttl, MaxClockOffset: allocator.DefaultMaxClockOffset}
+		Clock: clock, LeaseTTL: ttl, MaxClockOffset: allocator.DefaultMaxClockOffset, Policy: policy}
 	api, err := httpapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -102,9 +108,9 @@ func TestStatusPageInChromium(t *testing.T) {
 		return m
 	}
 	// Problems first, then this node, the charts, the namespaces, the
-	// worker leases.
+	// worker leases, and last the settings, which do not change.
 	at := -1
-	for _, id := range []string{"attention", "lease", "charts", "namespaces", "workers", "leases"} {
+	for _, id := range []string{"attention", "lease", "charts", "namespaces", "workers", "leases", "policy"} {
 		i := strings.Index(dom, `id="`+id+`"`)
 		if i <= at {
 			t.Errorf("section %q missing or out of order (at %d, after %d)", id, i, at)
@@ -122,6 +128,10 @@ func TestStatusPageInChromium(t *testing.T) {
 		if !strings.Contains(lease, want) {
 			t.Errorf("this node's lease section lacks %q:\n%s", want, lease)
 		}
+	}
+	if p := section("policy"); !strings.Contains(p, "Lease TTL") || !strings.Contains(p, ttl.String()) ||
+		!strings.Contains(p, "max-clock-offset") {
+		t.Errorf("the policy table lacks the lease TTL %s or the clock offset's flag:\n%s", ttl, p)
 	}
 	// The default pool is every worker ID of the layout: 32, one held.
 	if workers := section("workers"); !strings.Contains(workers, "31 of 32 free") {
