@@ -18,9 +18,7 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-const migrateUsage = `Usage: idgen migrate up|down|status [--dsn DSN]
-
-Manage the database schema (idgen serve applies it at start unless --migrate=false).
+const migrateHelp = `Manage the database schema (idgen serve applies it at start unless --migrate=false).
 
   up       apply every pending migration
   down     roll back the most recent migration (drops the tables it created)
@@ -30,11 +28,7 @@ Flags (environment variable in brackets):
   --dsn DSN    database [IDGEN_DSN] (default sqlite:idgen.db)
 `
 
-const leasesUsage = `Usage: idgen leases [--all] [--dsn DSN]
-       idgen leases events [flags]
-       idgen leases evict DC WORKER [--reason TEXT] [--fencing-version N] [--dsn DSN]
-
-Print the worker lease table: one row per worker ID ever claimed, with its
+const leasesHelp = `Print the worker lease table: one row per worker ID ever claimed, with its
 holder ("-" when free), the caller a remote holder holds it for (OWNER),
 fencing version, database times of the claim, last heartbeat, expiry and
 release, and the timestamp ceiling of the holder. Times are database time,
@@ -48,14 +42,10 @@ Flags (environment variable in brackets):
   --dsn DSN    database [IDGEN_DSN] (default sqlite:idgen.db)
 `
 
-const namespacesUsage = `Usage: idgen namespaces list [--dsn DSN]
-       idgen namespaces create NAME [flags]
-       idgen namespaces delete NAME [--dsn DSN]
-       idgen namespaces import leaf|tinyid --from DSN [flags] (idgen namespaces import --help)
-
-List the segment namespaces, create one, or delete one. A namespace hands out
-dense, sequential IDs (GET /ids?namespace=NAME). NAME is 1 to 64 characters of
-a-z, 0-9, '_', '.' and '-', starting with a letter or digit.
+const namespacesHelp = `List the segment namespaces, create one, delete one, or import them from Leaf
+or tinyid (idgen namespaces import --help). A namespace hands out dense,
+sequential IDs (GET /ids?namespace=NAME). NAME is 1 to 64 characters of a-z,
+0-9, '_', '.' and '-', starting with a letter or digit.
 
 A deleted namespace no longer exists for idgen (GET /ids answers 404), but its
 row stays behind with its counter: creating it again needs a --start above the
@@ -132,7 +122,7 @@ func withSchemaHint(ctx context.Context, store stores.Store, err error) error {
 // runMigrate is idgen migrate.
 func runMigrate(ctx context.Context, args []string, e env) (err error) {
 	const cmd = "migrate"
-	f := newFlagSet(cmd, migrateUsage)
+	f := newFlagSet(cmd)
 	dsn := dsnFlag(f)
 	pos, err := f.parse(args, e)
 	if err != nil {
@@ -216,7 +206,7 @@ func runLeases(ctx context.Context, args []string, e env) error {
 // leasesList is idgen leases [list].
 func leasesList(ctx context.Context, args []string, e env) (err error) {
 	const cmd = "leases"
-	f := newFlagSet(cmd, leasesUsage)
+	f := newFlagSet(cmd)
 	dsn := dsnFlag(f)
 	all := f.fs.Bool("all", false, "")
 	f.noEnv["all"] = true
@@ -274,7 +264,7 @@ func runNamespaces(ctx context.Context, args []string, e env) error {
 	case "import":
 		return namespacesImport(ctx, args[1:], e) // import.go
 	case "-h", "-help", "--help":
-		fmt.Fprint(e.stdout, namespacesUsage)
+		fmt.Fprint(e.stdout, usageOf("namespaces"))
 		return nil
 	}
 	return usagef("namespaces", "unknown namespaces command %q (want list, create, delete or import)", args[0])
@@ -282,7 +272,7 @@ func runNamespaces(ctx context.Context, args []string, e env) error {
 
 func namespacesList(ctx context.Context, args []string, e env) (err error) {
 	const cmd = "namespaces list"
-	f := newFlagSet(cmd, namespacesUsage)
+	f := newFlagSet(cmd)
 	dsn := dsnFlag(f)
 	pos, err := f.parse(args, e)
 	if err != nil {
@@ -317,7 +307,7 @@ func namespacesList(ctx context.Context, args []string, e env) (err error) {
 
 func namespacesCreate(ctx context.Context, args []string, e env) (err error) {
 	const cmd = "namespaces create"
-	f := newFlagSet(cmd, namespacesUsage)
+	f := newFlagSet(cmd)
 	dsn := dsnFlag(f)
 	fs := f.fs
 	start := fs.Int64("start", 1, "")
@@ -413,7 +403,7 @@ func namespacesCreate(ctx context.Context, args []string, e env) (err error) {
 // and a request ID, to standard error, as a node logs it for the admin API.
 func namespacesDelete(ctx context.Context, args []string, e env) (err error) {
 	const cmd = "namespaces delete"
-	f := newFlagSet(cmd, namespacesUsage)
+	f := newFlagSet(cmd)
 	dsn := dsnFlag(f)
 	pos, err := f.parse(args, e)
 	if err != nil {

@@ -243,6 +243,48 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// TestCommandForms checks the command list (commands.go) against what the
+// commands do: idgen --help lists every command, each command's --help
+// starts with the Usage lines of its forms, and each subcommand a form
+// names answers --help with its own usage or its command's.
+func TestCommandForms(t *testing.T) {
+	top := cli(t, nil, "--help").stdout
+	for _, c := range commands() {
+		if !strings.Contains(top, "\n  "+c.name+" ") {
+			t.Errorf("idgen --help does not list %s", c.name)
+		}
+		for _, args := range [][]string{{c.name, "--help"}, {"help", c.name}} {
+			r := cli(t, nil, args...)
+			if r.code != 0 || r.stdout != c.usage() {
+				t.Errorf("idgen %q: got exit code %d and\n%s\nwant 0 and\n%s", args, r.code, r.stdout, c.usage())
+			}
+		}
+		var want []string
+		for i, f := range c.forms {
+			lead := "       idgen "
+			if i == 0 {
+				lead = "Usage: idgen "
+			}
+			want = append(want, lead+f.synopsis)
+			sub := f.sub()
+			if sub == "" {
+				continue
+			}
+			r := cli(t, nil, c.name, sub, "--help")
+			wantUsage := c.usage()
+			if f.help != "" {
+				wantUsage = "Usage: idgen " + f.synopsis + "\n\n" + f.help
+			}
+			if r.code != 0 || r.stdout != wantUsage || r.stdout != usageOf(c.name+" "+sub) {
+				t.Errorf("idgen %s %s --help: got exit code %d and\n%s\nwant 0 and\n%s", c.name, sub, r.code, r.stdout, wantUsage)
+			}
+		}
+		if got := lines(c.usage())[:len(c.forms)]; strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("idgen %s --help: got Usage lines %q, want %q", c.name, got, want)
+		}
+	}
+}
+
 // TestServeFlagsDocumented checks that every serve flag but the test-only
 // ones is in serve's --help and in docs/cli.md, with its environment variable.
 func TestServeFlagsDocumented(t *testing.T) {

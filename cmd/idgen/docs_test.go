@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,38 +10,107 @@ import (
 
 //go:generate env IDGEN_UPDATE_DOCS=1 go test -run TestCLIDocs -count=1 .
 
-// The flag tables of docs/cli.md are rendered from serve's flag
-// definitions, the same ones --help is rendered from, between these
-// markers.
+// Parts of docs/cli.md and README.md are rendered from the definitions
+// --help is rendered from, each between a pair of marker comments: serve's
+// flag tables from its settings (serve.go), the command table and each
+// command's synopsis from the command list (commands.go).
 const (
 	docsBegin = "<!-- serve flags: rendered from cmd/idgen/serve.go by `go generate ./cmd/idgen`; do not edit -->\n"
 	docsEnd   = "<!-- end of serve flags -->\n"
+
+	commandsBegin = "<!-- commands: rendered from cmd/idgen/commands.go by `go generate ./cmd/idgen`; do not edit -->\n"
+	commandsEnd   = "<!-- end of commands -->\n"
+
+	// synopsisBegin and synopsisEnd take a command as its messages name it:
+	// "leases evict".
+	synopsisBegin = "<!-- synopsis of idgen %s: rendered from cmd/idgen/commands.go by `go generate ./cmd/idgen`; do not edit -->\n"
+	synopsisEnd   = "<!-- end of the synopsis of idgen %s -->\n"
 )
 
-// TestCLIDocs fails when docs/cli.md's serve flag tables differ from the
-// flag definitions; with IDGEN_UPDATE_DOCS=1 (go generate) it rewrites them.
+// region is a rendered part of a document: the text between begin and
+// end, which the code renders as want.
+type region struct {
+	what       string // for messages: "serve's flag tables"
+	begin, end string
+	want       string
+}
+
+// TestCLIDocs fails when a rendered part of docs/cli.md or README.md
+// differs from what the code renders; with IDGEN_UPDATE_DOCS=1 (go
+// generate) it rewrites them.
 func TestCLIDocs(t *testing.T) {
-	path := filepath.Join("..", "..", "docs", "cli.md")
+	cli := []region{
+		{"serve's flag tables", docsBegin, docsEnd, "\n" + newServeFlags().f.markdown() + "\n"},
+		{"the command table", commandsBegin, commandsEnd, "\n" + commandsMarkdown("") + "\n"},
+	}
+	keys := map[string]bool{}
+	for _, c := range commands() {
+		for _, f := range c.forms {
+			key := c.name
+			if s := f.sub(); s != "" {
+				key += " " + s
+			}
+			if keys[key] {
+				t.Errorf("two forms of idgen %s", key)
+			}
+			keys[key] = true
+			cli = append(cli, region{"the synopsis of idgen " + key,
+				fmt.Sprintf(synopsisBegin, key), fmt.Sprintf(synopsisEnd, key), "\n" + formMarkdown(f) + "\n"})
+		}
+	}
+	cliPath := filepath.Join("..", "..", "docs", "cli.md")
+	checkRegions(t, cliPath, cli)
+
+	// A synopsis of a command that is no more.
+	b, err := os.ReadFile(cliPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix, _, _ := strings.Cut(synopsisBegin, "%s")
+	for _, part := range strings.Split(string(b), prefix)[1:] {
+		if key, _, _ := strings.Cut(part, ":"); !keys[key] {
+			t.Errorf("docs/cli.md: a synopsis of idgen %s, which is no form of a command in commands.go: remove its section", key)
+		}
+	}
+
+	checkRegions(t, filepath.Join("..", "..", "README.md"), []region{
+		{"the command table", commandsBegin, commandsEnd, "\n" + commandsMarkdown("docs/cli.md") + "\n"},
+	})
+}
+
+// checkRegions fails when a region of the document at path differs from
+// what the code renders, or rewrites the document with IDGEN_UPDATE_DOCS=1.
+func checkRegions(t *testing.T, path string, regions []region) {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := string(b)
-	i, j := strings.Index(doc, docsBegin), strings.Index(doc, docsEnd)
-	if i < 0 || j < i {
-		t.Fatalf("docs/cli.md: got no %q … %q markers, want them around serve's flag tables", docsBegin, docsEnd)
+	update := os.Getenv("IDGEN_UPDATE_DOCS") == "1"
+	changed := false
+	for _, r := range regions {
+		i := strings.Index(doc, r.begin)
+		j := strings.Index(doc, r.end)
+		if i < 0 || j < i || strings.Count(doc, r.begin) != 1 || strings.Count(doc, r.end) != 1 {
+			t.Errorf("%s: got no single pair of markers for %s; put\n%s%s\nwhere it belongs and run go generate ./cmd/idgen", path, r.what, r.begin, r.end)
+			continue
+		}
+		got := doc[i+len(r.begin) : j]
+		if got == r.want {
+			continue
+		}
+		if update {
+			doc = doc[:i+len(r.begin)] + r.want + doc[j:]
+			changed = true
+			t.Logf("rewrote %s in %s", r.what, path)
+			continue
+		}
+		t.Errorf("%s: %s differs from the definitions; run go generate ./cmd/idgen.\ngot:\n%s\nwant:\n%s", path, r.what, got, r.want)
 	}
-	got := doc[i+len(docsBegin) : j]
-	want := "\n" + newServeFlags().f.markdown() + "\n"
-	if got == want {
-		return
-	}
-	if os.Getenv("IDGEN_UPDATE_DOCS") == "1" {
-		if err := os.WriteFile(path, []byte(doc[:i+len(docsBegin)]+want+doc[j:]), 0o644); err != nil {
+	if changed {
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("rewrote serve's flag tables in %s", path)
-		return
 	}
-	t.Errorf("docs/cli.md: serve's flag tables differ from the flag definitions; run go generate ./cmd/idgen.\ngot:\n%s\nwant:\n%s", got, want)
 }

@@ -11,9 +11,7 @@ import (
 	"github.com/idgen-project/idgen/internal/peerimport"
 )
 
-const importUsage = `Usage: idgen namespaces import leaf|tinyid --from DSN [flags]
-
-Create one namespace for each row of Meituan Leaf's leaf_alloc table (leaf)
+const importHelp = `Create one namespace for each row of Meituan Leaf's leaf_alloc table (leaf)
 or didi tinyid's tiny_id_info table (tinyid), named after its biz_tag or
 biz_type, whose first ID is strictly above the row's max_id: every ID the
 source handed out stays behind. The step is the row's step. The source is
@@ -46,7 +44,7 @@ Flags (environment variable in brackets):
 // the segment table of Leaf or tinyid (internal/peerimport).
 func namespacesImport(ctx context.Context, args []string, e env) (err error) {
 	const cmd = "namespaces import"
-	f := newFlagSet(cmd, importUsage)
+	f := newFlagSet(cmd)
 	dsn := dsnFlag(f)
 	fs := f.fs
 	from := fs.String("from", "", "")

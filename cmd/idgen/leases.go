@@ -18,9 +18,7 @@ import (
 // evictions. Like the other administrative commands they go to the
 // database directly; the audit trail names the operator "cli:<os user>".
 
-const leasesEventsUsage = `Usage: idgen leases events [flags]
-
-Print the lease events (the lease table's audit trail), oldest first: the
+const leasesEventsHelp = `Print the lease events (the lease table's audit trail), oldest first: the
 claims (acquire, takeover), releases, lost leases and evictions, with the
 caller each was recorded for (OWNER) and the request that caused it. A page
 holds --limit events; the line after it gives the --after of the next page.
@@ -38,9 +36,7 @@ Flags (environment variable in brackets):
   --dsn DSN          database [IDGEN_DSN] (default sqlite:idgen.db)
 `
 
-const leasesEvictUsage = `Usage: idgen leases evict DC WORKER [--reason TEXT] [--fencing-version N] [--dsn DSN]
-
-Take the lease of worker ID WORKER of datacenter DC from its holder: its
+const leasesEvictHelp = `Take the lease of worker ID WORKER of datacenter DC from its holder: its
 fencing version goes up, so the holder's next heartbeat fails and it stops
 issuing. The timestamp ceiling stays: the next holder starts above every
 timestamp the evicted one may have used. The eviction is recorded as an evict
@@ -101,7 +97,7 @@ func (o *optInt64) Set(s string) error {
 // leasesEvents is idgen leases events.
 func leasesEvents(ctx context.Context, args []string, e env) (err error) {
 	const cmd = "leases events"
-	f := newFlagSet(cmd, leasesEventsUsage)
+	f := newFlagSet(cmd)
 	dsn := dsnFlag(f)
 	fs := f.fs
 	var after, datacenter, worker optInt64
@@ -182,7 +178,7 @@ func leasesEvents(ctx context.Context, args []string, e env) (err error) {
 // leasesEvict is idgen leases evict DC WORKER.
 func leasesEvict(ctx context.Context, args []string, e env) (err error) {
 	const cmd = "leases evict"
-	f := newFlagSet(cmd, leasesEvictUsage)
+	f := newFlagSet(cmd)
 	dsn := dsnFlag(f)
 	reason := f.fs.String("reason", "", "")
 	var version optInt64

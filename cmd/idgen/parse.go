@@ -12,9 +12,7 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-const parseUsage = `Usage: idgen parse ID [--layout T/D/W/S] [--epoch TIME]
-
-Decompose a Snowflake ID into its time, datacenter, worker and sequence.
+const parseHelp = `Decompose a Snowflake ID into its time, datacenter, worker and sequence.
 Works offline; give the layout and epoch the IDs were made with. timestamp_ms
 is Unix milliseconds (as in GET /ids/{id}); since_epoch_ms is the ID's own
 time field, milliseconds since the layout's epoch.
@@ -26,15 +24,13 @@ Flags (environment variable in brackets):
                      (default 2026-01-01T00:00:00Z)
 `
 
-const versionUsage = `Usage: idgen version
-
-Print idgen's version, the commit it was built from and the Go version.
+const versionHelp = `Print idgen's version, the commit it was built from and the Go version.
 `
 
 // runParse is idgen parse.
 func runParse(_ context.Context, args []string, e env) error {
 	const cmd = "parse"
-	f := newFlagSet(cmd, parseUsage)
+	f := newFlagSet(cmd)
 	bits := defaultLayoutFlag()
 	f.fs.Var(&bits, "layout", "")
 	epoch := timeFlag{snowflake.DefaultEpoch}
@@ -72,7 +68,7 @@ func runParse(_ context.Context, args []string, e env) error {
 
 // runVersion is idgen version.
 func runVersion(_ context.Context, args []string, e env) error {
-	f := newFlagSet("version", versionUsage)
+	f := newFlagSet("version")
 	pos, err := f.parse(args, e)
 	if err != nil {
 		return err

@@ -32,12 +32,12 @@ func runEnv(ctx context.Context, args []string, e env) error {
 	case "-h", "-help", "--help", "help":
 		if name == "help" && len(rest) > 0 {
 			if c, ok := lookup(rest[0]); ok {
-				fmt.Fprint(e.stdout, c.usage)
+				fmt.Fprint(e.stdout, c.usage())
 				return nil
 			}
 			return usagef("", "unknown command %q", rest[0])
 		}
-		fmt.Fprint(e.stdout, mainUsage)
+		fmt.Fprint(e.stdout, mainUsage())
 		return nil
 	case "-version", "--version":
 		name = "version"
@@ -63,56 +63,6 @@ type env struct {
 	// (in tests that do not send one) leaves SIGHUP alone.
 	hangups func(c chan<- os.Signal) (stop func())
 }
-
-// command is one of idgen's commands.
-type command struct {
-	usage string // printed by --help
-	run   func(ctx context.Context, args []string, e env) error
-}
-
-// lookup returns idgen's command called name.
-func lookup(name string) (command, bool) {
-	switch name {
-	case "serve":
-		return command{usage: serveUsage(), run: runServe}, true
-	case "migrate":
-		return command{usage: migrateUsage, run: runMigrate}, true
-	case "leases":
-		return command{usage: leasesUsage, run: runLeases}, true
-	case "namespaces":
-		return command{usage: namespacesUsage, run: runNamespaces}, true
-	case "tokens":
-		return command{usage: tokensUsage, run: runTokens}, true
-	case "parse":
-		return command{usage: parseUsage, run: runParse}, true
-	case "version":
-		return command{usage: versionUsage, run: runVersion}, true
-	}
-	return command{}, false
-}
-
-const mainUsage = `Usage: idgen <command> [arguments]
-
-idgen hands out unique 64-bit IDs: time-sortable Snowflake IDs whose worker ID
-is leased from a database, and dense sequential IDs per namespace.
-
-Commands:
-  serve        run the HTTP and gRPC service
-  migrate      apply, roll back or list the database migrations (up|down|status)
-  leases       print the worker lease table or its events, or evict a lease
-               (list|events|evict)
-  namespaces   list, create, delete or import segment namespaces
-               (list|create|delete|import)
-  tokens       make the tokens of idgen's callers (hash|new)
-  parse        decompose a Snowflake ID
-  version      print the version
-
-Every flag can also be set with an environment variable: --lease-ttl is
-IDGEN_LEASE_TTL. A flag beats its variable, which beats the default;
-idgen serve also reads a YAML file (--config), which both beat.
-
-Run 'idgen <command> --help' for a command's flags.
-`
 
 // usageError is a bad command line: a flag, argument or environment value
 // idgen cannot use. It exits with code 2 and a hint to the command's help.
@@ -154,21 +104,20 @@ func oneLine(s string) string {
 }
 
 // flagSet is a command's flags, parsed from the command line and then from
-// the environment: flag beats IDGEN_<NAME> beats the default. The usage text
-// is written by hand, so flags it leaves out (the test-only ones) are hidden.
+// the environment: flag beats IDGEN_<NAME> beats the default. --help prints
+// usageOf(cmd), whose flags are written by hand.
 type flagSet struct {
-	cmd   string // for messages: "serve", "namespaces create"
-	usage string
+	cmd   string // for messages and --help: "migrate", "namespaces create"
 	fs    *flag.FlagSet
 	noEnv map[string]bool // flags without an environment variable
 }
 
-// newFlagSet returns an empty flag set for command cmd whose --help prints usage.
-func newFlagSet(cmd, usage string) *flagSet {
+// newFlagSet returns an empty flag set for command cmd.
+func newFlagSet(cmd string) *flagSet {
 	fs := flag.NewFlagSet("idgen "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors come back as a *usageError
 	fs.Usage = func() {}
-	return &flagSet{cmd: cmd, usage: usage, fs: fs, noEnv: map[string]bool{}}
+	return &flagSet{cmd: cmd, fs: fs, noEnv: map[string]bool{}}
 }
 
 // envName is the environment variable for flag name: IDGEN_LEASE_TTL for lease-ttl.
@@ -179,13 +128,13 @@ func envName(name string) string {
 // parse parses args, which may mix flags and positional arguments (flags
 // after "--" are positional), then fills every flag not given on the command
 // line from its environment variable. It returns the positional arguments.
-// On --help it writes the usage to e.stdout and returns flag.ErrHelp.
+// On --help it writes usageOf(f.cmd) to e.stdout and returns flag.ErrHelp.
 func (f *flagSet) parse(args []string, e env) ([]string, error) {
 	var pos []string
 	for {
 		if err := f.fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprint(e.stdout, f.usage)
+				fmt.Fprint(e.stdout, usageOf(f.cmd))
 				return nil, flag.ErrHelp
 			}
 			return nil, usagef(f.cmd, "%s", err)

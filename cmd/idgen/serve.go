@@ -17,10 +17,8 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// serveIntro is the usage text of idgen serve above its flags.
-const serveIntro = `Usage: idgen serve [flags]
-
-Run the HTTP service: claim a worker ID from the lease table, then serve
+// serveHelp is idgen serve's --help between its Usage line and its flags.
+const serveHelp = `Run the HTTP service: claim a worker ID from the lease table, then serve
 Snowflake IDs (GET /ids?count=N), segment IDs (GET /ids?count=N&namespace=NS),
 ID decomposition (GET /ids/{id}), /healthz, /readyz, /metrics, a status page at /
 and, with --admin-token, the admin API under /admin/.
@@ -30,8 +28,9 @@ flight, gives back the unused tails of its segment ranges, releases its lease
 and exits 0. On SIGHUP it reloads its --tokens-file.
 `
 
-// serveUsage is idgen serve's --help, rendered from its flags.
-func serveUsage() string { return newServeFlags().f.usage() }
+// serveUsage is idgen serve's --help, its flags rendered from their
+// definitions.
+func serveUsage() string { return usageOf("serve") }
 
 // serveConfig is the validated configuration of idgen serve: the node's
 // (app.Config, whose Logger, Clock and Version serve fills in) and the
@@ -72,7 +71,7 @@ type serveFlags struct {
 // (and its field in app.Config or serveConfig).
 func newServeFlags() *serveFlags {
 	sf := &serveFlags{
-		f:         newSettings("serve", serveIntro),
+		f:         newSettings("serve"),
 		bits:      defaultLayoutFlag(),
 		epoch:     timeFlag{snowflake.DefaultEpoch},
 		logFormat: choiceFlag{"text", []string{"text", "json"}},

@@ -57,8 +57,7 @@ type setting struct {
 
 // settings are a command's settings, in the order the usage lists them.
 type settings struct {
-	cmd   string // for messages: "serve"
-	intro string // the usage text above the flags
+	cmd   string // for messages and --help: "serve"
 	list  []*setting
 	group string // the group of the settings defined next
 	// fs holds the flag values; ff parses the command line into it.
@@ -67,10 +66,10 @@ type settings struct {
 	noEnv map[string]bool
 }
 
-func newSettings(cmd, intro string) *settings {
+func newSettings(cmd string) *settings {
 	fs := flag.NewFlagSet("idgen "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	return &settings{cmd: cmd, intro: intro, fs: fs, noEnv: map[string]bool{}}
+	return &settings{cmd: cmd, fs: fs, noEnv: map[string]bool{}}
 }
 
 // add defines a setting for the flag name just defined on d.fs.
@@ -149,14 +148,14 @@ func (d *settings) lookup(name string) *setting {
 // parse sets every setting from args, then the environment, then the file
 // named by the setting "config" (when the command has one), each filling
 // only what the one before left unset. It returns the positional
-// arguments; on --help it writes the usage to e.stdout and returns
+// arguments; on --help it writes usageOf(d.cmd) to e.stdout and returns
 // flag.ErrHelp. Every bad value is a *usageError naming where it came from.
 func (d *settings) parse(args []string, e env) ([]string, error) {
 	ffs := ff.NewFlagSetFrom("idgen "+d.cmd, d.fs)
 	if err := ffs.Parse(args); err != nil {
 		switch {
 		case errors.Is(err, ff.ErrHelp):
-			fmt.Fprint(e.stdout, d.usage())
+			fmt.Fprint(e.stdout, usageOf(d.cmd))
 			return nil, flag.ErrHelp
 		case errors.Is(err, ff.ErrUnknownFlag):
 			// ff says `unknown flag "nope"`; the other commands, on the
@@ -252,12 +251,12 @@ func (s *setting) defaultOf() string {
 	return s.flagDefault
 }
 
-// usage renders the command's --help: the intro, then every shown setting
-// under its group, with its variable and default.
-func (d *settings) usage() string {
+// flagsUsage renders the flags of the command's --help, below its Usage
+// lines and help text (command.usage): every shown setting under its
+// group, with its variable and default.
+func (d *settings) flagsUsage() string {
 	const col, width = 28, 80
 	var b strings.Builder
-	b.WriteString(d.intro)
 	b.WriteString("\nEvery flag is also an environment variable (in brackets) and, but for\n--config and --print-config, a key of the --config file. A flag beats its\nvariable, which beats the file, which beats the default.\n")
 	group := ""
 	for _, s := range d.shown() {

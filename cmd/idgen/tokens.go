@@ -11,10 +11,7 @@ import (
 	"github.com/idgen-project/idgen/httpapi"
 )
 
-const tokensUsage = `Usage: idgen tokens hash
-       idgen tokens new NAME SCOPES
-
-Make the tokens of idgen's callers (idgen serve --tokens-file). A tokens file
+const tokensHelp = `Make the tokens of idgen's callers (idgen serve --tokens-file). A tokens file
 has one line per caller, NAME SCOPES SHA256HEX:
 
   orders-api ids,leases 2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae
@@ -48,7 +45,7 @@ func runTokens(_ context.Context, args []string, e env) error {
 	case "new":
 		return tokensNew(args[1:], e)
 	case "-h", "-help", "--help":
-		fmt.Fprint(e.stdout, tokensUsage)
+		fmt.Fprint(e.stdout, usageOf("tokens"))
 		return nil
 	}
 	return usagef("tokens", "unknown tokens command %q (want hash or new)", args[0])
@@ -58,7 +55,7 @@ func runTokens(_ context.Context, args []string, e env) error {
 // that it shows neither in the shell's history nor in the process list.
 func tokensHash(args []string, e env) error {
 	const cmd = "tokens hash"
-	f := newFlagSet(cmd, tokensUsage)
+	f := newFlagSet(cmd)
 	pos, err := f.parse(args, e)
 	if err != nil {
 		return err
@@ -98,7 +95,7 @@ func bearerSafe(secret []byte) bool {
 // tokensNew is idgen tokens new NAME SCOPES.
 func tokensNew(args []string, e env) error {
 	const cmd = "tokens new"
-	f := newFlagSet(cmd, tokensUsage)
+	f := newFlagSet(cmd)
 	pos, err := f.parse(args, e)
 	if err != nil {
 		return err

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// commands returns idgen's commands in the order idgen --help lists them.
+// It is the one definition of the command list and of every command's
+// synopses: idgen --help, each command's --help (its Usage lines) and the
+// command tables and synopses of docs/cli.md and README.md are rendered
+// from it (TestCLIDocs checks the docs; go generate ./cmd/idgen rewrites
+// them).
+func commands() []command {
+	return []command{
+		{
+			name: "serve", summary: "run the HTTP and gRPC service",
+			forms: []form{
+				{synopsis: "serve [flags]", summary: "run the HTTP and gRPC service"},
+			},
+			help: serveHelp, flags: func() *settings { return newServeFlags().f }, run: runServe,
+		},
+		{
+			name: "migrate", summary: "apply, roll back or list the database migrations (up|down|status)",
+			forms: []form{
+				{synopsis: "migrate up|down|status [--dsn DSN]", summary: "apply, roll back or list the schema migrations"},
+			},
+			help: migrateHelp, run: runMigrate,
+		},
+		{
+			name: "leases", summary: "print the worker lease table or its events, or evict a lease (list|events|evict)",
+			forms: []form{
+				{synopsis: "leases [--all] [--dsn DSN]", summary: "print the worker lease table (`idgen leases list` is the same)"},
+				{synopsis: "leases events [flags]", summary: "print the lease events, the lease table's audit trail", help: leasesEventsHelp},
+				{synopsis: "leases evict DC WORKER [--reason TEXT] [--fencing-version N] [--dsn DSN]", summary: "take a worker lease from its holder", help: leasesEvictHelp},
+			},
+			help: leasesHelp, run: runLeases,
+		},
+		{
+			name: "namespaces", summary: "list, create, delete or import segment namespaces (list|create|delete|import)",
+			forms: []form{
+				{synopsis: "namespaces list [--dsn DSN]", summary: "list the segment namespaces"},
+				{synopsis: "namespaces create NAME [flags]", summary: "create a segment namespace; `--start` is the first ID handed out"},
+				{synopsis: "namespaces delete NAME [--dsn DSN]", summary: "delete a segment namespace (its counter stays, so a new one of that name starts above it)"},
+				{synopsis: "namespaces import leaf|tinyid --from DSN [flags]", summary: "create namespaces from Leaf's `leaf_alloc` or tinyid's `tiny_id_info` rows, continuing above their `max_id`", help: importHelp},
+			},
+			help: namespacesHelp, run: runNamespaces,
+		},
+		{
+			name: "tokens", summary: "make the tokens of idgen's callers (hash|new)",
+			forms: []form{
+				{synopsis: "tokens hash", summary: "print the SHA-256 of a caller's secret, read from standard input"},
+				{synopsis: "tokens new NAME SCOPES", summary: "make a caller's secret and its tokens file line"},
+			},
+			help: tokensHelp, run: runTokens,
+		},
+		{
+			name: "parse", summary: "decompose a Snowflake ID",
+			forms: []form{
+				{synopsis: "parse ID [--layout T/D/W/S] [--epoch TIME]", summary: "decompose a Snowflake ID (offline)"},
+			},
+			help: parseHelp, run: runParse,
+		},
+		{
+			name: "version", summary: "print the version",
+			forms: []form{
+				{synopsis: "version", summary: "print the version"},
+			},
+			help: versionHelp, run: runVersion,
+		},
+	}
+}
+
+// command is one of idgen's commands.
+type command struct {
+	name    string // "leases"
+	summary string // its line in idgen --help
+	forms   []form // its synopses: the Usage lines of its --help
+	help    string // its --help below the Usage lines
+	// flags, when not nil, returns the command's settings (serve's), whose
+	// flags --help lists below help, rendered from their definitions.
+	flags func() *settings
+	run   func(ctx context.Context, args []string, e env) error
+}
+
+// form is one way to call a command: a synopsis.
+type form struct {
+	synopsis string // after "idgen ": "leases evict DC WORKER [--reason TEXT] [--fencing-version N] [--dsn DSN]"
+	summary  string // one line for the docs' command tables; `code` spans become code there
+	help     string // the form's own --help below its Usage line; empty: the command's --help
+}
+
+// lookup returns idgen's command called name.
+func lookup(name string) (command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// intro is the command's --help down to its flags: the Usage lines, one
+// per form, and its help text.
+func (c command) intro() string {
+	var b strings.Builder
+	for i, f := range c.forms {
+		lead := "       idgen "
+		if i == 0 {
+			lead = "Usage: idgen "
+		}
+		b.WriteString(lead + f.synopsis + "\n")
+	}
+	return b.String() + "\n" + c.help
+}
+
+// usage is the command's --help.
+func (c command) usage() string {
+	if c.flags != nil {
+		return c.intro() + c.flags().flagsUsage()
+	}
+	return c.intro()
+}
+
+// sub is the subcommand a form names, "evict" of "leases evict DC
+// WORKER …", or "" when it names none.
+func (f form) sub() string {
+	w := strings.Fields(f.synopsis)
+	if len(w) < 2 || strings.Trim(w[1], "abcdefghijklmnopqrstuvwxyz") != "" {
+		return ""
+	}
+	return w[1]
+}
+
+// title is the form without its flags, "idgen namespaces import
+// leaf|tinyid": the heading of its section of docs/cli.md.
+func (f form) title() string {
+	var w []string
+	for _, s := range strings.Fields(f.synopsis) {
+		if strings.HasPrefix(s, "[") || strings.HasPrefix(s, "-") {
+			break
+		}
+		w = append(w, s)
+	}
+	return "idgen " + strings.Join(w, " ")
+}
+
+// usageOf returns the --help of cmd, as the commands name themselves in
+// their messages ("leases", "leases evict", "namespaces create"): the
+// form's own when it has one, else its command's.
+func usageOf(cmd string) string {
+	name, sub, _ := strings.Cut(cmd, " ")
+	c, ok := lookup(name)
+	if !ok {
+		panic("usageOf: no command " + name)
+	}
+	for _, f := range c.forms {
+		if sub != "" && f.sub() == sub && f.help != "" {
+			return "Usage: idgen " + f.synopsis + "\n\n" + f.help
+		}
+	}
+	return c.usage()
+}
+
+// mainUsage is idgen --help: the commands with their summaries between
+// mainIntro and mainOutro.
+func mainUsage() string {
+	const col, width = 15, 80
+	var b strings.Builder
+	b.WriteString(mainIntro + "\nCommands:\n")
+	for _, c := range commands() {
+		lines := wrap(c.summary, width-col, width-col)
+		fmt.Fprintf(&b, "  %-*s%s\n", col-2, c.name, lines[0])
+		for _, l := range lines[1:] {
+			fmt.Fprintf(&b, "%*s%s\n", col, "", l)
+		}
+	}
+	return b.String() + "\n" + mainOutro
+}
+
+const mainIntro = `Usage: idgen <command> [arguments]
+
+idgen hands out unique 64-bit IDs: time-sortable Snowflake IDs whose worker ID
+is leased from a database, and dense sequential IDs per namespace.
+`
+
+const mainOutro = `Every flag can also be set with an environment variable: --lease-ttl is
+IDGEN_LEASE_TTL. A flag beats its variable, which beats the default;
+idgen serve also reads a YAML file (--config), which both beat.
+
+Run 'idgen <command> --help' for a command's flags.
+`
+
+// commandsMarkdown renders the command table of docs/cli.md and README.md:
+// a row per form, its synopsis linked to its section of docs/cli.md, at
+// cliDoc ("" in docs/cli.md itself).
+func commandsMarkdown(cliDoc string) string {
+	var b strings.Builder
+	b.WriteString("| command | what it does |\n|---|---|\n")
+	for _, c := range commands() {
+		for _, f := range c.forms {
+			fmt.Fprintf(&b, "| [`idgen %s`](%s#%s) | %s |\n", cell(f.synopsis), cliDoc, slug(f.title()), cell(f.summary))
+		}
+	}
+	return b.String()
+}
+
+// formMarkdown renders the start of a form's section of docs/cli.md: its
+// title as the heading, then its synopsis.
+func formMarkdown(f form) string {
+	return "## " + f.title() + "\n\n```\nidgen " + f.synopsis + "\n```\n"
+}
+
+// cell escapes the pipes of s for a Markdown table cell.
+func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+// slug is the anchor GitHub gives the heading h: lower case, punctuation
+// dropped, spaces turned into hyphens.
+func slug(h string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(h) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		case r == ' ':
+			b.WriteByte('-')
+		}
+	}
+	return b.String()
+}
