@@ -29,10 +29,16 @@ import (
 	"github.com/idgen-project/idgen/internal/testdb"
 )
 
-// database is a fresh schema (PostgreSQL) or database (MySQL) of one
-// scenario on a shared server.
+// database is what one scenario runs on: a fresh schema (PostgreSQL) or
+// database (MySQL) on a shared server, or a fresh SQLite file in the
+// scenario's temporary directory, which every node of the scenario opens
+// (several processes on one file, on one host: WAL and BEGIN IMMEDIATE
+// serialise them). A SQLite database has no server: the scenarios that
+// proxy, cut or restart the database server (hostPort, withHost,
+// bounceServer) do not apply to it; the generator scenarios fault the
+// nodes' lease API and the generators, never the database, so they do.
 type database struct {
-	name string // "postgres" or "mysql"
+	name string // "postgres", "mysql" or "sqlite"
 	dsn  string
 }
 
@@ -43,6 +49,8 @@ func freshDatabase(t *testing.T, name string) database {
 		return database{name: name, dsn: testdb.Postgres(t)}
 	case "mysql":
 		return database{name: name, dsn: testdb.MySQL(t)}
+	case "sqlite":
+		return database{name: name, dsn: testdb.SQLite(t)}
 	}
 	t.Fatalf("unknown database %q", name)
 	return database{}

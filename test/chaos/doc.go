@@ -15,6 +15,15 @@
 //	# which runs
 //	go test -tags chaos -count=1 -v -timeout 25m ./test/chaos/
 //
+// The local generators' scenarios (TestChaosGenerators) run on SQLite too,
+// the embedded default: the nodes of a scenario share one SQLite file in a
+// temporary directory. That part needs no server:
+//
+//	go test -tags chaos -count=1 -v -run 'TestChaosGenerators/sqlite' ./test/chaos/
+//
+// TestChaos, several of whose scenarios proxy or restart the database
+// server, runs on the two servers only.
+//
 // docs/reliability.md describes each scenario, what it proves, and the latest
 // figures.
 package chaos

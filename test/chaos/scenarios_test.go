@@ -30,7 +30,8 @@ func (s *summaries) add(line string) {
 	s.mu.Unlock()
 }
 
-// env is what a scenario runs in: a fresh schema or database of one server.
+// env is what a scenario runs in: a fresh schema or database of one server,
+// or a fresh SQLite file (see database).
 type env struct {
 	t   *testing.T
 	bin string
