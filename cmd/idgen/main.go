@@ -15,6 +15,7 @@ import (
 // the arguments, the environment and the standard streams. Everything else
 // is in run, which the tests call in-process.
 func main() {
+	setGCPercent(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := runEnv(ctx, os.Args[1:], env{
 		getenv: os.Getenv,
