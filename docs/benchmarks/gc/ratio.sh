@@ -1,5 +1,13 @@
 #!/usr/bin/env bash
 # A/B: idgen without and with the GC default, against bare echo; count=1, 8 conns.
+# The script as it was run for docs/benchmarks.md ("The garbage collector's
+# target"). It expects three binaries built from the repository beforehand:
+#   /tmp/idgen-base  go build -o /tmp/idgen-base ./cmd/idgen  (before 91c3608)
+#   /tmp/idgen-gc    go build -o /tmp/idgen-gc ./cmd/idgen    (at or after it)
+#   /tmp/loadtest    go build -o /tmp/loadtest ./cmd/idgen-loadtest
+# R rounds (default 3) of D (default 10s) per server, the order rotated
+# every round; with the GC default in the binary, GOGC=100 in the
+# environment of idgen-gc gives the old behaviour as well.
 set -u
 R=${R:-3}; D=${D:-10s}
 d=$(mktemp -d)
