@@ -202,8 +202,13 @@ func TestGeneratorStopsAtItsDeadline(t *testing.T) {
 	b.faults.blockUntil(block)
 	defer close(block)
 	cut := time.Now()
+	var lastIssued time.Time // when the last call that returned an ID started
 	waitFor(t, "a refusal", func() bool {
+		start := time.Now()
 		_, err := g.Next()
+		if err == nil {
+			lastIssued = start
+		}
 		return err != nil
 	})
 	refusedAfter := time.Since(cut)
@@ -213,11 +218,14 @@ func TestGeneratorStopsAtItsDeadline(t *testing.T) {
 	}
 	// The deadline counts from before the last successful heartbeat was
 	// sent: at most ttl - margin (2.7 s) after the cut. Past the ttl the
-	// store may already have given the worker ID to another holder, so a
-	// generator still issuing then would be a bug whatever the timing.
+	// store may already have given the worker ID to another holder, so an
+	// ID issued then would be a bug. A call that started at or after
+	// cut + ttl and returned an ID proves one was; a slow test goroutine
+	// can only make the check more lenient, never fail it.
 	t.Logf("refused %s after the broker became unreachable", refusedAfter.Round(time.Millisecond))
-	if ttl := 3 * time.Second; refusedAfter >= ttl {
-		t.Errorf("the generator issued until %s after the cut, want it to stop before the ttl %s", refusedAfter, ttl)
+	if ttl := 3 * time.Second; !lastIssued.IsZero() && lastIssued.Sub(cut) >= ttl {
+		t.Errorf("the generator issued an ID in a call that started %s after the cut, want none from the ttl %s on",
+			lastIssued.Sub(cut), ttl)
 	}
 	if err := g.Ready(); !errors.Is(err, ErrLeaseExpired) {
 		t.Errorf("Ready: %v, want ErrLeaseExpired", err)
