@@ -10,6 +10,7 @@ import (
 	mysqldriver "github.com/go-sql-driver/mysql"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/sqlstore"
 )
 
 // segmentColumns lists the columns of segments in the order scanSegment reads them.
@@ -26,7 +27,7 @@ func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (al
 			INSERT INTO segments (namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
 				version, created_at, updated_at, description)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), ?)`,
-			ns.Name, ns.MaxID, limitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description)
+			ns.Name, ns.MaxID, sqlstore.LimitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description)
 		if err != nil {
 			return err
 		}
@@ -48,45 +49,23 @@ func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (al
 // dupErr is the INSERT's error, returned as ErrNamespaceExists when the row
 // is live.
 func (s *Store) revive(ctx context.Context, ns allocator.Namespace, dupErr error) (allocator.Namespace, error) {
-	var (
-		got     allocator.Namespace
-		refused error // Revive's error, which is no database error
-	)
-	err := s.segmentTx(ctx, func(tx *sql.Tx) error {
-		tomb, err := scanSegment(tx.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ? FOR UPDATE`, ns.Name))
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return dupErr // deleted rows are never removed: not ours to guess about
-		case err != nil:
-			return err
-		case tomb.DeletedAt.IsZero():
-			return dupErr
-		}
-		next, err := tomb.Revive(ns)
-		if err != nil {
-			refused = err
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `
+	read := func(tx *sql.Tx) (allocator.Namespace, error) {
+		return scanSegment(tx.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ? FOR UPDATE`, ns.Name))
+	}
+	write := func(tx *sql.Tx, next allocator.Namespace) (allocator.Namespace, error) {
+		_, err := tx.ExecContext(ctx, `
 			UPDATE segments SET
 				max_id = ?, max_id_limit = ?, step = ?, min_step = ?, max_step = ?, mode = ?, fallback = ?,
 				version = ?, created_at = UTC_TIMESTAMP(6), updated_at = UTC_TIMESTAMP(6), description = ?, deleted_at = NULL
 			WHERE namespace = ?`,
-			next.MaxID, limitArg(next.MaxIDLimit), next.Step, next.MinStep, next.MaxStep, string(next.Mode), string(next.Fallback),
+			next.MaxID, sqlstore.LimitArg(next.MaxIDLimit), next.Step, next.MinStep, next.MaxStep, string(next.Mode), string(next.Fallback),
 			next.Version, next.Description, next.Name)
 		if err != nil {
-			return err
+			return allocator.Namespace{}, err
 		}
-		got, err = scanSegment(tx.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ?`, ns.Name))
-		return err
-	})
-	if refused != nil {
-		return allocator.Namespace{}, fmt.Errorf("mysql: create namespace %q: %w", ns.Name, refused)
+		return scanSegment(tx.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ?`, ns.Name))
 	}
-	if err != nil {
-		return allocator.Namespace{}, segmentError("create namespace", ns.Name, err)
-	}
-	return got, nil
+	return sqlstore.Revive(ctx, dialect, s.segmentTx, ns, dupErr, read, write)
 }
 
 // DeleteNamespace implements allocator.NamespaceAdmin.DeleteNamespace: one
@@ -94,59 +73,33 @@ func (s *Store) revive(ctx context.Context, ns allocator.Namespace, dupErr error
 func (s *Store) DeleteNamespace(ctx context.Context, name string) (allocator.Namespace, error) {
 	var ns allocator.Namespace
 	err := s.segmentTx(ctx, func(tx *sql.Tx) error {
-		r, err := tx.ExecContext(ctx, `
+		n, err := sqlstore.ExecCount(ctx, tx, `
 			UPDATE segments SET deleted_at = UTC_TIMESTAMP(6), updated_at = UTC_TIMESTAMP(6)
 			WHERE namespace = ? AND deleted_at IS NULL`, name)
 		if err != nil {
 			return err
 		}
 		// deleted_at changes whenever the row matches.
-		if n, err := r.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
+		if n == 0 {
 			return sql.ErrNoRows
 		}
 		ns, err = scanSegment(tx.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ?`, name))
 		return err
 	})
-	if errors.Is(err, sql.ErrNoRows) {
-		return allocator.Namespace{}, fmt.Errorf("mysql: delete namespace %q: %w", name, allocator.ErrNamespaceNotFound)
-	}
-	if err != nil {
-		return allocator.Namespace{}, segmentError("delete namespace", name, err)
-	}
-	return ns, nil
+	return dialect.NamespaceResult("delete namespace", name, ns, err)
 }
 
 // GetNamespace implements allocator.SegmentStore.GetNamespace.
 func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namespace, error) {
 	ns, err := scanSegment(s.db.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ? AND deleted_at IS NULL`, name))
-	if errors.Is(err, sql.ErrNoRows) {
-		return allocator.Namespace{}, fmt.Errorf("mysql: get namespace %q: %w", name, allocator.ErrNamespaceNotFound)
-	}
-	if err != nil {
-		return allocator.Namespace{}, segmentError("get namespace", name, err)
-	}
-	return ns, nil
+	return dialect.NamespaceResult("get namespace", name, ns, err)
 }
 
 // ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces (the
 // column's collation is utf8mb4_bin: byte order).
 func (s *Store) ListNamespaces(ctx context.Context) ([]allocator.Namespace, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE deleted_at IS NULL ORDER BY namespace`)
+	list, err := sqlstore.QueryAll(ctx, s.db, scanSegment, `SELECT `+segmentColumns+` FROM segments WHERE deleted_at IS NULL ORDER BY namespace`)
 	if err != nil {
-		return nil, fmt.Errorf("mysql: list namespaces: %w", err)
-	}
-	defer rows.Close()
-	var list []allocator.Namespace
-	for rows.Next() {
-		ns, err := scanSegment(rows)
-		if err != nil {
-			return nil, fmt.Errorf("mysql: list namespaces: %w", err)
-		}
-		list = append(list, ns)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("mysql: list namespaces: %w", err)
 	}
 	return list, nil
@@ -169,21 +122,15 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 				max_id_limit = COALESCE(max_id_limit, ?),
 				updated_at  = UTC_TIMESTAMP(6)
 			WHERE namespace = ? AND deleted_at IS NULL`,
-			int64Arg(u.Step), int64Arg(u.MinStep), int64Arg(u.MaxStep),
-			modeArg(u.Mode), fallbackArg(u.Fallback), stringArg(u.Description), int64Arg(u.MaxIDLimit), name)
+			sqlstore.Optional(u.Step), sqlstore.Optional(u.MinStep), sqlstore.Optional(u.MaxStep),
+			sqlstore.OptionalText(u.Mode), sqlstore.OptionalText(u.Fallback), sqlstore.Optional(u.Description), sqlstore.Optional(u.MaxIDLimit), name)
 		if err != nil {
 			return err
 		}
 		ns, err = scanSegment(tx.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ? AND deleted_at IS NULL`, name))
 		return err
 	})
-	if errors.Is(err, sql.ErrNoRows) {
-		return allocator.Namespace{}, fmt.Errorf("mysql: update namespace %q: %w", name, allocator.ErrNamespaceNotFound)
-	}
-	if err != nil {
-		return allocator.Namespace{}, segmentError("update namespace", name, err)
-	}
-	return ns, nil
+	return dialect.NamespaceResult("update namespace", name, ns, err)
 }
 
 // FetchSegment implements allocator.SegmentStore.FetchSegment with one
@@ -195,90 +142,56 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 // never used. The UPDATE increments version, and the read-back under the
 // same lock sees the version this fetch left: the revision is its own.
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
-	if err := allocator.ValidFetch(name, n); err != nil {
-		return allocator.Segment{}, fmt.Errorf("mysql: %w", err)
-	}
-	var (
-		ns      allocator.Namespace
-		matched bool
-	)
-	err := s.segmentTx(ctx, func(tx *sql.Tx) error {
-		// The bound keeps max_id at or below its limit (and max_id + n
-		// within BIGINT); a row it excludes is told apart from a missing one
-		// by fetchMiss.
-		res, err := tx.ExecContext(ctx, `
-			UPDATE segments SET
-				max_id     = LAST_INSERT_ID(max_id + ?),
-				version    = version + 1,
-				updated_at = UTC_TIMESTAMP(6)
-			WHERE namespace = ? AND deleted_at IS NULL AND max_id <= COALESCE(max_id_limit, 9223372036854775807) - ?`,
-			n, name, n)
-		if err != nil {
-			return err
-		}
-		// max_id changes whenever the row matches, so the count of changed
-		// rows is the count of matched rows.
-		affected, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if affected == 0 {
+	return dialect.FetchSegment(ctx, name, n, func(ctx context.Context) (ns allocator.Namespace, matched bool, err error) {
+		err = s.segmentTx(ctx, func(tx *sql.Tx) error {
+			// The bound keeps max_id at or below its limit (and max_id + n
+			// within BIGINT); a row it excludes is told apart from a missing one
+			// by dialect.FetchSegment.
+			affected, err := sqlstore.ExecCount(ctx, tx, `
+				UPDATE segments SET
+					max_id     = LAST_INSERT_ID(max_id + ?),
+					version    = version + 1,
+					updated_at = UTC_TIMESTAMP(6)
+				WHERE namespace = ? AND deleted_at IS NULL AND max_id <= COALESCE(max_id_limit, 9223372036854775807) - ?`,
+				n, name, n)
+			if err != nil {
+				return err
+			}
+			// max_id changes whenever the row matches, so the count of changed
+			// rows is the count of matched rows.
+			if affected == 0 {
+				return nil
+			}
+			matched = true
+			var lastID int64
+			ns, err = scanSegmentWith(tx.QueryRowContext(ctx,
+				`SELECT LAST_INSERT_ID(), `+segmentColumns+` FROM segments WHERE namespace = ?`, name), &lastID)
+			if err != nil {
+				return err
+			}
+			if lastID != ns.MaxID {
+				return fmt.Errorf("LAST_INSERT_ID() %d differs from max_id %d read back", lastID, ns.MaxID)
+			}
 			return nil
-		}
-		matched = true
-		var lastID int64
-		ns, err = scanSegmentWith(tx.QueryRowContext(ctx,
-			`SELECT LAST_INSERT_ID(), `+segmentColumns+` FROM segments WHERE namespace = ?`, name), &lastID)
-		if err != nil {
-			return err
-		}
-		if lastID != ns.MaxID {
-			return fmt.Errorf("LAST_INSERT_ID() %d differs from max_id %d read back", lastID, ns.MaxID)
-		}
-		return nil
-	})
-	if err != nil {
-		return allocator.Segment{}, segmentError("fetch segment of", name, err)
-	}
-	if !matched {
-		return allocator.Segment{}, s.fetchMiss(ctx, name, n)
-	}
-	return allocator.Segment{Namespace: ns, First: ns.MaxID - n + 1, Last: ns.MaxID}, nil
-}
-
-// fetchMiss explains why a fetch of n matched no row: the namespace is
-// missing, or has fewer than n IDs left up to its limit.
-func (s *Store) fetchMiss(ctx context.Context, name string, n int64) error {
-	ns, err := s.GetNamespace(ctx, name)
-	if err != nil {
-		return fmt.Errorf("mysql: fetch segment: %w", err)
-	}
-	return fmt.Errorf("mysql: fetch segment of %q: %w", name, ns.ExhaustedError(n))
+		})
+		return ns, matched, err
+	}, s.GetNamespace)
 }
 
 // ReturnTail implements allocator.SegmentStore.ReturnTail: one UPDATE
 // whose WHERE clause is the compare-and-set.
 func (s *Store) ReturnTail(ctx context.Context, name string, expectMaxID, expectVersion, newMaxID int64) (bool, error) {
-	if err := allocator.ValidReturnTail(name, expectMaxID, newMaxID); err != nil {
-		return false, fmt.Errorf("mysql: %w", err)
-	}
 	// version changes whenever the row matches, so rows affected counts
 	// matched rows.
-	res, err := s.db.ExecContext(ctx, `
-		UPDATE segments SET
-			max_id     = ?,
-			version    = version + 1,
-			updated_at = UTC_TIMESTAMP(6)
-		WHERE namespace = ? AND max_id = ? AND version = ? AND deleted_at IS NULL`,
-		newMaxID, name, expectMaxID, expectVersion)
-	if err != nil {
-		return false, segmentError("return tail of", name, err)
-	}
-	affected, err := res.RowsAffected()
-	if err != nil {
-		return false, segmentError("return tail of", name, err)
-	}
-	return affected == 1, nil
+	return dialect.ReturnTail(ctx, name, expectMaxID, newMaxID, func(ctx context.Context) (int64, error) {
+		return sqlstore.ExecCount(ctx, s.db, `
+			UPDATE segments SET
+				max_id     = ?,
+				version    = version + 1,
+				updated_at = UTC_TIMESTAMP(6)
+			WHERE namespace = ? AND max_id = ? AND version = ? AND deleted_at IS NULL`,
+			newMaxID, name, expectMaxID, expectVersion)
+	})
 }
 
 // segmentTx runs fn in one transaction at the server's default isolation
@@ -302,27 +215,13 @@ func (s *Store) segmentTx(ctx context.Context, fn func(tx *sql.Tx) error) error 
 }
 
 // scanSegment reads one row of segmentColumns.
-func scanSegment(row interface{ Scan(...any) error }) (allocator.Namespace, error) {
+func scanSegment(row sqlstore.Scanner) (allocator.Namespace, error) {
 	return scanSegmentWith(row)
 }
 
 // scanSegmentWith reads the destinations in lead, then one row of segmentColumns.
-func scanSegmentWith(row interface{ Scan(...any) error }, lead ...any) (allocator.Namespace, error) {
-	var (
-		ns             allocator.Namespace
-		limit          sql.NullInt64
-		mode, fallback string
-	)
-	dest := append(lead,
-		&ns.Name, &ns.MaxID, &limit, &ns.Step, &ns.MinStep, &ns.MaxStep, &mode, &fallback, &ns.Version,
-		segmentTime{&ns.CreatedAt}, segmentTime{&ns.UpdatedAt}, &ns.Description, segmentTime{&ns.DeletedAt})
-	if err := row.Scan(dest...); err != nil {
-		return allocator.Namespace{}, err
-	}
-	ns.MaxIDLimit = limit.Int64
-	ns.Mode = allocator.Mode(mode)
-	ns.Fallback = allocator.Fallback(fallback)
-	return ns, nil
+func scanSegmentWith(row sqlstore.Scanner, lead ...any) (allocator.Namespace, error) {
+	return sqlstore.ScanNamespace(row, func(t *time.Time) sql.Scanner { return segmentTime{t} }, lead...)
 }
 
 // segmentTime scans a DATETIME column holding UTC into a UTC time.Time,
@@ -382,41 +281,4 @@ func segmentError(op, name string, err error) error {
 		}
 	}
 	return fmt.Errorf("mysql: %s %q: %w", op, name, err)
-}
-
-// limitArg turns a max_id_limit into a parameter that is NULL for none.
-func limitArg(limit int64) sql.NullInt64 {
-	return sql.NullInt64{Int64: limit, Valid: limit > 0}
-}
-
-// int64Arg turns an optional number into a parameter that is NULL when absent.
-func int64Arg(v *int64) sql.NullInt64 {
-	if v == nil {
-		return sql.NullInt64{}
-	}
-	return sql.NullInt64{Int64: *v, Valid: true}
-}
-
-// stringArg turns an optional string into a parameter that is NULL when absent.
-func stringArg(v *string) sql.NullString {
-	if v == nil {
-		return sql.NullString{}
-	}
-	return sql.NullString{String: *v, Valid: true}
-}
-
-// modeArg turns an optional mode into a parameter that is NULL when absent.
-func modeArg(m *allocator.Mode) sql.NullString {
-	if m == nil {
-		return sql.NullString{}
-	}
-	return sql.NullString{String: string(*m), Valid: true}
-}
-
-// fallbackArg turns an optional fallback into a parameter that is NULL when absent.
-func fallbackArg(f *allocator.Fallback) sql.NullString {
-	if f == nil {
-		return sql.NullString{}
-	}
-	return sql.NullString{String: string(*f), Valid: true}
 }

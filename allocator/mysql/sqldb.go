@@ -3,9 +3,6 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"fmt"
-
-	gomysql "github.com/go-sql-driver/mysql"
 )
 
 // OpenDB returns a database/sql handle on the MySQL or MariaDB database
@@ -14,18 +11,6 @@ import (
 // tinyid with it. It checks that the server answers. Errors name the DSN
 // without its password.
 func OpenDB(ctx context.Context, dsn string) (*sql.DB, error) {
-	cfg, safe, err := parseDSN(dsn)
-	if err != nil {
-		return nil, err
-	}
-	connector, err := gomysql.NewConnector(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("mysql: invalid DSN %s: %w", safe, err)
-	}
-	db := sql.OpenDB(connector)
-	if err := db.PingContext(ctx); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("mysql: connect to %s: %w", safe, err)
-	}
-	return db, nil
+	db, _, _, err := connect(ctx, dsn, func(*sql.DB) {})
+	return db, err
 }

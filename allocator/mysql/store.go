@@ -24,6 +24,7 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/dburl"
+	"github.com/idgen-project/idgen/internal/sqlstore"
 	"github.com/idgen-project/idgen/internal/sqltx"
 	"github.com/idgen-project/idgen/migrations"
 )
@@ -62,24 +63,37 @@ type Store struct {
 // UPDATE reports the rows it matched. Open checks that the server answers.
 // Errors name the DSN without its password.
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	cfg, safe, err := parseDSN(dsn)
+	db, connector, safe, err := connect(ctx, dsn, func(db *sql.DB) {
+		db.SetConnMaxLifetime(defaultConnLifetime)
+		db.SetMaxIdleConns(defaultMaxIdleConns)
+	})
 	if err != nil {
 		return nil, err
-	}
-	connector, err := gomysql.NewConnector(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("mysql: invalid DSN %s: %w", safe, err)
-	}
-	db := sql.OpenDB(connector)
-	db.SetConnMaxLifetime(defaultConnLifetime)
-	db.SetMaxIdleConns(defaultMaxIdleConns)
-	if err := db.PingContext(ctx); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("mysql: connect to %s: %w", safe, err)
 	}
 	tx := sqltx.New(sqltx.DB(db, &sql.TxOptions{Isolation: sql.LevelSerializable}),
 		sqltx.Settings{Name: "mysql", Retryable: retryable})
 	return &Store{db: db, connector: connector, dsn: safe, tx: tx, pruneBatch: defaultPruneBatch}, nil
+}
+
+// connect opens a pool on the database named by dsn, lets setup size it,
+// and checks that the server answers. It returns the pool, its connector
+// and the DSN without its password.
+func connect(ctx context.Context, dsn string, setup func(*sql.DB)) (*sql.DB, driver.Connector, string, error) {
+	cfg, safe, err := parseDSN(dsn)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	connector, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("mysql: invalid DSN %s: %w", safe, err)
+	}
+	db := sql.OpenDB(connector)
+	setup(db)
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, nil, "", fmt.Errorf("mysql: connect to %s: %w", safe, err)
+	}
+	return db, connector, safe, nil
 }
 
 // parseDSN turns idgen's mysql:// URL into a driver configuration, and
@@ -149,23 +163,14 @@ func (s *Store) Close() error {
 
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.db.PingContext(ctx); err != nil {
-		return fmt.Errorf("mysql: ping %s: %w", s.dsn, err)
-	}
-	return nil
+	return dialect.Ping(ctx, s.dsn, s.db.PingContext)
 }
 
 // Migrations returns a goose provider for idgen's MySQL schema. It has a
 // connection pool of its own, which closing the provider closes; the store
 // stays open.
 func (s *Store) Migrations() (*goose.Provider, error) {
-	db := sql.OpenDB(s.connector)
-	p, err := migrations.NewProvider(migrations.DialectMySQL, db)
-	if err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	return p, nil
+	return sqlstore.Migrations(migrations.DialectMySQL, sql.OpenDB(s.connector))
 }
 
 // SerializationRetries returns how many transactions the store has run again
@@ -181,7 +186,8 @@ var errRetry = sqltx.ErrRetry
 // again, whole, on a conflict (retryable) or errRetry; see sqltx.Runner.Run.
 // Under SERIALIZABLE, InnoDB turns plain reads into shared locks, so two
 // claimers that read the same rows and then update one deadlock, and InnoDB
-// rolls one back: that is the conflict the retry resolves.
+// rolls one back: that is the conflict the retry resolves. Transactions
+// that return a value run through sqltx.Get(ctx, s.tx, …), the same runner.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return s.tx.Run(ctx, fn)
 }

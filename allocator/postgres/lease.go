@@ -4,15 +4,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/sqlstore"
+	"github.com/idgen-project/idgen/internal/sqltx"
 	"github.com/idgen-project/idgen/snowflake"
 )
+
+// dialect words the store's errors and builds its lease-event queries.
+var dialect = sqlstore.Dialect{
+	Name:         "postgres",
+	NoRows:       pgx.ErrNoRows,
+	Placeholder:  sqlstore.Dollar,
+	TimeArg:      func(t time.Time) any { return t },
+	SegmentError: segmentError,
+}
 
 // leaseColumns are the columns of worker_leases in the order scanLease reads.
 const leaseColumns = `datacenter_id, worker_id, holder, owner, fencing_version,
@@ -35,29 +46,19 @@ const boundedCeiling = `GREATEST(ts_ceiling_ms, LEAST($5::bigint,
 // EnsureLayout implements allocator.LeaseStore.EnsureLayout, documented
 // there.
 func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snowflake.Layout, error) {
-	if layout.IsZero() {
-		layout = snowflake.DefaultLayout()
-	}
-	_, err := s.pool.Exec(ctx, `
-		INSERT INTO snowflake_layout
-			(id, time_bits, datacenter_bits, worker_bits, sequence_bits, epoch_ms, epoch)
-		VALUES (1, $1, $2, $3, $4, $5::bigint, to_timestamp($5::bigint / 1000.0))
-		ON CONFLICT (id) DO NOTHING`,
-		layout.TimeBits, layout.DatacenterBits, layout.WorkerBits, layout.SequenceBits, layout.EpochMillis())
-	if err != nil {
-		return snowflake.Layout{}, fmt.Errorf("postgres: record snowflake layout: %w", err)
-	}
-	var got snowflake.Layout
-	var epochMS int64
-	err = s.pool.QueryRow(ctx, `
-		SELECT time_bits, datacenter_bits, worker_bits, sequence_bits, epoch_ms
-		FROM snowflake_layout WHERE id = 1`).
-		Scan(&got.TimeBits, &got.DatacenterBits, &got.WorkerBits, &got.SequenceBits, &epochMS)
-	if err != nil {
-		return snowflake.Layout{}, fmt.Errorf("postgres: read snowflake layout: %w", err)
-	}
-	got.Epoch = time.UnixMilli(epochMS).UTC()
-	return got, nil
+	return dialect.EnsureLayout(layout, func(layout snowflake.Layout) error {
+		_, err := s.pool.Exec(ctx, `
+			INSERT INTO snowflake_layout
+				(id, time_bits, datacenter_bits, worker_bits, sequence_bits, epoch_ms, epoch)
+			VALUES (1, $1, $2, $3, $4, $5::bigint, to_timestamp($5::bigint / 1000.0))
+			ON CONFLICT (id) DO NOTHING`,
+			layout.TimeBits, layout.DatacenterBits, layout.WorkerBits, layout.SequenceBits, layout.EpochMillis())
+		return err
+	}, func() sqlstore.Scanner {
+		return s.pool.QueryRow(ctx, `
+			SELECT time_bits, datacenter_bits, worker_bits, sequence_bits, epoch_ms
+			FROM snowflake_layout WHERE id = 1`)
+	})
 }
 
 // Claim implements allocator.LeaseStore.Claim: which row it picks, what it
@@ -71,69 +72,47 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 	if err := s.ensureWorkers(ctx, req.DatacenterID, req.MinWorkerID, req.MaxWorkerID); err != nil {
 		return allocator.ClaimResult{}, err
 	}
-	var res allocator.ClaimResult
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var (
-			workerID, prevVersion, prevCeiling int64
-			prevHolder                         *string
-		)
-		err := tx.QueryRow(ctx, `
-			SELECT worker_id, holder, fencing_version, ts_ceiling_ms
-			FROM worker_leases
-			WHERE datacenter_id = $1 AND worker_id BETWEEN $2 AND $3
-			  AND (holder IS NULL OR expires_at <= now() OR holder = $4)
-			  AND ($5::bigint = 0 OR ts_ceiling_ms <= $5::bigint)
-			ORDER BY ts_ceiling_ms, worker_id
-			LIMIT 1`,
-			req.DatacenterID, req.MinWorkerID, req.MaxWorkerID, req.Holder, req.MaxPrevCeilingMS).
-			Scan(&workerID, &prevHolder, &prevVersion, &prevCeiling)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("postgres: datacenter %d, workers %d..%d: %w",
-				req.DatacenterID, req.MinWorkerID, req.MaxWorkerID, allocator.ErrNoWorkerAvailable)
+	return sqltx.Get(ctx, s.tx, func(tx pgx.Tx) (allocator.ClaimResult, error) {
+		pick := func() (sqlstore.Candidate, error) {
+			return sqlstore.ScanCandidate(tx.QueryRow(ctx, `
+				SELECT worker_id, holder, fencing_version, ts_ceiling_ms
+				FROM worker_leases
+				WHERE datacenter_id = $1 AND worker_id BETWEEN $2 AND $3
+				  AND (holder IS NULL OR expires_at <= now() OR holder = $4)
+				  AND ($5::bigint = 0 OR ts_ceiling_ms <= $5::bigint)
+				ORDER BY ts_ceiling_ms, worker_id
+				LIMIT 1`,
+				req.DatacenterID, req.MinWorkerID, req.MaxWorkerID, req.Holder, req.MaxPrevCeilingMS))
 		}
-		if err != nil {
-			return fmt.Errorf("postgres: find a worker ID to claim: %w", err)
+		take := func(c sqlstore.Candidate) (allocator.Lease, time.Time, error) {
+			// The fencing version we read is compared again: should the row
+			// have changed anyway, the claim is tried afresh.
+			lease, now, err := scanLease(tx.QueryRow(ctx, `
+				UPDATE worker_leases SET
+					holder = $3,
+					owner = $8,
+					fencing_version = fencing_version + 1,
+					acquired_at = now(),
+					heartbeat_at = now(),
+					expires_at = now() + $4::bigint * interval '1 millisecond',
+					released_at = NULL,
+					ts_floor_ms = ts_ceiling_ms + 1,
+					ts_ceiling_ms = `+boundedCeiling+`
+				WHERE datacenter_id = $1 AND worker_id = $2 AND fencing_version = $6
+				RETURNING `+leaseColumns+`, now()`,
+				req.DatacenterID, c.WorkerID, req.Holder, req.TTL.Milliseconds(), req.CeilingMS, c.Version,
+				req.MaxClockOffset.Milliseconds(), sqlstore.NullText(req.Owner)))
+			if errors.Is(err, pgx.ErrNoRows) {
+				return allocator.Lease{}, time.Time{}, errRetry
+			}
+			if err != nil {
+				return allocator.Lease{}, time.Time{}, dialect.WorkerError("claim",
+					allocator.LeaseKey{DatacenterID: req.DatacenterID, WorkerID: c.WorkerID}, err)
+			}
+			return lease, now, nil
 		}
-		// The fencing version we read is compared again: should the row
-		// have changed anyway, the claim is tried afresh.
-		lease, now, err := scanLease(tx.QueryRow(ctx, `
-			UPDATE worker_leases SET
-				holder = $3,
-				owner = $8,
-				fencing_version = fencing_version + 1,
-				acquired_at = now(),
-				heartbeat_at = now(),
-				expires_at = now() + $4::bigint * interval '1 millisecond',
-				released_at = NULL,
-				ts_floor_ms = ts_ceiling_ms + 1,
-				ts_ceiling_ms = `+boundedCeiling+`
-			WHERE datacenter_id = $1 AND worker_id = $2 AND fencing_version = $6
-			RETURNING `+leaseColumns+`, now()`,
-			req.DatacenterID, workerID, req.Holder, req.TTL.Milliseconds(), req.CeilingMS, prevVersion,
-			req.MaxClockOffset.Milliseconds(), nullText(req.Owner)))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return errRetry
-		}
-		if err != nil {
-			return fmt.Errorf("postgres: claim worker %d/%d: %w", req.DatacenterID, workerID, err)
-		}
-		var prev string
-		if prevHolder != nil {
-			prev = *prevHolder
-		}
-		kind, detail := allocator.ClaimEvent(prev, req.Holder, prevVersion, prevCeiling)
-		ev := allocator.LeaseEvent{LeaseKey: lease.LeaseKey, Holder: req.Holder, FencingVersion: lease.FencingVersion,
-			Kind: kind, Detail: detail, Owner: req.Owner, RequestID: req.RequestID}
-		if err := insertEvent(ctx, tx, ev); err != nil {
-			return err
-		}
-		res = allocator.ClaimResult{Lease: lease, PrevHolder: prev, PrevCeilingMS: prevCeiling, DBNow: now}
-		return nil
+		return dialect.Claim(req, pick, take, func(ev allocator.LeaseEvent) error { return insertEvent(ctx, tx, ev) })
 	})
-	if err != nil {
-		return allocator.ClaimResult{}, err
-	}
-	return res, nil
 }
 
 // ensureWorkers makes sure worker_leases has a row for every worker ID of the
@@ -168,16 +147,8 @@ func (s *Store) ensureWorkers(ctx context.Context, dc, minID, maxID int64) error
 // Heartbeat implements allocator.LeaseStore.Heartbeat, documented there.
 // It returns the database's clock_timestamp() as the store's time.
 func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (allocator.Lease, time.Time, error) {
-	if err := req.Validate(); err != nil {
-		return allocator.Lease{}, time.Time{}, fmt.Errorf("postgres: %w", err)
-	}
-	var (
-		lease allocator.Lease
-		now   time.Time
-	)
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		lease, now, err = scanLease(tx.QueryRow(ctx, `
+	return sqlstore.Heartbeat(ctx, dialect, s.tx, req, func(tx pgx.Tx) (allocator.Lease, time.Time, error) {
+		lease, now, err := scanLease(tx.QueryRow(ctx, `
 			UPDATE worker_leases SET
 				heartbeat_at = now(),
 				expires_at = now() + $4::bigint * interval '1 millisecond',
@@ -187,19 +158,8 @@ func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (
 			RETURNING `+leaseColumns+`, clock_timestamp()`,
 			req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.TTL.Milliseconds(), req.CeilingMS,
 			req.FencingVersion, req.MaxClockOffset.Milliseconds()))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("postgres: heartbeat of worker %d/%d by %q at version %d: %w",
-				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, allocator.ErrLeaseLost)
-		}
-		if err != nil {
-			return fmt.Errorf("postgres: heartbeat of worker %d/%d: %w", req.Key.DatacenterID, req.Key.WorkerID, err)
-		}
-		return nil
+		return lease, now, dialect.HeartbeatError(req, err)
 	})
-	if err != nil {
-		return allocator.Lease{}, time.Time{}, err
-	}
-	return lease, now, nil
 }
 
 // Release implements allocator.LeaseStore.Release, documented there: it
@@ -209,44 +169,28 @@ func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int6
 	if err := req.Validate(); err != nil {
 		return 0, fmt.Errorf("postgres: %w", err)
 	}
-	var ceiling int64
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var floor, committed int64
-		err := tx.QueryRow(ctx, `
-			SELECT ts_floor_ms, ts_ceiling_ms FROM worker_leases
-			WHERE datacenter_id = $1 AND worker_id = $2 AND holder = $3 AND fencing_version = $4
-			FOR UPDATE`,
-			req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion).Scan(&floor, &committed)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("postgres: release of worker %d/%d by %q at version %d: %w",
-				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, allocator.ErrLeaseLost)
+	return sqltx.Get(ctx, s.tx, func(tx pgx.Tx) (int64, error) {
+		read := func() sqlstore.Scanner {
+			return tx.QueryRow(ctx, `
+				SELECT ts_floor_ms, ts_ceiling_ms FROM worker_leases
+				WHERE datacenter_id = $1 AND worker_id = $2 AND holder = $3 AND fencing_version = $4
+				FOR UPDATE`,
+				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion)
 		}
-		if err != nil {
-			return fmt.Errorf("postgres: release worker %d/%d: %w", req.Key.DatacenterID, req.Key.WorkerID, err)
+		write := func(ceiling int64) error {
+			_, err := tx.Exec(ctx, `
+				UPDATE worker_leases SET
+					holder = NULL,
+					owner = NULL,
+					released_at = now(),
+					expires_at = now(),
+					ts_ceiling_ms = $5
+				WHERE datacenter_id = $1 AND worker_id = $2 AND holder = $3 AND fencing_version = $4`,
+				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, ceiling)
+			return err
 		}
-		if ceiling, err = allocator.ReleaseCeiling(floor, committed, req.LastTimestampMS); err != nil {
-			return fmt.Errorf("postgres: release of worker %d/%d by %q at version %d: %w",
-				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, err)
-		}
-		_, err = tx.Exec(ctx, `
-			UPDATE worker_leases SET
-				holder = NULL,
-				owner = NULL,
-				released_at = now(),
-				expires_at = now(),
-				ts_ceiling_ms = $5
-			WHERE datacenter_id = $1 AND worker_id = $2 AND holder = $3 AND fencing_version = $4`,
-			req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, ceiling)
-		if err != nil {
-			return fmt.Errorf("postgres: release worker %d/%d: %w", req.Key.DatacenterID, req.Key.WorkerID, err)
-		}
-		return insertEvent(ctx, tx, allocator.LeaseEvent{LeaseKey: req.Key, Holder: req.Holder, FencingVersion: req.FencingVersion,
-			Kind: allocator.EventRelease, Detail: fmt.Sprintf("ceiling set to %d", ceiling), Owner: req.Owner, RequestID: req.RequestID})
+		return dialect.Release(req, read, write, func(ev allocator.LeaseEvent) error { return insertEvent(ctx, tx, ev) })
 	})
-	if err != nil {
-		return 0, err
-	}
-	return ceiling, nil
 }
 
 // RecordLeaseEvent implements allocator.LeaseStore.RecordLeaseEvent,
@@ -263,56 +207,40 @@ func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocato
 	if err := req.Validate(); err != nil {
 		return allocator.Lease{}, fmt.Errorf("postgres: %w", err)
 	}
-	var lease allocator.Lease
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		prev, _, err := scanLease(tx.QueryRow(ctx, `
-			SELECT `+leaseColumns+`, now() FROM worker_leases
-			WHERE datacenter_id = $1 AND worker_id = $2 FOR UPDATE`,
-			req.Key.DatacenterID, req.Key.WorkerID))
-		found := !errors.Is(err, pgx.ErrNoRows)
-		if found && err != nil {
-			return fmt.Errorf("postgres: evict worker %d/%d: %w", req.Key.DatacenterID, req.Key.WorkerID, err)
+	return sqltx.Get(ctx, s.tx, func(tx pgx.Tx) (allocator.Lease, error) {
+		read := func() (allocator.Lease, error) {
+			prev, _, err := scanLease(tx.QueryRow(ctx, `
+				SELECT `+leaseColumns+`, now() FROM worker_leases
+				WHERE datacenter_id = $1 AND worker_id = $2 FOR UPDATE`,
+				req.Key.DatacenterID, req.Key.WorkerID))
+			return prev, err
 		}
-		if err := req.CheckRow(prev, found); err != nil {
-			return fmt.Errorf("postgres: %w", err)
+		evict := func(prev allocator.Lease) (allocator.Lease, error) {
+			lease, _, err := scanLease(tx.QueryRow(ctx, `
+				UPDATE worker_leases SET
+					fencing_version = fencing_version + 1,
+					holder = NULL,
+					owner = NULL,
+					expires_at = now()
+				WHERE datacenter_id = $1 AND worker_id = $2 AND fencing_version = $3
+				RETURNING `+leaseColumns+`, now()`,
+				req.Key.DatacenterID, req.Key.WorkerID, prev.FencingVersion))
+			if err != nil {
+				return allocator.Lease{}, dialect.WorkerError("evict", req.Key, err)
+			}
+			return lease, nil
 		}
-		lease, _, err = scanLease(tx.QueryRow(ctx, `
-			UPDATE worker_leases SET
-				fencing_version = fencing_version + 1,
-				holder = NULL,
-				owner = NULL,
-				expires_at = now()
-			WHERE datacenter_id = $1 AND worker_id = $2 AND fencing_version = $3
-			RETURNING `+leaseColumns+`, now()`,
-			req.Key.DatacenterID, req.Key.WorkerID, prev.FencingVersion))
-		if err != nil {
-			return fmt.Errorf("postgres: evict worker %d/%d: %w", req.Key.DatacenterID, req.Key.WorkerID, err)
-		}
-		return insertEvent(ctx, tx, allocator.LeaseEvent{LeaseKey: req.Key, Holder: prev.Holder, FencingVersion: prev.FencingVersion,
-			Kind: allocator.EventEvict, Detail: allocator.EvictDetail(prev, req.Reason), Owner: req.Owner, RequestID: req.RequestID})
+		return dialect.Evict(req, read, evict, func(ev allocator.LeaseEvent) error { return insertEvent(ctx, tx, ev) })
 	})
-	if err != nil {
-		return allocator.Lease{}, err
-	}
-	return lease, nil
 }
 
 // ListLeases implements allocator.LeaseAdmin.ListLeases, documented there.
 func (s *Store) ListLeases(ctx context.Context) ([]allocator.Lease, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+leaseColumns+`, now() FROM worker_leases ORDER BY datacenter_id, worker_id`)
+	leases, err := queryAll(ctx, s.pool, func(row pgx.Row) (allocator.Lease, error) {
+		l, _, err := scanLease(row)
+		return l, err
+	}, `SELECT `+leaseColumns+`, now() FROM worker_leases ORDER BY datacenter_id, worker_id`)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: list leases: %w", err)
-	}
-	defer rows.Close()
-	var leases []allocator.Lease
-	for rows.Next() {
-		l, _, err := scanLease(rows)
-		if err != nil {
-			return nil, fmt.Errorf("postgres: list leases: %w", err)
-		}
-		leases = append(leases, l)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("postgres: list leases: %w", err)
 	}
 	return leases, nil
@@ -321,75 +249,31 @@ func (s *Store) ListLeases(ctx context.Context) ([]allocator.Lease, error) {
 // ListLeaseEvents implements allocator.LeaseAdmin.ListLeaseEvents,
 // documented there.
 func (s *Store) ListLeaseEvents(ctx context.Context, f allocator.LeaseEventFilter) ([]allocator.LeaseEvent, error) {
-	if err := f.Validate(); err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
-	}
-	if f.Limit <= 0 {
-		return nil, nil
-	}
-	var (
-		where = []string{"id > $1"}
-		args  = []any{f.AfterID}
-	)
-	add := func(cond string, arg any) {
-		args = append(args, arg)
-		where = append(where, fmt.Sprintf(cond, len(args)))
-	}
-	if f.DatacenterID != nil {
-		add("datacenter_id = $%d", *f.DatacenterID)
-	}
-	if f.WorkerID != nil {
-		add("worker_id = $%d", *f.WorkerID)
-	}
-	if f.Holder != "" {
-		add("holder = $%d", f.Holder)
-	}
-	if f.Owner != "" {
-		add("owner = $%d", f.Owner)
-	}
-	if f.Kind != "" {
-		add("event = $%d", string(f.Kind))
-	}
-	if !f.Since.IsZero() {
-		add("at >= $%d", f.Since)
-	}
-	if !f.Until.IsZero() {
-		add("at < $%d", f.Until)
-	}
-	args = append(args, f.Limit)
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM lease_events WHERE `+strings.Join(where, " AND ")+
-		fmt.Sprintf(` ORDER BY id LIMIT $%d`, len(args)), args...)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list lease events: %w", err)
-	}
-	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (allocator.LeaseEvent, error) {
-		return scanEvent(row)
+	return dialect.ListLeaseEvents(ctx, f, eventColumns, func(ctx context.Context, query string, args ...any) ([]allocator.LeaseEvent, error) {
+		return queryAll(ctx, s.pool, scanEvent, query, args...)
 	})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list lease events: %w", err)
-	}
-	return events, nil
 }
 
 // PruneLeaseEvents implements allocator.LeaseAdmin.PruneLeaseEvents,
 // documented there.
 func (s *Store) PruneLeaseEvents(ctx context.Context, before time.Time) (int64, error) {
-	if before.IsZero() {
-		return 0, nil
-	}
-	var total int64
-	for {
+	return dialect.PruneLeaseEvents(ctx, before, s.pruneBatch, func(ctx context.Context, before any, batch int) (int64, error) {
 		tag, err := s.pool.Exec(ctx, `
 			DELETE FROM lease_events WHERE id IN (
-				SELECT id FROM lease_events WHERE at < $1 ORDER BY id LIMIT $2)`, before, s.pruneBatch)
-		if err != nil {
-			return total, fmt.Errorf("postgres: prune lease events: %w", err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(s.pruneBatch) {
-			return total, nil
-		}
+				SELECT id FROM lease_events WHERE at < $1 ORDER BY id LIMIT $2)`, before, batch)
+		return tag.RowsAffected(), err
+	})
+}
+
+// queryAll runs query on the pool and reads every row it returns with scan.
+func queryAll[T any](ctx context.Context, pool *pgxpool.Pool, scan func(pgx.Row) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
 	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (T, error) {
+		return scan(row)
+	})
 }
 
 // execer is what insertEvent needs of a pool or a transaction.
@@ -403,7 +287,7 @@ func insertEvent(ctx context.Context, db execer, ev allocator.LeaseEvent) error 
 	_, err := db.Exec(ctx, `
 		INSERT INTO lease_events (datacenter_id, worker_id, holder, owner, request_id, fencing_version, event, at, detail)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, now(), $8)`,
-		ev.DatacenterID, ev.WorkerID, ev.Holder, nullText(ev.Owner), nullText(ev.RequestID), ev.FencingVersion, string(ev.Kind), ev.Detail)
+		ev.DatacenterID, ev.WorkerID, ev.Holder, sqlstore.NullText(ev.Owner), sqlstore.NullText(ev.RequestID), ev.FencingVersion, string(ev.Kind), ev.Detail)
 	if err != nil {
 		return fmt.Errorf("postgres: record %s event of worker %d/%d: %w", ev.Kind, ev.DatacenterID, ev.WorkerID, err)
 	}
@@ -412,19 +296,7 @@ func insertEvent(ctx context.Context, db execer, ev allocator.LeaseEvent) error 
 
 // scanEvent reads one row of eventColumns.
 func scanEvent(row pgx.Row) (allocator.LeaseEvent, error) {
-	var (
-		ev               allocator.LeaseEvent
-		kind             string
-		owner, requestID *string
-	)
-	err := row.Scan(&ev.ID, &ev.DatacenterID, &ev.WorkerID, &ev.Holder, &owner, &requestID, &ev.FencingVersion, &kind, &ev.At, &ev.Detail)
-	if err != nil {
-		return allocator.LeaseEvent{}, err
-	}
-	ev.Kind = allocator.EventKind(kind)
-	ev.At = ev.At.UTC()
-	ev.Owner, ev.RequestID = text(owner), text(requestID)
-	return ev, nil
+	return sqlstore.ScanEvent(row, sqlstore.UTC)
 }
 
 // scanLease reads the leaseColumns and one timestamp after them.
@@ -442,14 +314,6 @@ func scanLease(row pgx.Row) (allocator.Lease, time.Time, error) {
 	l.Holder, l.Owner = text(holder), text(owner)
 	l.AcquiredAt, l.HeartbeatAt, l.ExpiresAt, l.ReleasedAt = utc(acquired), utc(heartbeat), utc(expires), utc(released)
 	return l, utc(t), nil
-}
-
-// nullText turns "" into NULL.
-func nullText(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }
 
 // text turns NULL into "".

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/sqlstore"
 )
 
 // segmentColumns lists the columns of segments in the order scanSegment reads them.
@@ -25,7 +26,7 @@ func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (al
 			version, created_at, updated_at, description)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, now(), now(), $9)
 		RETURNING `+segmentColumns,
-		ns.Name, ns.MaxID, limitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description)
+		ns.Name, ns.MaxID, sqlstore.LimitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description)
 	got, err := scanSegment(row)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
@@ -42,41 +43,36 @@ func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (al
 // dupErr is the INSERT's error, returned as ErrNamespaceExists when the row
 // is live.
 func (s *Store) revive(ctx context.Context, ns allocator.Namespace, dupErr error) (allocator.Namespace, error) {
+	read := func(tx pgx.Tx) (allocator.Namespace, error) {
+		return scanSegment(tx.QueryRow(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = $1 FOR UPDATE`, ns.Name))
+	}
+	write := func(tx pgx.Tx, next allocator.Namespace) (allocator.Namespace, error) {
+		return scanSegment(tx.QueryRow(ctx, `
+			UPDATE segments SET
+				max_id = $2, max_id_limit = $3, step = $4, min_step = $5, max_step = $6, mode = $7, fallback = $8,
+				version = $9, created_at = now(), updated_at = now(), description = $10, deleted_at = NULL
+			WHERE namespace = $1
+			RETURNING `+segmentColumns,
+			next.Name, next.MaxID, sqlstore.LimitArg(next.MaxIDLimit), next.Step, next.MinStep, next.MaxStep, string(next.Mode),
+			string(next.Fallback), next.Version, next.Description))
+	}
+	return sqlstore.Revive(ctx, dialect, s.segmentTx, ns, dupErr, read, write)
+}
+
+// segmentTx runs fn in one transaction at the server's default isolation
+// and commits it; an error from fn rolls it back. It is neither
+// SERIALIZABLE nor retried: revive, its one user, locks the row it reads
+// (FOR UPDATE) before it writes it.
+func (s *Store) segmentTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return allocator.Namespace{}, segmentError("create namespace", ns.Name, err)
+		return err
 	}
 	defer func() { _ = tx.Rollback(ctx) }() // after Commit, a no-op
-	tomb, err := scanSegment(tx.QueryRow(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = $1 FOR UPDATE`, ns.Name))
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		// Deleted rows are never removed; a row that went away is not ours
-		// to guess about.
-		return allocator.Namespace{}, segmentError("create namespace", ns.Name, dupErr)
-	case err != nil:
-		return allocator.Namespace{}, segmentError("create namespace", ns.Name, err)
-	case tomb.DeletedAt.IsZero():
-		return allocator.Namespace{}, segmentError("create namespace", ns.Name, dupErr)
+	if err := fn(tx); err != nil {
+		return err
 	}
-	next, err := tomb.Revive(ns)
-	if err != nil {
-		return allocator.Namespace{}, fmt.Errorf("postgres: create namespace %q: %w", ns.Name, err)
-	}
-	got, err := scanSegment(tx.QueryRow(ctx, `
-		UPDATE segments SET
-			max_id = $2, max_id_limit = $3, step = $4, min_step = $5, max_step = $6, mode = $7, fallback = $8,
-			version = $9, created_at = now(), updated_at = now(), description = $10, deleted_at = NULL
-		WHERE namespace = $1
-		RETURNING `+segmentColumns,
-		next.Name, next.MaxID, limitArg(next.MaxIDLimit), next.Step, next.MinStep, next.MaxStep, string(next.Mode),
-		string(next.Fallback), next.Version, next.Description))
-	if err == nil {
-		err = tx.Commit(ctx)
-	}
-	if err != nil {
-		return allocator.Namespace{}, segmentError("create namespace", ns.Name, err)
-	}
-	return got, nil
+	return tx.Commit(ctx)
 }
 
 // DeleteNamespace implements allocator.NamespaceAdmin.DeleteNamespace: one
@@ -86,39 +82,19 @@ func (s *Store) DeleteNamespace(ctx context.Context, name string) (allocator.Nam
 		UPDATE segments SET deleted_at = now(), updated_at = now()
 		WHERE namespace = $1 AND deleted_at IS NULL
 		RETURNING `+segmentColumns, name)
-	ns, err := scanSegment(row)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return allocator.Namespace{}, fmt.Errorf("postgres: delete namespace %q: %w", name, allocator.ErrNamespaceNotFound)
-	}
-	if err != nil {
-		return allocator.Namespace{}, segmentError("delete namespace", name, err)
-	}
-	return ns, nil
+	return namespaceRow(row, "delete namespace", name)
 }
 
 // GetNamespace implements allocator.SegmentStore.GetNamespace.
 func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namespace, error) {
 	row := s.pool.QueryRow(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = $1 AND deleted_at IS NULL`, name)
-	ns, err := scanSegment(row)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return allocator.Namespace{}, fmt.Errorf("postgres: get namespace %q: %w", name, allocator.ErrNamespaceNotFound)
-	}
-	if err != nil {
-		return allocator.Namespace{}, segmentError("get namespace", name, err)
-	}
-	return ns, nil
+	return namespaceRow(row, "get namespace", name)
 }
 
 // ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces (the
 // column's collation is "C": byte order).
 func (s *Store) ListNamespaces(ctx context.Context) ([]allocator.Namespace, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+segmentColumns+` FROM segments WHERE deleted_at IS NULL ORDER BY namespace`)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list namespaces: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (allocator.Namespace, error) {
-		return scanSegment(row)
-	})
+	list, err := queryAll(ctx, s.pool, scanSegment, `SELECT `+segmentColumns+` FROM segments WHERE deleted_at IS NULL ORDER BY namespace`)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list namespaces: %w", err)
 	}
@@ -139,15 +115,8 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 			updated_at  = now()
 		WHERE namespace = $1 AND deleted_at IS NULL
 		RETURNING `+segmentColumns,
-		name, u.Step, u.MinStep, u.MaxStep, modeArg(u.Mode), fallbackArg(u.Fallback), u.Description, u.MaxIDLimit)
-	ns, err := scanSegment(row)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return allocator.Namespace{}, fmt.Errorf("postgres: update namespace %q: %w", name, allocator.ErrNamespaceNotFound)
-	}
-	if err != nil {
-		return allocator.Namespace{}, segmentError("update namespace", name, err)
-	}
-	return ns, nil
+		name, u.Step, u.MinStep, u.MaxStep, sqlstore.OptionalText(u.Mode), sqlstore.OptionalText(u.Fallback), u.Description, u.MaxIDLimit)
+	return namespaceRow(row, "update namespace", name)
 }
 
 // FetchSegment implements allocator.SegmentStore.FetchSegment with one
@@ -156,56 +125,45 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 // its range is never used. The same UPDATE increments version, and
 // RETURNING reads the row it wrote: the revision is this fetch's own.
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
-	if err := allocator.ValidFetch(name, n); err != nil {
-		return allocator.Segment{}, fmt.Errorf("postgres: %w", err)
-	}
-	// The bound keeps max_id at or below its limit (and max_id + n within
-	// int64); a row it excludes is told apart from a missing one below.
-	row := s.pool.QueryRow(ctx, `
-		UPDATE segments SET
-			max_id     = max_id + $2,
-			version    = version + 1,
-			updated_at = now()
-		WHERE namespace = $1 AND deleted_at IS NULL AND max_id <= COALESCE(max_id_limit, 9223372036854775807) - $2
-		RETURNING `+segmentColumns,
-		name, n)
-	ns, err := scanSegment(row)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return allocator.Segment{}, s.fetchMiss(ctx, name, n)
-	}
-	if err != nil {
-		return allocator.Segment{}, segmentError("fetch segment of", name, err)
-	}
-	return allocator.Segment{Namespace: ns, First: ns.MaxID - n + 1, Last: ns.MaxID}, nil
-}
-
-// fetchMiss explains why a fetch of n matched no row: the namespace is
-// missing, or has fewer than n IDs left up to its limit.
-func (s *Store) fetchMiss(ctx context.Context, name string, n int64) error {
-	ns, err := s.GetNamespace(ctx, name)
-	if err != nil {
-		return fmt.Errorf("postgres: fetch segment: %w", err)
-	}
-	return fmt.Errorf("postgres: fetch segment of %q: %w", name, ns.ExhaustedError(n))
+	return dialect.FetchSegment(ctx, name, n, func(ctx context.Context) (allocator.Namespace, bool, error) {
+		// The bound keeps max_id at or below its limit (and max_id + n within
+		// int64); a row it excludes is told apart from a missing one by
+		// dialect.FetchSegment.
+		ns, err := scanSegment(s.pool.QueryRow(ctx, `
+			UPDATE segments SET
+				max_id     = max_id + $2,
+				version    = version + 1,
+				updated_at = now()
+			WHERE namespace = $1 AND deleted_at IS NULL AND max_id <= COALESCE(max_id_limit, 9223372036854775807) - $2
+			RETURNING `+segmentColumns,
+			name, n))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return allocator.Namespace{}, false, nil
+		}
+		return ns, err == nil, err
+	}, s.GetNamespace)
 }
 
 // ReturnTail implements allocator.SegmentStore.ReturnTail: one UPDATE
 // whose WHERE clause is the compare-and-set.
 func (s *Store) ReturnTail(ctx context.Context, name string, expectMaxID, expectVersion, newMaxID int64) (bool, error) {
-	if err := allocator.ValidReturnTail(name, expectMaxID, newMaxID); err != nil {
-		return false, fmt.Errorf("postgres: %w", err)
-	}
-	tag, err := s.pool.Exec(ctx, `
-		UPDATE segments SET
-			max_id     = $4,
-			version    = version + 1,
-			updated_at = now()
-		WHERE namespace = $1 AND max_id = $2 AND version = $3 AND deleted_at IS NULL`,
-		name, expectMaxID, expectVersion, newMaxID)
-	if err != nil {
-		return false, segmentError("return tail of", name, err)
-	}
-	return tag.RowsAffected() == 1, nil
+	return dialect.ReturnTail(ctx, name, expectMaxID, newMaxID, func(ctx context.Context) (int64, error) {
+		tag, err := s.pool.Exec(ctx, `
+			UPDATE segments SET
+				max_id     = $4,
+				version    = version + 1,
+				updated_at = now()
+			WHERE namespace = $1 AND max_id = $2 AND version = $3 AND deleted_at IS NULL`,
+			name, expectMaxID, expectVersion, newMaxID)
+		return tag.RowsAffected(), err
+	})
+}
+
+// namespaceRow reads the one row of segmentColumns that the statement of
+// op on the namespace called name returns, and words its error.
+func namespaceRow(row pgx.Row, op, name string) (allocator.Namespace, error) {
+	ns, err := scanSegment(row)
+	return dialect.NamespaceResult(op, name, ns, err)
 }
 
 // scanSegment reads one row of segmentColumns.
@@ -249,30 +207,4 @@ func segmentError(op, name string, err error) error {
 		}
 	}
 	return fmt.Errorf("postgres: %s %q: %w", op, name, err)
-}
-
-// limitArg turns a max_id_limit into a parameter that is NULL for none.
-func limitArg(limit int64) *int64 {
-	if limit <= 0 {
-		return nil
-	}
-	return &limit
-}
-
-// modeArg turns an optional mode into an optional text parameter.
-func modeArg(m *allocator.Mode) *string {
-	if m == nil {
-		return nil
-	}
-	v := string(*m)
-	return &v
-}
-
-// fallbackArg turns an optional fallback into an optional text parameter.
-func fallbackArg(f *allocator.Fallback) *string {
-	if f == nil {
-		return nil
-	}
-	v := string(*f)
-	return &v
 }

@@ -3,11 +3,9 @@ package postgres
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/idgen-project/idgen/internal/dburl"
@@ -22,11 +20,7 @@ func OpenDB(ctx context.Context, dsn string) (*sql.DB, error) {
 	safe := dburl.Redact(dsn)
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		var pce *pgconn.ParseConfigError
-		if errors.As(err, &pce) && pce.Unwrap() != nil {
-			return nil, fmt.Errorf("postgres: invalid DSN %s: %w", safe, pce.Unwrap())
-		}
-		return nil, fmt.Errorf("postgres: invalid DSN %s", safe)
+		return nil, dsnError(safe, err)
 	}
 	db := stdlib.OpenDB(*cfg)
 	if err := db.PingContext(ctx); err != nil {

@@ -64,13 +64,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	safe := dburl.Redact(dsn)
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		// pgx's own message quotes the DSN, with the password removed on a
-		// best-effort basis only; keep to its cause.
-		var pce *pgconn.ParseConfigError
-		if errors.As(err, &pce) && pce.Unwrap() != nil {
-			return nil, fmt.Errorf("postgres: invalid DSN %s: %w", safe, pce.Unwrap())
-		}
-		return nil, fmt.Errorf("postgres: invalid DSN %s", safe)
+		return nil, dsnError(safe, err)
 	}
 	if _, set := cfg.ConnConfig.RuntimeParams[idleTxTimeoutParam]; !set {
 		cfg.ConnConfig.RuntimeParams[idleTxTimeoutParam] = DefaultIdleInTransactionTimeout
@@ -93,6 +87,17 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	return &Store{pool: pool, dsn: safe, tx: tx, pruneBatch: defaultPruneBatch}, nil
 }
 
+// dsnError is the error of a DSN pgx cannot parse; safe is the DSN without
+// its password. pgx's own message quotes the DSN, with the password removed
+// on a best-effort basis only; keep to its cause.
+func dsnError(safe string, err error) error {
+	var pce *pgconn.ParseConfigError
+	if errors.As(err, &pce) && pce.Unwrap() != nil {
+		return fmt.Errorf("postgres: invalid DSN %s: %w", safe, pce.Unwrap())
+	}
+	return fmt.Errorf("postgres: invalid DSN %s", safe)
+}
+
 // Close closes every connection of the store. It waits for connections in
 // use to be given back.
 func (s *Store) Close() error {
@@ -102,10 +107,7 @@ func (s *Store) Close() error {
 
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("postgres: ping %s: %w", s.dsn, err)
-	}
-	return nil
+	return dialect.Ping(ctx, s.dsn, s.pool.Ping)
 }
 
 // Migrations returns a goose provider for idgen's PostgreSQL schema, working
@@ -125,6 +127,8 @@ var errRetry = sqltx.ErrRetry
 
 // inTx runs fn in a SERIALIZABLE transaction and commits it, running it
 // again, whole, on a conflict (retryable) or errRetry; see sqltx.Runner.Run.
+// Transactions that return a value run through sqltx.Get(ctx, s.tx, …), the
+// same runner.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return s.tx.Run(ctx, fn)
 }

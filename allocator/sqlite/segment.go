@@ -11,6 +11,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/sqlstore"
 )
 
 // segmentColumns lists the columns of segments in the order scanSegment reads them.
@@ -30,7 +31,7 @@ func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (al
 			version, created_at, updated_at, description)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, `+segmentNow+`, `+segmentNow+`, ?)
 		RETURNING `+segmentColumns,
-		ns.Name, ns.MaxID, limitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description)
+		ns.Name, ns.MaxID, sqlstore.LimitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description)
 	var liteErr *sqlitedriver.Error
 	if errors.As(err, &liteErr) && liteErr.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY {
 		return s.revive(ctx, ns, err)
@@ -46,42 +47,20 @@ func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (al
 // lock; dupErr is the INSERT's error, returned as ErrNamespaceExists when
 // the row is live.
 func (s *Store) revive(ctx context.Context, ns allocator.Namespace, dupErr error) (allocator.Namespace, error) {
-	var (
-		got     allocator.Namespace
-		refused error // Revive's error, which is no database error
-	)
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		tomb, err := scanSegment(tx.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ?`, ns.Name))
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return dupErr // deleted rows are never removed: not ours to guess about
-		case err != nil:
-			return err
-		case tomb.DeletedAt.IsZero():
-			return dupErr
-		}
-		next, err := tomb.Revive(ns)
-		if err != nil {
-			refused = err
-			return err
-		}
-		got, err = scanSegment(tx.QueryRowContext(ctx, `
+	read := func(tx *sql.Tx) (allocator.Namespace, error) {
+		return scanSegment(tx.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ?`, ns.Name))
+	}
+	write := func(tx *sql.Tx, next allocator.Namespace) (allocator.Namespace, error) {
+		return scanSegment(tx.QueryRowContext(ctx, `
 			UPDATE segments SET
 				max_id = ?, max_id_limit = ?, step = ?, min_step = ?, max_step = ?, mode = ?, fallback = ?,
 				version = ?, created_at = `+segmentNow+`, updated_at = `+segmentNow+`, description = ?, deleted_at = NULL
 			WHERE namespace = ?
 			RETURNING `+segmentColumns,
-			next.MaxID, limitArg(next.MaxIDLimit), next.Step, next.MinStep, next.MaxStep, string(next.Mode), string(next.Fallback),
+			next.MaxID, sqlstore.LimitArg(next.MaxIDLimit), next.Step, next.MinStep, next.MaxStep, string(next.Mode), string(next.Fallback),
 			next.Version, next.Description, next.Name))
-		return err
-	})
-	if refused != nil {
-		return allocator.Namespace{}, fmt.Errorf("sqlite: create namespace %q: %w", ns.Name, refused)
 	}
-	if err != nil {
-		return allocator.Namespace{}, segmentError("create namespace", ns.Name, err)
-	}
-	return got, nil
+	return sqlstore.Revive(ctx, dialect, s.inTx, ns, dupErr, read, write)
 }
 
 // DeleteNamespace implements allocator.NamespaceAdmin.DeleteNamespace: one
@@ -95,7 +74,7 @@ func (s *Store) DeleteNamespace(ctx context.Context, name string) (allocator.Nam
 		return allocator.Namespace{}, segmentError("delete namespace", name, err)
 	}
 	if !found {
-		return allocator.Namespace{}, fmt.Errorf("sqlite: delete namespace %q: %w", name, allocator.ErrNamespaceNotFound)
+		return allocator.Namespace{}, dialect.NamespaceNotFound("delete namespace", name)
 	}
 	return ns, nil
 }
@@ -107,7 +86,7 @@ func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namesp
 		return allocator.Namespace{}, segmentError("get namespace", name, err)
 	}
 	if !found {
-		return allocator.Namespace{}, fmt.Errorf("sqlite: get namespace %q: %w", name, allocator.ErrNamespaceNotFound)
+		return allocator.Namespace{}, dialect.NamespaceNotFound("get namespace", name)
 	}
 	return ns, nil
 }
@@ -115,20 +94,8 @@ func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namesp
 // ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces (the
 // column's collation is BINARY: byte order).
 func (s *Store) ListNamespaces(ctx context.Context) ([]allocator.Namespace, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE deleted_at IS NULL ORDER BY namespace`)
+	list, err := sqlstore.QueryAll(ctx, s.db, scanSegment, `SELECT `+segmentColumns+` FROM segments WHERE deleted_at IS NULL ORDER BY namespace`)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: list namespaces: %w", err)
-	}
-	defer rows.Close()
-	var list []allocator.Namespace
-	for rows.Next() {
-		ns, err := scanSegment(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: list namespaces: %w", err)
-		}
-		list = append(list, ns)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: list namespaces: %w", err)
 	}
 	return list, nil
@@ -148,13 +115,13 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 			updated_at  = `+segmentNow+`
 		WHERE namespace = ? AND deleted_at IS NULL
 		RETURNING `+segmentColumns,
-		int64Arg(u.Step), int64Arg(u.MinStep), int64Arg(u.MaxStep),
-		modeArg(u.Mode), fallbackArg(u.Fallback), stringArg(u.Description), int64Arg(u.MaxIDLimit), name)
+		sqlstore.Optional(u.Step), sqlstore.Optional(u.MinStep), sqlstore.Optional(u.MaxStep),
+		sqlstore.OptionalText(u.Mode), sqlstore.OptionalText(u.Fallback), sqlstore.Optional(u.Description), sqlstore.Optional(u.MaxIDLimit), name)
 	if err != nil {
 		return allocator.Namespace{}, segmentError("update namespace", name, err)
 	}
 	if !found {
-		return allocator.Namespace{}, fmt.Errorf("sqlite: update namespace %q: %w", name, allocator.ErrNamespaceNotFound)
+		return allocator.Namespace{}, dialect.NamespaceNotFound("update namespace", name)
 	}
 	return ns, nil
 }
@@ -165,60 +132,33 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 // increments version, and RETURNING reads the row it wrote: the revision
 // is this fetch's own.
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
-	if err := allocator.ValidFetch(name, n); err != nil {
-		return allocator.Segment{}, fmt.Errorf("sqlite: %w", err)
-	}
-	// The bound keeps max_id at or below its limit (and max_id + n within
-	// int64: SQLite would turn an overflowing sum into a REAL); a row it
-	// excludes is told apart from a missing one by fetchMiss.
-	ns, found, err := s.segmentRow(ctx, `
-		UPDATE segments SET
-			max_id     = max_id + ?,
-			version    = version + 1,
-			updated_at = `+segmentNow+`
-		WHERE namespace = ? AND deleted_at IS NULL AND max_id <= COALESCE(max_id_limit, 9223372036854775807) - ?
-		RETURNING `+segmentColumns,
-		n, name, n)
-	if err != nil {
-		return allocator.Segment{}, segmentError("fetch segment of", name, err)
-	}
-	if !found {
-		return allocator.Segment{}, s.fetchMiss(ctx, name, n)
-	}
-	return allocator.Segment{Namespace: ns, First: ns.MaxID - n + 1, Last: ns.MaxID}, nil
-}
-
-// fetchMiss explains why a fetch of n matched no row: the namespace is
-// missing, or has fewer than n IDs left up to its limit.
-func (s *Store) fetchMiss(ctx context.Context, name string, n int64) error {
-	ns, err := s.GetNamespace(ctx, name)
-	if err != nil {
-		return fmt.Errorf("sqlite: fetch segment: %w", err)
-	}
-	return fmt.Errorf("sqlite: fetch segment of %q: %w", name, ns.ExhaustedError(n))
+	return dialect.FetchSegment(ctx, name, n, func(ctx context.Context) (allocator.Namespace, bool, error) {
+		// The bound keeps max_id at or below its limit (and max_id + n within
+		// int64: SQLite would turn an overflowing sum into a REAL); a row it
+		// excludes is told apart from a missing one by dialect.FetchSegment.
+		return s.segmentRow(ctx, `
+			UPDATE segments SET
+				max_id     = max_id + ?,
+				version    = version + 1,
+				updated_at = `+segmentNow+`
+			WHERE namespace = ? AND deleted_at IS NULL AND max_id <= COALESCE(max_id_limit, 9223372036854775807) - ?
+			RETURNING `+segmentColumns,
+			n, name, n)
+	}, s.GetNamespace)
 }
 
 // ReturnTail implements allocator.SegmentStore.ReturnTail: one UPDATE
 // whose WHERE clause is the compare-and-set.
 func (s *Store) ReturnTail(ctx context.Context, name string, expectMaxID, expectVersion, newMaxID int64) (bool, error) {
-	if err := allocator.ValidReturnTail(name, expectMaxID, newMaxID); err != nil {
-		return false, fmt.Errorf("sqlite: %w", err)
-	}
-	res, err := s.db.ExecContext(ctx, `
-		UPDATE segments SET
-			max_id     = ?,
-			version    = version + 1,
-			updated_at = `+segmentNow+`
-		WHERE namespace = ? AND max_id = ? AND version = ? AND deleted_at IS NULL`,
-		newMaxID, name, expectMaxID, expectVersion)
-	if err != nil {
-		return false, segmentError("return tail of", name, err)
-	}
-	affected, err := res.RowsAffected()
-	if err != nil {
-		return false, segmentError("return tail of", name, err)
-	}
-	return affected == 1, nil
+	return dialect.ReturnTail(ctx, name, expectMaxID, newMaxID, func(ctx context.Context) (int64, error) {
+		return sqlstore.ExecCount(ctx, s.db, `
+			UPDATE segments SET
+				max_id     = ?,
+				version    = version + 1,
+				updated_at = `+segmentNow+`
+			WHERE namespace = ? AND max_id = ? AND version = ? AND deleted_at IS NULL`,
+			newMaxID, name, expectMaxID, expectVersion)
+	})
 }
 
 // segmentRow runs a statement returning at most one row of segmentColumns
@@ -250,21 +190,8 @@ func (s *Store) segmentRow(ctx context.Context, query string, args ...any) (ns a
 }
 
 // scanSegment reads one row of segmentColumns.
-func scanSegment(row interface{ Scan(...any) error }) (allocator.Namespace, error) {
-	var (
-		ns             allocator.Namespace
-		limit          sql.NullInt64
-		mode, fallback string
-	)
-	err := row.Scan(&ns.Name, &ns.MaxID, &limit, &ns.Step, &ns.MinStep, &ns.MaxStep, &mode, &fallback, &ns.Version,
-		segmentTime{&ns.CreatedAt}, segmentTime{&ns.UpdatedAt}, &ns.Description, segmentTime{&ns.DeletedAt})
-	if err != nil {
-		return allocator.Namespace{}, err
-	}
-	ns.MaxIDLimit = limit.Int64
-	ns.Mode = allocator.Mode(mode)
-	ns.Fallback = allocator.Fallback(fallback)
-	return ns, nil
+func scanSegment(row sqlstore.Scanner) (allocator.Namespace, error) {
+	return sqlstore.ScanNamespace(row, func(t *time.Time) sql.Scanner { return segmentTime{t} })
 }
 
 // segmentTime scans the UTC text segmentNow writes into a UTC time.Time.
@@ -313,44 +240,4 @@ func segmentError(op, name string, err error) error {
 		}
 	}
 	return fmt.Errorf("sqlite: %s %q: %w", op, name, err)
-}
-
-// limitArg turns a max_id_limit into a parameter that is NULL for none.
-func limitArg(limit int64) any {
-	if limit <= 0 {
-		return nil
-	}
-	return limit
-}
-
-// int64Arg turns an optional number into a parameter that is NULL when absent.
-func int64Arg(v *int64) any {
-	if v == nil {
-		return nil
-	}
-	return *v
-}
-
-// stringArg turns an optional string into a parameter that is NULL when absent.
-func stringArg(v *string) any {
-	if v == nil {
-		return nil
-	}
-	return *v
-}
-
-// modeArg turns an optional mode into a parameter that is NULL when absent.
-func modeArg(m *allocator.Mode) any {
-	if m == nil {
-		return nil
-	}
-	return string(*m)
-}
-
-// fallbackArg turns an optional fallback into a parameter that is NULL when absent.
-func fallbackArg(f *allocator.Fallback) any {
-	if f == nil {
-		return nil
-	}
-	return string(*f)
 }

@@ -25,6 +25,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/sqlstore"
 	"github.com/idgen-project/idgen/internal/sqltx"
 	"github.com/idgen-project/idgen/migrations"
 )
@@ -123,12 +124,7 @@ func (s *Store) Migrations() (*goose.Provider, error) {
 		return nil, fmt.Errorf("sqlite: open for migrations: %w", err)
 	}
 	db.SetMaxOpenConns(1)
-	p, err := migrations.NewProvider(migrations.DialectSQLite, db)
-	if err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	return p, nil
+	return sqlstore.Migrations(migrations.DialectSQLite, db)
 }
 
 // SerializationRetries returns how many transactions the store has run
@@ -137,7 +133,8 @@ func (s *Store) Migrations() (*goose.Provider, error) {
 func (s *Store) SerializationRetries() int64 { return s.tx.Retries() }
 
 // inTx runs fn in a transaction, begun with BEGIN IMMEDIATE, and commits it;
-// a failed transaction is rolled back and not run again.
+// a failed transaction is rolled back and not run again. Transactions that
+// return a value run through sqltx.Get(ctx, s.tx, …), the same runner.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return s.tx.Run(ctx, fn)
 }

@@ -151,6 +151,23 @@ func (r *Runner[Tx]) Run(ctx context.Context, fn func(tx Tx) error) error {
 	}
 }
 
+// Get runs fn in a transaction as r.Run does, and returns the value fn
+// returned in the try that committed; on an error, the zero value. Because
+// a failed try is run again, only the committed try's value is kept.
+func Get[T, Tx any](ctx context.Context, r *Runner[Tx], fn func(tx Tx) (T, error)) (T, error) {
+	var v T
+	err := r.Run(ctx, func(tx Tx) error {
+		var err error
+		v, err = fn(tx)
+		return err
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
+}
+
 // try runs fn in one transaction. A try that does not commit — fn or Commit
 // failed, or fn panicked — is rolled back.
 func (r *Runner[Tx]) try(ctx context.Context, fn func(tx Tx) error) error {

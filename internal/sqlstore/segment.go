@@ -1,0 +1,148 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idgen-project/idgen/allocator"
+)
+
+// ScanNamespace reads the destinations in lead, then one row of the
+// columns namespace, max_id, max_id_limit, step, min_step, max_step, mode,
+// fallback, version, created_at, updated_at, description and deleted_at of
+// segments, in that order, through database/sql: at wraps the destination
+// of each time column in the dialect's scanner of its time text.
+func ScanNamespace(row Scanner, at func(*time.Time) sql.Scanner, lead ...any) (allocator.Namespace, error) {
+	var (
+		ns             allocator.Namespace
+		limit          sql.NullInt64
+		mode, fallback string
+	)
+	dest := append(lead,
+		&ns.Name, &ns.MaxID, &limit, &ns.Step, &ns.MinStep, &ns.MaxStep, &mode, &fallback, &ns.Version,
+		at(&ns.CreatedAt), at(&ns.UpdatedAt), &ns.Description, at(&ns.DeletedAt))
+	if err := row.Scan(dest...); err != nil {
+		return allocator.Namespace{}, err
+	}
+	ns.MaxIDLimit = limit.Int64
+	ns.Mode = allocator.Mode(mode)
+	ns.Fallback = allocator.Fallback(fallback)
+	return ns, nil
+}
+
+// NamespaceNotFound is the error of op ("get namespace", …) on a namespace
+// called name that has no live row.
+func (d Dialect) NamespaceNotFound(op, name string) error {
+	return fmt.Errorf("%s: %s %q: %w", d.Name, op, name, allocator.ErrNamespaceNotFound)
+}
+
+// FetchSegment implements allocator.SegmentStore.FetchSegment for a SQL
+// store: fetch runs the dialect's statement that raises max_id by n, and
+// returns the row it left, or found false when it matched none; get (the
+// store's GetNamespace) then tells a missing namespace from one with fewer
+// than n IDs left up to its limit.
+func (d Dialect) FetchSegment(ctx context.Context, name string, n int64,
+	fetch func(ctx context.Context) (ns allocator.Namespace, found bool, err error),
+	get func(ctx context.Context, name string) (allocator.Namespace, error)) (allocator.Segment, error) {
+	if err := allocator.ValidFetch(name, n); err != nil {
+		return allocator.Segment{}, fmt.Errorf("%s: %w", d.Name, err)
+	}
+	ns, found, err := fetch(ctx)
+	if err != nil {
+		return allocator.Segment{}, d.SegmentError("fetch segment of", name, err)
+	}
+	if !found {
+		ns, err := get(ctx, name)
+		if err != nil {
+			return allocator.Segment{}, fmt.Errorf("%s: fetch segment: %w", d.Name, err)
+		}
+		return allocator.Segment{}, fmt.Errorf("%s: fetch segment of %q: %w", d.Name, name, ns.ExhaustedError(n))
+	}
+	return allocator.Segment{Namespace: ns, First: ns.MaxID - n + 1, Last: ns.MaxID}, nil
+}
+
+// ReturnTail implements allocator.SegmentStore.ReturnTail for a SQL
+// store: update runs the dialect's compare-and-set UPDATE and returns how
+// many rows it matched.
+func (d Dialect) ReturnTail(ctx context.Context, name string, expectMaxID, newMaxID int64,
+	update func(ctx context.Context) (int64, error)) (bool, error) {
+	if err := allocator.ValidReturnTail(name, expectMaxID, newMaxID); err != nil {
+		return false, fmt.Errorf("%s: %w", d.Name, err)
+	}
+	matched, err := update(ctx)
+	if err != nil {
+		return false, d.SegmentError("return tail of", name, err)
+	}
+	return matched == 1, nil
+}
+
+// NamespaceResult is what an operation op ("get namespace", …) on the
+// namespace called name returns once its statement read ns back or failed
+// with err: ns, allocator.ErrNamespaceNotFound for d.NoRows, or err through
+// d.SegmentError.
+func (d Dialect) NamespaceResult(op, name string, ns allocator.Namespace, err error) (allocator.Namespace, error) {
+	if errors.Is(err, d.NoRows) {
+		return allocator.Namespace{}, d.NamespaceNotFound(op, name)
+	}
+	if err != nil {
+		return allocator.Namespace{}, d.SegmentError(op, name, err)
+	}
+	return ns, nil
+}
+
+// Revive is the second step of CreateNamespace, after the INSERT of ns
+// failed on a name in use with dupErr: in a transaction that run begins and
+// commits, read returns the row of that name under the write lock; if it is
+// a tombstone, allocator.Namespace.Revive decides the row to write over it,
+// and write writes that and returns the row it left. A live row, or one
+// gone, is reported as dupErr (through d.SegmentError: ErrNamespaceExists);
+// a refusal of Revive as it is.
+func Revive[Tx any](ctx context.Context, d Dialect, run func(ctx context.Context, fn func(tx Tx) error) error,
+	ns allocator.Namespace, dupErr error,
+	read func(tx Tx) (allocator.Namespace, error), write func(tx Tx, next allocator.Namespace) (allocator.Namespace, error)) (allocator.Namespace, error) {
+	var (
+		got     allocator.Namespace
+		refused error // Revive's error, which is no database error
+	)
+	err := run(ctx, func(tx Tx) error {
+		tomb, err := read(tx)
+		if err := d.tombstone(tomb, err, dupErr); err != nil {
+			return err
+		}
+		next, err := tomb.Revive(ns)
+		if err != nil {
+			refused = err
+			return err
+		}
+		got, err = write(tx, next)
+		return err
+	})
+	if refused != nil {
+		return allocator.Namespace{}, fmt.Errorf("%s: create namespace %q: %w", d.Name, ns.Name, refused)
+	}
+	if err != nil {
+		return allocator.Namespace{}, d.SegmentError("create namespace", ns.Name, err)
+	}
+	return got, nil
+}
+
+// tombstone decides whether Revive may revive the row of a name
+// whose INSERT failed as a duplicate with dupErr: tomb is that row, read
+// under the write lock, and err the error of reading it. It returns nil
+// when the row is a tombstone, dupErr when the row is live or gone
+// (deleted rows are never removed: a row that went away is not ours to
+// guess about), and err for any other failure.
+func (d Dialect) tombstone(tomb allocator.Namespace, err, dupErr error) error {
+	switch {
+	case errors.Is(err, d.NoRows):
+		return dupErr
+	case err != nil:
+		return err
+	case tomb.DeletedAt.IsZero():
+		return dupErr
+	}
+	return nil
+}
