@@ -115,12 +115,7 @@ func (ts *timeSource) window(ctx context.Context) (lo, hi time.Time, err error) 
 		ts.refreshLocked(ctx)
 		now = ts.mono()
 	}
-	var ivs []interval
-	for _, r := range ts.readings {
-		if now-r.at <= timeMaxAge {
-			ivs = append(ivs, r.iv)
-		}
-	}
+	ivs := ts.freshLocked(now)
 	l, h, ok := agree(ivs, ts.need)
 	if !ok {
 		ts.refreshed = -1 // read again at the next call
@@ -140,17 +135,23 @@ func (ts *timeSource) cachedWindow() (lo, hi time.Time, ok bool) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	now := ts.mono()
+	l, h, ok := agree(ts.freshLocked(now), ts.need)
+	if !ok {
+		return time.Time{}, time.Time{}, false
+	}
+	return l.Add(now), h.Add(now), true
+}
+
+// freshLocked returns the intervals of the readings no older than
+// timeMaxAge at now (mono time), in no particular order.
+func (ts *timeSource) freshLocked(now time.Duration) []interval {
 	var ivs []interval
 	for _, r := range ts.readings {
 		if now-r.at <= timeMaxAge {
 			ivs = append(ivs, r.iv)
 		}
 	}
-	l, h, ok := agree(ivs, ts.need)
-	if !ok {
-		return time.Time{}, time.Time{}, false
-	}
-	return l.Add(now), h.Add(now), true
+	return ivs
 }
 
 // refreshLocked reads every member's clock, concurrently, until the fresh

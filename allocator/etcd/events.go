@@ -190,15 +190,9 @@ func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocato
 		if err != nil {
 			return false, err
 		}
-		rowKey, holderKey := s.keys.worker(k.DatacenterID, k.WorkerID), s.keys.holder(k.DatacenterID, k.WorkerID)
-		resp, err := cli.Txn(ctx).If(
-			clientv3.Compare(clientv3.ModRevision(rowKey), "=", w.kv.ModRevision),
-			clientv3.Compare(clientv3.ModRevision(holderKey), "=", modRev(w.hkv)),
-			seqCmp,
-		).Then(append([]clientv3.Op{
-			clientv3.OpPut(rowKey, encode(row)),
-			clientv3.OpDelete(holderKey),
-		}, evOps...)...).Commit()
+		resp, err := workerTxn{
+			key: k, rowRev: w.kv.ModRevision, holderRev: modRev(w.hkv), row: row, seqCmp: seqCmp, evOps: evOps,
+		}.commit(ctx, cli, s.keys)
 		if w.hkv != nil {
 			revoked = clientv3.LeaseID(w.hkv.Lease)
 		}

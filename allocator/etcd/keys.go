@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -165,4 +166,25 @@ func decode(key string, value []byte, v any) error {
 		return fmt.Errorf("etcd: key %s holds no valid record: %w", key, err)
 	}
 	return nil
+}
+
+// listRecords reads the records of every key under prefix, in key order,
+// and returns what convert makes of those it keeps (ok); what names the
+// records in the error of a failed read.
+func listRecords[R, T any](ctx context.Context, cli *clientv3.Client, prefix, what string, convert func(R) (out T, ok bool)) ([]T, error) {
+	resp, err := cli.Get(ctx, prefix, clientv3.WithRange(rangeEnd(prefix)))
+	if err != nil {
+		return nil, fmt.Errorf("etcd: list %s: %w", what, err)
+	}
+	list := make([]T, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var rec R
+		if err := decode(string(kv.Key), kv.Value, &rec); err != nil {
+			return nil, err
+		}
+		if out, ok := convert(rec); ok {
+			list = append(list, out)
+		}
+	}
+	return list, nil
 }

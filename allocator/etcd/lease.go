@@ -122,6 +122,36 @@ func modRev(kv *mvccpb.KeyValue) int64 {
 	return kv.ModRevision
 }
 
+// workerTxn is the transaction of a claim, release or eviction of one
+// worker ID: the worker record becomes row; the holder key becomes holder,
+// on the etcd lease, or goes when holder is nil; and the ops of the lease
+// event (see nextEvent) are appended. It commits only if neither key
+// changed since they were read, at the mod revisions rowRev and holderRev
+// (0: absent), and the event sequence is as seqCmp expects.
+type workerTxn struct {
+	key               allocator.LeaseKey
+	rowRev, holderRev int64
+	row               leaseRecord
+	holder            *holderRecord
+	lease             clientv3.LeaseID
+	seqCmp            clientv3.Cmp
+	evOps             []clientv3.Op
+}
+
+// commit runs t on cli; the response says whether it committed.
+func (t workerTxn) commit(ctx context.Context, cli *clientv3.Client, keys keyspace) (*clientv3.TxnResponse, error) {
+	rowKey, holderKey := keys.worker(t.key.DatacenterID, t.key.WorkerID), keys.holder(t.key.DatacenterID, t.key.WorkerID)
+	holderOp := clientv3.OpDelete(holderKey)
+	if t.holder != nil {
+		holderOp = clientv3.OpPut(holderKey, encode(*t.holder), clientv3.WithLease(t.lease))
+	}
+	return cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.ModRevision(rowKey), "=", t.rowRev),
+		clientv3.Compare(clientv3.ModRevision(holderKey), "=", t.holderRev),
+		t.seqCmp,
+	).Then(append([]clientv3.Op{clientv3.OpPut(rowKey, encode(t.row)), holderOp}, t.evOps...)...).Commit()
+}
+
 // Claim implements allocator.LeaseStore.Claim: which worker ID it picks,
 // what it writes and the errors it returns are documented there. On etcd a
 // worker ID is free, or its lease expired, when it has no live holder key:
@@ -232,16 +262,11 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 		if err != nil {
 			return false, err
 		}
-		rowKey, holderKey := s.keys.worker(key.DatacenterID, key.WorkerID), s.keys.holder(key.DatacenterID, key.WorkerID)
-		resp, err := cli.Txn(ctx).If(
-			clientv3.Compare(clientv3.ModRevision(rowKey), "=", c.kv.ModRevision),
-			clientv3.Compare(clientv3.ModRevision(holderKey), "=", modRev(c.holder)),
-			seqCmp,
-		).Then(append([]clientv3.Op{
-			clientv3.OpPut(rowKey, encode(row)),
-			clientv3.OpPut(holderKey, encode(holderRecord{Holder: req.Holder, FencingVersion: row.FencingVersion, LeaseTTL: ttlSec}),
-				clientv3.WithLease(granted)),
-		}, evOps...)...).Commit()
+		resp, err := workerTxn{
+			key: key, rowRev: c.kv.ModRevision, holderRev: modRev(c.holder), row: row,
+			holder: &holderRecord{Holder: req.Holder, FencingVersion: row.FencingVersion, LeaseTTL: ttlSec}, lease: granted,
+			seqCmp: seqCmp, evOps: evOps,
+		}.commit(ctx, cli, s.keys)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			// Retries outlasted the etcd lease granted for them: grant
 			// another on the next try.
@@ -532,15 +557,9 @@ func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int6
 		if err != nil {
 			return false, err
 		}
-		rowKey, holderKey := s.keys.worker(k.DatacenterID, k.WorkerID), s.keys.holder(k.DatacenterID, k.WorkerID)
-		resp, err := cli.Txn(ctx).If(
-			clientv3.Compare(clientv3.ModRevision(rowKey), "=", w.kv.ModRevision),
-			clientv3.Compare(clientv3.ModRevision(holderKey), "=", modRev(w.hkv)),
-			seqCmp,
-		).Then(append([]clientv3.Op{
-			clientv3.OpPut(rowKey, encode(row)),
-			clientv3.OpDelete(holderKey),
-		}, evOps...)...).Commit()
+		resp, err := workerTxn{
+			key: k, rowRev: w.kv.ModRevision, holderRev: modRev(w.hkv), row: row, seqCmp: seqCmp, evOps: evOps,
+		}.commit(ctx, cli, s.keys)
 		if w.hkv != nil {
 			revoked = clientv3.LeaseID(w.hkv.Lease)
 		}
@@ -603,19 +622,9 @@ func (s *Store) RecordLeaseEvent(ctx context.Context, ev allocator.LeaseEvent) e
 // ListLeases implements allocator.LeaseAdmin.ListLeases, documented
 // there: the keys' order is the datacenter and worker ID order.
 func (s *Store) ListLeases(ctx context.Context) ([]allocator.Lease, error) {
-	resp, err := s.cli.Get(ctx, s.keys.leases(), clientv3.WithRange(rangeEnd(s.keys.leases())))
-	if err != nil {
-		return nil, fmt.Errorf("etcd: list leases: %w", err)
-	}
-	leases := make([]allocator.Lease, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		var row leaseRecord
-		if err := decode(string(kv.Key), kv.Value, &row); err != nil {
-			return nil, err
-		}
-		leases = append(leases, row.lease())
-	}
-	return leases, nil
+	return listRecords(ctx, s.cli, s.keys.leases(), "leases", func(row leaseRecord) (allocator.Lease, bool) {
+		return row.lease(), true
+	})
 }
 
 // maxTime returns the later of a and b.

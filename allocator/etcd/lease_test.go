@@ -8,7 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/allocator/storetest"
+	"github.com/idgen-project/idgen/internal/teststore/storecheck"
 )
 
 // getKey returns the key-value of key, or nil.
@@ -167,16 +167,7 @@ func TestReleaseDeletesHolderKey(t *testing.T) {
 // in etcd (their compares fail) and that the store resolves the collisions
 // by retrying.
 func TestConcurrentClaimsConflict(t *testing.T) {
-	const rounds = 10
-	for round := 1; round <= rounds; round++ {
-		s := openTest(t)
-		storetest.ClaimConcurrently(t, s, 32, 8)
-		if got := s.SerializationRetries(); got > 0 {
-			t.Logf("round %d: %d conflicts", round, got)
-			return
-		}
-	}
-	t.Errorf("SerializationRetries() = 0 after %d rounds of 32 concurrent claims of 8 worker IDs, want > 0", rounds)
+	storecheck.ClaimsCollide(t, openTest)
 }
 
 // TestClaimOutlivesItsGrant checks that a claim whose etcd lease expired

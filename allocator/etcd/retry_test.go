@@ -18,13 +18,11 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/etcdtest"
+	"github.com/idgen-project/idgen/internal/teststore/storecheck"
 )
 
 func TestTransient(t *testing.T) {
-	for _, tt := range []struct {
-		err  error
-		want bool
-	}{
+	storecheck.Classifies(t, "transient", transient, []storecheck.ErrCase{
 		{rpctypes.ErrNoLeader, true},
 		{fmt.Errorf("etcd: claim: %w", rpctypes.ErrTimeoutDueToLeaderFail), true},
 		{rpctypes.ErrLeaderChanged, true},
@@ -36,11 +34,7 @@ func TestTransient(t *testing.T) {
 		{allocator.ErrLeaseLost, false},
 		{status.Error(codes.InvalidArgument, "bad"), false},
 		{context.Canceled, false},
-	} {
-		if got := transient(tt.err); got != tt.want {
-			t.Errorf("transient(%v): got %v, want %v", tt.err, got, tt.want)
-		}
-	}
+	})
 }
 
 // TestRetryAttempts checks that a try that gets no answer within its

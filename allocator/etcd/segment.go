@@ -176,23 +176,10 @@ func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namesp
 // ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces: the
 // keys' order is the names' byte order.
 func (s *Store) ListNamespaces(ctx context.Context) ([]allocator.Namespace, error) {
-	prefix := s.keys.segments()
-	resp, err := s.cli.Get(ctx, prefix, clientv3.WithRange(rangeEnd(prefix)))
-	if err != nil {
-		return nil, fmt.Errorf("etcd: list namespaces: %w", err)
-	}
-	list := make([]allocator.Namespace, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		var rec namespaceRecord
-		if err := decode(string(kv.Key), kv.Value, &rec); err != nil {
-			return nil, err
-		}
-		if !rec.DeletedAt.IsZero() {
-			continue
-		}
-		list = append(list, rec.namespace())
-	}
-	return list, nil
+	// A tombstone (DeletedAt set) is no namespace to list.
+	return listRecords(ctx, s.cli, s.keys.segments(), "namespaces", func(rec namespaceRecord) (allocator.Namespace, bool) {
+		return rec.namespace(), rec.DeletedAt.IsZero()
+	})
 }
 
 // nsSnapshot is a namespace record as of a mod revision.

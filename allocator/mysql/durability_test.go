@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/teststore/storecheck"
 )
 
 // TestDurabilityRules checks the rules on variables as the server would
@@ -29,11 +30,7 @@ func TestDurabilityRules(t *testing.T) {
 		}
 		return m
 	}
-	type want struct {
-		risk    string
-		warning bool
-		fix     string
-	}
+	type want = storecheck.WantRisk
 	for _, tc := range []struct {
 		name string
 		vars map[string]string
@@ -61,16 +58,7 @@ func TestDurabilityRules(t *testing.T) {
 		{"nothing read", map[string]string{}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := durabilityRisks(tc.vars)
-			if len(got) != len(tc.want) {
-				t.Fatalf("got risks %v, want %d", got, len(tc.want))
-			}
-			for i, w := range tc.want {
-				if got[i].String() != w.risk || got[i].Warning != w.warning || !strings.Contains(got[i].Fix, w.fix) {
-					t.Errorf("risk %d: got %v (warning %v, fix %q), want %s (warning %v, fix containing %q)",
-						i, got[i], got[i].Warning, got[i].Fix, w.risk, w.warning, w.fix)
-				}
-			}
+			storecheck.CheckRisks(t, durabilityRisks(tc.vars), tc.want)
 		})
 	}
 }

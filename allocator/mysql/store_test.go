@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,31 +13,19 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/allocator/storetest"
 	"github.com/idgen-project/idgen/internal/testdb"
+	"github.com/idgen-project/idgen/internal/teststore/storecheck"
 )
 
 // openTest opens a store on a fresh, migrated database, closed when t ends.
-func openTest(t *testing.T) *Store {
+func openTest(t testing.TB) *Store {
 	t.Helper()
 	return openTestDSN(t, testdb.MySQL(t))
 }
 
 // openTestDSN opens and migrates the store dsn names, closed when t ends.
-func openTestDSN(t *testing.T, dsn string) *Store {
+func openTestDSN(t testing.TB, dsn string) *Store {
 	t.Helper()
-	s, err := Open(t.Context(), dsn)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	p, err := s.Migrations()
-	if err != nil {
-		t.Fatalf("Migrations: %v", err)
-	}
-	defer p.Close()
-	if _, err := p.Up(t.Context()); err != nil {
-		t.Fatalf("migrate up: %v", err)
-	}
-	return s
+	return storecheck.OpenMigrated(t.Context(), t, Open, dsn)
 }
 
 func TestStore(t *testing.T) {
@@ -63,14 +49,7 @@ func TestStoreSnapshotIsolation(t *testing.T) {
 		t.Fatalf("read innodb_snapshot_isolation: %v", err)
 	}
 	open := func(t *testing.T) *Store {
-		u, err := url.Parse(testdb.MySQL(t))
-		if err != nil {
-			t.Fatalf("test DSN: %v", err)
-		}
-		q := u.Query()
-		q.Set("innodb_snapshot_isolation", "ON")
-		u.RawQuery = q.Encode()
-		return openTestDSN(t, u.String())
+		return openTestDSN(t, storecheck.WithParam(t, testdb.MySQL(t), "innodb_snapshot_isolation", "ON"))
 	}
 	t.Run("SessionVariable", func(t *testing.T) {
 		s := open(t)
@@ -89,18 +68,7 @@ func TestStoreSnapshotIsolation(t *testing.T) {
 // InnoDB (deadlocks under SERIALIZABLE) and that the store resolves the
 // collisions by retrying.
 func TestConcurrentClaimsRetry(t *testing.T) {
-	// Whether two claims overlap is up to the scheduler; repeat the race on
-	// a fresh database until one did (it nearly always does at once).
-	const rounds = 10
-	for round := 1; round <= rounds; round++ {
-		s := openTest(t)
-		storetest.ClaimConcurrently(t, s, 32, 8)
-		if got := s.SerializationRetries(); got > 0 {
-			t.Logf("round %d: %d serialization retries", round, got)
-			return
-		}
-	}
-	t.Errorf("SerializationRetries() = 0 after %d rounds of 32 concurrent claims of 8 worker IDs, want > 0", rounds)
+	storecheck.ClaimsCollide(t, openTest)
 }
 
 func TestSession(t *testing.T) {
@@ -117,17 +85,7 @@ func TestSession(t *testing.T) {
 }
 
 func TestMigrationsLeaveStoreOpen(t *testing.T) {
-	s := openTest(t)
-	p, err := s.Migrations()
-	if err != nil {
-		t.Fatalf("Migrations: %v", err)
-	}
-	if err := p.Close(); err != nil {
-		t.Fatalf("close provider: %v", err)
-	}
-	if err := s.Ping(t.Context()); err != nil {
-		t.Errorf("Ping after closing the migrations provider: %v", err)
-	}
+	storecheck.MigrationsLeaveStoreOpen(t, openTest(t))
 }
 
 func TestParseDSN(t *testing.T) {
@@ -170,7 +128,7 @@ func TestParseDSN(t *testing.T) {
 
 func TestOpenErrorsHidePassword(t *testing.T) {
 	const secret = "s3cr3t-pw"
-	for _, tc := range []struct{ name, dsn string }{
+	storecheck.OpenErrorsHidePassword(t, Open, secret, []storecheck.DSNCase{
 		{"refused", "mysql://idgen:" + secret + "@127.0.0.1:1/idgen?timeout=2s"},
 		{"no database", "mysql://idgen:" + secret + "@127.0.0.1:3306"},
 		{"bad parameter", "mysql://idgen:" + secret + "@127.0.0.1/idgen?timeout=soon"},
@@ -178,25 +136,11 @@ func TestOpenErrorsHidePassword(t *testing.T) {
 		{"not a URL", "mysql://idgen:" + secret + "@[::1/idgen"},
 		{"driver form", "idgen:" + secret + "@tcp(127.0.0.1:3306)/idgen"},
 		{"opaque", "mysql:idgen:" + secret + "@tcp(127.0.0.1:3306)/idgen"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s, err := Open(t.Context(), tc.dsn)
-			if err == nil {
-				_ = s.Close()
-				t.Fatalf("Open succeeded, want an error")
-			}
-			if strings.Contains(err.Error(), secret) {
-				t.Errorf("error shows the password: %v", err)
-			}
-		})
-	}
+	})
 }
 
 func TestRetryable(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want bool
-	}{
+	storecheck.Classifies(t, "retryable", retryable, []storecheck.ErrCase{
 		{&gomysql.MySQLError{Number: 1213}, true},
 		{&gomysql.MySQLError{Number: 1205}, true},
 		{&gomysql.MySQLError{Number: 1020}, true}, // record changed since last read (snapshot isolation)
@@ -205,50 +149,18 @@ func TestRetryable(t *testing.T) {
 		{sql.ErrNoRows, false},
 		{context.Canceled, false},
 		{fmt.Errorf("x: %w", allocator.ErrNoWorkerAvailable), false},
-	} {
-		if got := retryable(tc.err); got != tc.want {
-			t.Errorf("retryable(%v) = %v, want %v", tc.err, got, tc.want)
-		}
-	}
+	})
 }
 
-// TestInTx checks the store's transactions through the retry helper: a
-// try that fails with the driver's conflict error, then one that returns
-// errRetry, are rolled back (their rows are gone) and counted, and the third
-// try commits.
+// TestInTx checks the store's transactions through the retry helper, with
+// the deadlock error as the driver's conflict.
 func TestInTx(t *testing.T) {
 	s := openTest(t)
-	ctx := t.Context()
 	conflict := &gomysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock"}
-	before := s.SerializationRetries()
-	tries := 0
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		tries++
-		if _, err := tx.ExecContext(ctx, `INSERT INTO worker_leases (datacenter_id, worker_id) VALUES (9, ?)`, tries); err != nil {
-			return err
-		}
-		switch tries {
-		case 1:
-			return fmt.Errorf("step: %w", conflict)
-		case 2:
-			return errRetry
-		}
-		return nil
-	})
-	if err != nil || tries != 3 {
-		t.Fatalf("got %v after %d tries, want success after 3", err, tries)
-	}
-	if got := s.SerializationRetries() - before; got != 2 {
-		t.Errorf("retry counter grew by %d, want 2", got)
-	}
-	leases, err := s.ListLeases(ctx)
-	var workers []int64
-	for _, l := range leases {
-		workers = append(workers, l.WorkerID)
-	}
-	if err != nil || len(workers) != 1 || workers[0] != 3 {
-		t.Errorf("got rows of workers %v, %v; want only worker 3's: the failed tries rolled back", workers, err)
-	}
+	storecheck.RetriedTx(t, s, s.inTx, func(ctx context.Context, tx *sql.Tx, worker int) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO worker_leases (datacenter_id, worker_id) VALUES (9, ?)`, worker)
+		return err
+	}, conflict, errRetry)
 }
 
 func TestPruneLeaseEventsInBatches(t *testing.T) {

@@ -2,13 +2,13 @@ package postgres
 
 import (
 	"maps"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/testdb"
+	"github.com/idgen-project/idgen/internal/teststore/storecheck"
 )
 
 func TestDurabilityRules(t *testing.T) {
@@ -25,11 +25,7 @@ func TestDurabilityRules(t *testing.T) {
 		m[name] = pgSetting{value, source}
 		return m
 	}
-	type want struct {
-		risk    string // Setting=Value
-		warning bool
-		fix     string // in Fix
-	}
+	type want = storecheck.WantRisk
 	for _, tc := range []struct {
 		name     string
 		settings map[string]pgSetting
@@ -63,15 +59,7 @@ func TestDurabilityRules(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := pgServer{settings: tc.settings, database: "idgen", role: "app", replicas: tc.replicas}.durabilityRisks()
-			if len(got) != len(tc.want) {
-				t.Fatalf("got risks %v, want %d", got, len(tc.want))
-			}
-			for i, w := range tc.want {
-				if got[i].String() != w.risk || got[i].Warning != w.warning || !strings.Contains(got[i].Fix, w.fix) {
-					t.Errorf("risk %d: got %v (warning %v, fix %q), want %s (warning %v, fix containing %q)",
-						i, got[i], got[i].Warning, got[i].Fix, w.risk, w.warning, w.fix)
-				}
-			}
+			storecheck.CheckRisks(t, got, tc.want)
 		})
 	}
 }
@@ -111,14 +99,8 @@ func TestCheckDurability(t *testing.T) {
 		}
 	})
 	t.Run("off in the DSN", func(t *testing.T) {
-		u, err := url.Parse(testdb.Postgres(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		q := u.Query()
-		q.Set("synchronous_commit", "off")
-		u.RawQuery = q.Encode()
-		checkOneRisk(t, u.String(), "synchronous_commit=off", "remove synchronous_commit from the DSN")
+		dsn := storecheck.WithParam(t, testdb.Postgres(t), "synchronous_commit", "off")
+		checkOneRisk(t, dsn, "synchronous_commit=off", "remove synchronous_commit from the DSN")
 	})
 }
 

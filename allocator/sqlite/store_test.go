@@ -7,26 +7,14 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/allocator/storetest"
 	"github.com/idgen-project/idgen/internal/testdb"
+	"github.com/idgen-project/idgen/internal/teststore/storecheck"
 )
 
 // openTest opens a store on a fresh, migrated database file, closed when t
 // ends.
 func openTest(t testing.TB) *Store {
 	t.Helper()
-	s, err := Open(t.Context(), testdb.SQLite(t))
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	p, err := s.Migrations()
-	if err != nil {
-		t.Fatalf("Migrations: %v", err)
-	}
-	defer p.Close()
-	if _, err := p.Up(t.Context()); err != nil {
-		t.Fatalf("migrate up: %v", err)
-	}
-	return s
+	return storecheck.OpenMigrated(t.Context(), t, Open, testdb.SQLite(t))
 }
 
 func TestStore(t *testing.T) {
@@ -79,17 +67,7 @@ func TestParseDSN(t *testing.T) {
 }
 
 func TestMigrationsLeaveStoreOpen(t *testing.T) {
-	s := openTest(t)
-	p, err := s.Migrations()
-	if err != nil {
-		t.Fatalf("Migrations: %v", err)
-	}
-	if err := p.Close(); err != nil {
-		t.Fatalf("close provider: %v", err)
-	}
-	if err := s.Ping(t.Context()); err != nil {
-		t.Errorf("Ping after closing the migrations provider: %v", err)
-	}
+	storecheck.MigrationsLeaveStoreOpen(t, openTest(t))
 }
 
 func TestOpenMissingDirectory(t *testing.T) {

@@ -29,7 +29,6 @@ package etcdtest
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -48,6 +47,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/idgen-project/idgen/internal/testdb/testname"
 )
 
 // The environment variables etcdtest reads.
@@ -145,25 +146,7 @@ func unavailable(tb testing.TB, cause error) {
 // <test>_<16 hex digits>, of [a-z0-9_].
 func newName(tb testing.TB) string {
 	tb.Helper()
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		tb.Fatalf("etcdtest: random name: %v", err)
-	}
-	var short strings.Builder
-	for _, r := range strings.ToLower(tb.Name()) {
-		if short.Len() == 24 {
-			break
-		}
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
-			short.WriteRune(r)
-		default:
-			if s := short.String(); s != "" && !strings.HasSuffix(s, "_") {
-				short.WriteByte('_')
-			}
-		}
-	}
-	return strings.TrimSuffix(short.String(), "_") + "_" + hex.EncodeToString(b[:])
+	return testname.New(tb)
 }
 
 // Cluster is a running etcd cluster the tests use: the one DSN and

@@ -58,6 +58,8 @@ import (
 	tcmysql "github.com/testcontainers/testcontainers-go/modules/mysql"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/idgen-project/idgen/internal/testdb/testname"
 )
 
 // The environment variables testdb reads.
@@ -119,14 +121,7 @@ var (
 // search_path, which is dropped (with everything in it) when tb ends.
 func Postgres(tb testing.TB) string {
 	tb.Helper()
-	server := os.Getenv(EnvPostgres)
-	if server == "" {
-		var err error
-		if server, err = postgresContainer(); err != nil {
-			unavailable(tb, "postgres", EnvPostgres,
-				"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", err)
-		}
-	}
+	server := serverDSN(tb, "postgres", EnvPostgres, "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", postgresContainer)
 	u, err := url.Parse(server)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		tb.Fatalf("testdb: %s is not a postgres:// URL", EnvPostgres)
@@ -164,13 +159,7 @@ func Postgres(tb testing.TB) string {
 // dropped when tb ends.
 func MySQL(tb testing.TB) string {
 	tb.Helper()
-	server := os.Getenv(EnvMySQL)
-	if server == "" {
-		var err error
-		if server, err = mysqlContainer(); err != nil {
-			unavailable(tb, "mysql", EnvMySQL, "mysql://root@127.0.0.1:3306/test", err)
-		}
-	}
+	server := serverDSN(tb, "mysql", EnvMySQL, "mysql://root@127.0.0.1:3306/test", mysqlContainer)
 	u, err := url.Parse(server)
 	if err != nil || u.Scheme != "mysql" || u.Host == "" {
 		tb.Fatalf("testdb: %s is not a mysql:// URL", EnvMySQL)
@@ -211,6 +200,22 @@ func MySQL(tb testing.TB) string {
 func SQLite(tb testing.TB) string {
 	tb.Helper()
 	return "sqlite:" + filepath.Join(tb.TempDir(), newName(tb)+".db")
+}
+
+// serverDSN returns the DSN of the server of db ("postgres" or "mysql") for
+// tb: the one the environment variable env names, else the process's
+// container, else tb is skipped or fails (see unavailable, which shows
+// example as a value for env).
+func serverDSN(tb testing.TB, db, env, example string, container func() (string, error)) string {
+	tb.Helper()
+	if dsn := os.Getenv(env); dsn != "" {
+		return dsn
+	}
+	dsn, err := container()
+	if err != nil {
+		unavailable(tb, db, env, example, err)
+	}
+	return dsn
 }
 
 // unavailable skips tb, or fails it when EnvRequire is 1, saying how to
@@ -255,25 +260,7 @@ func report(event, db, detail string) error {
 // idgen_<test>_<16 hex digits>, at most 48 characters of [a-z0-9_].
 func newName(tb testing.TB) string {
 	tb.Helper()
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		tb.Fatalf("testdb: random name: %v", err)
-	}
-	var short strings.Builder
-	for _, r := range strings.ToLower(tb.Name()) {
-		if short.Len() == 24 {
-			break
-		}
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
-			short.WriteRune(r)
-		default:
-			if s := short.String(); s != "" && !strings.HasSuffix(s, "_") {
-				short.WriteByte('_')
-			}
-		}
-	}
-	return "idgen_" + strings.TrimSuffix(short.String(), "_") + "_" + hex.EncodeToString(b[:])
+	return "idgen_" + testname.New(tb)
 }
 
 // openMySQL connects to the server named by a mysql:// URL.
@@ -338,81 +325,88 @@ func image(env, def string) string {
 	return def
 }
 
-// startPostgres starts the process's PostgreSQL container and returns its DSN.
-func startPostgres() (string, error) {
+// startContainer starts the process's container of db ("postgres" or
+// "mysql") and returns its DSN: run starts the image env names (or def)
+// with an account of the password given, and dsn returns the DSN of the
+// started server. A container that fails to start, or to give its address,
+// is removed.
+func startContainer[C testcontainers.Container](db, env, def string,
+	run func(ctx context.Context, img, password string) (C, error),
+	dsn func(ctx context.Context, c C, password string) (string, error),
+) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), containerStartTimeout)
 	defer cancel()
 	if err := dockerAvailable(ctx); err != nil {
 		return "", err
 	}
-	img := image(EnvPostgresImage, defaultPostgresImage)
+	img := image(env, def)
 	password, err := containerPassword()
 	if err != nil {
 		return "", err
 	}
-	c, err := tcpostgres.Run(ctx, img,
-		tcpostgres.WithDatabase("idgen"),
-		tcpostgres.WithUsername("postgres"),
-		tcpostgres.WithPassword(password),
-		// The server's own settings, not the module's fsync=off: the tests
-		// run against what a deployment runs.
-		testcontainers.WithCmd("postgres"),
-		// Ready when the server started after the initialisation says so
-		// (the one the initialisation runs says it first) and the published
-		// port answers.
-		testcontainers.WithWaitStrategyAndDeadline(serverReadyTimeout,
-			wait.ForLog("database system is ready to accept connections").WithOccurrence(2),
-			wait.ForListeningPort("5432/tcp"),
-		),
-	)
+	c, err := run(ctx, img, password)
 	if err != nil {
 		_ = testcontainers.TerminateContainer(c)
 		return "", fmt.Errorf("start %s container: %w", img, err)
 	}
-	dsn, err := c.ConnectionString(ctx, "sslmode=disable")
+	addr, err := dsn(ctx, c, password)
 	if err != nil {
 		_ = testcontainers.TerminateContainer(c)
 		return "", fmt.Errorf("%s container address: %w", img, err)
 	}
-	_ = report("container", "postgres", img)
-	return dsn, nil
+	_ = report("container", db, img)
+	return addr, nil
+}
+
+// startPostgres starts the process's PostgreSQL container and returns its DSN.
+func startPostgres() (string, error) {
+	return startContainer("postgres", EnvPostgresImage, defaultPostgresImage,
+		func(ctx context.Context, img, password string) (*tcpostgres.PostgresContainer, error) {
+			return tcpostgres.Run(ctx, img,
+				tcpostgres.WithDatabase("idgen"),
+				tcpostgres.WithUsername("postgres"),
+				tcpostgres.WithPassword(password),
+				// The server's own settings, not the module's fsync=off: the
+				// tests run against what a deployment runs.
+				testcontainers.WithCmd("postgres"),
+				// Ready when the server started after the initialisation
+				// says so (the one the initialisation runs says it first)
+				// and the published port answers.
+				testcontainers.WithWaitStrategyAndDeadline(serverReadyTimeout,
+					wait.ForLog("database system is ready to accept connections").WithOccurrence(2),
+					wait.ForListeningPort("5432/tcp"),
+				),
+			)
+		},
+		func(ctx context.Context, c *tcpostgres.PostgresContainer, _ string) (string, error) {
+			return c.ConnectionString(ctx, "sslmode=disable")
+		})
 }
 
 // startMySQL starts the process's MySQL container and returns its DSN.
 func startMySQL() (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), containerStartTimeout)
-	defer cancel()
-	if err := dockerAvailable(ctx); err != nil {
-		return "", err
-	}
-	img := image(EnvMySQLImage, defaultMySQLImage)
-	password, err := containerPassword()
-	if err != nil {
-		return "", err
-	}
-	c, err := tcmysql.Run(ctx, img,
-		tcmysql.WithUsername("root"),
-		tcmysql.WithPassword(password),
-		tcmysql.WithDatabase("idgen"),
-		// The module waits for a line only MySQL prints; mysqlReady matches
-		// MariaDB's too.
-		testcontainers.WithWaitStrategyAndDeadline(serverReadyTimeout,
-			wait.ForLog(mysqlReady).AsRegexp(),
-			wait.ForListeningPort("3306/tcp"),
-		),
-	)
-	if err != nil {
-		_ = testcontainers.TerminateContainer(c)
-		return "", fmt.Errorf("start %s container: %w", img, err)
-	}
-	endpoint, err := c.PortEndpoint(ctx, "3306/tcp", "")
-	if err == nil && endpoint == "" {
-		err = errors.New("no address")
-	}
-	if err != nil {
-		_ = testcontainers.TerminateContainer(c)
-		return "", fmt.Errorf("%s container address: %w", img, err)
-	}
-	_ = report("container", "mysql", img)
-	return (&url.URL{Scheme: "mysql", User: url.UserPassword("root", password), Host: endpoint, Path: "/idgen"}).String(), nil
+	return startContainer("mysql", EnvMySQLImage, defaultMySQLImage,
+		func(ctx context.Context, img, password string) (*tcmysql.MySQLContainer, error) {
+			return tcmysql.Run(ctx, img,
+				tcmysql.WithUsername("root"),
+				tcmysql.WithPassword(password),
+				tcmysql.WithDatabase("idgen"),
+				// The module waits for a line only MySQL prints; mysqlReady
+				// matches MariaDB's too.
+				testcontainers.WithWaitStrategyAndDeadline(serverReadyTimeout,
+					wait.ForLog(mysqlReady).AsRegexp(),
+					wait.ForListeningPort("3306/tcp"),
+				),
+			)
+		},
+		func(ctx context.Context, c *tcmysql.MySQLContainer, password string) (string, error) {
+			endpoint, err := c.PortEndpoint(ctx, "3306/tcp", "")
+			if err == nil && endpoint == "" {
+				err = errors.New("no address")
+			}
+			if err != nil {
+				return "", err
+			}
+			return (&url.URL{Scheme: "mysql", User: url.UserPassword("root", password), Host: endpoint, Path: "/idgen"}).String(), nil
+		})
 }

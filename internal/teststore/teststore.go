@@ -10,6 +10,7 @@ import (
 	"github.com/idgen-project/idgen/internal/etcdtest"
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/testdb"
+	"github.com/idgen-project/idgen/internal/teststore/storecheck"
 )
 
 // Dialects are the databases every store-backed test runs on: the SQL
@@ -51,18 +52,5 @@ func Open(tb testing.TB, dialect string) stores.Store {
 // OpenDSN opens and migrates the store dsn names, closed when the test ends.
 func OpenDSN(tb testing.TB, dsn string) stores.Store {
 	tb.Helper()
-	ctx := context.Background()
-	s, err := stores.Open(ctx, dsn)
-	if err != nil {
-		tb.Fatalf("open store: %v", err)
-	}
-	tb.Cleanup(func() { _ = s.Close() })
-	p, err := s.Migrations()
-	if err != nil {
-		tb.Fatalf("migrations: %v", err)
-	}
-	if _, err := p.Up(ctx); err != nil {
-		tb.Fatalf("migrate up: %v", err)
-	}
-	return s
+	return storecheck.OpenMigrated(context.Background(), tb, stores.Open, dsn)
 }
