@@ -296,30 +296,6 @@ func (f *fakeSegmentStore) ReturnTail(ctx context.Context, name string, expectMa
 	return did, nil
 }
 
-// fakeSegmentClock is a clock that moves only when told to.
-type fakeSegmentClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeSegmentClock() *fakeSegmentClock {
-	return &fakeSegmentClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeSegmentClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeSegmentClock) Sleep(d time.Duration) { c.Advance(d) }
-
-func (c *fakeSegmentClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // fakeSnowflakeSource hands out consecutive "Snowflake" IDs from next and
 // claims smallest as the smallest ID of the current millisecond.
 type fakeSnowflakeSource struct {

@@ -110,6 +110,26 @@ func newFakeNode(t *testing.T, store LeaseStore, ft *fakeTime, s KeeperSettings)
 	return &fakeNode{k: k, wall: wall, l: k.newLoop()}
 }
 
+// newSteppedNode returns a node with settings s on a fakeTime and a
+// fakeLeaseStore of its own, the start of most stepped tests, with that
+// store and time for the test to drive.
+func newSteppedNode(t *testing.T, s KeeperSettings) (*fakeNode, *fakeLeaseStore, *fakeTime) {
+	t.Helper()
+	ft := newFakeTime()
+	store := newFakeLeaseStore(ft.now)
+	return newFakeNode(t, store, ft, s), store, ft
+}
+
+// stepToReady runs one step of the run loop and fails the test unless the
+// keeper is ready after it; when says at what point of the test.
+func (n *fakeNode) stepToReady(t *testing.T, when string) {
+	t.Helper()
+	n.step()
+	if err := n.k.Ready(); err != nil {
+		t.Fatalf("Ready %s: %v", when, err)
+	}
+}
+
 // step runs one step of the run loop and returns the wait it asks for.
 func (n *fakeNode) step() time.Duration { return n.k.step(context.Background(), n.l) }
 
@@ -129,9 +149,7 @@ func (n *fakeNode) next(t *testing.T) int64 {
 func key(w int64) LeaseKey { return LeaseKey{WorkerID: w} }
 
 func TestKeeperFakeClaim(t *testing.T) {
-	ft := newFakeTime()
-	store := newFakeLeaseStore(ft.now)
-	n := newFakeNode(t, store, ft, KeeperSettings{WorkerIDs: &WorkerRange{0, 3}, Holder: "a"})
+	n, store, ft := newSteppedNode(t, KeeperSettings{WorkerIDs: &WorkerRange{0, 3}, Holder: "a"})
 	if err := n.k.Ready(); !errors.Is(err, ErrNoLease) {
 		t.Fatalf("Ready before the first step: got %v, want ErrNoLease", err)
 	}
@@ -160,9 +178,7 @@ func TestKeeperFakeClaim(t *testing.T) {
 }
 
 func TestKeeperFakeHeartbeat(t *testing.T) {
-	ft := newFakeTime()
-	store := newFakeLeaseStore(ft.now)
-	n := newFakeNode(t, store, ft, KeeperSettings{WorkerIDs: &WorkerRange{0, 0}, Holder: "a"})
+	n, store, ft := newSteppedNode(t, KeeperSettings{WorkerIDs: &WorkerRange{0, 0}, Holder: "a"})
 	n.step()
 	ft.advance(fakeHeartbeat / 2)
 	if wait := n.step(); wait != fakeHeartbeat/2 {
@@ -200,19 +216,14 @@ func TestKeeperFakeHeartbeat(t *testing.T) {
 		t.Fatalf("Next past the local deadline: got %v, want ErrUnavailable wrapping ErrLeaseExpired", err)
 	}
 	store.setDown(nil)
-	n.step()
-	if err := n.k.Ready(); err != nil {
-		t.Fatalf("Ready after the database came back within the ttl: %v", err)
-	}
+	n.stepToReady(t, "after the database came back within the ttl")
 	if st := n.k.Status(); st.Claims != 1 || st.Lost != 0 || !st.DatabaseOK {
 		t.Errorf("status %+v, want the same lease (one claim, none lost)", st)
 	}
 }
 
 func TestKeeperFakeLost(t *testing.T) {
-	ft := newFakeTime()
-	store := newFakeLeaseStore(ft.now)
-	n := newFakeNode(t, store, ft, KeeperSettings{WorkerIDs: &WorkerRange{0, 1}, Holder: "a"})
+	n, store, ft := newSteppedNode(t, KeeperSettings{WorkerIDs: &WorkerRange{0, 1}, Holder: "a"})
 	n.step()
 	last := n.next(t)
 	// Another node holds worker 0 now (say it took it over after an
@@ -249,9 +260,7 @@ func TestKeeperFakeLost(t *testing.T) {
 }
 
 func TestKeeperFakeTakeover(t *testing.T) {
-	ft := newFakeTime()
-	store := newFakeLeaseStore(ft.now)
-	a := newFakeNode(t, store, ft, KeeperSettings{WorkerIDs: &WorkerRange{0, 0}, Holder: "a"})
+	a, store, ft := newSteppedNode(t, KeeperSettings{WorkerIDs: &WorkerRange{0, 0}, Holder: "a"})
 	a.wall.step(2 * time.Second) // a's clock runs 2 s ahead: its ceiling lies ahead of b's clock
 	a.step()
 	aCeiling := a.k.Status().CeilingMS
@@ -301,9 +310,7 @@ func TestKeeperFakeTakeover(t *testing.T) {
 }
 
 func TestKeeperFakeRelease(t *testing.T) {
-	ft := newFakeTime()
-	store := newFakeLeaseStore(ft.now)
-	a := newFakeNode(t, store, ft, KeeperSettings{WorkerIDs: &WorkerRange{0, 0}, Holder: "a"})
+	a, store, ft := newSteppedNode(t, KeeperSettings{WorkerIDs: &WorkerRange{0, 0}, Holder: "a"})
 	a.step()
 	claimed := a.k.Status().CeilingMS
 	a.next(t)
@@ -339,9 +346,7 @@ func TestKeeperFakeRelease(t *testing.T) {
 }
 
 func TestKeeperFakeClockSteppedBackMoves(t *testing.T) {
-	ft := newFakeTime()
-	store := newFakeLeaseStore(ft.now)
-	n := newFakeNode(t, store, ft, KeeperSettings{WorkerIDs: &WorkerRange{0, 1}, Holder: "a"})
+	n, store, _ := newSteppedNode(t, KeeperSettings{WorkerIDs: &WorkerRange{0, 1}, Holder: "a"})
 	n.step()
 	last := n.next(t)
 	n.wall.step(-3 * time.Second)
@@ -360,9 +365,7 @@ func TestKeeperFakeClockSteppedBackMoves(t *testing.T) {
 }
 
 func TestKeeperFakeClockSteppedBackStays(t *testing.T) {
-	ft := newFakeTime()
-	store := newFakeLeaseStore(ft.now)
-	n := newFakeNode(t, store, ft, KeeperSettings{WorkerIDs: &WorkerRange{0, 0}, Holder: "a"})
+	n, store, ft := newSteppedNode(t, KeeperSettings{WorkerIDs: &WorkerRange{0, 0}, Holder: "a"})
 	n.step()
 	last := n.next(t)
 	n.wall.step(-2500 * time.Millisecond)
@@ -404,13 +407,11 @@ func TestKeeperFakeClockSteppedBackStays(t *testing.T) {
 }
 
 func TestKeeperFakePoolFull(t *testing.T) {
-	ft := newFakeTime()
-	store := newFakeLeaseStore(ft.now)
+	n, store, ft := newSteppedNode(t, KeeperSettings{WorkerIDs: &WorkerRange{0, 0}, Holder: "a"})
 	other, err := store.Claim(context.Background(), ClaimRequest{MaxWorkerID: 0, Holder: "other", TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := newFakeNode(t, store, ft, KeeperSettings{WorkerIDs: &WorkerRange{0, 0}, Holder: "a"})
 	var waits []time.Duration
 	for range 8 {
 		wait := n.step()
@@ -444,35 +445,25 @@ func TestKeeperFakePoolFull(t *testing.T) {
 		FencingVersion: other.Lease.FencingVersion}); err != nil {
 		t.Fatal(err)
 	}
-	n.step()
-	if err := n.k.Ready(); err != nil {
-		t.Fatalf("Ready after the worker ID was released: %v", err)
-	}
+	n.stepToReady(t, "after the worker ID was released")
 }
 
 func TestKeeperFakeDatabaseDownAtStart(t *testing.T) {
-	ft := newFakeTime()
-	store := newFakeLeaseStore(ft.now)
+	n, store, ft := newSteppedNode(t, KeeperSettings{WorkerIDs: &WorkerRange{0, 0}, Holder: "a"})
 	store.setDown(errFakeLeaseDown)
-	n := newFakeNode(t, store, ft, KeeperSettings{WorkerIDs: &WorkerRange{0, 0}, Holder: "a"})
 	ft.advance(n.step())
 	if st := n.k.Status(); st.DatabaseOK || st.Held || st.LastError == "" {
 		t.Errorf("status with the database down: %+v, want database not OK, no lease, the error reported", st)
 	}
 	store.setDown(nil)
-	n.step()
-	if err := n.k.Ready(); err != nil {
-		t.Fatalf("Ready once the database answered: %v", err)
-	}
+	n.stepToReady(t, "once the database answered")
 }
 
 // TestKeeperFakeClockAheadCeilingBounded: a node whose clock is an hour
 // ahead proposes a ceiling an hour ahead; the store keeps it within store
 // time + ttl + the allowed offset.
 func TestKeeperFakeClockAheadCeilingBounded(t *testing.T) {
-	ft := newFakeTime()
-	store := newFakeLeaseStore(ft.now)
-	n := newFakeNode(t, store, ft, KeeperSettings{WorkerIDs: &WorkerRange{0, 0}, Holder: "a", MaxClockOffset: time.Second})
+	n, store, ft := newSteppedNode(t, KeeperSettings{WorkerIDs: &WorkerRange{0, 0}, Holder: "a", MaxClockOffset: time.Second})
 	n.wall.step(time.Hour)
 	n.step()
 	bound := ft.now().Add(fakeTTL + time.Second).UnixMilli()
@@ -491,9 +482,7 @@ func TestKeeperFakeClockAheadCeilingBounded(t *testing.T) {
 // the IDs were made under, and a re-claim of the same worker ID shows a
 // greater fencing version.
 func TestKeeperFakeNextNFenced(t *testing.T) {
-	ft := newFakeTime()
-	store := newFakeLeaseStore(ft.now)
-	n := newFakeNode(t, store, ft, KeeperSettings{DatacenterID: 3, WorkerIDs: &WorkerRange{5, 5}, Holder: "a"})
+	n, store, ft := newSteppedNode(t, KeeperSettings{DatacenterID: 3, WorkerIDs: &WorkerRange{5, 5}, Holder: "a"})
 	if ids, tok, err := n.k.NextNFenced(nil, 4); !errors.Is(err, ErrNoLease) || len(ids) != 0 || tok != (LeaseToken{}) {
 		t.Fatalf("NextNFenced before a claim: got %d IDs, token %+v, err %v; want none, the zero token, ErrNoLease", len(ids), tok, err)
 	}

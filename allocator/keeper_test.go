@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/allocator/storetest"
 	"github.com/idgen-project/idgen/internal/teststore"
 	"github.com/idgen-project/idgen/snowflake"
 )
@@ -104,23 +105,6 @@ func pool(lo, hi int64) *allocator.WorkerRange { return &allocator.WorkerRange{M
 func forEachDialect(t *testing.T, f func(t *testing.T, dialect string)) {
 	for _, d := range teststore.StoreDialects {
 		t.Run(d, func(t *testing.T) { f(t, d) })
-	}
-}
-
-func allEvents(t *testing.T, s allocator.LeaseAdmin) []allocator.LeaseEvent {
-	t.Helper()
-	var all []allocator.LeaseEvent
-	after := int64(0)
-	for {
-		evs, err := s.ListLeaseEvents(context.Background(), allocator.LeaseEventFilter{AfterID: after, Limit: 500})
-		if err != nil {
-			t.Fatalf("ListLeaseEvents: %v", err)
-		}
-		if len(evs) == 0 {
-			return all
-		}
-		all = append(all, evs...)
-		after = evs[len(evs)-1].ID
 	}
 }
 
@@ -255,7 +239,7 @@ func keeperRace(t *testing.T, store allocator.Store) {
 		if held != workers {
 			t.Errorf("held rows in worker_leases: got %d, want %d", held, workers)
 		}
-		checkEventHistory(t, allEvents(t, store))
+		checkEventHistory(t, storetest.AllLeaseEvents(t, store))
 		for _, k := range ks {
 			closeKeeper(k)
 		}
@@ -351,7 +335,7 @@ func TestKeeperTakeover(t *testing.T) {
 		deadline := time.Now().Add(10 * time.Second)
 		for !slices.Contains(kinds["node-a"], allocator.EventLost) && time.Now().Before(deadline) {
 			clear(kinds)
-			for _, ev := range allEvents(t, store) {
+			for _, ev := range storetest.AllLeaseEvents(t, store) {
 				kinds[ev.Holder] = append(kinds[ev.Holder], ev.Kind)
 			}
 			time.Sleep(10 * time.Millisecond)
@@ -402,7 +386,7 @@ func TestKeeperRestarts(t *testing.T) {
 				t.Fatalf("run %d: Close: %v", run, err)
 			}
 		}
-		events := allEvents(t, store)
+		events := storetest.AllLeaseEvents(t, store)
 		checkEventHistory(t, events)
 		takeovers := 0
 		for _, ev := range events {
@@ -683,11 +667,6 @@ func TestKeeperSettingsResolve(t *testing.T) {
 		{"backward wait too long", allocator.KeeperSettings{MaxBackwardWait: time.Second + time.Millisecond}, "max backward wait 1.001s (--max-backward-wait): want at most 1s"},
 	} {
 		_, err := tc.s.Resolve()
-		switch {
-		case tc.want == "" && err != nil:
-			t.Errorf("%s: Resolve: %v, want no error", tc.name, err)
-		case tc.want != "" && (!errors.Is(err, snowflake.ErrInvalidSettings) || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("%s: Resolve: got %v, want ErrInvalidSettings saying %q", tc.name, err, tc.want)
-		}
+		allocator.CheckResolveError(t, tc.name, err, tc.want)
 	}
 }

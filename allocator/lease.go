@@ -355,28 +355,17 @@ const (
 // or an owner or request ID that is too long or not UTF-8. Stores call it
 // before touching the database.
 func (r ClaimRequest) Validate() error {
-	var problem string
-	switch {
-	case !validHolder(r.Holder):
-		problem = fmt.Sprintf("holder must have 1 to %d bytes", MaxHolderLen)
-	case r.TTL < time.Millisecond:
-		problem = fmt.Sprintf("ttl %s is below 1ms", r.TTL)
-	case !validID(r.DatacenterID):
-		problem = fmt.Sprintf("datacenter %d out of range", r.DatacenterID)
-	case r.MinWorkerID < 0 || r.MaxWorkerID < r.MinWorkerID || r.MaxWorkerID > math.MaxInt32:
-		problem = fmt.Sprintf("worker IDs %d..%d are not a range of non-negative IDs", r.MinWorkerID, r.MaxWorkerID)
-	case r.MaxWorkerID-r.MinWorkerID >= MaxPoolSize:
-		problem = fmt.Sprintf("pool of %d worker IDs is larger than %d", r.MaxWorkerID-r.MinWorkerID+1, MaxPoolSize)
-	case r.CeilingMS < 0 || r.MaxPrevCeilingMS < 0:
-		problem = "negative ceiling"
-	case r.MaxClockOffset < 0:
-		problem = fmt.Sprintf("negative clock offset %s", r.MaxClockOffset)
-	default:
-		if problem = callerProblem(r.Owner, r.RequestID); problem == "" {
-			return nil
-		}
-	}
-	return fmt.Errorf("invalid claim: %s", problem)
+	return invalidRequest("claim",
+		holderProblem(r.Holder),
+		ttlProblem(r.TTL),
+		problemIf(!validID(r.DatacenterID), "datacenter %d out of range", r.DatacenterID),
+		problemIf(r.MinWorkerID < 0 || r.MaxWorkerID < r.MinWorkerID || r.MaxWorkerID > math.MaxInt32,
+			"worker IDs %d..%d are not a range of non-negative IDs", r.MinWorkerID, r.MaxWorkerID),
+		problemIf(r.MaxWorkerID-r.MinWorkerID >= MaxPoolSize,
+			"pool of %d worker IDs is larger than %d", r.MaxWorkerID-r.MinWorkerID+1, MaxPoolSize),
+		problemIf(r.CeilingMS < 0 || r.MaxPrevCeilingMS < 0, "negative ceiling"),
+		problemIf(r.MaxClockOffset < 0, "negative clock offset %s", r.MaxClockOffset),
+		callerProblem(r.Owner, r.RequestID))
 }
 
 // Validate reports a heartbeat no store could carry out: no holder or one
@@ -385,26 +374,13 @@ func (r ClaimRequest) Validate() error {
 // request ID that is too long or not UTF-8. Stores call it before touching
 // the database.
 func (r HeartbeatRequest) Validate() error {
-	var problem string
-	switch {
-	case !validHolder(r.Holder):
-		problem = fmt.Sprintf("holder must have 1 to %d bytes", MaxHolderLen)
-	case r.TTL < time.Millisecond:
-		problem = fmt.Sprintf("ttl %s is below 1ms", r.TTL)
-	case !validID(r.Key.DatacenterID) || !validID(r.Key.WorkerID):
-		problem = fmt.Sprintf("worker %d/%d out of range", r.Key.DatacenterID, r.Key.WorkerID)
-	case r.FencingVersion < 0:
-		problem = fmt.Sprintf("negative fencing version %d", r.FencingVersion)
-	case r.CeilingMS < 0:
-		problem = fmt.Sprintf("negative ceiling %d", r.CeilingMS)
-	case r.MaxClockOffset < 0:
-		problem = fmt.Sprintf("negative clock offset %s", r.MaxClockOffset)
-	default:
-		if problem = callerProblem(r.Owner, r.RequestID); problem == "" {
-			return nil
-		}
-	}
-	return fmt.Errorf("invalid heartbeat: %s", problem)
+	return invalidRequest("heartbeat",
+		holderProblem(r.Holder),
+		ttlProblem(r.TTL),
+		fencedKeyProblem(r.Key, r.FencingVersion),
+		problemIf(r.CeilingMS < 0, "negative ceiling %d", r.CeilingMS),
+		problemIf(r.MaxClockOffset < 0, "negative clock offset %s", r.MaxClockOffset),
+		callerProblem(r.Owner, r.RequestID))
 }
 
 // Validate reports a release no store could carry out: no holder or one
@@ -413,44 +389,65 @@ func (r HeartbeatRequest) Validate() error {
 // not UTF-8. Stores call it before touching the database. Whether the last
 // timestamp fits the lease is for ReleaseCeiling, which sees the row.
 func (r ReleaseRequest) Validate() error {
-	var problem string
-	switch {
-	case !validHolder(r.Holder):
-		problem = fmt.Sprintf("holder must have 1 to %d bytes", MaxHolderLen)
-	case !validID(r.Key.DatacenterID) || !validID(r.Key.WorkerID):
-		problem = fmt.Sprintf("worker %d/%d out of range", r.Key.DatacenterID, r.Key.WorkerID)
-	case r.FencingVersion < 0:
-		problem = fmt.Sprintf("negative fencing version %d", r.FencingVersion)
-	case r.LastTimestampMS < 0:
-		problem = fmt.Sprintf("negative last timestamp %d", r.LastTimestampMS)
-	default:
-		if problem = callerProblem(r.Owner, r.RequestID); problem == "" {
-			return nil
-		}
-	}
-	return fmt.Errorf("invalid release: %s", problem)
+	return invalidRequest("release",
+		holderProblem(r.Holder),
+		fencedKeyProblem(r.Key, r.FencingVersion),
+		problemIf(r.LastTimestampMS < 0, "negative last timestamp %d", r.LastTimestampMS),
+		callerProblem(r.Owner, r.RequestID))
 }
 
 // Validate reports an eviction no store could carry out: a key or fencing
 // version out of range, or an owner, request ID or reason that is too long
 // or not UTF-8. Stores call it before touching the database.
 func (r EvictRequest) Validate() error {
-	var problem string
-	switch {
-	case !validID(r.Key.DatacenterID) || !validID(r.Key.WorkerID):
-		problem = fmt.Sprintf("worker %d/%d out of range", r.Key.DatacenterID, r.Key.WorkerID)
-	case r.FencingVersion < 0:
-		problem = fmt.Sprintf("negative fencing version %d", r.FencingVersion)
-	default:
-		problem = callerProblem(r.Owner, r.RequestID)
-		if problem == "" {
-			problem = textProblem("reason", r.Reason, MaxEvictReasonLen)
-		}
-		if problem == "" {
-			return nil
+	return invalidRequest("eviction",
+		fencedKeyProblem(r.Key, r.FencingVersion),
+		callerProblem(r.Owner, r.RequestID),
+		textProblem("reason", r.Reason, MaxEvictReasonLen))
+}
+
+// invalidRequest is the error of the Validate methods: nil when every
+// problem is "", otherwise "invalid <what>: " and the first problem, so a
+// request with several faults is always reported by the same one, in the
+// order the method lists its checks.
+func invalidRequest(what string, problems ...string) error {
+	for _, p := range problems {
+		if p != "" {
+			return fmt.Errorf("invalid %s: %s", what, p)
 		}
 	}
-	return fmt.Errorf("invalid eviction: %s", problem)
+	return nil
+}
+
+// problemIf returns the problem format describes when bad holds, "" otherwise.
+// The message is only formatted for a bad request.
+func problemIf(bad bool, format string, args ...any) string {
+	if !bad {
+		return ""
+	}
+	return fmt.Sprintf(format, args...)
+}
+
+// holderProblem describes a holder no store accepts (empty, or over
+// MaxHolderLen bytes), or returns "".
+func holderProblem(h string) string {
+	return problemIf(!validHolder(h), "holder must have 1 to %d bytes", MaxHolderLen)
+}
+
+// ttlProblem describes a lease ttl under the 1ms every store can keep, or
+// returns "".
+func ttlProblem(ttl time.Duration) string {
+	return problemIf(ttl < time.Millisecond, "ttl %s is below 1ms", ttl)
+}
+
+// fencedKeyProblem describes a worker key out of the lease table's range
+// or a negative fencing version, the two checks of every request naming
+// one lease, or returns "".
+func fencedKeyProblem(k LeaseKey, fencingVersion int64) string {
+	if p := problemIf(!validID(k.DatacenterID) || !validID(k.WorkerID), "worker %d/%d out of range", k.DatacenterID, k.WorkerID); p != "" {
+		return p
+	}
+	return problemIf(fencingVersion < 0, "negative fencing version %d", fencingVersion)
 }
 
 // CheckRow reports whether the eviction may go ahead on row, the row of

@@ -151,24 +151,8 @@ func (s SegmentSettings) withDefaults() SegmentSettings {
 	if s.MaxWait == 0 {
 		s.MaxWait = DefaultSegmentMaxWait
 	}
-	if s.RetryMin <= 0 {
-		s.RetryMin = DefaultSegmentRetryMin
-	}
-	if s.RetryMax <= 0 {
-		s.RetryMax = DefaultSegmentRetryMax
-	}
-	if s.RetryMax < s.RetryMin {
-		s.RetryMax = s.RetryMin
-	}
-	if s.GrowBelow <= 0 {
-		s.GrowBelow = DefaultSegmentGrowBelow
-	}
-	if s.ShrinkAbove <= 0 {
-		s.ShrinkAbove = DefaultSegmentShrinkAbove
-	}
-	if s.ShrinkAbove < s.GrowBelow {
-		s.ShrinkAbove = s.GrowBelow
-	}
+	s.RetryMin, s.RetryMax = durationBounds(s.RetryMin, s.RetryMax, DefaultSegmentRetryMin, DefaultSegmentRetryMax)
+	s.GrowBelow, s.ShrinkAbove = durationBounds(s.GrowBelow, s.ShrinkAbove, DefaultSegmentGrowBelow, DefaultSegmentShrinkAbove)
 	if s.Clock == nil {
 		s.Clock = snowflake.SystemClock()
 	}
@@ -176,6 +160,19 @@ func (s SegmentSettings) withDefaults() SegmentSettings {
 		s.Logger = slog.New(slog.DiscardHandler)
 	}
 	return s
+}
+
+// durationBounds returns a lower and an upper bound of withDefaults: each
+// that is not above 0 replaced by its default, and the upper one raised to
+// the lower one if it lies below it.
+func durationBounds(lo, hi, defLo, defHi time.Duration) (time.Duration, time.Duration) {
+	if lo <= 0 {
+		lo = defLo
+	}
+	if hi <= 0 {
+		hi = defHi
+	}
+	return lo, max(hi, lo)
 }
 
 // Resolve returns s with the defaults filled in, or, when a field breaks
@@ -321,15 +318,7 @@ func NewSegments(store SegmentStore, s SegmentSettings) *Segments {
 // apart use Draw, whose Batch carries the source.
 func (s *Segments) Next(ctx context.Context, name string) (int64, error) {
 	if ns := (*s.spaces.Load())[name]; ns != nil {
-		if b := ns.cur.Load(); b != nil {
-			if off := b.used.Add(1) - 1; off < b.size {
-				if off == b.trigger {
-					ns.prefetch()
-				}
-				return b.first + off, nil
-			}
-		}
-		return ns.nextSlow(ctx)
+		return ns.nextID(ctx)
 	}
 	ns, err := s.namespace(ctx, name)
 	if err != nil {
@@ -349,9 +338,8 @@ func (s *Segments) Next(ctx context.Context, name string) (int64, error) {
 // Errors wrap ErrInvalidCount, ErrInvalidNamespace, ErrNamespaceNotFound,
 // ErrNamespaceExhausted or ErrUnavailable (see Next).
 func (s *Segments) Draw(ctx context.Context, name string, n int, out *Batch) error {
-	out.reset()
-	if n < 1 || n > MaxDrawCount {
-		return fmt.Errorf("%w: %d IDs asked for, 1 to %d allowed", ErrInvalidCount, n, MaxDrawCount)
+	if err := startDraw(n, out); err != nil {
+		return err
 	}
 	ns := (*s.spaces.Load())[name]
 	if ns == nil {
@@ -384,8 +372,31 @@ type Handle struct {
 func (h *Handle) Name() string { return h.ns.name }
 
 // Next returns one ID of the handle's namespace, as Segments.Next does.
-func (h *Handle) Next(ctx context.Context) (int64, error) {
-	ns := h.ns
+func (h *Handle) Next(ctx context.Context) (int64, error) { return h.ns.nextID(ctx) }
+
+// Draw hands out n IDs of the handle's namespace, as Segments.Draw does.
+func (h *Handle) Draw(ctx context.Context, n int, out *Batch) error {
+	if err := startDraw(n, out); err != nil {
+		return err
+	}
+	return h.ns.draw(ctx, int64(n), out)
+}
+
+// startDraw empties out for a draw of n IDs and refuses a count out of
+// range, the first step of both Draw methods.
+func startDraw(n int, out *Batch) error {
+	out.reset()
+	if n < 1 || n > MaxDrawCount {
+		return fmt.Errorf("%w: %d IDs asked for, 1 to %d allowed", ErrInvalidCount, n, MaxDrawCount)
+	}
+	return nil
+}
+
+// nextID returns one ID of the namespace: from the current range with one
+// atomic add when it has IDs left (starting the prefetch when the draw
+// crosses its trigger), otherwise through nextSlow. It is the hot path of
+// both Next methods.
+func (ns *segNamespace) nextID(ctx context.Context) (int64, error) {
 	if b := ns.cur.Load(); b != nil {
 		if off := b.used.Add(1) - 1; off < b.size {
 			if off == b.trigger {
@@ -395,15 +406,6 @@ func (h *Handle) Next(ctx context.Context) (int64, error) {
 		}
 	}
 	return ns.nextSlow(ctx)
-}
-
-// Draw hands out n IDs of the handle's namespace, as Segments.Draw does.
-func (h *Handle) Draw(ctx context.Context, n int, out *Batch) error {
-	out.reset()
-	if n < 1 || n > MaxDrawCount {
-		return fmt.Errorf("%w: %d IDs asked for, 1 to %d allowed", ErrInvalidCount, n, MaxDrawCount)
-	}
-	return h.ns.draw(ctx, int64(n), out)
 }
 
 // SegmentStats describes one namespace as this node sees it, for metrics

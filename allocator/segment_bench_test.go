@@ -104,18 +104,32 @@ func BenchmarkSegmentDrawLatency(b *testing.B) {
 	store.setLatency(20 * time.Millisecond)
 	s := NewSegments(store, SegmentSettings{})
 	defer func() { _ = s.Close(context.Background()) }()
-	ctx := context.Background()
-	h, err := s.Handle(ctx, "orders")
+	h, err := s.Handle(context.Background(), "orders")
 	if err != nil {
 		b.Fatal(err)
 	}
-	for st, _ := s.NamespaceStats("orders"); st.Step < maxStep; st, _ = s.NamespaceStats("orders") {
+	BenchSwitchLatency(b, s, h, "orders", maxStep, func() int64 {
+		_, fetches, _ := store.counts()
+		return int64(fetches)
+	})
+}
+
+// BenchSwitchLatency times b.N single draws through h, a handle of
+// namespace name of s, once the dynamic step has grown to maxStep, and
+// reports p50, p99, p99.9 and the maximum of their latency in nanoseconds,
+// and the fetches made while timing as fetches counts them. It is the
+// body of BenchmarkSegmentDrawLatency and, exported for package
+// allocator_test, of BenchmarkSegmentIntegrationDrawLatency.
+func BenchSwitchLatency(b *testing.B, s *Segments, h *Handle, name string, maxStep int64, fetches func() int64) {
+	b.Helper()
+	ctx := context.Background()
+	for st, _ := s.NamespaceStats(name); st.Step < maxStep; st, _ = s.NamespaceStats(name) {
 		if _, err := h.Next(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}
 	lat := make([]time.Duration, b.N)
-	_, before, _ := store.counts()
+	before := fetches()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
@@ -126,7 +140,7 @@ func BenchmarkSegmentDrawLatency(b *testing.B) {
 		lat[i] = time.Since(start)
 	}
 	b.StopTimer()
-	_, after, _ := store.counts()
+	after := fetches()
 	slices.Sort(lat)
 	pct := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(float64(len(lat))*p))]) }
 	b.ReportMetric(pct(0.50), "p50-ns")

@@ -199,74 +199,21 @@ func TestSegmentIntegrationUnique(t *testing.T) {
 		defer cancel()
 
 		recs := make([]*recordingStore, allocators)
-		var (
-			wg   sync.WaitGroup
-			mu   sync.Mutex
-			all  = make([]int64, 0, total)
-			errs []error
-		)
-		start := time.Now()
+		segs := make([]*allocator.Segments, allocators)
 		for a := range allocators {
 			recs[a] = &recordingStore{SegmentStore: env.store(t)}
-			sg := newSegs(t, recs[a], segSettings())
-			for g := range goroutines {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					mine := make([]int64, 0, perG)
-					var b allocator.Batch
-					for i := 0; len(mine) < perG; i++ {
-						n := min([]int{1, 10, 1, 100, 1, 500}[i%6], perG-len(mine))
-						if n == 1 {
-							id, err := sg.Next(ctx, "orders")
-							if err != nil {
-								mu.Lock()
-								errs = append(errs, fmt.Errorf("allocator %d goroutine %d: %w", a, g, err))
-								mu.Unlock()
-								return
-							}
-							mine = append(mine, id)
-							continue
-						}
-						if err := sg.Draw(ctx, "orders", n, &b); err != nil {
-							mu.Lock()
-							errs = append(errs, fmt.Errorf("allocator %d goroutine %d: %w", a, g, err))
-							mu.Unlock()
-							return
-						}
-						mine = append(mine, b.IDs...)
-					}
-					for i := 1; i < len(mine); i++ {
-						if mine[i] <= mine[i-1] {
-							mu.Lock()
-							errs = append(errs, fmt.Errorf("allocator %d goroutine %d: ID %d after %d", a, g, mine[i], mine[i-1]))
-							mu.Unlock()
-							return
-						}
-					}
-					mu.Lock()
-					all = append(all, mine...)
-					mu.Unlock()
-				}()
-			}
+			segs[a] = newSegs(t, recs[a], segSettings())
 		}
-		wg.Wait()
+		draws := allocator.MixedDraws{
+			Sizes:   []int{1, 10, 1, 100, 1, 500},
+			ViaNext: func(int) bool { return true },
+		}
+		start := time.Now()
+		all := slices.Concat(allocator.DrawConcurrently(t, allocators, goroutines, func(a, _ int) ([]int64, error) {
+			return draws.Draw(ctx, segs[a], "orders", perG)
+		})...)
 		t.Logf("%s: %d IDs in %v", env.backend.name, len(all), time.Since(start).Round(time.Millisecond))
-		for _, err := range errs {
-			t.Error(err)
-		}
-		if t.Failed() {
-			return
-		}
-		if len(all) != total {
-			t.Fatalf("IDs drawn: got %d, want %d", len(all), total)
-		}
-		slices.Sort(all)
-		for i := 1; i < len(all); i++ {
-			if all[i] == all[i-1] {
-				t.Fatalf("ID %d handed out twice", all[i])
-			}
-		}
+		allocator.CheckUnique(t, all, total)
 		fetches := 0
 		var ranges []allocator.Segment
 		for a, r := range recs {
@@ -286,16 +233,7 @@ func TestSegmentIntegrationUnique(t *testing.T) {
 			t.Errorf("fetches: got %d, want at most %d", fetches, limit)
 		}
 		// Every ID lies in a range whose fetch succeeded.
-		slices.SortFunc(ranges, func(a, b allocator.Segment) int { return int(a.First - b.First) })
-		j := 0
-		for _, id := range all {
-			for j < len(ranges) && ranges[j].Last < id {
-				j++
-			}
-			if j == len(ranges) || id < ranges[j].First {
-				t.Fatalf("ID %d lies in no range fetched", id)
-			}
-		}
+		allocator.CheckInRanges(t, all, ranges, "range fetched")
 	})
 }
 
@@ -325,39 +263,13 @@ func TestSegmentIntegrationStrict(t *testing.T) {
 			next += int64(n)
 		}
 
-		var (
-			wg  sync.WaitGroup
-			mu  sync.Mutex
-			all []int64
-		)
-		errc := make(chan error, 6)
-		for g := range 6 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				var b allocator.Batch
-				for j := range 40 {
-					if err := segs[g%3].Draw(ctx, "invoices", 1+j%4, &b); err != nil {
-						errc <- err
-						return
-					}
-					mu.Lock()
-					all = append(all, b.IDs...)
-					mu.Unlock()
-				}
-			}()
-		}
-		wg.Wait()
-		close(errc)
-		for err := range errc {
-			t.Fatal(err)
-		}
-		slices.Sort(all)
-		for i, id := range all {
-			if want := next + int64(i); id != want {
-				t.Fatalf("concurrent strict IDs: got %d at %d, want %d", id, i, want)
-			}
-		}
+		// Concurrently, two goroutines on each allocator: together the IDs
+		// are gap-free.
+		draws := allocator.MixedDraws{Sizes: []int{1, 2, 3, 4}} // 40 draws of 100 IDs
+		drawn := allocator.DrawConcurrently(t, len(segs), 2, func(a, _ int) ([]int64, error) {
+			return draws.Draw(ctx, segs[a], "invoices", 100)
+		})
+		allocator.CheckConsecutive(t, slices.Concat(drawn...), next)
 	})
 }
 
@@ -575,36 +487,14 @@ func BenchmarkSegmentIntegrationDrawLatency(b *testing.B) {
 				env.latency(b, 20)
 			}
 			sg := newSegs(b, st, allocator.SegmentSettings{})
-			ctx := context.Background()
-			h, err := sg.Handle(ctx, "orders")
+			h, err := sg.Handle(context.Background(), "orders")
 			if err != nil {
 				b.Fatal(err)
 			}
-			for s, _ := sg.NamespaceStats("orders"); s.Step < maxStep; s, _ = sg.NamespaceStats("orders") {
-				if _, err := h.Next(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-			before, _ := sg.NamespaceStats("orders")
-			lat := make([]time.Duration, b.N)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
-				start := time.Now()
-				if _, err := h.Next(ctx); err != nil {
-					b.Fatal(err)
-				}
-				lat[i] = time.Since(start)
-			}
-			b.StopTimer()
-			after, _ := sg.NamespaceStats("orders")
-			slices.Sort(lat)
-			pct := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(float64(len(lat))*p))]) }
-			b.ReportMetric(pct(0.50), "p50-ns")
-			b.ReportMetric(pct(0.99), "p99-ns")
-			b.ReportMetric(pct(0.999), "p99.9-ns")
-			b.ReportMetric(float64(lat[len(lat)-1]), "max-ns")
-			b.ReportMetric(float64(after.Fetches-before.Fetches), "fetches")
+			allocator.BenchSwitchLatency(b, sg, h, "orders", maxStep, func() int64 {
+				st, _ := sg.NamespaceStats("orders")
+				return st.Fetches
+			})
 		})
 	}
 }

@@ -68,6 +68,16 @@ func waitIdle(t *testing.T, s *Segments, name string) {
 	}
 }
 
+// fetchIdle takes a Handle of namespace name, which fetches its first
+// range, and waits until no fetch of it is under way.
+func fetchIdle(t *testing.T, ctx context.Context, s *Segments, name string) {
+	t.Helper()
+	if _, err := s.Handle(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, s, name)
+}
+
 func mustNext(t *testing.T, ctx context.Context, s *Segments, name string) int64 {
 	t.Helper()
 	id, err := s.Next(ctx, name)
@@ -93,6 +103,157 @@ func stats(t *testing.T, s *Segments, name string) SegmentStats {
 		t.Fatalf("no stats for namespace %q", name)
 	}
 	return st
+}
+
+// The exported helpers from here on serve both the package's own tests
+// (on the fake stores) and its integration tests (package allocator_test,
+// on the real databases), so that the two check a rule the same way. Being
+// in a _test.go file, they exist only in the test binary.
+
+// CheckResolveError checks the error of a Resolve of settings named name:
+// none when want is "", otherwise one wrapping snowflake.ErrInvalidSettings
+// whose text contains want.
+func CheckResolveError(t testing.TB, name string, err error, want string) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Errorf("%s: Resolve: %v, want no error", name, err)
+	case want != "" && (!errors.Is(err, snowflake.ErrInvalidSettings) || !strings.Contains(err.Error(), want)):
+		t.Errorf("%s: Resolve: got %v, want ErrInvalidSettings saying %q", name, err, want)
+	}
+}
+
+// MixedDraws is how one goroutine of a uniqueness test draws: batches of
+// Sizes, in turn.
+type MixedDraws struct {
+	// Sizes are the batch sizes, used in turn; the last batch is cut to
+	// the IDs still wanted.
+	Sizes []int
+	// ViaNext reports whether draw i, of one ID, goes through Next; every
+	// other draw goes through Draw.
+	ViaNext func(i int) bool
+	// Check, when not nil, checks the batch of every Draw of n IDs; an
+	// error ends the goroutine's draws.
+	Check func(n int, b *Batch) error
+}
+
+// Draw draws want IDs of namespace name from s and returns them in the
+// order drawn. It fails on the first error of a draw or of Check, and on
+// an ID that is not above the one before: the IDs one goroutine draws
+// always increase.
+func (m MixedDraws) Draw(ctx context.Context, s *Segments, name string, want int) ([]int64, error) {
+	ids := make([]int64, 0, want)
+	var b Batch
+	for i := 0; len(ids) < want; i++ {
+		n := min(m.Sizes[i%len(m.Sizes)], want-len(ids))
+		if n == 1 && m.ViaNext != nil && m.ViaNext(i) {
+			id, err := s.Next(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			ids = append(ids, id)
+			continue
+		}
+		if err := s.Draw(ctx, name, n, &b); err != nil {
+			return nil, err
+		}
+		if m.Check != nil {
+			if err := m.Check(n, &b); err != nil {
+				return nil, err
+			}
+		}
+		ids = append(ids, b.IDs...)
+	}
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			return nil, fmt.Errorf("ID %d after %d", ids[i], ids[i-1])
+		}
+	}
+	return ids, nil
+}
+
+// DrawConcurrently runs draw(a, g) in goroutines goroutines for each of
+// allocators allocators, waits for them all, and returns the IDs each
+// allocator's goroutines drew, in no particular order. It reports every
+// error, with its allocator and goroutine, and ends the test if there was
+// one.
+func DrawConcurrently(t testing.TB, allocators, goroutines int, draw func(a, g int) ([]int64, error)) [][]int64 {
+	t.Helper()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		drawn = make([][]int64, allocators)
+		errs  []error
+	)
+	for a := range allocators {
+		for g := range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ids, err := draw(a, g)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("allocator %d goroutine %d: %w", a, g, err))
+					return
+				}
+				drawn[a] = append(drawn[a], ids...)
+			}()
+		}
+	}
+	wg.Wait()
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if len(errs) > 0 {
+		t.FailNow()
+	}
+	return drawn
+}
+
+// CheckUnique checks that there are want IDs and no two alike; it sorts
+// ids.
+func CheckUnique(t testing.TB, ids []int64, want int) {
+	t.Helper()
+	if len(ids) != want {
+		t.Fatalf("IDs drawn: got %d, want %d", len(ids), want)
+	}
+	slices.Sort(ids)
+	for i := 1; i < len(ids); i++ {
+		if ids[i] == ids[i-1] {
+			t.Fatalf("ID %d handed out twice", ids[i])
+		}
+	}
+}
+
+// CheckConsecutive checks that ids, sorted, are first, first+1, … without
+// a gap or a repeat, as the draws of a strict namespace must be together;
+// it sorts ids.
+func CheckConsecutive(t testing.TB, ids []int64, first int64) {
+	t.Helper()
+	slices.Sort(ids)
+	for i, id := range ids {
+		if want := first + int64(i); id != want {
+			t.Fatalf("concurrent strict IDs: got %d at %d, want %d", id, i, want)
+		}
+	}
+}
+
+// CheckInRanges checks that every one of the sorted ids lies in one of
+// ranges, the ranges the store handed out (it sorts them); what names
+// them in the failure.
+func CheckInRanges(t testing.TB, ids []int64, ranges []Segment, what string) {
+	t.Helper()
+	slices.SortFunc(ranges, func(a, b Segment) int { return int(a.First - b.First) })
+	j := 0
+	for _, id := range ids {
+		for j < len(ranges) && ranges[j].Last < id {
+			j++
+		}
+		if j == len(ranges) || id < ranges[j].First {
+			t.Fatalf("ID %d lies in no %s", id, what)
+		}
+	}
 }
 
 func TestValidNamespace(t *testing.T) {
@@ -217,97 +378,31 @@ func TestSegmentsUniqueAcrossAllocators(t *testing.T) {
 	store := newFakeSegmentStore(Namespace{Name: "orders", Step: step})
 	ctx := testCtx(t)
 
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		all   []int64
-		drawn [allocators]int64
-		errs  []error
-	)
 	segs := make([]*Segments, allocators)
-	for a := range allocators {
+	for a := range segs {
 		segs[a] = newTestSegments(t, store, testSettings())
-		for g := range goroutines {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				mine := make([]int64, 0, perG)
-				var b Batch
-				for i := 0; len(mine) < perG; i++ {
-					n := []int{1, 1, 7, 1, 64, 1, 250}[i%7]
-					n = min(n, perG-len(mine))
-					if n == 1 && i%2 == 0 {
-						id, err := segs[a].Next(ctx, "orders")
-						if err != nil {
-							mu.Lock()
-							errs = append(errs, fmt.Errorf("allocator %d goroutine %d: %w", a, g, err))
-							mu.Unlock()
-							return
-						}
-						mine = append(mine, id)
-						continue
-					}
-					if err := segs[a].Draw(ctx, "orders", n, &b); err != nil {
-						mu.Lock()
-						errs = append(errs, fmt.Errorf("allocator %d goroutine %d: %w", a, g, err))
-						mu.Unlock()
-						return
-					}
-					if b.Source != SourceSegment || len(b.IDs) != n {
-						mu.Lock()
-						errs = append(errs, fmt.Errorf("allocator %d: Draw(%d) gave %d IDs from %q", a, n, len(b.IDs), b.Source))
-						mu.Unlock()
-						return
-					}
-					mine = append(mine, b.IDs...)
-				}
-				for i := 1; i < len(mine); i++ {
-					if mine[i] <= mine[i-1] {
-						mu.Lock()
-						errs = append(errs, fmt.Errorf("allocator %d goroutine %d: ID %d after %d", a, g, mine[i], mine[i-1]))
-						mu.Unlock()
-						return
-					}
-				}
-				mu.Lock()
-				all = append(all, mine...)
-				drawn[a] += int64(len(mine))
-				mu.Unlock()
-			}()
-		}
 	}
-	wg.Wait()
-	for _, err := range errs {
-		t.Error(err)
+	draws := MixedDraws{
+		Sizes:   []int{1, 1, 7, 1, 64, 1, 250},
+		ViaNext: func(i int) bool { return i%2 == 0 },
+		Check: func(n int, b *Batch) error {
+			if b.Source != SourceSegment || len(b.IDs) != n {
+				return fmt.Errorf("Draw(%d) gave %d IDs from %q", n, len(b.IDs), b.Source)
+			}
+			return nil
+		},
 	}
-	if t.Failed() {
-		return
-	}
-	if got, want := len(all), allocators*goroutines*perG; got != want {
-		t.Fatalf("IDs drawn: got %d, want %d", got, want)
-	}
-	slices.Sort(all)
-	for i := 1; i < len(all); i++ {
-		if all[i] == all[i-1] {
-			t.Fatalf("ID %d handed out twice", all[i])
-		}
-	}
+	drawn := DrawConcurrently(t, allocators, goroutines, func(a, _ int) ([]int64, error) {
+		return draws.Draw(ctx, segs[a], "orders", perG)
+	})
+	all := slices.Concat(drawn...)
+	CheckUnique(t, all, allocators*goroutines*perG)
 	// Every ID lies in a committed range.
-	commits := store.commits()
-	slices.SortFunc(commits, func(a, b Segment) int { return int(a.First - b.First) })
-	j := 0
-	for _, id := range all {
-		for j < len(commits) && commits[j].Last < id {
-			j++
-		}
-		if j == len(commits) || id < commits[j].First {
-			t.Fatalf("ID %d lies in no committed range", id)
-		}
-	}
+	CheckInRanges(t, all, store.commits(), "committed range")
 	for a, sg := range segs {
 		st := stats(t, sg, "orders")
-		if limit := drawn[a]/step + 2; st.Fetches > limit {
-			t.Errorf("allocator %d: got %d fetches for %d IDs, want at most %d", a, st.Fetches, drawn[a], limit)
+		if limit := int64(len(drawn[a]))/step + 2; st.Fetches > limit {
+			t.Errorf("allocator %d: got %d fetches for %d IDs, want at most %d", a, st.Fetches, len(drawn[a]), limit)
 		}
 	}
 }
@@ -444,15 +539,45 @@ func TestSegmentsWaitOnlyWhenBothEmpty(t *testing.T) {
 	}
 }
 
-func TestSegmentsDynamicStep(t *testing.T) {
-	clock := newFakeSegmentClock()
-	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 100, MinStep: 25, MaxStep: 400})
-	set := testSettings()
-	set.Clock = clock
-	s := newTestSegments(t, store, set)
-	ctx := testCtx(t)
+// stepTest is a Segments on namespace "orders" (step 100, min_step 25,
+// max_step 400) on a fake time, for the tests of the dynamic step: the
+// test decides how long each range lasts.
+type stepTest struct {
+	s     *Segments
+	store *fakeSegmentStore
+	ft    *fakeTime
+	ctx   context.Context
+}
 
-	mustNext(t, ctx, s, "orders") // fetch of 100 at time 0
+// newStepTest returns a stepTest with settings set (its clock replaced)
+// whose first range, of 100, has been fetched at time 0.
+func newStepTest(t *testing.T, set SegmentSettings) *stepTest {
+	t.Helper()
+	st := &stepTest{
+		store: newFakeSegmentStore(Namespace{Name: "orders", Step: 100, MinStep: 25, MaxStep: 400}),
+		ft:    newFakeTime(),
+		ctx:   testCtx(t),
+	}
+	set.Clock = &fakeWall{t: st.ft}
+	st.s = newTestSegments(t, st.store, set)
+	mustNext(t, st.ctx, st.s, "orders")
+	return st
+}
+
+// useUp lets the current range last lasted and draws the rest of it: the
+// draw crosses the trigger, so the next range is fetched in the
+// background. It waits for that fetch and returns the sizes of every fetch
+// so far, the new one last.
+func (st *stepTest) useUp(t *testing.T, lasted time.Duration) []int64 {
+	t.Helper()
+	st.ft.advance(lasted)
+	mustDraw(t, st.ctx, st.s, "orders", int(stats(t, st.s, "orders").Runway))
+	waitIdle(t, st.s, "orders")
+	return st.store.sizes()
+}
+
+func TestSegmentsDynamicStep(t *testing.T) {
+	sf := newStepTest(t, testSettings())
 	steps := []struct {
 		lasted time.Duration
 		want   int64
@@ -468,7 +593,7 @@ func TestSegmentsDynamicStep(t *testing.T) {
 		{time.Hour, 25, nil},
 		{time.Hour, 25, nil}, // floor at min_step
 		{20 * time.Minute, 25, func() { // an operator sets step 300: applied from the row this fetch returns
-			store.update("orders", func(ns *Namespace) { ns.Step = 300 })
+			sf.store.update("orders", func(ns *Namespace) { ns.Step = 300 })
 		}},
 		{20 * time.Minute, 300, nil},
 		{time.Minute, 400, nil},
@@ -477,17 +602,11 @@ func TestSegmentsDynamicStep(t *testing.T) {
 		if st.change != nil {
 			st.change()
 		}
-		clock.Advance(st.lasted)
-		// Draw the rest of the current range: it crosses the trigger, so the
-		// next range is fetched in the background.
-		rest := stats(t, s, "orders").Runway
-		mustDraw(t, ctx, s, "orders", int(rest))
-		waitIdle(t, s, "orders")
-		sizes := store.sizes()
+		sizes := sf.useUp(t, st.lasted)
 		if got := sizes[len(sizes)-1]; got != st.want {
 			t.Errorf("fetch %d after a range that lasted %v: got step %d, want %d (all: %v)", i+2, st.lasted, got, st.want, sizes)
 		}
-		if got := stats(t, s, "orders").Runway; got != st.want {
+		if got := stats(t, sf.s, "orders").Runway; got != st.want {
 			t.Errorf("fetch %d: runway got %d, want %d", i+2, got, st.want)
 		}
 	}
@@ -533,45 +652,28 @@ func TestSegmentsStrictGapFree(t *testing.T) {
 		next += int64(n)
 	}
 
-	// Concurrently: together the IDs are gap-free.
+	// Concurrently: together the IDs are gap-free, and no two fetches get
+	// the same revision.
 	var (
-		wg   sync.WaitGroup
 		mu   sync.Mutex
-		all  []int64
 		revs = map[int64]bool{}
 	)
-	errc := make(chan error, 12*25+12)
-	for i := range 12 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var b Batch
-			for j := range 25 {
-				if err := segs[i%3].Draw(ctx, "invoices", 1+j%3, &b); err != nil {
-					errc <- err
-					return
-				}
-				mu.Lock()
-				all = append(all, b.IDs...)
-				if revs[b.Revision] || b.Revision <= lastRev {
-					errc <- fmt.Errorf("revision %d given twice, or not above %d", b.Revision, lastRev)
-				}
-				revs[b.Revision] = true
-				mu.Unlock()
+	draws := MixedDraws{
+		Sizes: []int{1, 2, 3}, // 25 draws of 49 IDs
+		Check: func(_ int, b *Batch) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if revs[b.Revision] || b.Revision <= lastRev {
+				return fmt.Errorf("revision %d given twice, or not above %d", b.Revision, lastRev)
 			}
-		}()
+			revs[b.Revision] = true
+			return nil
+		},
 	}
-	wg.Wait()
-	close(errc)
-	for err := range errc {
-		t.Fatal(err)
-	}
-	slices.Sort(all)
-	for i, id := range all {
-		if want := next + int64(i); id != want {
-			t.Fatalf("concurrent strict IDs: got %d at %d, want %d", id, i, want)
-		}
-	}
+	drawn := DrawConcurrently(t, len(segs), 4, func(a, _ int) ([]int64, error) {
+		return draws.Draw(ctx, segs[a], "invoices", 49)
+	})
+	CheckConsecutive(t, slices.Concat(drawn...), next)
 	for i, s := range segs {
 		st := stats(t, s, "invoices")
 		if st.Runway != 0 || st.Mode != ModeStrict {
@@ -582,6 +684,15 @@ func TestSegmentsStrictGapFree(t *testing.T) {
 	if _, fetches, _ := store.counts(); fetches != 30+12*25 {
 		t.Errorf("fetches: got %d, want %d", fetches, 30+12*25)
 	}
+}
+
+// otherNode starts another allocator on store, as a second node would, and
+// draws one ID of "orders" with it, which fetches the next range. It
+// returns the allocator and the ID.
+func otherNode(t *testing.T, ctx context.Context, store *fakeSegmentStore) (*Segments, int64) {
+	t.Helper()
+	b := newTestSegments(t, store, testSettings())
+	return b, mustNext(t, ctx, b, "orders")
 }
 
 func TestSegmentsTailReturn(t *testing.T) {
@@ -605,8 +716,8 @@ func TestSegmentsTailReturn(t *testing.T) {
 			name: "another fetch in between: tail skipped",
 			run: func(t *testing.T, ctx context.Context, a *Segments, store *fakeSegmentStore) {
 				mustDraw(t, ctx, a, "orders", 10)
-				b := newTestSegments(t, store, testSettings())
-				if id := mustNext(t, ctx, b, "orders"); id != 1001 {
+				b, id := otherNode(t, ctx, store)
+				if id != 1001 {
 					t.Fatalf("other allocator: got %d, want 1001", id)
 				}
 				if err := b.Close(ctx); err != nil {
@@ -632,8 +743,7 @@ func TestSegmentsTailReturn(t *testing.T) {
 			name: "prefetched range not contiguous: only it is returned",
 			run: func(t *testing.T, ctx context.Context, a *Segments, store *fakeSegmentStore) {
 				mustDraw(t, ctx, a, "orders", 5)
-				b := newTestSegments(t, store, testSettings())
-				mustNext(t, ctx, b, "orders") // 1001..2000 go to b
+				otherNode(t, ctx, store) // 1001..2000 go to it
 				mustDraw(t, ctx, a, "orders", 145)
 				waitIdle(t, a, "orders") // a holds 2001..3000
 			},
@@ -643,10 +753,7 @@ func TestSegmentsTailReturn(t *testing.T) {
 		{
 			name: "range fetched, nothing drawn",
 			run: func(t *testing.T, ctx context.Context, a *Segments, store *fakeSegmentStore) {
-				if _, err := a.Handle(ctx, "orders"); err != nil {
-					t.Fatal(err)
-				}
-				waitIdle(t, a, "orders")
+				fetchIdle(t, ctx, a, "orders")
 			},
 			wantNext: 1,
 			wantTail: []bool{true},
@@ -654,10 +761,7 @@ func TestSegmentsTailReturn(t *testing.T) {
 		{
 			name: "range used up: nothing to return",
 			run: func(t *testing.T, ctx context.Context, a *Segments, store *fakeSegmentStore) {
-				if _, err := a.Handle(ctx, "orders"); err != nil {
-					t.Fatal(err)
-				}
-				waitIdle(t, a, "orders")
+				fetchIdle(t, ctx, a, "orders")
 				store.closeGate() // the prefetch never commits
 				mustDraw(t, ctx, a, "orders", 1000)
 			},
@@ -685,8 +789,7 @@ func TestSegmentsTailReturn(t *testing.T) {
 			if !slices.Equal(got, tt.wantTail) {
 				t.Errorf("tail returns (ok per call): got %v, want %v", got, tt.wantTail)
 			}
-			c := newTestSegments(t, store, testSettings())
-			if id := mustNext(t, ctx, c, "orders"); id != tt.wantNext {
+			if _, id := otherNode(t, ctx, store); id != tt.wantNext {
 				t.Errorf("next allocator's first ID: got %d, want %d", id, tt.wantNext)
 			}
 		})
@@ -706,8 +809,7 @@ func TestSegmentsCloseWithDatabaseDown(t *testing.T) {
 		t.Errorf("second Close: got %v, want nil", err)
 	}
 	store.setDown(nil)
-	c := newTestSegments(t, store, testSettings())
-	if id := mustNext(t, ctx, c, "orders"); id != 1001 {
+	if _, id := otherNode(t, ctx, store); id != 1001 {
 		t.Errorf("next allocator's first ID: got %d, want 1001 (the tail is skipped)", id)
 	}
 }
@@ -1092,8 +1194,7 @@ func TestSegmentsCloseWaitsForFetchInFlight(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	c := newTestSegments(t, store, testSettings())
-	if id := mustNext(t, ctx, c, "orders"); id != 151 {
+	if _, id := otherNode(t, ctx, store); id != 151 {
 		t.Errorf("next allocator's first ID: got %d, want 151 (the fetch in flight was returned too)", id)
 	}
 }
@@ -1385,15 +1486,9 @@ func TestSegmentsTailAfterExhausted(t *testing.T) {
 // TestSegmentsDynamicStepWindows: the step's windows come from
 // SegmentSettings.GrowBelow and ShrinkAbove.
 func TestSegmentsDynamicStepWindows(t *testing.T) {
-	clock := newFakeSegmentClock()
-	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 100, MinStep: 25, MaxStep: 400})
 	set := testSettings()
-	set.Clock = clock
 	set.GrowBelow, set.ShrinkAbove = 2*time.Minute, 5*time.Minute
-	s := newTestSegments(t, store, set)
-	ctx := testCtx(t)
-
-	mustNext(t, ctx, s, "orders") // fetch of 100 at time 0
+	sf := newStepTest(t, set)
 	for i, st := range []struct {
 		lasted time.Duration
 		want   int64
@@ -1402,10 +1497,7 @@ func TestSegmentsDynamicStepWindows(t *testing.T) {
 		{3 * time.Minute, 200}, // between 2m and 5m: kept (the default windows would double it)
 		{6 * time.Minute, 100}, // over 5m: halves (the default windows would keep it)
 	} {
-		clock.Advance(st.lasted)
-		mustDraw(t, ctx, s, "orders", int(stats(t, s, "orders").Runway))
-		waitIdle(t, s, "orders")
-		sizes := store.sizes()
+		sizes := sf.useUp(t, st.lasted)
 		if got := sizes[len(sizes)-1]; got != st.want {
 			t.Errorf("fetch %d after a range that lasted %v: got step %d, want %d (all: %v)", i+2, st.lasted, got, st.want, sizes)
 		}
@@ -1442,11 +1534,6 @@ func TestSegmentSettingsResolve(t *testing.T) {
 		{"negative fetch timeout", SegmentSettings{FetchTimeout: -time.Second}, "fetch timeout -1s"},
 	} {
 		_, err := tc.s.Resolve()
-		switch {
-		case tc.want == "" && err != nil:
-			t.Errorf("%s: Resolve: %v, want no error", tc.name, err)
-		case tc.want != "" && (!errors.Is(err, snowflake.ErrInvalidSettings) || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("%s: Resolve: got %v, want ErrInvalidSettings saying %q", tc.name, err, tc.want)
-		}
+		CheckResolveError(t, tc.name, err, tc.want)
 	}
 }

@@ -8,23 +8,11 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// runDeleteNamespaceTests checks namespace deletion: a tombstone that hides
-// the namespace from every call, and a revival that never starts below IDs
-// already handed out.
-func runDeleteNamespaceTests(t *testing.T, open func(t *testing.T) allocator.Store) {
-	t.Run("DeleteNamespace", func(t *testing.T) { testDeleteNamespace(t, open(t)) })
-	t.Run("DeleteNamespaceUnknown", func(t *testing.T) { testDeleteUnknown(t, open(t)) })
-	t.Run("ReviveNamespace", func(t *testing.T) { testReviveNamespace(t, open(t)) })
-	t.Run("ReviveNamespaceKeepsLimit", func(t *testing.T) { testReviveKeepsLimit(t, open(t)) })
-}
-
 // testDeleteNamespace: a deleted namespace is gone for every call but
 // keeps its row, and deleting it again is NotFound.
 func testDeleteNamespace(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
-	ns := sampleNamespace("orders")
-	ns.MaxID = 0
-	mustCreate(t, s, ns)
+	ns := createFresh(t, s, "orders")
 	mustCreate(t, s, sampleNamespace("other"))
 	seg := mustFetch(t, s, "orders", 100) // [1, 100], version 1
 

@@ -22,28 +22,6 @@ const (
 	pollEvery  = 50 * time.Millisecond
 )
 
-// runLeaseTests checks the LeaseStore part of a Store.
-func runLeaseTests(t *testing.T, open func(t *testing.T) allocator.Store) {
-	t.Run("EnsureLayoutFirstWriterWins", func(t *testing.T) { testEnsureLayout(t, open(t)) })
-	t.Run("EnsureLayoutRace", func(t *testing.T) { testEnsureLayoutRace(t, open(t)) })
-	t.Run("ClaimFreshPool", func(t *testing.T) { testClaimFreshPool(t, open(t)) })
-	t.Run("ClaimPrefersLowestCeiling", func(t *testing.T) { testClaimLowestCeiling(t, open(t)) })
-	t.Run("ClaimPoolExhausted", func(t *testing.T) { testPoolExhausted(t, open(t)) })
-	t.Run("ClaimMaxPrevCeiling", func(t *testing.T) { testMaxPrevCeiling(t, open(t)) })
-	t.Run("ClaimSameHolderAgain", func(t *testing.T) { testSameHolderReclaim(t, open(t)) })
-	t.Run("ClaimInvalid", func(t *testing.T) { testInvalidClaims(t, open(t)) })
-	t.Run("CeilingBoundedByStoreTime", func(t *testing.T) { testCeilingBounded(t, open(t)) })
-	t.Run("Heartbeat", func(t *testing.T) { testHeartbeat(t, open(t)) })
-	t.Run("HeartbeatReleaseInvalid", func(t *testing.T) { testInvalidHeartbeatRelease(t, open(t)) })
-	t.Run("HeartbeatAfterExpiry", func(t *testing.T) { testHeartbeatAfterExpiry(t, open(t)) })
-	t.Run("ExpiryAndTakeover", func(t *testing.T) { testExpiryTakeover(t, open(t)) })
-	t.Run("Release", func(t *testing.T) { testRelease(t, open(t)) })
-	t.Run("ReleaseNeverRaisesCeiling", func(t *testing.T) { testReleaseNeverRaises(t, open(t)) })
-	t.Run("ConcurrentClaims", func(t *testing.T) { ClaimConcurrently(t, open(t), 32, 8) })
-	t.Run("ListLeasesOrder", func(t *testing.T) { testListLeasesOrder(t, open(t)) })
-	t.Run("LeaseEventsPaging", func(t *testing.T) { testLeaseEventsPaging(t, open(t)) })
-}
-
 // ClaimConcurrently has claimers goroutines claim, all at once, a worker ID
 // of a fresh pool of pool IDs (claimers > pool), and checks that exactly
 // pool of them succeed, each with its own worker ID, that the others get
@@ -115,7 +93,7 @@ func ClaimConcurrently(t *testing.T, s allocator.Store, claimers, pool int) {
 
 	type claimKey struct{ worker, version int64 }
 	acquires := map[claimKey]int{}
-	for _, ev := range allEvents(t, s) {
+	for _, ev := range AllLeaseEvents(t, s) {
 		if ev.Kind != allocator.EventAcquire && ev.Kind != allocator.EventTakeover {
 			t.Errorf("unexpected %s event of worker %d by %s", ev.Kind, ev.WorkerID, ev.Holder)
 			continue
@@ -225,7 +203,7 @@ func testClaimFreshPool(t *testing.T, s allocator.Store) {
 		t.Errorf("never claimed row: got acquired %v expires %v ceiling %d, want NULL NULL 0", free.AcquiredAt, free.ExpiresAt, free.CeilingMS)
 	}
 
-	events := allEvents(t, s)
+	events := AllLeaseEvents(t, s)
 	if len(events) != 2 {
 		t.Fatalf("got %d events, want 2", len(events))
 	}
@@ -327,7 +305,7 @@ func testSameHolderReclaim(t *testing.T, s allocator.Store) {
 	if again.Lease.CeilingMS != 100 {
 		t.Errorf("got ceiling %d, want 100: a claim never lowers it", again.Lease.CeilingMS)
 	}
-	events := allEvents(t, s)
+	events := AllLeaseEvents(t, s)
 	if len(events) != 2 || events[1].Kind != allocator.EventAcquire || events[1].FencingVersion != 2 {
 		t.Errorf("got events %+v, want two acquires (claiming one's own lease is no takeover)", events)
 	}
@@ -539,7 +517,7 @@ func testInvalidHeartbeatRelease(t *testing.T, s allocator.Store) {
 	if got := listLeases(t, s)[0]; got.Holder != "a" || got.CeilingMS != 100 || !got.ExpiresAt.Equal(l.ExpiresAt) || !got.HeartbeatAt.Equal(l.HeartbeatAt) {
 		t.Errorf("invalid requests changed the row: holder %q ceiling %d expires %v, want \"a\" 100 %v", got.Holder, got.CeilingMS, got.ExpiresAt, l.ExpiresAt)
 	}
-	if n := len(allEvents(t, s)); n != 1 {
+	if n := len(AllLeaseEvents(t, s)); n != 1 {
 		t.Errorf("invalid requests left %d events, want the claim's 1", n)
 	}
 }
@@ -611,7 +589,7 @@ func testExpiryTakeover(t *testing.T, s allocator.Store) {
 	if res.DBNow.Before(old.ExpiresAt) {
 		t.Errorf("taken over at %v, before the old lease expired at %v", res.DBNow, old.ExpiresAt)
 	}
-	events := allEvents(t, s)
+	events := AllLeaseEvents(t, s)
 	if n := len(events); n != 2 || events[1].Kind != allocator.EventTakeover || events[1].Holder != "new" || events[1].FencingVersion != 2 {
 		t.Errorf("got events %+v, want an acquire by old and a takeover by new at version 2", events)
 	}
@@ -665,7 +643,7 @@ func testRelease(t *testing.T, s allocator.Store) {
 	if _, _, err := s.Heartbeat(ctx, allocator.HeartbeatRequest{Key: l.LeaseKey, Holder: "a", FencingVersion: 1, TTL: longTTL}); !errors.Is(err, allocator.ErrLeaseLost) {
 		t.Errorf("heartbeat after release: got %v, want ErrLeaseLost", err)
 	}
-	events := allEvents(t, s)
+	events := AllLeaseEvents(t, s)
 	if len(events) != 2 || events[1].Kind != allocator.EventRelease || events[1].Holder != "a" || events[1].FencingVersion != 1 {
 		t.Errorf("got events %+v, want an acquire and a release by a at version 1", events)
 	}
@@ -679,7 +657,7 @@ func testRelease(t *testing.T, s allocator.Store) {
 	if res.Lease.FloorMS != 1501 {
 		t.Errorf("claim after release: floor %d, want one above the ceiling left behind, 1501", res.Lease.FloorMS)
 	}
-	if ev := allEvents(t, s)[2]; ev.Kind != allocator.EventAcquire {
+	if ev := AllLeaseEvents(t, s)[2]; ev.Kind != allocator.EventAcquire {
 		t.Errorf("claim of a released row recorded %s, want acquire", ev.Kind)
 	}
 }
@@ -699,7 +677,7 @@ func testReleaseNeverRaises(t *testing.T, s allocator.Store) {
 			t.Errorf("refused release changed the row: holder %q ceiling %d released_at %v, want \"a\" 1000 NULL", got.Holder, got.CeilingMS, got.ReleasedAt)
 		}
 	}
-	if n := len(allEvents(t, s)); n != 1 {
+	if n := len(AllLeaseEvents(t, s)); n != 1 {
 		t.Errorf("refused releases left %d events, want the claim's 1", n)
 	}
 }
@@ -818,8 +796,10 @@ func listLeases(t *testing.T, s allocator.Store) []allocator.Lease {
 	return leases
 }
 
-// allEvents returns every lease event, reading in pages.
-func allEvents(t *testing.T, s allocator.Store) []allocator.LeaseEvent {
+// AllLeaseEvents returns every lease event s has recorded, oldest first,
+// reading in pages of 100 (so that a suite's few dozen events take more
+// than one page). It fails the test if a read fails.
+func AllLeaseEvents(t testing.TB, s allocator.LeaseAdmin) []allocator.LeaseEvent {
 	t.Helper()
 	var all []allocator.LeaseEvent
 	for after := int64(0); ; {

@@ -16,19 +16,6 @@ import (
 // request IDs in the rows and the audit trail, eviction, and the events
 // reader and its pruning.
 
-// runRemoteLeaseTests checks the parts of LeaseStore and LeaseAdmin that
-// serve remote holders and operators.
-func runRemoteLeaseTests(t *testing.T, open func(t *testing.T) allocator.Store) {
-	t.Run("ClaimRecordsFloor", func(t *testing.T) { testClaimRecordsFloor(t, open(t)) })
-	t.Run("ReleaseWithLastTimestamp", func(t *testing.T) { testReleaseLastTimestamp(t, open(t)) })
-	t.Run("ReleaseBelowFloorRefused", func(t *testing.T) { testReleaseBelowFloor(t, open(t)) })
-	t.Run("OwnerAndRequestID", func(t *testing.T) { testOwnerAndRequestID(t, open(t)) })
-	t.Run("Evict", func(t *testing.T) { testEvict(t, open(t)) })
-	t.Run("EvictRefused", func(t *testing.T) { testEvictRefused(t, open(t)) })
-	t.Run("LeaseEventsFilter", func(t *testing.T) { testLeaseEventsFilter(t, open(t)) })
-	t.Run("PruneLeaseEvents", func(t *testing.T) { testPruneLeaseEvents(t, open(t)) })
-}
-
 // testClaimRecordsFloor: every claim sets the floor one above the ceiling
 // it found, whether the row was fresh, released or taken over.
 func testClaimRecordsFloor(t *testing.T, s allocator.Store) {
@@ -85,7 +72,7 @@ func testReleaseLastTimestamp(t *testing.T, s allocator.Store) {
 	step("d", 9000, 9000, 4002, 9000) // the ceiling itself
 	step("e", 100, 0, 9001, 9000)     // a claim never lowers the ceiling; nothing issued leaves it
 	step("f", 20000, 12345, 9001, 12345)
-	if events := allEvents(t, s); len(events) != 12 || events[1].Kind != allocator.EventRelease || events[1].Detail == "" {
+	if events := AllLeaseEvents(t, s); len(events) != 12 || events[1].Kind != allocator.EventRelease || events[1].Detail == "" {
 		t.Errorf("got %d events (second %+v), want a claim and a release per holder", len(events), events[1])
 	}
 }
@@ -102,7 +89,7 @@ func testReleaseBelowFloor(t *testing.T, s allocator.Store) {
 	pool.Holder, pool.CeilingMS = "b", 8000
 	l := claim(t, s, pool).Lease // floor 5001, ceiling 8000
 	before := listLeases(t, s)[0]
-	events := len(allEvents(t, s))
+	events := len(AllLeaseEvents(t, s))
 	for _, last := range []int64{1, 4999, 5000, 8001} {
 		c, err := s.Release(ctx, allocator.ReleaseRequest{Key: l.LeaseKey, Holder: "b", FencingVersion: l.FencingVersion,
 			LastTimestampMS: last, Owner: "x", RequestID: "r"})
@@ -113,7 +100,7 @@ func testReleaseBelowFloor(t *testing.T, s allocator.Store) {
 			t.Errorf("release with last timestamp %d changed the row: %+v, want %+v", last, got, before)
 		}
 	}
-	if n := len(allEvents(t, s)); n != events {
+	if n := len(AllLeaseEvents(t, s)); n != events {
 		t.Errorf("refused releases recorded %d events", n-events)
 	}
 	// The lease is still held: it heartbeats and releases as usual.
@@ -168,7 +155,7 @@ func testOwnerAndRequestID(t *testing.T, s allocator.Store) {
 		{allocator.EventRelease, "orders-api/h1", "orders-api", "req-3"},
 		{allocator.EventAcquire, "node-1", "", ""},
 	}
-	events := allEvents(t, s)
+	events := AllLeaseEvents(t, s)
 	if len(events) != len(wants) {
 		t.Fatalf("got %d events, want %d (a heartbeat records none)", len(events), len(wants))
 	}
@@ -240,7 +227,7 @@ func testEvict(t *testing.T, s allocator.Store) {
 		t.Errorf("the evicted holder's calls changed the row: %+v, want %+v", got, after)
 	}
 
-	events := allEvents(t, s)
+	events := AllLeaseEvents(t, s)
 	if len(events) != 2 {
 		t.Fatalf("got %d events, want the claim's and the eviction's", len(events))
 	}
@@ -259,7 +246,7 @@ func testEvict(t *testing.T, s allocator.Store) {
 		t.Errorf("claim after the eviction: previous %q/%d, floor %d ceiling %d version %d; want none/2000, 2001 2000 %d",
 			next.PrevHolder, next.PrevCeilingMS, next.Lease.FloorMS, next.Lease.CeilingMS, next.Lease.FencingVersion, held.FencingVersion+2)
 	}
-	if ev := allEvents(t, s)[2]; ev.Kind != allocator.EventAcquire {
+	if ev := AllLeaseEvents(t, s)[2]; ev.Kind != allocator.EventAcquire {
 		t.Errorf("claim of an evicted row recorded %s, want acquire", ev.Kind)
 	}
 
@@ -280,7 +267,7 @@ func testEvictRefused(t *testing.T, s allocator.Store) {
 	released := claim(t, s, allocator.ClaimRequest{DatacenterID: 1, MinWorkerID: 0, MaxWorkerID: 0, Holder: "b", TTL: longTTL, CeilingMS: 500}).Lease
 	release(t, s, released, 400)
 	rows := listLeases(t, s)
-	events := allEvents(t, s)
+	events := AllLeaseEvents(t, s)
 
 	for _, tc := range []struct {
 		name string
@@ -307,7 +294,7 @@ func testEvictRefused(t *testing.T, s allocator.Store) {
 	if got := listLeases(t, s); !slices.Equal(got, rows) {
 		t.Errorf("refused evictions changed worker_leases:\n got %+v\nwant %+v", got, rows)
 	}
-	if got := allEvents(t, s); len(got) != len(events) {
+	if got := AllLeaseEvents(t, s); len(got) != len(events) {
 		t.Errorf("refused evictions recorded %d events", len(got)-len(events))
 	}
 	// The holder still holds its lease.
@@ -340,7 +327,7 @@ func testLeaseEventsFilter(t *testing.T, s allocator.Store) {
 			time.Sleep(3 * time.Millisecond) // four distinct times, to the millisecond of any store
 		}
 	}
-	all := allEvents(t, s)
+	all := AllLeaseEvents(t, s)
 	if len(all) != 20 {
 		t.Fatalf("got %d events, want 20", len(all))
 	}
@@ -401,7 +388,7 @@ func testPruneLeaseEvents(t *testing.T, s allocator.Store) {
 			time.Sleep(3 * time.Millisecond)
 		}
 	}
-	all := allEvents(t, s)
+	all := AllLeaseEvents(t, s)
 	if !all[3].At.After(all[2].At) {
 		t.Fatalf("events 2 and 3 share a time, %v: the store's clock did not move in 3ms", all[3].At)
 	}
@@ -414,7 +401,7 @@ func testPruneLeaseEvents(t *testing.T, s allocator.Store) {
 	if n, err := s.PruneLeaseEvents(ctx, all[3].At); n != 3 || err != nil {
 		t.Errorf("PruneLeaseEvents(fourth event's time): got %d, %v; want 3, nil", n, err)
 	}
-	if got := allEvents(t, s); !sameEvents(got, all[3:]) {
+	if got := AllLeaseEvents(t, s); !sameEvents(got, all[3:]) {
 		t.Errorf("after the prune: events %v, want %v", ids(got), ids(all[3:]))
 	}
 	if n, err := s.PruneLeaseEvents(ctx, all[3].At); n != 0 || err != nil {
@@ -425,13 +412,13 @@ func testPruneLeaseEvents(t *testing.T, s allocator.Store) {
 	if n, err := s.PruneLeaseEvents(ctx, time.Now().Add(time.Hour)); n != 6 || err != nil {
 		t.Errorf("PruneLeaseEvents(an hour ahead): got %d, %v; want 6, nil", n, err)
 	}
-	if got := allEvents(t, s); len(got) != 0 {
+	if got := AllLeaseEvents(t, s); len(got) != 0 {
 		t.Errorf("after pruning everything: %d events left", len(got))
 	}
 	if err := s.RecordLeaseEvent(ctx, allocator.LeaseEvent{Holder: "late", Kind: allocator.EventLost}); err != nil {
 		t.Fatalf("RecordLeaseEvent: %v", err)
 	}
-	if got := allEvents(t, s); len(got) != 1 || got[0].ID <= all[len(all)-1].ID {
+	if got := AllLeaseEvents(t, s); len(got) != 1 || got[0].ID <= all[len(all)-1].ID {
 		t.Errorf("event recorded after the prune: %v, want one with an ID above %d", ids(got), all[len(all)-1].ID)
 	}
 }
@@ -549,7 +536,7 @@ func PruneInBatches(t *testing.T, s allocator.Store, batch int) {
 	}
 	time.Sleep(3 * time.Millisecond)
 	record("last")
-	all := allEvents(t, s)
+	all := AllLeaseEvents(t, s)
 	last := all[len(all)-1]
 	if !last.At.After(all[len(all)-2].At) {
 		t.Fatalf("the last two events share a time, %v: the store's clock did not move in 3ms", last.At)
@@ -558,7 +545,7 @@ func PruneInBatches(t *testing.T, s allocator.Store, batch int) {
 	if err != nil || n != int64(2*batch+1) {
 		t.Errorf("PruneLeaseEvents in batches of %d: got %d, %v; want %d, nil", batch, n, err, 2*batch+1)
 	}
-	if got := allEvents(t, s); len(got) != 1 || got[0].ID != last.ID {
+	if got := AllLeaseEvents(t, s); len(got) != 1 || got[0].ID != last.ID {
 		t.Errorf("after the prune: events %v, want just %d", ids(got), last.ID)
 	}
 }

@@ -15,29 +15,6 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// runSegmentTests checks the SegmentStore part of a Store: namespace
-// bookkeeping, the atomic range fetch the segment allocator relies on for
-// uniqueness, and the compare-and-set tail return.
-func runSegmentTests(t *testing.T, open func(t *testing.T) allocator.Store) {
-	t.Run("NamespaceRoundTrip", func(t *testing.T) { testNamespaceRoundTrip(t, open(t)) })
-	t.Run("UpdateNamespace", func(t *testing.T) { testUpdateNamespace(t, open(t)) })
-	t.Run("UpdateNamespaceBumpsUpdatedAt", func(t *testing.T) { testUpdateBumpsUpdatedAt(t, open(t)) })
-	t.Run("InvalidUpdateNamespace", func(t *testing.T) { testInvalidUpdateNamespace(t, open(t)) })
-	t.Run("DuplicateNamespace", func(t *testing.T) { testDuplicateNamespace(t, open(t)) })
-	t.Run("InvalidNamespace", func(t *testing.T) { testInvalidNamespace(t, open(t)) })
-	t.Run("UnknownNamespace", func(t *testing.T) { testUnknownNamespace(t, open(t)) })
-	t.Run("ConsecutiveFetches", func(t *testing.T) { testConsecutiveFetches(t, open(t)) })
-	t.Run("FetchInvalidCount", func(t *testing.T) { testFetchInvalidCount(t, open(t)) })
-	t.Run("FetchOverflow", func(t *testing.T) { testFetchOverflow(t, open(t)) })
-	t.Run("FetchLimit", func(t *testing.T) { testFetchLimit(t, open(t)) })
-	t.Run("LimitConstraints", func(t *testing.T) { testLimitConstraints(t, open(t)) })
-	t.Run("UpdateLimit", func(t *testing.T) { testUpdateLimit(t, open(t)) })
-	t.Run("ConcurrentFetches", func(t *testing.T) { testConcurrentFetches(t, open(t)) })
-	t.Run("ReturnTail", func(t *testing.T) { testReturnTail(t, open(t)) })
-	t.Run("ReturnTailStale", func(t *testing.T) { testReturnTailStale(t, open(t)) })
-	t.Run("StrictRevision", func(t *testing.T) { testStrictRevision(t, open(t)) })
-}
-
 // sampleNamespace is a valid namespace with settings unlike the defaults,
 // so that a store dropping a field shows.
 func sampleNamespace(name string) allocator.Namespace {
@@ -62,6 +39,17 @@ func mustCreate(t *testing.T, s allocator.Store, ns allocator.Namespace) allocat
 		t.Fatalf("CreateNamespace(%q): %v", ns.Name, err)
 	}
 	return got
+}
+
+// createFresh creates sampleNamespace(name) with no ID handed out yet
+// (max_id 0), so that the first fetch starts at 1, and returns the
+// namespace it asked for.
+func createFresh(t *testing.T, s allocator.Store, name string) allocator.Namespace {
+	t.Helper()
+	ns := sampleNamespace(name)
+	ns.MaxID = 0
+	mustCreate(t, s, ns)
+	return ns
 }
 
 // mustGet reads a namespace or fails the test.
@@ -650,9 +638,7 @@ func testConcurrentFetches(t *testing.T, s allocator.Store) {
 
 func testReturnTail(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
-	ns := sampleNamespace("orders")
-	ns.MaxID = 0
-	mustCreate(t, s, ns)
+	createFresh(t, s, "orders")
 
 	seg := mustFetch(t, s, "orders", 100) // [1, 100], version 1
 	// The node used 1..30 and gives back 31..100.
@@ -680,9 +666,7 @@ func testReturnTail(t *testing.T, s allocator.Store) {
 
 func testReturnTailStale(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
-	ns := sampleNamespace("orders")
-	ns.MaxID = 0
-	mustCreate(t, s, ns)
+	createFresh(t, s, "orders")
 	mine := mustFetch(t, s, "orders", 100) // [1, 100], version 1
 	mustFetch(t, s, "orders", 100)         // another node: [101, 200], version 2
 	before := mustGet(t, s, "orders")

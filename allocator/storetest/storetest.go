@@ -28,8 +28,74 @@ import (
 // ends.
 func Run(t *testing.T, open func(t *testing.T) allocator.Store) {
 	t.Helper()
-	runLeaseTests(t, open)
-	runRemoteLeaseTests(t, open)
-	runSegmentTests(t, open)
-	runDeleteNamespaceTests(t, open)
+	for _, tc := range suite {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, open(t)) })
+	}
+}
+
+// suite is every subtest Run runs, in order: a name, and a check of a store
+// on a database of its own.
+var suite = []struct {
+	name string
+	run  func(t *testing.T, s allocator.Store)
+}{
+	// The LeaseStore part of a Store (lease.go).
+	{"EnsureLayoutFirstWriterWins", testEnsureLayout},
+	{"EnsureLayoutRace", testEnsureLayoutRace},
+	{"ClaimFreshPool", testClaimFreshPool},
+	{"ClaimPrefersLowestCeiling", testClaimLowestCeiling},
+	{"ClaimPoolExhausted", testPoolExhausted},
+	{"ClaimMaxPrevCeiling", testMaxPrevCeiling},
+	{"ClaimSameHolderAgain", testSameHolderReclaim},
+	{"ClaimInvalid", testInvalidClaims},
+	{"CeilingBoundedByStoreTime", testCeilingBounded},
+	{"Heartbeat", testHeartbeat},
+	{"HeartbeatReleaseInvalid", testInvalidHeartbeatRelease},
+	{"HeartbeatAfterExpiry", testHeartbeatAfterExpiry},
+	{"ExpiryAndTakeover", testExpiryTakeover},
+	{"Release", testRelease},
+	{"ReleaseNeverRaisesCeiling", testReleaseNeverRaises},
+	{"ConcurrentClaims", func(t *testing.T, s allocator.Store) { ClaimConcurrently(t, s, 32, 8) }},
+	{"ListLeasesOrder", testListLeasesOrder},
+	{"LeaseEventsPaging", testLeaseEventsPaging},
+
+	// The parts of LeaseStore and LeaseAdmin that serve remote holders and
+	// operators (remote.go).
+	{"ClaimRecordsFloor", testClaimRecordsFloor},
+	{"ReleaseWithLastTimestamp", testReleaseLastTimestamp},
+	{"ReleaseBelowFloorRefused", testReleaseBelowFloor},
+	{"OwnerAndRequestID", testOwnerAndRequestID},
+	{"Evict", testEvict},
+	{"EvictRefused", testEvictRefused},
+	{"LeaseEventsFilter", testLeaseEventsFilter},
+	{"PruneLeaseEvents", testPruneLeaseEvents},
+
+	// The SegmentStore part of a Store (segment.go): namespace bookkeeping,
+	// the atomic range fetch the segment allocator relies on for uniqueness,
+	// and the compare-and-set tail return.
+	{"NamespaceRoundTrip", testNamespaceRoundTrip},
+	{"UpdateNamespace", testUpdateNamespace},
+	{"UpdateNamespaceBumpsUpdatedAt", testUpdateBumpsUpdatedAt},
+	{"InvalidUpdateNamespace", testInvalidUpdateNamespace},
+	{"DuplicateNamespace", testDuplicateNamespace},
+	{"InvalidNamespace", testInvalidNamespace},
+	{"UnknownNamespace", testUnknownNamespace},
+	{"ConsecutiveFetches", testConsecutiveFetches},
+	{"FetchInvalidCount", testFetchInvalidCount},
+	{"FetchOverflow", testFetchOverflow},
+	{"FetchLimit", testFetchLimit},
+	{"LimitConstraints", testLimitConstraints},
+	{"UpdateLimit", testUpdateLimit},
+	{"ConcurrentFetches", testConcurrentFetches},
+	{"ReturnTail", testReturnTail},
+	{"ReturnTailStale", testReturnTailStale},
+	{"StrictRevision", testStrictRevision},
+
+	// Namespace deletion (delete.go): a tombstone that hides the namespace
+	// from every call, and a revival that never starts below IDs already
+	// handed out.
+	{"DeleteNamespace", testDeleteNamespace},
+	{"DeleteNamespaceUnknown", testDeleteUnknown},
+	{"ReviveNamespace", testReviveNamespace},
+	{"ReviveNamespaceKeepsLimit", testReviveKeepsLimit},
 }
