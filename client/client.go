@@ -574,16 +574,24 @@ func (c *Client) attempt(ctx context.Context, path string, out any) error {
 	if err != nil {
 		return &netError{err}
 	}
+	return decodeAnswer(resp, http.StatusOK, maxBody, c.clock.Now, out)
+}
+
+// decodeAnswer reads an answer of at most limit bytes and closes its body,
+// and decodes an answer of status want into out. Errors: *netError when
+// the body could not be read, *Error for another status (its Retry-After
+// read at now()), ErrBadResponse for a body too large or not JSON.
+func decodeAnswer(resp *http.Response, want, limit int, now func() time.Time, out any) error {
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
 	if err != nil {
 		return &netError{fmt.Errorf("reading the response: %w", err)}
 	}
-	if resp.StatusCode != http.StatusOK {
-		return newError(resp.StatusCode, resp.Header, body, c.clock.Now())
+	if resp.StatusCode != want {
+		return newError(resp.StatusCode, resp.Header, body, now())
 	}
-	if len(body) > maxBody {
-		return fmt.Errorf("%w: body larger than %d bytes", ErrBadResponse, maxBody)
+	if len(body) > limit {
+		return fmt.Errorf("%w: body larger than %d bytes", ErrBadResponse, limit)
 	}
 	if err := json.Unmarshal(body, out); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadResponse, err)

@@ -158,9 +158,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 		{"no header: backoff", 2, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := startServer(t, true)
-			clk := newFakeClock()
-			c := newTestClient(t, srv.URL, Options{}, clk)
+			srv, clk, c := startClient(t, true, Options{})
 			srv.faults.inject503(tc.failures, tc.retryAfter)
 
 			if _, err := c.Next(bg); err != nil {
@@ -190,29 +188,37 @@ func TestRetryAfterHonoured(t *testing.T) {
 	}
 }
 
+// wantNoRetry checks that the client sent one request and never waited.
+func wantNoRetry(t *testing.T, srv *testServer, clk *fakeClock) {
+	t.Helper()
+	if got := srv.faults.requests.Load(); got != 1 || len(clk.Slept()) != 0 {
+		t.Errorf("got %d requests and waits %v, want 1 and none", got, clk.Slept())
+	}
+}
+
+// startClient starts a test server, holding a lease or not, and a client
+// of it on a fake clock.
+func startClient(t *testing.T, lease bool, opts Options) (*testServer, *fakeClock, *Client) {
+	t.Helper()
+	srv := startServer(t, lease)
+	clk := newFakeClock()
+	return srv, clk, newTestClient(t, srv.URL, opts, clk)
+}
+
 func TestRetryLimits(t *testing.T) {
 	t.Run("Retry-After above MaxRetryAfter returns at once", func(t *testing.T) {
-		srv := startServer(t, true)
-		clk := newFakeClock()
-		c := newTestClient(t, srv.URL, Options{MaxRetryAfter: 10 * time.Second}, clk)
+		srv, clk, c := startClient(t, true, Options{MaxRetryAfter: 10 * time.Second})
 		srv.faults.inject503(1, "60")
 		_, err := c.Next(bg)
 		var e *Error
 		if !errors.As(err, &e) || e.Status != 503 || e.RetryAfter != 60*time.Second || !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("got %v, want *Error 503 with RetryAfter 60s", err)
 		}
-		if got := srv.faults.requests.Load(); got != 1 {
-			t.Errorf("got %d requests, want 1", got)
-		}
-		if len(clk.Slept()) != 0 {
-			t.Errorf("waited %v, want no wait", clk.Slept())
-		}
+		wantNoRetry(t, srv, clk)
 	})
 
 	t.Run("context deadline before Retry-After returns at once", func(t *testing.T) {
-		srv := startServer(t, true)
-		clk := newFakeClock()
-		c := newTestClient(t, srv.URL, Options{}, clk)
+		srv, clk, c := startClient(t, true, Options{})
 		srv.faults.inject503(1, "5")
 		ctx, cancel := context.WithTimeout(bg, 2*time.Second)
 		defer cancel()
@@ -220,15 +226,11 @@ func TestRetryLimits(t *testing.T) {
 		if !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("got %v, want the server's 503", err)
 		}
-		if got := srv.faults.requests.Load(); got != 1 || len(clk.Slept()) != 0 {
-			t.Errorf("got %d requests and waits %v, want 1 and none", got, clk.Slept())
-		}
+		wantNoRetry(t, srv, clk)
 	})
 
 	t.Run("gives up after MaxAttempts", func(t *testing.T) {
-		srv := startServer(t, true)
-		clk := newFakeClock()
-		c := newTestClient(t, srv.URL, Options{MaxAttempts: 3, Breaker: BreakerOptions{Threshold: -1}}, clk)
+		srv, clk, c := startClient(t, true, Options{MaxAttempts: 3, Breaker: BreakerOptions{Threshold: -1}})
 		srv.faults.inject503(10, "1")
 		_, err := c.Next(bg)
 		if !errors.Is(err, ErrUnavailable) {
@@ -247,9 +249,7 @@ func TestRetryLimits(t *testing.T) {
 	})
 
 	t.Run("network errors are retried", func(t *testing.T) {
-		srv := startServer(t, true)
-		clk := newFakeClock()
-		c := newTestClient(t, srv.URL, Options{}, clk)
+		srv, _, c := startClient(t, true, Options{})
 		srv.faults.injectDrops(2)
 		if _, err := c.Next(bg); err != nil {
 			t.Fatalf("Next after two dropped connections: %v", err)
@@ -260,22 +260,16 @@ func TestRetryLimits(t *testing.T) {
 	})
 
 	t.Run("client errors are not retried", func(t *testing.T) {
-		srv := startServer(t, true)
-		clk := newFakeClock()
-		c := newTestClient(t, srv.URL, Options{}, clk)
+		srv, clk, c := startClient(t, true, Options{})
 		_, err := c.DrawNamespace(bg, "missing", 1)
 		if !errors.Is(err, ErrNotFound) {
 			t.Fatalf("got %v, want ErrNotFound", err)
 		}
-		if got := srv.faults.requests.Load(); got != 1 || len(clk.Slept()) != 0 {
-			t.Errorf("got %d requests and waits %v, want 1 and none", got, clk.Slept())
-		}
+		wantNoRetry(t, srv, clk)
 	})
 
 	t.Run("a real server without a lease", func(t *testing.T) {
-		srv := startServer(t, false)
-		clk := newFakeClock()
-		c := newTestClient(t, srv.URL, Options{MaxAttempts: 2}, clk)
+		_, clk, c := startClient(t, false, Options{MaxAttempts: 2})
 		_, err := c.Next(bg)
 		var e *Error
 		if !errors.As(err, &e) || e.Status != 503 || e.Code != "unavailable" || !errors.Is(err, ErrUnavailable) {
@@ -475,9 +469,7 @@ func TestBlockCacheLargeCountsBypass(t *testing.T) {
 }
 
 func TestBlockCacheRefillFailure(t *testing.T) {
-	srv := startServer(t, true)
-	clk := newFakeClock()
-	c := newTestClient(t, srv.URL, Options{MaxAttempts: 1, Cache: CacheOptions{Snowflake: 10}}, clk)
+	srv, _, c := startClient(t, true, Options{MaxAttempts: 1, Cache: CacheOptions{Snowflake: 10}})
 	srv.faults.inject503(1, "1")
 	if _, err := c.Next(bg); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Next with a failing refill: got %v, want ErrUnavailable", err)
@@ -489,11 +481,7 @@ func TestBlockCacheRefillFailure(t *testing.T) {
 }
 
 func TestCachedIDsAreNotHandedOutAfterClose(t *testing.T) {
-	srv := startServer(t, true)
-	c, err := newClient(srv.URL, Options{Cache: CacheOptions{Snowflake: 100}}, newFakeClock())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, c := startClient(t, true, Options{Cache: CacheOptions{Snowflake: 100}})
 	if _, err := c.Next(bg); err != nil { // fills the cache
 		t.Fatal(err)
 	}
@@ -510,11 +498,7 @@ func TestCachedIDsAreNotHandedOutAfterClose(t *testing.T) {
 }
 
 func TestCloseStopsRefills(t *testing.T) {
-	srv := startServer(t, true)
-	c, err := newClient(srv.URL, Options{Cache: CacheOptions{Snowflake: 10}}, newFakeClock())
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, _, c := startClient(t, true, Options{Cache: CacheOptions{Snowflake: 10}})
 	release := make(chan struct{})
 	defer close(release)
 	srv.faults.blockUntil(release)

@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"time"
+
+	"github.com/idgen-project/idgen/internal/backoff"
 )
 
 // clock is the time source of retries and the circuit breaker. Tests
@@ -18,16 +20,4 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
 
-func (systemClock) Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (systemClock) Sleep(ctx context.Context, d time.Duration) error { return backoff.Sleep(ctx, d) }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/problem/problemjson"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -148,21 +149,12 @@ func (e *Error) Temporary() bool {
 	return false
 }
 
-// problem is the JSON body of an error answer.
-type problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail"`
-	Code   string `json:"code"`
-}
-
 // newError builds the *Error for a non-2xx answer. A body that is not a
 // problem (a proxy's HTML page) leaves only the status and a code derived
 // from it.
 func newError(status int, h http.Header, body []byte, now time.Time) *Error {
 	e := &Error{Status: status, RetryAfter: parseRetryAfter(h.Get("Retry-After"), now)}
-	var p problem
+	var p problemjson.Body
 	if json.Unmarshal(body, &p) == nil {
 		e.Type, e.Title, e.Detail, e.Code = p.Type, p.Title, p.Detail, p.Code
 	}

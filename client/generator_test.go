@@ -50,22 +50,6 @@ func startBroker(t *testing.T) *broker {
 	return &broker{URL: ts.URL, node: node, store: node.Store(), faults: f}
 }
 
-// row returns the lease row of worker w of datacenter 0.
-func (b *broker) row(t *testing.T, w int64) allocator.Lease {
-	t.Helper()
-	rows, err := b.store.ListLeases(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rows {
-		if r.DatacenterID == 0 && r.WorkerID == w {
-			return r
-		}
-	}
-	t.Fatalf("no lease row for worker %d", w)
-	return allocator.Lease{}
-}
-
 // newTestGenerator starts a generator on b, closed when the test ends.
 func newTestGenerator(t *testing.T, b *broker, opts GeneratorOptions) *Generator {
 	t.Helper()
@@ -105,7 +89,7 @@ func TestGeneratorIssuesUnderItsLease(t *testing.T) {
 	if !st.Held || w < 3 || w > 5 || st.Lease.Holder != leaseOwner+"/gen-a" {
 		t.Fatalf("status: %+v; want a lease of worker 3-5 held by %s/gen-a", st, leaseOwner)
 	}
-	row := b.row(t, w)
+	row := testserver.LeaseRow(t, b.store, 0, w)
 	if row.Holder != leaseOwner+"/gen-a" || row.Owner != leaseOwner || row.FencingVersion != st.Lease.FencingVersion {
 		t.Fatalf("row: %+v; want holder %s/gen-a, owner %s, version %d", row, leaseOwner, leaseOwner, st.Lease.FencingVersion)
 	}
@@ -123,7 +107,7 @@ func TestGeneratorIssuesUnderItsLease(t *testing.T) {
 		t.Fatalf("NextN: %d IDs, %v", len(ids), err)
 	}
 	layout := g.Layout()
-	ceiling := b.row(t, w).CeilingMS // ceilings only rise: every ID lies at or below this one
+	ceiling := testserver.LeaseRow(t, b.store, 0, w).CeilingMS // ceilings only rise: every ID lies at or below this one
 	for i, id := range ids {
 		p := layout.Decompose(snowflake.ID(id))
 		if ts := p.Time.UnixMilli(); p.Worker != w || p.Datacenter != 0 || ts < st.FloorMS || ts > ceiling {
@@ -143,7 +127,7 @@ func TestGeneratorIssuesUnderItsLease(t *testing.T) {
 	}
 	// Released with the exact last timestamp: the next holder starts
 	// right above it.
-	row = b.row(t, w)
+	row = testserver.LeaseRow(t, b.store, 0, w)
 	if row.Holder != "" || row.CeilingMS != lastTS {
 		t.Errorf("row after Close: holder %q ceiling %d; want free at the last timestamp %d", row.Holder, row.CeilingMS, lastTS)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/leaseapi/leasejson"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -108,15 +109,10 @@ func (s *LeaseStore) CloseIdleConnections() {
 	}
 }
 
-// The lease API's JSON, as docs/leases.md and docs/openapi.yaml describe it.
+// The lease API's requests, as docs/leases.md and docs/openapi.yaml
+// describe them; its answers are those of internal/leaseapi/leasejson,
+// which the server encodes.
 type (
-	layoutBody struct {
-		TimeBits       int   `json:"time_bits"`
-		DatacenterBits int   `json:"datacenter_bits"`
-		WorkerBits     int   `json:"worker_bits"`
-		SequenceBits   int   `json:"sequence_bits"`
-		EpochMS        int64 `json:"epoch_ms"`
-	}
 	poolBody struct {
 		Min int64 `json:"min"`
 		Max int64 `json:"max"`
@@ -129,60 +125,29 @@ type (
 		CeilingMS        int64    `json:"ceiling_ms,omitempty"`
 		MaxPrevCeilingMS int64    `json:"max_prev_ceiling_ms,omitempty"`
 	}
-	grantBody struct {
-		Datacenter        int64      `json:"datacenter"`
-		Worker            int64      `json:"worker"`
-		FencingVersion    int64      `json:"fencing_version"`
-		Holder            string     `json:"holder"`
-		FloorMS           int64      `json:"floor_ms"`
-		CeilingMS         int64      `json:"ceiling_ms"`
-		PreviousHolder    *string    `json:"previous_holder"`
-		TTLMS             int64      `json:"ttl_ms"`
-		HeartbeatMS       int64      `json:"heartbeat_ms"`
-		MarginMS          int64      `json:"margin_ms"`
-		MaxClockOffsetMS  int64      `json:"max_clock_offset_ms"`
-		MaxBackwardWaitMS int64      `json:"max_backward_wait_ms"`
-		ExpiresAtMS       int64      `json:"expires_at_ms"`
-		DBTimeMS          int64      `json:"db_time_ms"`
-		Layout            layoutBody `json:"layout"`
-	}
 	heartbeatBody struct {
 		Holder         string `json:"holder"`
 		FencingVersion int64  `json:"fencing_version"`
 		TTLMS          int64  `json:"ttl_ms"`
 		CeilingMS      int64  `json:"ceiling_ms,omitempty"`
 	}
-	extendedBody struct {
-		FencingVersion int64 `json:"fencing_version"`
-		CeilingMS      int64 `json:"ceiling_ms"`
-		ExpiresAtMS    int64 `json:"expires_at_ms"`
-		DBTimeMS       int64 `json:"db_time_ms"`
-	}
 	releaseBody struct {
 		Holder          string `json:"holder"`
 		FencingVersion  int64  `json:"fencing_version"`
 		LastTimestampMS int64  `json:"last_timestamp_ms"`
 	}
-	releasedBody struct {
-		CeilingMS int64 `json:"ceiling_ms"`
-	}
 )
-
-func (b layoutBody) layout() snowflake.Layout {
-	return snowflake.Layout{TimeBits: b.TimeBits, DatacenterBits: b.DatacenterBits, WorkerBits: b.WorkerBits,
-		SequenceBits: b.SequenceBits, Epoch: time.UnixMilli(b.EpochMS).UTC()}
-}
 
 // EnsureLayout returns the layout the cluster records (GET
 // /v1/leases/layout). A remote holder cannot record a layout: layout is
 // not sent, and the caller compares what comes back with what it wants,
 // as allocator.Keeper.Start does.
 func (s *LeaseStore) EnsureLayout(ctx context.Context, _ snowflake.Layout) (snowflake.Layout, error) {
-	var b layoutBody
+	var b leasejson.Layout
 	if err := s.call(ctx, http.MethodGet, "/v1/leases/layout", "", nil, http.StatusOK, &b); err != nil {
 		return snowflake.Layout{}, err
 	}
-	l := b.layout()
+	l := b.Snowflake()
 	if err := l.Validate(); err != nil {
 		return snowflake.Layout{}, fmt.Errorf("%w: GET /v1/leases/layout: %w", ErrBadResponse, err)
 	}
@@ -202,7 +167,7 @@ func (s *LeaseStore) Claim(ctx context.Context, req allocator.ClaimRequest) (all
 		Holder: req.Holder, Datacenter: req.DatacenterID, Workers: poolBody{req.MinWorkerID, req.MaxWorkerID},
 		TTLMS: req.TTL.Milliseconds(), CeilingMS: req.CeilingMS, MaxPrevCeilingMS: req.MaxPrevCeilingMS,
 	}
-	var g grantBody
+	var g leasejson.Grant
 	if err := s.call(ctx, http.MethodPost, "/v1/leases", req.RequestID, in, http.StatusCreated, &g); err != nil {
 		return allocator.ClaimResult{}, err
 	}
@@ -248,7 +213,7 @@ func (s *LeaseStore) Heartbeat(ctx context.Context, req allocator.HeartbeatReque
 		return allocator.Lease{}, time.Time{}, fmt.Errorf("%w: ttl %s is not a whole number of milliseconds", ErrInvalidInput, req.TTL)
 	}
 	in := heartbeatBody{Holder: req.Holder, FencingVersion: req.FencingVersion, TTLMS: req.TTL.Milliseconds(), CeilingMS: req.CeilingMS}
-	var b extendedBody
+	var b leasejson.Extension
 	path := fmt.Sprintf("/v1/leases/%d/%d/heartbeat", req.Key.DatacenterID, req.Key.WorkerID)
 	if err := s.call(ctx, http.MethodPost, path, req.RequestID, in, http.StatusOK, &b); err != nil {
 		return allocator.Lease{}, time.Time{}, err
@@ -272,7 +237,7 @@ func (s *LeaseStore) Heartbeat(ctx context.Context, req allocator.HeartbeatReque
 // returns the ceiling it left behind.
 func (s *LeaseStore) Release(ctx context.Context, req allocator.ReleaseRequest) (int64, error) {
 	in := releaseBody{Holder: req.Holder, FencingVersion: req.FencingVersion, LastTimestampMS: req.LastTimestampMS}
-	var b releasedBody
+	var b leasejson.Released
 	path := fmt.Sprintf("/v1/leases/%d/%d/release", req.Key.DatacenterID, req.Key.WorkerID)
 	if err := s.call(ctx, http.MethodPost, path, req.RequestID, in, http.StatusOK, &b); err != nil {
 		return 0, err
@@ -331,21 +296,11 @@ func (s *LeaseStore) attempt(ctx context.Context, method, path, requestID string
 	if err != nil {
 		return &netError{err}
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxLeaseBody+1))
-	if err != nil {
-		return &netError{fmt.Errorf("reading the response: %w", err)}
+	err = decodeAnswer(resp, want, maxLeaseBody, time.Now, out)
+	if e, ok := err.(*Error); ok {
+		return leaseError(e)
 	}
-	if resp.StatusCode != want {
-		return leaseError(newError(resp.StatusCode, resp.Header, data, time.Now()))
-	}
-	if len(data) > maxLeaseBody {
-		return fmt.Errorf("%w: body larger than %d bytes", ErrBadResponse, maxLeaseBody)
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadResponse, err)
-	}
-	return nil
+	return err
 }
 
 // leaseError adds the keeper's sentinel to an answer of the lease API

@@ -144,36 +144,29 @@ func storeCtx(c echo.Context) (context.Context, context.CancelFunc) {
 
 // handleAdminLeases serves GET /admin/leases: every row of worker_leases.
 func (s *Server) handleAdminLeases(c echo.Context) error {
-	ctx, cancel := storeCtx(c)
-	defer cancel()
-	leases, err := s.admin.ListLeases(ctx)
-	if err != nil {
-		return storeError(err)
-	}
-	out := struct {
-		Leases []leaseJSON `json:"leases"`
-	}{Leases: make([]leaseJSON, 0, len(leases))}
-	for _, l := range leases {
-		out.Leases = append(out.Leases, toLeaseJSON(l))
-	}
-	return s.sendJSON(c, http.StatusOK, out)
+	return sendList(s, c, "leases", s.admin.ListLeases, toLeaseJSON)
 }
 
 // handleAdminNamespaces serves GET /admin/namespaces.
 func (s *Server) handleAdminNamespaces(c echo.Context) error {
+	return sendList(s, c, "namespaces", s.admin.ListNamespaces, s.toNamespaceJSON)
+}
+
+// sendList answers a listing of the admin API, {"<member>": [...]}: every
+// row that list returns, in the JSON of toJSON, an empty list as []. The
+// call is bounded by storeTimeout, and its error is storeError's.
+func sendList[T, J any](s *Server, c echo.Context, member string, list func(context.Context) ([]T, error), toJSON func(T) J) error {
 	ctx, cancel := storeCtx(c)
 	defer cancel()
-	list, err := s.admin.ListNamespaces(ctx)
+	rows, err := list(ctx)
 	if err != nil {
 		return storeError(err)
 	}
-	out := struct {
-		Namespaces []namespaceJSON `json:"namespaces"`
-	}{Namespaces: make([]namespaceJSON, 0, len(list))}
-	for _, ns := range list {
-		out.Namespaces = append(out.Namespaces, s.toNamespaceJSON(ns))
+	out := make([]J, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, toJSON(r))
 	}
-	return s.sendJSON(c, http.StatusOK, out)
+	return s.sendJSON(c, http.StatusOK, map[string][]J{member: out})
 }
 
 // handleAdminNamespace serves GET /admin/namespaces/:name.

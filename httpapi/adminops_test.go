@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
 )
@@ -67,23 +68,9 @@ func (e *env) adminAs(secret, requestID, method, target, body string) *httptest.
 	return e.do(method, target, body, h...)
 }
 
-// leaseEventJSON is an event of GET /admin/lease-events.
-type leaseEventJSON struct {
-	ID             int64     `json:"id"`
-	Datacenter     int64     `json:"datacenter"`
-	Worker         int64     `json:"worker"`
-	Holder         string    `json:"holder"`
-	FencingVersion int64     `json:"fencing_version"`
-	Kind           string    `json:"kind"`
-	At             time.Time `json:"at"`
-	Detail         string    `json:"detail"`
-	Owner          *string   `json:"owner"`
-	RequestID      *string   `json:"request_id"`
-}
-
 type eventsPage struct {
-	Events    []leaseEventJSON `json:"events"`
-	NextAfter *int64           `json:"next_after"`
+	Events    []httpapi.LeaseEventJSON `json:"events"`
+	NextAfter *int64                   `json:"next_after"`
 }
 
 func TestAdminOperations(t *testing.T) {
@@ -122,7 +109,7 @@ func testAdminOperations(t *testing.T, dialect string) {
 			t.Fatalf("store: got %d events, want at least 4", len(all))
 		}
 		// Pages of two until next_after is null give every event once.
-		var got []leaseEventJSON
+		var got []httpapi.LeaseEventJSON
 		after := int64(0)
 		for pages := 0; ; pages++ {
 			if pages > len(all) {
@@ -165,16 +152,18 @@ func testAdminOperations(t *testing.T, dialect string) {
 		}
 		for _, tc := range []struct {
 			query string
-			want  func(leaseEventJSON) bool
+			want  func(httpapi.LeaseEventJSON) bool
 			n     int // -1: do not count
 		}{
-			{"kind=release", func(ev leaseEventJSON) bool { return ev.Kind == "release" && deref(ev.RequestID) == "req-release" }, 1},
-			{"owner=leases-caller", func(ev leaseEventJSON) bool { return deref(ev.Owner) == "leases-caller" }, 2},
-			{"holder=" + url.QueryEscape("leases-caller/host-1") + "&kind=acquire", func(ev leaseEventJSON) bool {
+			{"kind=release", func(ev httpapi.LeaseEventJSON) bool {
+				return ev.Kind == "release" && deref(ev.RequestID) == "req-release"
+			}, 1},
+			{"owner=leases-caller", func(ev httpapi.LeaseEventJSON) bool { return deref(ev.Owner) == "leases-caller" }, 2},
+			{"holder=" + url.QueryEscape("leases-caller/host-1") + "&kind=acquire", func(ev httpapi.LeaseEventJSON) bool {
 				return ev.Holder == "leases-caller/host-1" && deref(ev.RequestID) == "req-claim"
 			}, 1},
-			{"worker=3", func(ev leaseEventJSON) bool { return ev.Worker == 3 }, w3},
-			{"datacenter=0&worker=4", func(ev leaseEventJSON) bool { return ev.Worker == 4 }, 2},
+			{"worker=3", func(ev httpapi.LeaseEventJSON) bool { return ev.Worker == 3 }, w3},
+			{"datacenter=0&worker=4", func(ev httpapi.LeaseEventJSON) bool { return ev.Worker == 4 }, 2},
 			{"since=" + url.QueryEscape(all[len(all)-1].At.Add(time.Hour).Format(time.RFC3339)), nil, 0},
 			{"until=2020-01-01T00:00:00Z", nil, 0},
 			{"since=2020-01-01T00:00:00Z&until=" + url.QueryEscape(time.Now().Add(time.Hour).Format(time.RFC3339Nano)), nil, len(all)},
@@ -212,7 +201,7 @@ func testAdminOperations(t *testing.T, dialect string) {
 	t.Run("evict", func(t *testing.T) {
 		held := testserver.HoldWorker(t, e.store, 5)
 		_ = held // evicted here
-		row := leaseRow(t, e, 5)
+		row := testserver.LeaseRow(t, e.store, 0, 5)
 		reason := "host decommissioned"
 		rec := e.adminAs(secretAdmin, "req-evict", "POST", "/admin/leases/0/5/evict", `{"reason":"`+reason+`"}`)
 		wantStatus(t, rec, 200)
@@ -223,7 +212,7 @@ func testAdminOperations(t *testing.T, dialect string) {
 			CeilingMS      int64 `json:"ceiling_ms"`
 		}
 		decode(t, rec, &out)
-		after := leaseRow(t, e, 5)
+		after := testserver.LeaseRow(t, e.store, 0, 5)
 		if out.FencingVersion != row.FencingVersion+1 || after.FencingVersion != out.FencingVersion || after.Holder != "" ||
 			after.CeilingMS != row.CeilingMS || out.CeilingMS != row.CeilingMS || out.Worker != 5 {
 			t.Errorf("evict: got answer %+v and row %+v; want version %d, no holder, ceiling %d kept", out, after, row.FencingVersion+1, row.CeilingMS)
@@ -292,9 +281,9 @@ func testAdminOperations(t *testing.T, dialect string) {
 		e.wantUnchanged("refused evictions", before)
 
 		// The version the operator saw is honoured.
-		v := leaseRow(t, e, 8).FencingVersion
+		v := testserver.LeaseRow(t, e.store, 0, 8).FencingVersion
 		wantStatus(t, e.adminAs(testToken, "req-versioned", "POST", "/admin/leases/0/8/evict", fmt.Sprintf(`{"fencing_version":"%d"}`, v)), 200)
-		if got := leaseRow(t, e, 8); got.Holder != "" || got.FencingVersion != v+1 {
+		if got := testserver.LeaseRow(t, e.store, 0, 8); got.Holder != "" || got.FencingVersion != v+1 {
 			t.Errorf("evict at version %d: got row %+v", v, got)
 		}
 	})
@@ -372,20 +361,4 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
-}
-
-// leaseRow returns the row of worker ID worker of datacenter 0.
-func leaseRow(t *testing.T, e *env, worker int64) allocator.Lease {
-	t.Helper()
-	leases, err := e.store.ListLeases(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range leases {
-		if l.DatacenterID == 0 && l.WorkerID == worker {
-			return l
-		}
-	}
-	t.Fatalf("no lease row for worker %d", worker)
-	return allocator.Lease{}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/teststore"
 	"github.com/idgen-project/idgen/snowflake"
 )
@@ -60,43 +61,6 @@ type readyResponse struct {
 		Error     string `json:"error"`
 	} `json:"database"`
 	Durability string `json:"durability"`
-}
-
-type namespaceResponse struct {
-	Name        string  `json:"name"`
-	MaxID       string  `json:"max_id"`
-	MaxIDLimit  *string `json:"max_id_limit"`
-	Step        int64   `json:"step"`
-	MinStep     int64   `json:"min_step"`
-	MaxStep     int64   `json:"max_step"`
-	Mode        string  `json:"mode"`
-	Fallback    string  `json:"fallback"`
-	Version     int64   `json:"version"`
-	CreatedAt   *string `json:"created_at"`
-	UpdatedAt   *string `json:"updated_at"`
-	Description string  `json:"description"`
-	Buffer      *struct {
-		Runway      int64 `json:"runway"`
-		Step        int64 `json:"step"`
-		Fetches     int64 `json:"fetches"`
-		FetchErrors int64 `json:"fetch_errors"`
-		FallbackIDs int64 `json:"fallback_ids"`
-		Failing     bool  `json:"failing"`
-	} `json:"buffer"`
-}
-
-type leaseResponse struct {
-	Datacenter     int64   `json:"datacenter"`
-	Worker         int64   `json:"worker"`
-	Holder         *string `json:"holder"`
-	Owner          *string `json:"owner"`
-	FencingVersion int64   `json:"fencing_version"`
-	AcquiredAt     *string `json:"acquired_at"`
-	HeartbeatAt    *string `json:"heartbeat_at"`
-	ExpiresAt      *string `json:"expires_at"`
-	ReleasedAt     *string `json:"released_at"`
-	FloorMS        int64   `json:"floor_ms"`
-	CeilingMS      int64   `json:"ceiling_ms"`
 }
 
 // parseIDs parses decimal ID strings, failing the test on a bad one.
@@ -240,7 +204,7 @@ func testHappyPaths(t *testing.T, dialect string) {
 		if loc := rec.Header().Get("Location"); loc != "/admin/namespaces/orders" {
 			t.Errorf("Location: got %q, want /admin/namespaces/orders", loc)
 		}
-		var ns namespaceResponse
+		var ns httpapi.NamespaceJSON
 		decode(t, rec, &ns)
 		if ns.Name != "orders" || ns.MaxID != "999" || ns.Step != 50 || ns.MinStep != 50 || ns.MaxStep != 5000 ||
 			ns.Mode != "buffered" || ns.Fallback != "none" || ns.Description != "order numbers" ||
@@ -287,7 +251,7 @@ func testHappyPaths(t *testing.T, dialect string) {
 		rec := e.admin("GET", "/admin/namespaces", "")
 		wantStatus(t, rec, 200)
 		var list struct {
-			Namespaces []namespaceResponse `json:"namespaces"`
+			Namespaces []httpapi.NamespaceJSON `json:"namespaces"`
 		}
 		decode(t, rec, &list)
 		if len(list.Namespaces) != 1 || list.Namespaces[0].Name != "orders" {
@@ -298,7 +262,7 @@ func testHappyPaths(t *testing.T, dialect string) {
 
 		rec = e.admin("GET", "/admin/namespaces/orders", "")
 		wantStatus(t, rec, 200)
-		var one namespaceResponse
+		var one httpapi.NamespaceJSON
 		decode(t, rec, &one)
 		// A background fetch may advance max_id in between.
 		oneMax, err := strconv.ParseInt(one.MaxID, 10, 64)
@@ -317,7 +281,7 @@ func testHappyPaths(t *testing.T, dialect string) {
 		rec := e.admin("PATCH", "/admin/namespaces/orders",
 			`{"step":200,"max_step":10000,"mode":"strict","fallback":"snowflake","description":"changed"}`)
 		wantStatus(t, rec, 200)
-		var ns namespaceResponse
+		var ns httpapi.NamespaceJSON
 		decode(t, rec, &ns)
 		if ns.Step != 200 || ns.MinStep != 50 || ns.MaxStep != 10000 || ns.Mode != "strict" || ns.Fallback != "snowflake" || ns.Description != "changed" {
 			t.Errorf("patched: got %+v, want step 200 (50-10000) strict snowflake changed", ns)
@@ -338,7 +302,7 @@ func testHappyPaths(t *testing.T, dialect string) {
 		rec := e.admin("GET", "/admin/leases", "")
 		wantStatus(t, rec, 200)
 		var list struct {
-			Leases []leaseResponse `json:"leases"`
+			Leases []httpapi.LeaseJSON `json:"leases"`
 		}
 		decode(t, rec, &list)
 		found := false

@@ -5,18 +5,26 @@ import (
 	"testing"
 )
 
+// callerTokens returns the set of n tokens caller-<i>, with the ids scope
+// and the secret secretFormat formats for i.
+func callerTokens(tb testing.TB, n int, secretFormat string) *TokenSet {
+	tb.Helper()
+	var file string
+	for i := range n {
+		file += fmt.Sprintf("caller-%d ids %s\n", i, HashSecret(fmt.Sprintf(secretFormat, i)))
+	}
+	set, err := ParseTokens("t", []byte(file))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return set
+}
+
 // TestLookup checks the constant-time lookup: every token is found by its
 // own secret, wherever it stands in the set, and nothing else is found,
 // not even a secret whose hash differs from a token's in one bit.
 func TestLookup(t *testing.T) {
-	var file string
-	for i := range 5 {
-		file += fmt.Sprintf("caller-%d ids %s\n", i, HashSecret(fmt.Sprintf("secret-%d", i)))
-	}
-	set, err := ParseTokens("t", []byte(file))
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := callerTokens(t, 5, "secret-%d")
 	for i := range 5 {
 		tok, ok := set.lookup(fmt.Sprintf("secret-%d", i))
 		if want := fmt.Sprintf("caller-%d", i); !ok || tok.Name != want {
@@ -51,14 +59,7 @@ func TestLookup(t *testing.T) {
 }
 
 func BenchmarkLookup(b *testing.B) {
-	var file string
-	for i := range 20 {
-		file += fmt.Sprintf("caller-%d ids %s\n", i, HashSecret(fmt.Sprintf("secret-%02d-0123456789abcdef0123456789", i)))
-	}
-	set, err := ParseTokens("t", []byte(file))
-	if err != nil {
-		b.Fatal(err)
-	}
+	set := callerTokens(b, 20, "secret-%02d-0123456789abcdef0123456789")
 	secret := "secret-19-0123456789abcdef0123456789"
 	b.ReportAllocs()
 	for b.Loop() {

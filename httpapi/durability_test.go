@@ -5,8 +5,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/idgen-project/idgen/httpapi"
 )
 
 // TestDurabilityShown checks that the durability found at start is on
@@ -24,12 +22,9 @@ func TestDurabilityShown(t *testing.T) {
 	} {
 		cfg := e.config()
 		cfg.Durability = tc.durability
-		srv, err := httpapi.New(cfg)
-		if err != nil {
-			t.Fatalf("httpapi.New: %v", err)
-		}
+		h := e.handler(cfg)
 		rec := httptest.NewRecorder()
-		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
 		var ready map[string]any
 		if err := json.Unmarshal(rec.Body.Bytes(), &ready); err != nil {
 			t.Fatalf("/readyz: %v in %s", err, rec.Body)
@@ -43,7 +38,7 @@ func TestDurabilityShown(t *testing.T) {
 		}
 
 		rec = httptest.NewRecorder()
-		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 		page := rec.Body.String()
 		row := `<dd class="durability"><span class="` + tc.class + `">` + strings.ReplaceAll(tc.durability, "'", "&#39;") + `</span></dd>`
 		if tc.class == "" {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/httpapi"
+	"github.com/idgen-project/idgen/internal/problem/problemjson"
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/snowflake"
@@ -86,6 +87,17 @@ func (e *env) config() httpapi.Config {
 		cfg.Retries = r
 	}
 	return cfg
+}
+
+// handler builds a second server on e's keeper, segments and store, with
+// cfg (e.config() as the test changed it), and returns its handler.
+func (e *env) handler(cfg httpapi.Config) http.Handler {
+	e.tb.Helper()
+	srv, err := httpapi.New(cfg)
+	if err != nil {
+		e.tb.Fatalf("httpapi.New: %v", err)
+	}
+	return srv.Handler()
 }
 
 // waitReady waits (bounded) until the keeper can issue IDs.
@@ -190,38 +202,26 @@ func wantStatus(tb testing.TB, rec *httptest.ResponseRecorder, want int) {
 	checkProblem(tb, rec.Code, ct, rec.Body.Bytes())
 }
 
-// problem is an application/problem+json body.
-type problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail"`
-	Code   string `json:"code"`
+// documentedCodes are the codes the API documents for each problem status
+// but 500.
+var documentedCodes = map[int][]string{
+	400: {"invalid"},
+	401: {"unauthorized"},
+	403: {"forbidden"},
+	404: {"not_found"},
+	405: {"method_not_allowed"},
+	409: {"conflict", "namespace_exhausted", "no_worker_available", "lease_lost", "lease_not_held"},
+	413: {"too_large"},
+	422: {"invalid_release"},
+	429: {"too_many"},
+	503: {"unavailable"},
 }
 
-// problemCodes are the codes the API documents for each problem status.
+// problemCodes are the codes the API documents for a problem status:
+// those of documentedCodes, else internal.
 func problemCodes(status int) []string {
-	switch status {
-	case 400:
-		return []string{"invalid"}
-	case 401:
-		return []string{"unauthorized"}
-	case 403:
-		return []string{"forbidden"}
-	case 404:
-		return []string{"not_found"}
-	case 405:
-		return []string{"method_not_allowed"}
-	case 409:
-		return []string{"conflict", "namespace_exhausted", "no_worker_available", "lease_lost", "lease_not_held"}
-	case 413:
-		return []string{"too_large"}
-	case 422:
-		return []string{"invalid_release"}
-	case 429:
-		return []string{"too_many"}
-	case 503:
-		return []string{"unavailable"}
+	if codes, ok := documentedCodes[status]; ok {
+		return codes
 	}
 	return []string{"internal"}
 }
@@ -229,12 +229,12 @@ func problemCodes(status int) []string {
 // checkProblem checks a problem answer: its media type, and a body whose
 // status is the answer's and whose code and type are one the API documents
 // for that status.
-func checkProblem(tb testing.TB, status int, contentType string, body []byte) problem {
+func checkProblem(tb testing.TB, status int, contentType string, body []byte) problemjson.Body {
 	tb.Helper()
 	if contentType != "application/problem+json" {
 		tb.Fatalf("Content-Type: got %q, want application/problem+json (status %d, body %s)", contentType, status, body)
 	}
-	var p problem
+	var p problemjson.Body
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/idgen-project/idgen/internal/problem"
+	"github.com/idgen-project/idgen/internal/problem/problemjson"
 )
 
 // Problem codes: the "code" member of every application/problem+json body,
@@ -148,15 +149,6 @@ func retryAfterSeconds(d time.Duration) string {
 	return strconv.FormatInt(s, 10)
 }
 
-// problemBody is an RFC 9457 problem document with idgen's "code" member.
-type problemBody struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail,omitempty"`
-	Code   string `json:"code"`
-}
-
 // writeProblem answers the request with e as application/problem+json.
 func writeProblem(w http.ResponseWriter, r *http.Request, e *apiError) {
 	status, title := problemStatus(e.code)
@@ -176,7 +168,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, e *apiError) {
 			h.Set("WWW-Authenticate", bearerChallenge)
 		}
 	}
-	body, _ := json.Marshal(problemBody{
+	body, _ := json.Marshal(problemjson.Body{
 		Type:   problemTypeBase + code,
 		Title:  title,
 		Status: status,

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/httpapi"
+	"github.com/idgen-project/idgen/internal/problem/problemjson"
 	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
 	"github.com/idgen-project/idgen/snowflake"
@@ -205,7 +207,7 @@ func TestAdminValidation(t *testing.T) {
 	t.Run("create defaults and duplicate", func(t *testing.T) {
 		rec := e.admin("POST", "/admin/namespaces", `{"name":"dup"}`)
 		wantStatus(t, rec, 201)
-		var ns namespaceResponse
+		var ns httpapi.NamespaceJSON
 		decode(t, rec, &ns)
 		if ns.MaxID != "0" || ns.Step != 1000 || ns.MinStep != 1000 || ns.MaxStep != 100000 || ns.Mode != "buffered" || ns.Fallback != "none" {
 			t.Errorf("defaults: got %+v, want max_id 0, step 1000 (1000-100000), buffered, none", ns)
@@ -215,7 +217,7 @@ func TestAdminValidation(t *testing.T) {
 	t.Run("create clamps the default step", func(t *testing.T) {
 		rec := e.admin("POST", "/admin/namespaces", `{"name":"small","max_step":10,"start":42}`)
 		wantStatus(t, rec, 201)
-		var ns namespaceResponse
+		var ns httpapi.NamespaceJSON
 		decode(t, rec, &ns)
 		if ns.MaxID != "41" || ns.Step != 10 || ns.MinStep != 10 || ns.MaxStep != 10 {
 			t.Errorf("got %+v, want max_id 41 and step 10 (10-10)", ns)
@@ -397,7 +399,7 @@ func TestNamespaceExhausted(t *testing.T) {
 		if ra := rec.Header().Get("Retry-After"); ra != "" {
 			t.Errorf("GET %s: Retry-After %q, want none: waiting does not help", target, ra)
 		}
-		var p problem
+		var p problemjson.Body
 		decode(t, rec, &p)
 		if p.Code != "namespace_exhausted" || p.Type != "https://idgen.dev/problems/namespace_exhausted" || p.Status != 409 ||
 			!strings.Contains(p.Detail, "exhausted") || !strings.Contains(p.Detail, `"top"`) {
@@ -412,7 +414,7 @@ func TestNamespaceExhausted(t *testing.T) {
 // refused for a counter not below it, and the limit then never changes.
 func TestAdminFallbackLimit(t *testing.T) {
 	e := newEnv(t, envOptions{token: testToken})
-	limitOf := func(ns namespaceResponse) int64 {
+	limitOf := func(ns httpapi.NamespaceJSON) int64 {
 		t.Helper()
 		if ns.MaxIDLimit == nil {
 			t.Fatalf("namespace %s: no max_id_limit", ns.Name)
@@ -427,7 +429,7 @@ func TestAdminFallbackLimit(t *testing.T) {
 	before := e.keeper.SmallestIDNow()
 	rec := e.admin("POST", "/admin/namespaces", `{"name":"fb","fallback":"snowflake"}`)
 	wantStatus(t, rec, 201)
-	var fb namespaceResponse
+	var fb httpapi.NamespaceJSON
 	decode(t, rec, &fb)
 	if limit := limitOf(fb); limit < before-1 || limit >= e.keeper.SmallestIDNow() {
 		t.Errorf("created with the fallback: max_id_limit %d, want one below the smallest Snowflake ID of now (%d..)", limit, before)
@@ -439,7 +441,7 @@ func TestAdminFallbackLimit(t *testing.T) {
 	huge := strconv.FormatInt(int64(e.keeper.Layout().SmallestID(time.Now().Add(24*time.Hour))), 10)
 	rec = e.admin("POST", "/admin/namespaces", `{"name":"high","fallback":"snowflake","start":"`+huge+`"}`)
 	wantStatus(t, rec, 400)
-	var p problem
+	var p problemjson.Body
 	decode(t, rec, &p)
 	if !strings.Contains(p.Detail, "fallback") || !strings.Contains(p.Detail, "smallest Snowflake ID") {
 		t.Errorf("fallback with a counter above the Snowflake IDs: detail %q, want it to say why", p.Detail)
@@ -458,7 +460,7 @@ func TestAdminFallbackLimit(t *testing.T) {
 	for _, body := range []string{`{"fallback":"none"}`, `{"fallback":"snowflake"}`} {
 		rec = e.admin("PATCH", "/admin/namespaces/fb", body)
 		wantStatus(t, rec, 200)
-		var ns namespaceResponse
+		var ns httpapi.NamespaceJSON
 		decode(t, rec, &ns)
 		if got := limitOf(ns); got != limit {
 			t.Errorf("PATCH %s: max_id_limit %d, want the first one, %d", body, got, limit)

@@ -60,35 +60,29 @@ func parseIDsQuery(raw string, maxCount int) (idsQuery, *apiError) {
 		}
 		switch key {
 		case "count":
-			if seenCount {
-				return q, invalidf("count given more than once")
+			v, perr := onceValue(&seenCount, key, value)
+			if perr != nil {
+				return q, perr
 			}
-			seenCount = true
-			if value, err = unescapeQuery(value); err != nil {
-				return q, invalidf("malformed count")
-			}
-			n, ok := parseCount(value, maxCount)
+			n, ok := parseCount(v, maxCount)
 			if !ok {
 				return q, invalidf("count must be an integer from 1 to %d", maxCount)
 			}
 			q.count = n
 		case "namespace":
-			if seenNamespace {
-				return q, invalidf("namespace given more than once")
+			v, perr := onceValue(&seenNamespace, key, value)
+			if perr != nil {
+				return q, perr
 			}
-			seenNamespace = true
-			if value, err = unescapeQuery(value); err != nil {
-				return q, invalidf("malformed namespace")
-			}
-			if err := allocator.ValidNamespace(value); err != nil {
+			if err := allocator.ValidNamespace(v); err != nil {
 				return q, invalidf("namespace must match ^[a-z0-9][a-z0-9_.-]{0,63}$")
 			}
-			q.namespace = value
+			q.namespace = v
 		case "explain":
-			if seenExplain {
-				return q, invalidf("explain given more than once")
+			// Its value is compared as given, not unescaped.
+			if perr := once(&seenExplain, key); perr != nil {
+				return q, perr
 			}
-			seenExplain = true
 			switch value {
 			case "true":
 				q.explain = true
@@ -105,6 +99,29 @@ func parseIDsQuery(raw string, maxCount int) (idsQuery, *apiError) {
 		return q, invalidf("explain applies to Snowflake IDs only, not to a namespace")
 	}
 	return q, nil
+}
+
+// once marks the query parameter name seen, and refuses it if it was
+// seen already: each parameter of GET /ids may be given once.
+func once(seen *bool, name string) *apiError {
+	if *seen {
+		return invalidf("%s given more than once", name)
+	}
+	*seen = true
+	return nil
+}
+
+// onceValue is once for a parameter whose value may be escaped: it
+// returns the value unescaped.
+func onceValue(seen *bool, name, value string) (string, *apiError) {
+	if perr := once(seen, name); perr != nil {
+		return "", perr
+	}
+	v, err := unescapeQuery(value)
+	if err != nil {
+		return "", invalidf("malformed %s", name)
+	}
+	return v, nil
 }
 
 // parseCount parses a count of digits only (no sign, no exponent) in
@@ -236,8 +253,7 @@ func (s *Server) serveNamespace(c echo.Context, q idsQuery, sc *scratch) error {
 		b = appendLease(b, batch.Lease)
 	case batch.Revision > 0:
 		// A strict namespace: the revision its fetch left.
-		b = append(b, `,"revision":`...)
-		b = strconv.AppendInt(b, batch.Revision, 10)
+		b = appendInt(b, `,"revision":`, batch.Revision)
 	}
 	b = append(b, "}\n"...)
 	sc.buf = b
@@ -247,13 +263,17 @@ func (s *Server) serveNamespace(c echo.Context, q idsQuery, sc *scratch) error {
 // appendLease appends the fencing token of Snowflake IDs, the lease that
 // made them: ,"lease":{"datacenter":…,"worker":…,"fencing_version":…}.
 func appendLease(b []byte, t allocator.LeaseToken) []byte {
-	b = append(b, `,"lease":{"datacenter":`...)
-	b = strconv.AppendInt(b, t.DatacenterID, 10)
-	b = append(b, `,"worker":`...)
-	b = strconv.AppendInt(b, t.WorkerID, 10)
-	b = append(b, `,"fencing_version":`...)
-	b = strconv.AppendInt(b, t.FencingVersion, 10)
+	b = appendInt(b, `,"lease":{"datacenter":`, t.DatacenterID)
+	b = appendInt(b, `,"worker":`, t.WorkerID)
+	b = appendInt(b, `,"fencing_version":`, t.FencingVersion)
 	return append(b, '}')
+}
+
+// appendInt appends text, the JSON up to a member's value, and the
+// member's integer value v.
+func appendInt(b []byte, text string, v int64) []byte {
+	b = append(b, text...)
+	return strconv.AppendInt(b, v, 10)
 }
 
 // handleParse serves GET /ids/:id, the decomposition of a Snowflake ID
@@ -279,14 +299,10 @@ func (s *Server) appendDecomposition(b []byte, id snowflake.ID) []byte {
 	b = appendQuotedInt(b, int64(id))
 	b = append(b, `,"time":"`...)
 	b = p.Time.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
-	b = append(b, `","timestamp_ms":`...)
-	b = strconv.AppendInt(b, p.Time.UnixMilli(), 10)
-	b = append(b, `,"datacenter":`...)
-	b = strconv.AppendInt(b, p.Datacenter, 10)
-	b = append(b, `,"worker":`...)
-	b = strconv.AppendInt(b, p.Worker, 10)
-	b = append(b, `,"sequence":`...)
-	b = strconv.AppendInt(b, p.Sequence, 10)
+	b = appendInt(b, `","timestamp_ms":`, p.Time.UnixMilli())
+	b = appendInt(b, `,"datacenter":`, p.Datacenter)
+	b = appendInt(b, `,"worker":`, p.Worker)
+	b = appendInt(b, `,"sequence":`, p.Sequence)
 	return append(b, '}')
 }
 

@@ -7,7 +7,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/leaseapi"
+	"github.com/idgen-project/idgen/internal/leaseapi/leasejson"
 )
 
 // The lease API under /v1/leases lets any process hold a worker-ID lease
@@ -41,22 +43,6 @@ func (s *Server) addLeaseRoutes(e *echo.Echo) {
 	s.add(g.POST, "/:datacenter/:worker/release", s.handleLeaseRelease)
 }
 
-// layoutJSON is the Snowflake layout: sign bit 0 | time | datacenter |
-// worker | sequence.
-type layoutJSON struct {
-	TimeBits       int   `json:"time_bits"`
-	DatacenterBits int   `json:"datacenter_bits"`
-	WorkerBits     int   `json:"worker_bits"`
-	SequenceBits   int   `json:"sequence_bits"`
-	EpochMS        int64 `json:"epoch_ms"`
-}
-
-func (s *Server) layoutJSON() layoutJSON {
-	l := s.layout
-	return layoutJSON{TimeBits: l.TimeBits, DatacenterBits: l.DatacenterBits, WorkerBits: l.WorkerBits,
-		SequenceBits: l.SequenceBits, EpochMS: l.EpochMillis()}
-}
-
 // workersJSON is an inclusive range of worker IDs.
 type workersJSON struct {
 	Min *int64 `json:"min"`
@@ -73,25 +59,6 @@ type acquireRequest struct {
 	MaxPrevCeilingMS int64        `json:"max_prev_ceiling_ms"`
 }
 
-// acquireResponse is a granted lease: what a holder in any language needs.
-type acquireResponse struct {
-	Datacenter        int64      `json:"datacenter"`
-	Worker            int64      `json:"worker"`
-	FencingVersion    int64      `json:"fencing_version"`
-	Holder            string     `json:"holder"`
-	FloorMS           int64      `json:"floor_ms"`
-	CeilingMS         int64      `json:"ceiling_ms"`
-	PreviousHolder    *string    `json:"previous_holder"`
-	TTLMS             int64      `json:"ttl_ms"`
-	HeartbeatMS       int64      `json:"heartbeat_ms"`
-	MarginMS          int64      `json:"margin_ms"`
-	MaxClockOffsetMS  int64      `json:"max_clock_offset_ms"`
-	MaxBackwardWaitMS int64      `json:"max_backward_wait_ms"`
-	ExpiresAtMS       int64      `json:"expires_at_ms"`
-	DBTimeMS          int64      `json:"db_time_ms"`
-	Layout            layoutJSON `json:"layout"`
-}
-
 // heartbeatRequest is the body of POST /v1/leases/{dc}/{worker}/heartbeat.
 type heartbeatRequest struct {
 	Holder         string `json:"holder"`
@@ -100,24 +67,11 @@ type heartbeatRequest struct {
 	CeilingMS      int64  `json:"ceiling_ms"`
 }
 
-// heartbeatResponse is an extended lease.
-type heartbeatResponse struct {
-	FencingVersion int64 `json:"fencing_version"`
-	CeilingMS      int64 `json:"ceiling_ms"`
-	ExpiresAtMS    int64 `json:"expires_at_ms"`
-	DBTimeMS       int64 `json:"db_time_ms"`
-}
-
 // releaseRequest is the body of POST /v1/leases/{dc}/{worker}/release.
 type releaseRequest struct {
 	Holder          string `json:"holder"`
 	FencingVersion  int64  `json:"fencing_version"`
 	LastTimestampMS int64  `json:"last_timestamp_ms"`
-}
-
-// releaseResponse is the ceiling a release left behind.
-type releaseResponse struct {
-	CeilingMS int64 `json:"ceiling_ms"`
 }
 
 // leaseCaller returns the caller of a lease API request, as the broker
@@ -143,7 +97,7 @@ func (s *Server) handleLeaseLayout(c echo.Context) error {
 	if err := s.broker.Begin(leaseCaller(c)); err != nil {
 		return leaseError(err)
 	}
-	return s.sendJSON(c, http.StatusOK, s.layoutJSON())
+	return s.sendJSON(c, http.StatusOK, leasejson.LayoutOf(s.layout))
 }
 
 // handleLeaseAcquire serves POST /v1/leases: a claim of one worker ID of
@@ -170,7 +124,7 @@ func (s *Server) handleLeaseAcquire(c echo.Context) error {
 		return leaseError(err)
 	}
 	lease := g.Lease
-	out := acquireResponse{
+	out := leasejson.Grant{
 		Datacenter:        lease.DatacenterID,
 		Worker:            lease.WorkerID,
 		FencingVersion:    lease.FencingVersion,
@@ -184,7 +138,7 @@ func (s *Server) handleLeaseAcquire(c echo.Context) error {
 		MaxBackwardWaitMS: g.MaxBackwardWait.Milliseconds(),
 		ExpiresAtMS:       lease.ExpiresAt.UnixMilli(),
 		DBTimeMS:          g.DBTime.UnixMilli(),
-		Layout:            s.layoutJSON(),
+		Layout:            leasejson.LayoutOf(s.layout),
 	}
 	if g.PrevHolder != "" {
 		prev := g.PrevHolder
@@ -194,20 +148,32 @@ func (s *Server) handleLeaseAcquire(c echo.Context) error {
 	return s.sendJSON(c, http.StatusCreated, out)
 }
 
+// beginLeaseCall starts a request on one lease, heartbeat or release: it
+// checks the caller (Broker.Begin), then the lease's :datacenter and
+// :worker path parameters, and decodes the body into req. It returns the
+// caller and the lease's key, or the request's problem.
+func (s *Server) beginLeaseCall(c echo.Context, req any) (leaseapi.Caller, allocator.LeaseKey, error) {
+	caller := leaseCaller(c)
+	if err := s.broker.Begin(caller); err != nil {
+		return caller, allocator.LeaseKey{}, leaseError(err)
+	}
+	key, aerr := s.leaseKeyParams(c)
+	if aerr != nil {
+		return caller, key, aerr
+	}
+	if err := decodeBody(c, req); err != nil {
+		return caller, key, err
+	}
+	return caller, key, nil
+}
+
 // handleLeaseHeartbeat serves POST /v1/leases/{dc}/{worker}/heartbeat:
 // the lease extended, fenced on the qualified holder and the version (see
 // leaseapi.Broker.Heartbeat).
 func (s *Server) handleLeaseHeartbeat(c echo.Context) error {
-	caller := leaseCaller(c)
-	if err := s.broker.Begin(caller); err != nil {
-		return leaseError(err)
-	}
-	key, aerr := s.leaseKeyParams(c)
-	if aerr != nil {
-		return aerr
-	}
 	var req heartbeatRequest
-	if err := decodeBody(c, &req); err != nil {
+	caller, key, err := s.beginLeaseCall(c, &req)
+	if err != nil {
 		return err
 	}
 	ext, err := s.broker.Heartbeat(c.Request().Context(), caller, leaseapi.HeartbeatRequest{
@@ -216,7 +182,7 @@ func (s *Server) handleLeaseHeartbeat(c echo.Context) error {
 	if err != nil {
 		return leaseError(err)
 	}
-	return s.sendJSON(c, http.StatusOK, heartbeatResponse{
+	return s.sendJSON(c, http.StatusOK, leasejson.Extension{
 		FencingVersion: ext.Lease.FencingVersion,
 		CeilingMS:      ext.Lease.CeilingMS,
 		ExpiresAtMS:    ext.Lease.ExpiresAt.UnixMilli(),
@@ -228,16 +194,9 @@ func (s *Server) handleLeaseHeartbeat(c echo.Context) error {
 // lease given back, its ceiling lowered to the last timestamp used (see
 // leaseapi.Broker.Release).
 func (s *Server) handleLeaseRelease(c echo.Context) error {
-	caller := leaseCaller(c)
-	if err := s.broker.Begin(caller); err != nil {
-		return leaseError(err)
-	}
-	key, aerr := s.leaseKeyParams(c)
-	if aerr != nil {
-		return aerr
-	}
 	var req releaseRequest
-	if err := decodeBody(c, &req); err != nil {
+	caller, key, err := s.beginLeaseCall(c, &req)
+	if err != nil {
 		return err
 	}
 	ceiling, err := s.broker.Release(c.Request().Context(), caller, leaseapi.ReleaseRequest{
@@ -246,5 +205,5 @@ func (s *Server) handleLeaseRelease(c echo.Context) error {
 	if err != nil {
 		return leaseError(err)
 	}
-	return s.sendJSON(c, http.StatusOK, releaseResponse{CeilingMS: ceiling})
+	return s.sendJSON(c, http.StatusOK, leasejson.Released{CeilingMS: ceiling})
 }

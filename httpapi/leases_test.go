@@ -14,6 +14,9 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/httpapi"
+	"github.com/idgen-project/idgen/internal/leaseapi/leasejson"
+	"github.com/idgen-project/idgen/internal/problem/problemjson"
+	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
 	"github.com/idgen-project/idgen/snowflake"
 )
@@ -27,42 +30,6 @@ const (
 	otherCaller = "all-caller"
 	otherToken  = secretAll
 )
-
-// acquireJSON is the body of a 201 from POST /v1/leases.
-type acquireJSON struct {
-	Datacenter        int64   `json:"datacenter"`
-	Worker            int64   `json:"worker"`
-	FencingVersion    int64   `json:"fencing_version"`
-	Holder            string  `json:"holder"`
-	FloorMS           int64   `json:"floor_ms"`
-	CeilingMS         int64   `json:"ceiling_ms"`
-	PreviousHolder    *string `json:"previous_holder"`
-	TTLMS             int64   `json:"ttl_ms"`
-	HeartbeatMS       int64   `json:"heartbeat_ms"`
-	MarginMS          int64   `json:"margin_ms"`
-	MaxClockOffsetMS  int64   `json:"max_clock_offset_ms"`
-	MaxBackwardWaitMS int64   `json:"max_backward_wait_ms"`
-	ExpiresAtMS       int64   `json:"expires_at_ms"`
-	DBTimeMS          int64   `json:"db_time_ms"`
-	Layout            struct {
-		TimeBits       int   `json:"time_bits"`
-		DatacenterBits int   `json:"datacenter_bits"`
-		WorkerBits     int   `json:"worker_bits"`
-		SequenceBits   int   `json:"sequence_bits"`
-		EpochMS        int64 `json:"epoch_ms"`
-	} `json:"layout"`
-}
-
-type heartbeatJSON struct {
-	FencingVersion int64 `json:"fencing_version"`
-	CeilingMS      int64 `json:"ceiling_ms"`
-	ExpiresAtMS    int64 `json:"expires_at_ms"`
-	DBTimeMS       int64 `json:"db_time_ms"`
-}
-
-type releaseJSON struct {
-	CeilingMS int64 `json:"ceiling_ms"`
-}
 
 // newLeaseEnv is a node with the test callers' tokens, whose own keeper
 // holds worker 0.
@@ -91,11 +58,11 @@ func (e *env) leaseAs(secret, method, target, body, requestID string) *httptest.
 }
 
 // acquire acquires a lease and fails the test unless it got one.
-func (e *env) acquire(body string) acquireJSON {
+func (e *env) acquire(body string) leasejson.Grant {
 	e.tb.Helper()
 	rec := e.lease("POST", "/v1/leases", body, "")
 	wantStatus(e.tb, rec, 201)
-	var a acquireJSON
+	var a leasejson.Grant
 	decode(e.tb, rec, &a)
 	if loc, want := rec.Header().Get("Location"), fmt.Sprintf("/v1/leases/%d/%d", a.Datacenter, a.Worker); loc != want {
 		e.tb.Fatalf("Location: got %q, want %q", loc, want)
@@ -125,7 +92,7 @@ func (e *env) events() []allocator.LeaseEvent {
 
 // wantLeaseProblem checks a problem answer of the lease API: its status,
 // its code, and Retry-After where the code asks to retry later.
-func wantLeaseProblem(tb testing.TB, rec *httptest.ResponseRecorder, status int, code string) problem {
+func wantLeaseProblem(tb testing.TB, rec *httptest.ResponseRecorder, status int, code string) problemjson.Body {
 	tb.Helper()
 	if rec.Code != status {
 		tb.Fatalf("status: got %d, want %d; body %s", rec.Code, status, rec.Body.String())
@@ -136,7 +103,7 @@ func wantLeaseProblem(tb testing.TB, rec *httptest.ResponseRecorder, status int,
 	if id := rec.Header().Get("X-Request-ID"); !httpapi.ValidRequestID(id) {
 		tb.Fatalf("X-Request-ID: got %q, want a request ID", id)
 	}
-	var p problem
+	var p problemjson.Body
 	dec := json.NewDecoder(bytes.NewReader(rec.Body.Bytes()))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
@@ -160,13 +127,7 @@ func TestLeaseLayout(t *testing.T) {
 	e := newLeaseEnv(t, "sqlite")
 	rec := e.lease("GET", "/v1/leases/layout", "", "")
 	wantStatus(t, rec, 200)
-	var got struct {
-		TimeBits       int   `json:"time_bits"`
-		DatacenterBits int   `json:"datacenter_bits"`
-		WorkerBits     int   `json:"worker_bits"`
-		SequenceBits   int   `json:"sequence_bits"`
-		EpochMS        int64 `json:"epoch_ms"`
-	}
+	var got leasejson.Layout
 	decode(t, rec, &got)
 	l := snowflake.DefaultLayout()
 	if got.TimeBits != l.TimeBits || got.DatacenterBits != l.DatacenterBits || got.WorkerBits != l.WorkerBits ||
@@ -185,7 +146,7 @@ func TestLeaseLifecycle(t *testing.T) {
 			before := time.Now().UnixMilli()
 			rec := e.lease("POST", "/v1/leases", `{"holder":"host-3/4242/9f2c","datacenter":0,"workers":{"min":1,"max":31},"ttl_ms":4000}`, "req-acquire-1")
 			wantStatus(t, rec, 201)
-			var a acquireJSON
+			var a leasejson.Grant
 			decode(t, rec, &a)
 			if a.Worker != 1 || a.Datacenter != 0 || a.FencingVersion != 1 || a.Holder != leaseCaller+"/host-3/4242/9f2c" || a.PreviousHolder != nil {
 				t.Fatalf("acquire: got worker %d/%d version %d holder %q previous %v; want 0/1, version 1, %s/host-3/4242/9f2c, no previous holder",
@@ -209,7 +170,7 @@ func TestLeaseLifecycle(t *testing.T) {
 			if l := snowflake.DefaultLayout(); a.Layout.WorkerBits != l.WorkerBits || a.Layout.EpochMS != l.EpochMillis() {
 				t.Errorf("acquire: layout %+v, want the default", a.Layout)
 			}
-			row := findLease(t, e.leases(), 0, 1)
+			row := testserver.LeaseRow(t, e.store, 0, 1)
 			if row.Holder != a.Holder || row.Owner != leaseCaller || row.FencingVersion != 1 || row.CeilingMS != a.CeilingMS || row.FloorMS != 1 {
 				t.Errorf("row after acquire: got %+v, want holder %s owner %s version 1 ceiling %d floor 1", row, a.Holder, leaseCaller, a.CeilingMS)
 			}
@@ -218,7 +179,7 @@ func TestLeaseLifecycle(t *testing.T) {
 			// the broker's allowed offset bounds it.
 			rec = e.lease("POST", "/v1/leases/0/1/heartbeat", `{"holder":"host-3/4242/9f2c","fencing_version":1,"ttl_ms":4000,"ceiling_ms":99999999999999}`, "req-hb-1")
 			wantStatus(t, rec, 200)
-			var hb heartbeatJSON
+			var hb leasejson.Extension
 			decode(t, rec, &hb)
 			limit := hb.DBTimeMS + 4000 + allocator.DefaultMaxClockOffset.Milliseconds()
 			if hb.CeilingMS > limit+1 || hb.CeilingMS < limit-1000 || hb.FencingVersion != 1 {
@@ -227,7 +188,7 @@ func TestLeaseLifecycle(t *testing.T) {
 			// A proposal below the ceiling never lowers it.
 			rec = e.lease("POST", "/v1/leases/0/1/heartbeat", `{"holder":"host-3/4242/9f2c","fencing_version":1,"ceiling_ms":5}`, "")
 			wantStatus(t, rec, 200)
-			var hb2 heartbeatJSON
+			var hb2 leasejson.Extension
 			decode(t, rec, &hb2)
 			if hb2.CeilingMS != hb.CeilingMS {
 				t.Errorf("heartbeat proposing 5: ceiling %d, want %d unchanged", hb2.CeilingMS, hb.CeilingMS)
@@ -237,12 +198,12 @@ func TestLeaseLifecycle(t *testing.T) {
 			last := a.DBTimeMS + 1
 			rec = e.lease("POST", "/v1/leases/0/1/release", fmt.Sprintf(`{"holder":"host-3/4242/9f2c","fencing_version":1,"last_timestamp_ms":%d}`, last), "req-release-1")
 			wantStatus(t, rec, 200)
-			var rel releaseJSON
+			var rel leasejson.Released
 			decode(t, rec, &rel)
 			if rel.CeilingMS != last {
 				t.Errorf("release: ceiling %d, want the last timestamp %d", rel.CeilingMS, last)
 			}
-			row = findLease(t, e.leases(), 0, 1)
+			row = testserver.LeaseRow(t, e.store, 0, 1)
 			if row.Holder != "" || row.Owner != "" || row.CeilingMS != last {
 				t.Errorf("row after release: %+v, want free with ceiling %d", row, last)
 			}
@@ -254,7 +215,7 @@ func TestLeaseLifecycle(t *testing.T) {
 			// The next holder starts above the released ceiling.
 			rec = e.lease("POST", "/v1/leases", `{"holder":"other","workers":{"min":1,"max":1}}`, "req-acquire-2")
 			wantStatus(t, rec, 201)
-			var b acquireJSON
+			var b leasejson.Grant
 			decode(t, rec, &b)
 			if b.FloorMS != last+1 || b.FencingVersion != 2 || b.PreviousHolder != nil {
 				t.Errorf("next acquire: floor %d version %d previous %v; want floor %d, version 2, none (released)", b.FloorMS, b.FencingVersion, b.PreviousHolder, last+1)
@@ -280,17 +241,6 @@ func TestLeaseLifecycle(t *testing.T) {
 	}
 }
 
-func findLease(tb testing.TB, rows []allocator.Lease, dc, worker int64) allocator.Lease {
-	tb.Helper()
-	for _, r := range rows {
-		if r.DatacenterID == dc && r.WorkerID == worker {
-			return r
-		}
-	}
-	tb.Fatalf("no row for worker %d/%d in %+v", dc, worker, rows)
-	return allocator.Lease{}
-}
-
 // TestLeaseHolderIsQualified: the broker stores "<caller>/<holder>", so a
 // caller cannot pass for a holder of another name, such as a node's own.
 func TestLeaseHolderIsQualified(t *testing.T) {
@@ -300,7 +250,7 @@ func TestLeaseHolderIsQualified(t *testing.T) {
 	wantLeaseProblem(t, e.lease("POST", "/v1/leases/0/0/heartbeat", body, ""), 409, "lease_lost")
 	rel := fmt.Sprintf(`{"holder":%q,"fencing_version":%d,"last_timestamp_ms":0}`, e.keeper.Holder(), own.FencingVersion)
 	wantLeaseProblem(t, e.lease("POST", "/v1/leases/0/0/release", rel, ""), 409, "lease_lost")
-	if row := findLease(t, e.leases(), 0, 0); row.Holder != e.keeper.Holder() || row.FencingVersion != own.FencingVersion {
+	if row := testserver.LeaseRow(t, e.store, 0, 0); row.Holder != e.keeper.Holder() || row.FencingVersion != own.FencingVersion {
 		t.Errorf("the node's row changed: %+v", row)
 	}
 	// The pool of worker 0 alone is full: the node holds it.
@@ -316,7 +266,7 @@ func TestLeaseHolderIsQualified(t *testing.T) {
 	rel = fmt.Sprintf(`{"holder":"shared-name","fencing_version":%d,"last_timestamp_ms":0}`, a.FencingVersion)
 	wantLeaseProblem(t, e.leaseAs(otherToken, "POST", "/v1/leases/0/2/release", rel, ""), 409, "lease_lost")
 	wantLeaseProblem(t, e.leaseAs(otherToken, "POST", "/v1/leases", `{"holder":"shared-name","workers":{"min":2,"max":2}}`, ""), 409, "no_worker_available")
-	if row := findLease(t, e.leases(), 0, 2); row.Holder != leaseCaller+"/shared-name" || row.Owner != leaseCaller || row.FencingVersion != a.FencingVersion {
+	if row := testserver.LeaseRow(t, e.store, 0, 2); row.Holder != leaseCaller+"/shared-name" || row.Owner != leaseCaller || row.FencingVersion != a.FencingVersion {
 		t.Errorf("the first caller's row changed: %+v", row)
 	}
 	wantStatus(t, e.lease("POST", "/v1/leases/0/2/heartbeat", hb, ""), 200)

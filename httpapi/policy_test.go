@@ -28,12 +28,8 @@ func TestPolicyShown(t *testing.T) {
 	} {
 		cfg := e.config()
 		cfg.Status.Policy = tc.policy
-		srv, err := httpapi.New(cfg)
-		if err != nil {
-			t.Fatalf("httpapi.New: %v", err)
-		}
 		rec := httptest.NewRecorder()
-		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		e.handler(cfg).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 		page := rec.Body.String()
 		if has := strings.Contains(page, `<table id="policy">`); has != (tc.policy != nil) {
 			t.Errorf("%s: got a policy table %v, want %v", tc.name, has, tc.policy != nil)

@@ -27,11 +27,7 @@ func (e *env) limitedServer(r httpapi.RateLimit, tokens string) http.Handler {
 		}
 		cfg.Tokens = set
 	}
-	srv, err := httpapi.New(cfg)
-	if err != nil {
-		e.tb.Fatalf("httpapi.New: %v", err)
-	}
-	return srv.Handler()
+	return e.handler(cfg)
 }
 
 // call sends GET (or method) target from remote with the headers given as

@@ -20,11 +20,7 @@ func (e *env) tracedServer(tp trace.TracerProvider) http.Handler {
 	e.tb.Helper()
 	cfg := e.config()
 	cfg.Tracing = httpapi.Tracing{Tracer: tp.Tracer("httpapi-test")}
-	srv, err := httpapi.New(cfg)
-	if err != nil {
-		e.tb.Fatalf("httpapi.New: %v", err)
-	}
-	return srv.Handler()
+	return e.handler(cfg)
 }
 
 // TestRequestSpans checks the server span of a request: named by method

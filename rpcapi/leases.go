@@ -6,6 +6,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/leaseapi"
 	"github.com/idgen-project/idgen/internal/problem"
 	idgenv1 "github.com/idgen-project/idgen/proto/idgen/v1"
@@ -95,16 +96,26 @@ func (l leaseService) AcquireLease(ctx context.Context, req *connect.Request[idg
 	}), nil
 }
 
-// HeartbeatLease serves LeaseService.HeartbeatLease.
-func (l leaseService) HeartbeatLease(ctx context.Context, req *connect.Request[idgenv1.HeartbeatLeaseRequest]) (*connect.Response[idgenv1.HeartbeatLeaseResponse], error) {
+// leaseCall starts a call on one lease, heartbeat or release: its caller
+// (see caller) and the lease's key, checked against the layout.
+func (l leaseService) leaseCall(ctx context.Context, datacenter, worker int32) (leaseapi.Caller, allocator.LeaseKey, error) {
 	caller, err := l.caller(ctx)
 	if err != nil {
-		return nil, err
+		return caller, allocator.LeaseKey{}, err
 	}
-	m := req.Msg
-	key, err := l.s.leases.Key(int64(m.GetDatacenter()), int64(m.GetWorker()))
+	key, err := l.s.leases.Key(int64(datacenter), int64(worker))
 	if err != nil {
-		return nil, l.s.leaseError(ctx, err)
+		return caller, key, l.s.leaseError(ctx, err)
+	}
+	return caller, key, nil
+}
+
+// HeartbeatLease serves LeaseService.HeartbeatLease.
+func (l leaseService) HeartbeatLease(ctx context.Context, req *connect.Request[idgenv1.HeartbeatLeaseRequest]) (*connect.Response[idgenv1.HeartbeatLeaseResponse], error) {
+	m := req.Msg
+	caller, key, err := l.leaseCall(ctx, m.GetDatacenter(), m.GetWorker())
+	if err != nil {
+		return nil, err
 	}
 	ext, err := l.s.leases.Heartbeat(ctx, caller, leaseapi.HeartbeatRequest{
 		Key: key, Holder: m.GetHolder(), FencingVersion: m.GetFencingVersion(), TTLMS: m.GetTtlMs(), CeilingMS: m.GetCeilingMs(),
@@ -122,14 +133,10 @@ func (l leaseService) HeartbeatLease(ctx context.Context, req *connect.Request[i
 
 // ReleaseLease serves LeaseService.ReleaseLease.
 func (l leaseService) ReleaseLease(ctx context.Context, req *connect.Request[idgenv1.ReleaseLeaseRequest]) (*connect.Response[idgenv1.ReleaseLeaseResponse], error) {
-	caller, err := l.caller(ctx)
+	m := req.Msg
+	caller, key, err := l.leaseCall(ctx, m.GetDatacenter(), m.GetWorker())
 	if err != nil {
 		return nil, err
-	}
-	m := req.Msg
-	key, err := l.s.leases.Key(int64(m.GetDatacenter()), int64(m.GetWorker()))
-	if err != nil {
-		return nil, l.s.leaseError(ctx, err)
 	}
 	ceiling, err := l.s.leases.Release(ctx, caller, leaseapi.ReleaseRequest{
 		Key: key, Holder: m.GetHolder(), FencingVersion: m.GetFencingVersion(), LastTimestampMS: m.GetLastTimestampMs(),

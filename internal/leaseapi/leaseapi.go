@@ -161,6 +161,15 @@ func (b *Broker) Begin(caller Caller) error {
 	return nil
 }
 
+// qualifiedHolder begins a call on a lease (Begin) and returns the holder
+// it names, qualified.
+func (b *Broker) qualifiedHolder(caller Caller, holder string) (string, error) {
+	if err := b.Begin(caller); err != nil {
+		return "", err
+	}
+	return qualify(caller, holder)
+}
+
 // qualify checks holder and returns "<caller>/<holder>".
 func qualify(caller Caller, holder string) (string, error) {
 	if holder == "" || len(holder) > MaxHolderLen {
@@ -198,6 +207,18 @@ func (b *Broker) ceilingOf(proposalMS int64) (int64, time.Duration, error) {
 		return math.MaxInt64, 0, nil
 	}
 	return proposalMS, b.cfg.MaxClockOffset, nil
+}
+
+// bounds returns the ttl, and the ceiling and clock offset to pass to the
+// store, of a request that claims or extends a lease (ttlOf, ceilingOf).
+func (b *Broker) bounds(ttlMS, ceilingMS int64) (ttl time.Duration, ceiling int64, offset time.Duration, err error) {
+	if ttl, err = b.ttlOf(ttlMS); err != nil {
+		return 0, 0, 0, err
+	}
+	if ceiling, offset, err = b.ceilingOf(ceilingMS); err != nil {
+		return 0, 0, 0, err
+	}
+	return ttl, ceiling, offset, nil
 }
 
 // Key checks a lease's datacenter and worker IDs against the layout.
@@ -255,10 +276,7 @@ type Grant struct {
 
 // Acquire claims one worker ID of the pool for "<caller>/<holder>".
 func (b *Broker) Acquire(ctx context.Context, caller Caller, req AcquireRequest) (Grant, error) {
-	if err := b.Begin(caller); err != nil {
-		return Grant{}, err
-	}
-	holder, err := qualify(caller, req.Holder)
+	holder, err := b.qualifiedHolder(caller, req.Holder)
 	if err != nil {
 		return Grant{}, err
 	}
@@ -276,11 +294,7 @@ func (b *Broker) Acquire(ctx context.Context, caller Caller, req AcquireRequest)
 	case pool.Max-pool.Min >= allocator.MaxPoolSize:
 		return Grant{}, invalidf("workers %d-%d: %d worker IDs, want at most %d", pool.Min, pool.Max, pool.Max-pool.Min+1, allocator.MaxPoolSize)
 	}
-	ttl, err := b.ttlOf(req.TTLMS)
-	if err != nil {
-		return Grant{}, err
-	}
-	ceiling, offset, err := b.ceilingOf(req.CeilingMS)
+	ttl, ceiling, offset, err := b.bounds(req.TTLMS, req.CeilingMS)
 	if err != nil {
 		return Grant{}, err
 	}
@@ -340,21 +354,14 @@ type Extension struct {
 // version. A heartbeat that matches no row is a lost lease: the broker
 // records the lost event, as a node's keeper does, and answers lease_lost.
 func (b *Broker) Heartbeat(ctx context.Context, caller Caller, req HeartbeatRequest) (Extension, error) {
-	if err := b.Begin(caller); err != nil {
-		return Extension{}, err
-	}
-	holder, err := qualify(caller, req.Holder)
+	holder, err := b.qualifiedHolder(caller, req.Holder)
 	if err != nil {
 		return Extension{}, err
 	}
 	if req.FencingVersion < 1 {
 		return Extension{}, invalidf("fencing_version must be the positive version the acquire returned")
 	}
-	ttl, err := b.ttlOf(req.TTLMS)
-	if err != nil {
-		return Extension{}, err
-	}
-	ceiling, offset, err := b.ceilingOf(req.CeilingMS)
+	ttl, ceiling, offset, err := b.bounds(req.TTLMS, req.CeilingMS)
 	if err != nil {
 		return Extension{}, err
 	}
@@ -413,10 +420,7 @@ type ReleaseRequest struct {
 // timestamp outside the lease's floor and ceiling is refused with
 // invalid_release and changes nothing.
 func (b *Broker) Release(ctx context.Context, caller Caller, req ReleaseRequest) (int64, error) {
-	if err := b.Begin(caller); err != nil {
-		return 0, err
-	}
-	holder, err := qualify(caller, req.Holder)
+	holder, err := b.qualifiedHolder(caller, req.Holder)
 	if err != nil {
 		return 0, err
 	}

@@ -211,6 +211,28 @@ func HoldWorker(tb testing.TB, store allocator.LeaseStore, worker int64) (releas
 	}
 }
 
+// LeaseLister is what LeaseRow reads: a store's lease rows.
+type LeaseLister interface {
+	ListLeases(ctx context.Context) ([]allocator.Lease, error)
+}
+
+// LeaseRow returns the row of worker_leases of worker ID worker of
+// datacenter dc in store, failing the test if there is none.
+func LeaseRow(tb testing.TB, store LeaseLister, dc, worker int64) allocator.Lease {
+	tb.Helper()
+	rows, err := store.ListLeases(context.Background())
+	if err != nil {
+		tb.Fatalf("testserver: ListLeases: %v", err)
+	}
+	for _, r := range rows {
+		if r.DatacenterID == dc && r.WorkerID == worker {
+			return r
+		}
+	}
+	tb.Fatalf("testserver: no lease row for worker %d/%d in %+v", dc, worker, rows)
+	return allocator.Lease{}
+}
+
 // LogBuffer collects a node's log: a bytes.Buffer safe for the node's
 // goroutines. Give slog.NewTextHandler(buf, …) a *LogBuffer.
 type LogBuffer struct {

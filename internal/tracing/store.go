@@ -179,20 +179,24 @@ func (s *Store) RecordLeaseEvent(ctx context.Context, ev allocator.LeaseEvent) e
 
 // ListLeases traces LeaseAdmin.ListLeases.
 func (s *Store) ListLeases(ctx context.Context) ([]allocator.Lease, error) {
-	ctx, span := s.start(ctx, SpanListLeases)
-	ls, err := s.Store.ListLeases(ctx)
-	span.SetAttributes(attribute.Int(AttrRows, len(ls)))
-	end(span, err)
-	return ls, err
+	return traceList(ctx, s, SpanListLeases, s.Store.ListLeases)
 }
 
 // ListLeaseEvents traces LeaseAdmin.ListLeaseEvents.
 func (s *Store) ListLeaseEvents(ctx context.Context, f allocator.LeaseEventFilter) ([]allocator.LeaseEvent, error) {
-	ctx, span := s.start(ctx, SpanListLeaseEvents)
-	evs, err := s.Store.ListLeaseEvents(ctx, f)
-	span.SetAttributes(attribute.Int(AttrRows, len(evs)))
+	return traceList(ctx, s, SpanListLeaseEvents, func(ctx context.Context) ([]allocator.LeaseEvent, error) {
+		return s.Store.ListLeaseEvents(ctx, f)
+	})
+}
+
+// traceList runs call, a call of the store that lists rows, in a span of
+// spanName that records how many rows it returned.
+func traceList[T any](ctx context.Context, s *Store, spanName string, call func(context.Context) ([]T, error)) ([]T, error) {
+	ctx, span := s.start(ctx, spanName)
+	rows, err := call(ctx)
+	span.SetAttributes(attribute.Int(AttrRows, len(rows)))
 	end(span, err)
-	return evs, err
+	return rows, err
 }
 
 // PruneLeaseEvents traces LeaseAdmin.PruneLeaseEvents.
@@ -219,10 +223,9 @@ func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocato
 
 // GetNamespace traces SegmentStore.GetNamespace (and NamespaceAdmin's).
 func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namespace, error) {
-	ctx, span := s.start(ctx, SpanGetNamespace, attribute.String(AttrNamespace, name))
-	ns, err := s.Store.GetNamespace(ctx, name)
-	end(span, err)
-	return ns, err
+	return s.namespaceCall(ctx, SpanGetNamespace, name, func(ctx context.Context) (allocator.Namespace, error) {
+		return s.Store.GetNamespace(ctx, name)
+	})
 }
 
 // FetchSegment traces SegmentStore.FetchSegment: the count asked for and
@@ -249,33 +252,35 @@ func (s *Store) ReturnTail(ctx context.Context, name string, expectMaxID, expect
 
 // CreateNamespace traces NamespaceAdmin.CreateNamespace.
 func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (allocator.Namespace, error) {
-	ctx, span := s.start(ctx, SpanCreateNamespace, attribute.String(AttrNamespace, ns.Name))
-	got, err := s.Store.CreateNamespace(ctx, ns)
-	end(span, err)
-	return got, err
+	return s.namespaceCall(ctx, SpanCreateNamespace, ns.Name, func(ctx context.Context) (allocator.Namespace, error) {
+		return s.Store.CreateNamespace(ctx, ns)
+	})
 }
 
 // ListNamespaces traces NamespaceAdmin.ListNamespaces.
 func (s *Store) ListNamespaces(ctx context.Context) ([]allocator.Namespace, error) {
-	ctx, span := s.start(ctx, SpanListNamespaces)
-	nss, err := s.Store.ListNamespaces(ctx)
-	span.SetAttributes(attribute.Int(AttrRows, len(nss)))
-	end(span, err)
-	return nss, err
+	return traceList(ctx, s, SpanListNamespaces, s.Store.ListNamespaces)
 }
 
 // DeleteNamespace traces NamespaceAdmin.DeleteNamespace.
 func (s *Store) DeleteNamespace(ctx context.Context, name string) (allocator.Namespace, error) {
-	ctx, span := s.start(ctx, SpanDeleteNamespace, attribute.String(AttrNamespace, name))
-	ns, err := s.Store.DeleteNamespace(ctx, name)
-	end(span, err)
-	return ns, err
+	return s.namespaceCall(ctx, SpanDeleteNamespace, name, func(ctx context.Context) (allocator.Namespace, error) {
+		return s.Store.DeleteNamespace(ctx, name)
+	})
 }
 
 // UpdateNamespace traces NamespaceAdmin.UpdateNamespace.
 func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.NamespaceUpdate) (allocator.Namespace, error) {
-	ctx, span := s.start(ctx, SpanUpdateNamespace, attribute.String(AttrNamespace, name))
-	ns, err := s.Store.UpdateNamespace(ctx, name, u)
+	return s.namespaceCall(ctx, SpanUpdateNamespace, name, func(ctx context.Context) (allocator.Namespace, error) {
+		return s.Store.UpdateNamespace(ctx, name, u)
+	})
+}
+
+// namespaceCall runs call, a call of the store on the namespace name that
+// returns the namespace, in a span of spanName with the namespace's name.
+func (s *Store) namespaceCall(ctx context.Context, spanName, name string, call func(context.Context) (allocator.Namespace, error)) (allocator.Namespace, error) {
+	ctx, span := s.start(ctx, spanName, attribute.String(AttrNamespace, name))
+	ns, err := call(ctx)
 	end(span, err)
 	return ns, err
 }
