@@ -7,7 +7,6 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -21,6 +20,7 @@ import (
 	"testing"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/testproc"
 	"github.com/idgen-project/idgen/internal/testserver"
 )
 
@@ -42,10 +42,7 @@ func idgenBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "idgen")
-		out, err := exec.Command("go", "build", "-ldflags", stamp, "-o", binPath, "../cmd/idgen").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/idgen: %w\n%s", err, out)
-		}
+		buildErr = testproc.Build(t.Context(), binPath, "./cmd/idgen", "-ldflags", stamp)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)

@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"regexp"
@@ -328,32 +327,7 @@ func TestResponsesMatchSpec(t *testing.T) {
 	covered := map[string]bool{}
 	run := func(base string, ex exchange) {
 		t.Run(ex.name, func(t *testing.T) {
-			var body io.Reader
-			if ex.body != "" {
-				body = strings.NewReader(ex.body)
-			}
-			req, err := http.NewRequest(ex.method, base+ex.path, body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ex.body != "" {
-				req.Header.Set("Content-Type", "application/json")
-			}
-			if ex.token != "" {
-				req.Header.Set("Authorization", "Bearer "+ex.token)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			data, err := io.ReadAll(resp.Body)
-			_ = resp.Body.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if resp.StatusCode != ex.want {
-				t.Fatalf("%s %s: got status %d, want %d: %s", ex.method, ex.path, resp.StatusCode, ex.want, data)
-			}
+			resp, data := send(t, base, ex) //nolint:bodyclose // send read and closed it
 			if resp.StatusCode < 300 {
 				covered[ex.method+" "+ex.op] = true
 			}

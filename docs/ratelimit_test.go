@@ -46,8 +46,8 @@ func TestRateLimitMatchesSpec(t *testing.T) {
 	}
 }
 
-// send sends ex to base and returns the answer and its body, failing the
-// test on a status other than ex.want.
+// send sends ex to base, a body as JSON, and returns the answer and its
+// body, failing the test on a status other than ex.want.
 func send(t *testing.T, base string, ex exchange) (*http.Response, []byte) {
 	t.Helper()
 	var body io.Reader
@@ -57,6 +57,9 @@ func send(t *testing.T, base string, ex exchange) (*http.Response, []byte) {
 	req, err := http.NewRequest(ex.method, base+ex.path, body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if ex.body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if ex.token != "" {
 		req.Header.Set("Authorization", "Bearer "+ex.token)

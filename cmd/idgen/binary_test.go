@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idgen-project/idgen/internal/testproc"
 	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
 )
@@ -35,12 +36,7 @@ type proc struct {
 // given.
 func buildBinary(t *testing.T, tags ...string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "idgen")
-	out, err := exec.Command("go", "build", "-tags", strings.Join(tags, ","), "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testproc.MustBuild(t, t.TempDir(), "./cmd/idgen", "-tags", strings.Join(tags, ","))
 }
 
 // runBinary runs the binary to completion and returns its exit code and output.

@@ -5,7 +5,6 @@ package chaos
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idgen-project/idgen/internal/testproc"
 )
 
 // Lease settings of every node: short, so that each scenario sees several
@@ -31,32 +32,13 @@ const (
 // adminToken is the admin token every node is started with.
 const adminToken = "chaos-admin-token"
 
-// moduleRoot returns the repository root: the test runs in test/chaos.
-func moduleRoot(t testing.TB) string {
-	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatalf("module root: %v", err)
-	}
-	return root
-}
-
 // buildIdgen builds cmd/idgen once into dir and returns the binary's path.
 // It builds with the tag idgen_testclock, which gives idgen serve the
 // --test-clock-offset and --test-clock-file flags the clock scenarios use;
 // release builds have no such flags.
 func buildIdgen(t testing.TB, dir string) string {
 	t.Helper()
-	bin := filepath.Join(dir, "idgen")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "idgen_testclock", "-o", bin, "./cmd/idgen")
-	cmd.Dir = moduleRoot(t)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build -tags idgen_testclock -o %s ./cmd/idgen: %v\n%s", bin, err, out)
-	}
-	return bin
+	return testproc.MustBuild(t, dir, "./cmd/idgen", "-tags", "idgen_testclock")
 }
 
 // freeAddr returns a loopback address with a port nobody listens on now.
@@ -70,13 +52,6 @@ func freeAddr(t testing.TB) string {
 	return l.Addr().String()
 }
 
-// childEnv is the environment of every idgen process: no IDGEN_* variable
-// of the harness's own environment leaks into a node.
-func childEnv(extra ...string) []string {
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir(), "TZ=UTC"}
-	return append(env, extra...)
-}
-
 // runIdgen runs a one-shot idgen command (migrate, namespaces) and returns
 // its combined output.
 func runIdgen(t testing.TB, bin string, args ...string) (string, error) {
@@ -84,7 +59,7 @@ func runIdgen(t testing.TB, bin string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = childEnv()
+	cmd.Env = testproc.Env()
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -101,28 +76,107 @@ type cluster struct {
 // node is one `idgen serve` of a cluster, restartable. Every incarnation
 // writes stdout and stderr to the same log file.
 type node struct {
-	c       *cluster
-	idx     int
-	holder  string
-	addr    string
-	dsn     string
-	flags   []string // extra flags of every incarnation
+	restartable
+	c      *cluster
+	idx    int
+	holder string
+	addr   string
+	dsn    string
+	flags  []string // extra flags of every incarnation
+	client *http.Client
+}
+
+// restartable is a process of the harness that runs again and again under
+// one name, a node or a generator. Every incarnation appends to one log;
+// the harness notes when it stops or kills the current one, so that an
+// exit it did not cause is reported as a problem of the scenario.
+type restartable struct {
+	t       testing.TB
+	name    string // in failures: a node's holder, a generator's name
 	logPath string
-	client  *http.Client
 
 	mu      sync.Mutex
-	proc    *proc
+	proc    *testproc.Proc // the current incarnation
 	starts  int
 	expectd bool // the current incarnation is expected to exit (we stopped or killed it)
 }
 
-// proc is one running incarnation of a node; done closes when it exited.
-type proc struct {
-	cmd     *exec.Cmd
-	started time.Time
-	done    chan struct{}
-	state   *os.ProcessState
-	waitErr error
+// launch starts a new incarnation of bin; it does not wait for it to
+// serve. marked writes a line into the log first, naming the incarnation
+// and its command line (the DSN's password hidden).
+func (r *restartable) launch(bin string, args, env []string, marked bool) {
+	r.t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.proc != nil && !r.proc.Exited() {
+		r.t.Fatalf("%s: start while running", r.name)
+	}
+	r.starts++
+	var mark string
+	if marked {
+		mark = fmt.Sprintf("### harness: start #%d at %s: %s %s", r.starts, time.Now().UTC().Format(time.RFC3339Nano),
+			filepath.Base(bin), strings.Join(redactArgs(args), " "))
+	}
+	r.proc = testproc.Start(r.t, testproc.Spec{Name: r.name, Bin: bin, Args: args, Env: env, Log: r.logPath, Mark: mark})
+	r.expectd = false
+}
+
+func (r *restartable) current() *testproc.Proc {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.proc
+}
+
+func (r *restartable) running() bool {
+	p := r.current()
+	return p != nil && !p.Exited()
+}
+
+// signal sends sig to the current incarnation.
+func (r *restartable) signal(sig syscall.Signal) {
+	r.t.Helper()
+	p := r.current()
+	if p == nil {
+		r.t.Fatalf("%s: signal %v: not started", r.name, sig)
+	}
+	p.Signal(r.t, sig)
+}
+
+func (r *restartable) expectExit() {
+	r.mu.Lock()
+	r.expectd = true
+	r.mu.Unlock()
+}
+
+// kill9 kills the current incarnation with SIGKILL and waits for it.
+func (r *restartable) kill9() {
+	r.t.Helper()
+	r.expectExit()
+	r.signal(syscall.SIGKILL)
+	<-r.current().Done()
+}
+
+// stop sends SIGTERM and waits for a graceful exit; it reports the exit
+// code (-1 if the process had to be killed after the grace period).
+func (r *restartable) stop(grace time.Duration) int {
+	p := r.current()
+	if p == nil {
+		return 0
+	}
+	r.expectExit()
+	return p.Stop(grace)
+}
+
+// exitedOnItsOwn returns the current incarnation if it exited without the
+// harness stopping it.
+func (r *restartable) exitedOnItsOwn() (*testproc.Proc, bool) {
+	r.mu.Lock()
+	p, expected := r.proc, r.expectd
+	r.mu.Unlock()
+	if p == nil || expected || !p.Exited() {
+		return nil, false
+	}
+	return p, true
 }
 
 // newCluster prepares n nodes (not started), node i on dsns[i], or on the
@@ -132,13 +186,14 @@ func newCluster(t testing.TB, bin, workers string, dsns []string, n int) *cluste
 	c := &cluster{t: t, bin: bin, dir: t.TempDir(), workers: workers}
 	for i := 0; i < n; i++ {
 		dsn := dsns[min(i, len(dsns)-1)]
+		holder := fmt.Sprintf("node-%d", i)
 		c.nodes = append(c.nodes, &node{
-			c: c, idx: i, holder: fmt.Sprintf("node-%d", i), addr: freeAddr(t), dsn: dsn,
-			logPath: filepath.Join(c.dir, fmt.Sprintf("node-%d.log", i)),
-			client:  newHTTPClient(),
+			restartable: restartable{t: t, name: holder, logPath: filepath.Join(c.dir, holder+".log")},
+			c:           c, idx: i, holder: holder, addr: freeAddr(t), dsn: dsn,
+			client: newHTTPClient(),
 		})
 	}
-	t.Cleanup(c.killAll)
+	t.Cleanup(c.closeClients)
 	return c
 }
 
@@ -163,42 +218,8 @@ func (n *node) args() []string {
 
 // start starts a new incarnation; it does not wait for it to serve.
 func (n *node) start() {
-	t := n.c.t
-	t.Helper()
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.proc != nil {
-		select {
-		case <-n.proc.done:
-		default:
-			t.Fatalf("%s: start while running", n.holder)
-		}
-	}
-	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatalf("%s: log: %v", n.holder, err)
-	}
-	n.starts++
-	fmt.Fprintf(logf, "### harness: start #%d at %s: idgen %s\n", n.starts, time.Now().UTC().Format(time.RFC3339Nano),
-		strings.Join(redactArgs(n.args()), " "))
-	cmd := exec.Command(n.c.bin, n.args()...)
-	cmd.Env = childEnv()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Kill the node if the harness dies; one process group per node so a
-	// stray signal to the harness does not reach it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		t.Fatalf("%s: start: %v", n.holder, err)
-	}
-	p := &proc{cmd: cmd, started: time.Now(), done: make(chan struct{})}
-	n.proc, n.expectd = p, false
-	go func() { // owned by p: ends when the process exits, which killAll guarantees
-		p.waitErr = cmd.Wait()
-		p.state = cmd.ProcessState
-		logf.Close()
-		close(p.done)
-	}()
+	n.t.Helper()
+	n.launch(n.c.bin, n.args(), testproc.Env(), true)
 }
 
 // redactArgs hides the DSN's password in what the harness writes.
@@ -210,25 +231,6 @@ func redactArgs(args []string) []string {
 		}
 	}
 	return out
-}
-
-func (n *node) current() *proc {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.proc
-}
-
-func (n *node) running() bool {
-	p := n.current()
-	if p == nil {
-		return false
-	}
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
 }
 
 func (n *node) url(path string) string { return "http://" + n.addr + path }
@@ -260,10 +262,8 @@ func (n *node) waitUp(timeout time.Duration) {
 	p := n.current()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		select {
-		case <-p.done:
-			t.Fatalf("%s exited before serving (%v):\n%s", n.holder, p.waitErr, n.logTail(40))
-		default:
+		if p.Exited() {
+			t.Fatalf("%s exited before serving (%v):\n%s", n.holder, p.Err(), n.logTail(40))
 		}
 		if code, _, err := n.get(context.Background(), "/healthz", nil); err == nil && code == 200 {
 			return
@@ -285,67 +285,13 @@ func (n *node) waitReady(timeout time.Duration) bool {
 	return false
 }
 
-// signal sends sig to the current incarnation.
-func (n *node) signal(sig syscall.Signal) {
-	t := n.c.t
-	t.Helper()
-	p := n.current()
-	if p == nil {
-		t.Fatalf("%s: signal %v: not started", n.holder, sig)
-	}
-	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		t.Fatalf("%s: signal %v: %v", n.holder, sig, err)
-	}
-}
-
-func (n *node) expectExit() {
-	n.mu.Lock()
-	n.expectd = true
-	n.mu.Unlock()
-}
-
-// kill9 kills the current incarnation with SIGKILL and waits for it.
-func (n *node) kill9() {
-	n.expectExit()
-	n.signal(syscall.SIGKILL)
-	<-n.current().done
-}
-
-// stop sends SIGTERM and waits for a graceful exit; it reports the exit
-// code (-1 if the node had to be killed after the grace period).
-func (n *node) stop(grace time.Duration) int {
-	p := n.current()
-	if p == nil {
-		return 0
-	}
-	n.expectExit()
-	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a paused node could not act on SIGTERM
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return p.state.ExitCode()
-	case <-time.After(grace):
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-		return -1
-	}
-}
-
 // unexpectedExit returns a description if the current incarnation exited
 // without the harness stopping it.
 func (n *node) unexpectedExit() string {
-	n.mu.Lock()
-	p, expected := n.proc, n.expectd
-	n.mu.Unlock()
-	if p == nil || expected {
-		return ""
+	if p, ok := n.exitedOnItsOwn(); ok {
+		return fmt.Sprintf("%s exited on its own (%v):\n%s", n.holder, p.Err(), n.logTail(30))
 	}
-	select {
-	case <-p.done:
-		return fmt.Sprintf("%s exited on its own (%v):\n%s", n.holder, p.waitErr, n.logTail(30))
-	default:
-		return ""
-	}
+	return ""
 }
 
 // log returns everything the node's incarnations wrote.
@@ -358,13 +304,7 @@ func (n *node) log() string {
 }
 
 // logTail returns the last lines of the node's log.
-func (n *node) logTail(lines int) string {
-	all := strings.Split(strings.TrimRight(n.log(), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
-}
+func (n *node) logTail(lines int) string { return testproc.Tail(n.logPath, lines) }
 
 // startAll starts every node and waits until each answers /healthz.
 func (c *cluster) startAll() {
@@ -401,14 +341,10 @@ func (c *cluster) stopAll() []string {
 	return problems
 }
 
-// killAll kills whatever still runs; it is the cluster's cleanup.
-func (c *cluster) killAll() {
+// closeClients closes the nodes' idle connections; it is the cluster's
+// cleanup, which runs after testproc's have killed whatever still ran.
+func (c *cluster) closeClients() {
 	for _, n := range c.nodes {
-		if p := n.current(); p != nil {
-			_ = p.cmd.Process.Signal(syscall.SIGCONT)
-			_ = p.cmd.Process.Signal(syscall.SIGKILL)
-			<-p.done
-		}
 		n.client.CloseIdleConnections()
 	}
 }

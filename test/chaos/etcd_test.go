@@ -105,12 +105,7 @@ func TestChaosEtcd(t *testing.T) {
 			e.run(scenario{name: sc.name, run: func(e *env) (*cluster, *load, []Draw, outcome) { return sc.run(e, ee) }})
 		})
 	}
-	sum.mu.Lock()
-	defer sum.mu.Unlock()
-	fmt.Printf("chaos: summary of %d lines, total %s\n", len(sum.lines), time.Since(began).Round(time.Second))
-	for _, l := range sum.lines {
-		fmt.Println(l)
-	}
+	sum.print(began)
 }
 
 // etcdSetup migrates, creates the namespaces every etcd scenario draws
@@ -163,44 +158,78 @@ func finish(l *load, out *outcome) []Draw {
 	return draws
 }
 
-// etcd-leader-kill: kill -9 the member that leads, under load; restart it
-// after 2 × ttl; then kill the new leader the same way. Recovery: from each
-// kill to the slowest node's first strict draw served, at most 5 s.
-func scenarioEtcdLeaderKill(e *env, ee *etcdEnv) (*cluster, *load, []Draw, outcome) {
+// memberFault is one fault of an etcd member: which, the role it had when
+// picked, and when the fault began.
+type memberFault struct {
+	member int
+	role   string // "leader" or "follower"
+	at     time.Time
+}
+
+// faultMembers is the scenario of faults on one member at a time, under
+// the load etcdSetup starts: one fault per role, each 3 s after the
+// previous one healed, on the member that leads, or for "follower" the
+// member after it, held for 2 × ttl, then healed. 3 s after the last, the
+// load is finished and each fault's recovery measured (storeRecovery)
+// until the next fault began; note records each fault's figures, k
+// counting from 1. The outcome's recovery is the slowest.
+func (ee *etcdEnv) faultMembers(e *env, roles []string, fault, heal func(out *outcome, member int),
+	note func(out *outcome, k int, f memberFault, rec time.Duration)) (*cluster, *load, []Draw, outcome) {
 	c, l := etcdSetup(e)
 	out := outcome{recovery: -1}
-	type kill struct {
-		member int
-		at     time.Time
-	}
-	var kills []kill
-	for range 2 {
+	var faults []memberFault
+	for _, role := range roles {
 		time.Sleep(3 * time.Second)
 		m := ee.leader(e.t)
-		at := time.Now()
-		ee.cluster.Kill(m)
-		kills = append(kills, kill{m, at})
-		time.Sleep(2 * leaseTTL)
-		if err := ee.cluster.Restart(m); err != nil {
-			out.problem("restart member %d: %v", m, err)
+		if role == "follower" {
+			m = (m + 1) % etcdtest.Members
 		}
+		at := time.Now()
+		fault(&out, m)
+		faults = append(faults, memberFault{m, role, at})
+		time.Sleep(2 * leaseTTL)
+		heal(&out, m)
 	}
 	time.Sleep(3 * time.Second)
 	draws := finish(l, &out)
 	var worst time.Duration
-	for k, kl := range kills {
+	for k, f := range faults {
 		until := time.Now()
-		if k+1 < len(kills) {
-			until = kills[k+1].at
+		if k+1 < len(faults) {
+			until = faults[k+1].at
 		}
-		rec, problems := storeRecovery(draws, c, kl.at, until)
+		rec, problems := storeRecovery(draws, c, f.at, until)
 		out.problems = append(out.problems, problems...)
 		worst = max(worst, rec)
-		out.note("kill%d_member=m%d kill%d_recovery=%s", k+1, kl.member, k+1, rec.Round(time.Millisecond))
+		note(&out, k+1, f, rec)
 	}
 	out.recovery = worst
-	if worst > 5*time.Second {
-		out.problem("recovery took %s after a leader kill, want at most 5s", worst.Round(time.Millisecond))
+	return c, l, draws, out
+}
+
+// roleNote notes fault k as <kind>k=<role>_m<member> with its recovery.
+func roleNote(kind string) func(out *outcome, k int, f memberFault, rec time.Duration) {
+	return func(out *outcome, k int, f memberFault, rec time.Duration) {
+		out.note("%s%d=%s_m%d %s%d_recovery=%s", kind, k, f.role, f.member, kind, k, rec.Round(time.Millisecond))
+	}
+}
+
+// etcd-leader-kill: kill -9 the member that leads, under load; restart it
+// after 2 × ttl; then kill the new leader the same way. Recovery: from each
+// kill to the slowest node's first strict draw served, at most 5 s.
+func scenarioEtcdLeaderKill(e *env, ee *etcdEnv) (*cluster, *load, []Draw, outcome) {
+	kill := func(_ *outcome, m int) { ee.cluster.Kill(m) }
+	restart := func(out *outcome, m int) {
+		if err := ee.cluster.Restart(m); err != nil {
+			out.problem("restart member %d: %v", m, err)
+		}
+	}
+	c, l, draws, out := ee.faultMembers(e, []string{"leader", "leader"}, kill, restart,
+		func(out *outcome, k int, f memberFault, rec time.Duration) {
+			out.note("kill%d_member=m%d kill%d_recovery=%s", k, f.member, k, rec.Round(time.Millisecond))
+		})
+	if out.recovery > 5*time.Second {
+		out.problem("recovery took %s after a leader kill, want at most 5s", out.recovery.Round(time.Millisecond))
 	}
 	return c, l, draws, out
 }
@@ -210,45 +239,15 @@ func scenarioEtcdLeaderKill(e *env, ee *etcdEnv) (*cluster, *load, []Draw, outco
 // connections stay open and answer nothing. Recovery: from each pause to
 // the slowest node's first strict draw served.
 func scenarioEtcdMemberPause(e *env, ee *etcdEnv) (*cluster, *load, []Draw, outcome) {
-	c, l := etcdSetup(e)
-	out := outcome{recovery: -1}
-	type pause struct {
-		member int
-		role   string
-		at     time.Time
-	}
-	var pauses []pause
-	for _, role := range []string{"leader", "follower"} {
-		time.Sleep(3 * time.Second)
-		m := ee.leader(e.t)
-		if role == "follower" {
-			m = (m + 1) % etcdtest.Members
-		}
-		at := time.Now()
-		if err := ee.cluster.Signal(m, syscall.SIGSTOP); err != nil {
-			out.problem("SIGSTOP member %d: %v", m, err)
-		}
-		pauses = append(pauses, pause{m, role, at})
-		time.Sleep(2 * leaseTTL)
-		if err := ee.cluster.Signal(m, syscall.SIGCONT); err != nil {
-			out.problem("SIGCONT member %d: %v", m, err)
+	signal := func(sig syscall.Signal, name string) func(out *outcome, m int) {
+		return func(out *outcome, m int) {
+			if err := ee.cluster.Signal(m, sig); err != nil {
+				out.problem("%s member %d: %v", name, m, err)
+			}
 		}
 	}
-	time.Sleep(3 * time.Second)
-	draws := finish(l, &out)
-	var worst time.Duration
-	for k, p := range pauses {
-		until := time.Now()
-		if k+1 < len(pauses) {
-			until = pauses[k+1].at
-		}
-		rec, problems := storeRecovery(draws, c, p.at, until)
-		out.problems = append(out.problems, problems...)
-		worst = max(worst, rec)
-		out.note("pause%d=%s_m%d pause%d_recovery=%s", k+1, p.role, p.member, k+1, rec.Round(time.Millisecond))
-	}
-	out.recovery = worst
-	return c, l, draws, out
+	return ee.faultMembers(e, []string{"leader", "follower"}, signal(syscall.SIGSTOP, "SIGSTOP"), signal(syscall.SIGCONT, "SIGCONT"),
+		roleNote("pause"))
 }
 
 // etcd-partition: the nodes reach the members through a toxiproxy each;
@@ -257,44 +256,15 @@ func scenarioEtcdMemberPause(e *env, ee *etcdEnv) (*cluster, *load, []Draw, outc
 // members still see each other: only idgen is cut from one of them.
 // Recovery: from each cut to the slowest node's first strict draw served.
 func scenarioEtcdPartition(e *env, ee *etcdEnv) (*cluster, *load, []Draw, outcome) {
-	c, l := etcdSetup(e)
-	out := outcome{recovery: -1}
-	type cut struct {
-		member int
-		role   string
-		at     time.Time
+	cut := func(_ *outcome, m int) {
+		ee.proxies[m].add(e.t, "cut-up", "timeout", "upstream", `{"timeout":0}`)
+		ee.proxies[m].add(e.t, "cut-down", "timeout", "downstream", `{"timeout":0}`)
 	}
-	var cuts []cut
-	for _, role := range []string{"leader", "follower"} {
-		time.Sleep(3 * time.Second)
-		m := ee.leader(e.t)
-		if role == "follower" {
-			m = (m + 1) % etcdtest.Members
-		}
-		p := ee.proxies[m]
-		at := time.Now()
-		p.add(e.t, "cut-up", "timeout", "upstream", `{"timeout":0}`)
-		p.add(e.t, "cut-down", "timeout", "downstream", `{"timeout":0}`)
-		cuts = append(cuts, cut{m, role, at})
-		time.Sleep(2 * leaseTTL)
-		p.remove(e.t, "cut-up")
-		p.remove(e.t, "cut-down")
+	heal := func(_ *outcome, m int) {
+		ee.proxies[m].remove(e.t, "cut-up")
+		ee.proxies[m].remove(e.t, "cut-down")
 	}
-	time.Sleep(3 * time.Second)
-	draws := finish(l, &out)
-	var worst time.Duration
-	for k, ct := range cuts {
-		until := time.Now()
-		if k+1 < len(cuts) {
-			until = cuts[k+1].at
-		}
-		rec, problems := storeRecovery(draws, c, ct.at, until)
-		out.problems = append(out.problems, problems...)
-		worst = max(worst, rec)
-		out.note("cut%d=%s_m%d cut%d_recovery=%s", k+1, ct.role, ct.member, k+1, rec.Round(time.Millisecond))
-	}
-	out.recovery = worst
-	return c, l, draws, out
+	return ee.faultMembers(e, []string{"leader", "follower"}, cut, heal, roleNote("cut"))
 }
 
 // etcd-cluster-restart: kill -9 every member and start them again at once;
@@ -305,56 +275,19 @@ func scenarioEtcdPartition(e *env, ee *etcdEnv) (*cluster, *load, []Draw, outcom
 func scenarioEtcdClusterRestart(e *env, ee *etcdEnv) (*cluster, *load, []Draw, outcome) {
 	c, l := etcdSetup(e)
 	out := outcome{recovery: -1}
-	type phase struct {
-		hold       time.Duration
-		down, back time.Time
-	}
-	phases := []*phase{{hold: 0}, {hold: 2 * leaseTTL}}
-	for _, ph := range phases {
-		time.Sleep(3 * time.Second)
-		ph.down = time.Now()
+	outages := storeOutages(&out, func(hold time.Duration) (time.Time, error) {
 		for i := range etcdtest.Members {
 			ee.cluster.Kill(i)
 		}
-		time.Sleep(ph.hold)
+		time.Sleep(hold)
 		for i := range etcdtest.Members {
 			if err := ee.cluster.Restart(i); err != nil {
 				out.problem("restart member %d: %v", i, err)
 			}
 		}
-		back, err := ee.waitReady(e.t, time.Minute)
-		if err != nil {
-			out.problem("%v", err)
-			back = time.Now()
-		}
-		ph.back = back
-		time.Sleep(7 * time.Second)
-	}
+		return ee.waitReady(e.t, time.Minute)
+	})
 	draws := finish(l, &out)
-	var worst time.Duration
-	for k, ph := range phases {
-		next := time.Now()
-		if k+1 < len(phases) {
-			next = phases[k+1].down
-		}
-		var slowest time.Duration
-		for i := range c.nodes {
-			for _, ns := range []string{"", "orders", "ledger"} {
-				first, ok := FirstOK(draws, i, ns, ph.back)
-				if !ok || first.After(next) {
-					out.problem("node-%d served no %q draw between the cluster coming back and the next restart", i, ns)
-					continue
-				}
-				slowest = max(slowest, first.Sub(ph.back))
-			}
-		}
-		worst = max(worst, slowest)
-		out.note("phase%d_down_for=%s phase%d_recovery=%s", k+1, ph.back.Sub(ph.down).Round(time.Millisecond),
-			k+1, slowest.Round(time.Millisecond))
-	}
-	out.recovery = worst
-	if worst > 5*time.Second {
-		out.problem("recovery took %s after the cluster answered again, want at most 5s", worst.Round(time.Millisecond))
-	}
+	outageRecovery(c, draws, &out, outages, "the cluster", []string{"", "orders", "ledger"})
 	return c, l, draws, out
 }

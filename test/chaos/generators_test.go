@@ -4,22 +4,19 @@ package chaos
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/idgen-project/idgen/httpapi"
+	"github.com/idgen-project/idgen/internal/testproc"
 )
 
 // The local generators' scenarios: processes that hold a worker lease
@@ -64,33 +61,17 @@ func TestChaosGenerators(t *testing.T) {
 	for _, db := range []string{"postgres", "mysql", "sqlite"} {
 		t.Run(db, func(t *testing.T) {
 			for _, sc := range genScenarios() {
-				t.Run(sc.name, func(t *testing.T) {
-					e := &env{t: t, bin: bin, db: freshDatabase(t, db), sum: sum}
-					e.run(sc)
-				})
+				runOnDatabase(t, bin, db, sum, sc)
 			}
 		})
 	}
-	sum.mu.Lock()
-	defer sum.mu.Unlock()
-	fmt.Printf("chaos: summary of %d lines, total %s\n", len(sum.lines), time.Since(began).Round(time.Second))
-	for _, l := range sum.lines {
-		fmt.Println(l)
-	}
+	sum.print(began)
 }
 
 // buildHolder builds the lease holder (client/internal/holder) into dir.
 func buildHolder(t testing.TB, dir string) string {
 	t.Helper()
-	bin := filepath.Join(dir, "holder")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./client/internal/holder")
-	cmd.Dir = moduleRoot(t)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build -o %s ./client/internal/holder: %v\n%s", bin, err, out)
-	}
-	return bin
+	return testproc.MustBuild(t, dir, "./client/internal/holder")
 }
 
 // genCluster is a cluster whose nodes serve the lease API, and the
@@ -114,144 +95,46 @@ func newGenCluster(e *env, workers string, n int) *genCluster {
 	for _, nd := range c.nodes {
 		nd.flags = append(nd.flags, "--tokens-file", tokens)
 	}
-	gc := &genCluster{cluster: c, holderBin: buildHolder(t, t.TempDir())}
-	t.Cleanup(gc.killGens)
-	return gc
+	return &genCluster{cluster: c, holderBin: buildHolder(t, t.TempDir())}
 }
 
 // gen is one generator process (the holder), restartable; every
-// incarnation appends to the same output file.
+// incarnation appends to the same output file. Its name is its holder
+// name; the lease table says "gens/<name>".
 type gen struct {
-	gc      *genCluster
-	idx     int
-	name    string // its holder name; the lease table says "gens/<name>"
-	url     string // the lease API it talks to
-	out     string
-	logPath string
-
-	mu      sync.Mutex
-	proc    *proc
-	expectd bool
+	restartable
+	gc  *genCluster
+	idx int
+	url string // the lease API it talks to
+	out string
 }
 
 // addGen prepares a generator talking to url (not started).
 func (gc *genCluster) addGen(url string) *gen {
 	i := len(gc.gens)
-	g := &gen{gc: gc, idx: i, name: fmt.Sprintf("gen-%d", i), url: url,
-		out: filepath.Join(gc.dir, fmt.Sprintf("gen-%d.out", i)), logPath: filepath.Join(gc.dir, fmt.Sprintf("gen-%d.log", i))}
+	name := fmt.Sprintf("gen-%d", i)
+	g := &gen{restartable: restartable{t: gc.t, name: name, logPath: filepath.Join(gc.dir, name+".log")},
+		gc: gc, idx: i, url: url, out: filepath.Join(gc.dir, name+".out")}
 	gc.gens = append(gc.gens, g)
 	return g
 }
 
 // start starts a new incarnation with the nodes' lease settings.
 func (g *gen) start() {
-	t := g.gc.t
-	t.Helper()
-	logf, err := os.OpenFile(g.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(g.gc.holderBin, "--url", g.url, "--holder", g.name, "--out", g.out,
+	g.t.Helper()
+	g.launch(g.gc.holderBin, []string{"--url", g.url, "--holder", g.name, "--out", g.out,
 		"--workers", g.gc.workers, "--ttl", leaseTTL.String(), "--heartbeat", heartbeat.String(),
-		"--batch", "100", "--interval", "10ms", "--start-timeout", "120s")
-	cmd.Env = childEnv("IDGEN_HOLDER_TOKEN=" + genSecret)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		t.Fatalf("%s: start: %v", g.name, err)
-	}
-	p := &proc{cmd: cmd, started: time.Now(), done: make(chan struct{})}
-	g.mu.Lock()
-	g.proc, g.expectd = p, false
-	g.mu.Unlock()
-	go func() { // owned by p: ends when the process exits, which killGens guarantees
-		p.waitErr = cmd.Wait()
-		p.state = cmd.ProcessState
-		logf.Close()
-		close(p.done)
-	}()
-}
-
-func (g *gen) current() *proc {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.proc
-}
-
-func (g *gen) signal(sig syscall.Signal) {
-	t := g.gc.t
-	t.Helper()
-	if err := g.current().cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		t.Fatalf("%s: signal %v: %v", g.name, sig, err)
-	}
-}
-
-func (g *gen) kill9() {
-	g.mu.Lock()
-	g.expectd = true
-	g.mu.Unlock()
-	g.signal(syscall.SIGKILL)
-	<-g.current().done
-}
-
-// stop sends SIGTERM (after SIGCONT) and returns the exit code, -1 if it
-// had to be killed after grace.
-func (g *gen) stop(grace time.Duration) int {
-	p := g.current()
-	g.mu.Lock()
-	g.expectd = true
-	g.mu.Unlock()
-	_ = p.cmd.Process.Signal(syscall.SIGCONT)
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return p.state.ExitCode()
-	case <-time.After(grace):
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-		return -1
-	}
-}
-
-func (g *gen) running() bool {
-	p := g.current()
-	if p == nil {
-		return false
-	}
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
+		"--batch", "100", "--interval", "10ms", "--start-timeout", "120s"},
+		testproc.Env("IDGEN_HOLDER_TOKEN="+genSecret), false)
 }
 
 // unexpectedExit describes an incarnation that exited without being told.
 func (g *gen) unexpectedExit() string {
-	g.mu.Lock()
-	p, expected := g.proc, g.expectd
-	g.mu.Unlock()
-	if p == nil || expected {
-		return ""
-	}
-	select {
-	case <-p.done:
+	if p, ok := g.exitedOnItsOwn(); ok {
 		b, _ := os.ReadFile(g.logPath)
-		return fmt.Sprintf("%s exited on its own (%v): %s", g.name, p.waitErr, b)
-	default:
-		return ""
+		return fmt.Sprintf("%s exited on its own (%v): %s", g.name, p.Err(), b)
 	}
-}
-
-func (gc *genCluster) killGens() {
-	for _, g := range gc.gens {
-		if p := g.current(); p != nil {
-			_ = p.cmd.Process.Signal(syscall.SIGCONT)
-			_ = p.cmd.Process.Signal(syscall.SIGKILL)
-			<-p.done
-		}
-	}
+	return ""
 }
 
 // stopGens stops every running generator gracefully (it releases its
@@ -403,17 +286,38 @@ func (gc *genCluster) startGens(n int) {
 	}
 }
 
+// startGenNodes migrates e's database and starts two nodes of a
+// genCluster on pool workers, and waits until both are ready.
+func startGenNodes(e *env, workers string) *genCluster {
+	migrate(e.t, e.bin, e.db.dsn)
+	gc := newGenCluster(e, workers, 2)
+	gc.startAll()
+	gc.waitReady(0, 1)
+	return gc
+}
+
+// startGenLoad starts generators until there are four, each holding a
+// lease, and the load on both nodes' /ids.
+func (gc *genCluster) startGenLoad() *load {
+	gc.startGens(4)
+	return gc.startLoad(loadSpec{Nodes: span(0, 1), Interval: 20 * time.Millisecond, Token: genSecret})
+}
+
+// stopGenLoad stops the load and then the generators, and returns the
+// load's draws and the generators'; the generators' problems go to out.
+func (gc *genCluster) stopGenLoad(l *load, out *outcome) (draws, gdraws []Draw) {
+	draws = l.stop()
+	out.problems = append(out.problems, gc.stopGens()...)
+	return draws, gc.collect(out)
+}
+
 // 11. gen-pause: SIGSTOP a generator past its lease while a spare takes
 // its worker ID, then SIGCONT: it issues nothing stale.
 func scenarioGenPause(e *env) (*cluster, *load, []Draw, outcome) {
-	migrate(e.t, e.bin, e.db.dsn)
 	// Two nodes and four generators fill the pool 0-5: the spare can only
 	// get the paused generator's worker ID.
-	gc := newGenCluster(e, "0-5", 2)
-	gc.startAll()
-	gc.waitReady(0, 1)
-	gc.startGens(4)
-	l := gc.startLoad(loadSpec{Nodes: span(0, 1), Interval: 20 * time.Millisecond, Token: genSecret})
+	gc := startGenNodes(e, "0-5")
+	l := gc.startGenLoad()
 	out := outcome{recovery: -1}
 	g0 := gc.gens[0]
 	leases := g0.read().leases
@@ -443,9 +347,7 @@ func scenarioGenPause(e *env) (*cluster, *load, []Draw, outcome) {
 		out.problem("gen-0 got no lease after the spare released its worker ID")
 	}
 	time.Sleep(2 * time.Second)
-	draws := l.stop()
-	out.problems = append(out.problems, gc.stopGens()...)
-	gdraws := gc.collect(&out)
+	draws, gdraws := gc.stopGenLoad(l, &out)
 
 	o := g0.read()
 	stale := 0
@@ -457,13 +359,8 @@ func scenarioGenPause(e *env) (*cluster, *load, []Draw, outcome) {
 	if stale > 0 {
 		out.problem("gen-0 issued %d batches after SIGCONT while the pool was full (its lease was taken over)", stale)
 	}
-	if first, ok := FirstOK(gdraws, 100, "", freed); ok {
-		out.recovery = first.Sub(freed)
-	} else {
-		out.problem("gen-0 issued nothing after a worker ID was freed for it")
-	}
-	events, _ := readHistory(e.t, e.db.dsn)
-	if !takenOver(events, genTokenName+"/"+spare.name, paused, resumed) {
+	out.recoveryFrom(gdraws, 100, "", freed, "gen-0 issued nothing after a worker ID was freed for it")
+	if !e.tookOver(genTokenName+"/"+spare.name, paused, resumed) {
 		out.problem("the spare did not take over a worker ID while gen-0 was paused")
 	}
 	var refusedAfter int
@@ -482,15 +379,11 @@ func scenarioGenPause(e *env) (*cluster, *load, []Draw, outcome) {
 // which drops everything for 2 × ttl and until a spare has taken over its
 // worker ID.
 func scenarioGenBlackhole(e *env) (*cluster, *load, []Draw, outcome) {
-	migrate(e.t, e.bin, e.db.dsn)
-	gc := newGenCluster(e, "0-5", 2)
-	gc.startAll()
-	gc.waitReady(0, 1)
+	gc := startGenNodes(e, "0-5")
 	proxy := newToxicProxy(e.t, "gen-blackhole", gc.nodes[0].addr)
 	g0 := gc.addGen("http://" + proxy.addr)
 	g0.start()
-	gc.startGens(4) // gen-1..3, and waits for gen-0 too
-	l := gc.startLoad(loadSpec{Nodes: span(0, 1), Interval: 20 * time.Millisecond, Token: genSecret})
+	l := gc.startGenLoad() // gen-1..3, and waits for gen-0 too
 	out := outcome{recovery: -1}
 	lasts := g0.read().leases
 	old := lasts[len(lasts)-1]
@@ -518,9 +411,7 @@ func scenarioGenBlackhole(e *env) (*cluster, *load, []Draw, outcome) {
 		out.problem("gen-0 got no lease after the black hole healed and the spare released")
 	}
 	time.Sleep(2 * time.Second)
-	draws := l.stop()
-	out.problems = append(out.problems, gc.stopGens()...)
-	gdraws := gc.collect(&out)
+	draws, gdraws := gc.stopGenLoad(l, &out)
 
 	o := g0.read()
 	// gen-0's deadline is at most a ttl after its last heartbeat, sent
@@ -547,13 +438,8 @@ func scenarioGenBlackhole(e *env) (*cluster, *load, []Draw, outcome) {
 	case firstRefusal > leaseTTL+time.Second:
 		out.problem("gen-0 first refused %s into the black hole, past its lease deadline (ttl %s)", firstRefusal, leaseTTL)
 	}
-	if first, ok := FirstOK(gdraws, 100, "", freed); ok {
-		out.recovery = first.Sub(freed)
-	} else {
-		out.problem("gen-0 issued nothing after the black hole")
-	}
-	events, _ := readHistory(e.t, e.db.dsn)
-	if !takenOver(events, genTokenName+"/"+spare.name, holed, healed) {
+	out.recoveryFrom(gdraws, 100, "", freed, "gen-0 issued nothing after the black hole")
+	if !e.tookOver(genTokenName+"/"+spare.name, holed, healed) {
 		out.problem("the spare did not take over a worker ID during the black hole")
 	}
 	out.note("first_refusal_after=%s late_batches=%d", firstRefusal.Round(time.Millisecond), late)
@@ -564,49 +450,18 @@ func scenarioGenBlackhole(e *env) (*cluster, *load, []Draw, outcome) {
 // 13. gen-kill: kill -9 a random generator every 2 s for 30 s and restart
 // it at once under the same holder name.
 func scenarioGenKill(e *env) (*cluster, *load, []Draw, outcome) {
-	migrate(e.t, e.bin, e.db.dsn)
 	// One worker ID to spare: a restarted generator takes the free one, or
 	// its own again and waits past its old ceiling.
-	gc := newGenCluster(e, "0-6", 2)
-	gc.startAll()
-	gc.waitReady(0, 1)
-	gc.startGens(4)
-	l := gc.startLoad(loadSpec{Nodes: span(0, 1), Interval: 20 * time.Millisecond, Token: genSecret})
+	gc := startGenNodes(e, "0-6")
+	l := gc.startGenLoad()
 	out := outcome{recovery: -1}
-	seed := uint64(time.Now().UnixNano())
-	rng := rand.New(rand.NewPCG(seed, seed>>1))
-	type restart struct {
-		gen int
-		at  time.Time
-	}
-	var restarts []restart
-	end := time.Now().Add(30 * time.Second)
-	for time.Now().Before(end) {
-		time.Sleep(2 * time.Second)
-		i := rng.IntN(4)
+	seed, restarts := killRandomly(4, 30*time.Second, func(i int) {
 		gc.gens[i].kill9()
 		gc.gens[i].start()
-		restarts = append(restarts, restart{i, time.Now()})
-	}
+	})
 	time.Sleep(2*leaseTTL + time.Second)
-	draws := l.stop()
-	out.problems = append(out.problems, gc.stopGens()...)
-	gdraws := gc.collect(&out)
-	var worst time.Duration
-	recovered := 0
-	for k, r := range restarts {
-		next := time.Now()
-		for _, later := range restarts[k+1:] {
-			if later.gen == r.gen {
-				next = later.at
-				break
-			}
-		}
-		if first, ok := FirstOK(gdraws, 100+r.gen, "", r.at); ok && first.Before(next) {
-			recovered++
-			worst = max(worst, first.Sub(r.at))
-		}
-	}
+	draws, gdraws := gc.stopGenLoad(l, &out)
+	worst, recovered := restartRecovery(gdraws, restarts, 100)
 	out.recovery = worst
 	out.note("seed=%d kills=%d recovered_before_next_kill=%d", seed, len(restarts), recovered)
 	if recovered == 0 {

@@ -344,23 +344,22 @@ func checkOwnership(r *Report, layout snowflake.Layout, slack time.Duration, in 
 			fits++
 			found = i
 		}
+		// miss counts an ID no tenure accounts for in counter, with an
+		// example: format takes the ID, its worker and time, the holder
+		// twice and the request's send and receive times.
+		miss := func(counter *int64, format string) int {
+			if count {
+				*counter++
+				r.example(format, id, p.Datacenter, p.Worker, p.Time.Format(time.RFC3339Nano), d.Holder, d.Holder,
+					d.Send.Format(time.RFC3339Nano), d.Recv.Format(time.RFC3339Nano))
+			}
+			return -1
+		}
 		switch {
 		case timely == 0:
-			if count {
-				r.NoTenure++
-				r.example("ID %d (worker %d/%d, %s) from %s: %s held no tenure of it between %s and %s",
-					id, p.Datacenter, p.Worker, p.Time.Format(time.RFC3339Nano), d.Holder, d.Holder,
-					d.Send.Format(time.RFC3339Nano), d.Recv.Format(time.RFC3339Nano))
-			}
-			return -1
+			return miss(&r.NoTenure, "ID %d (worker %d/%d, %s) from %s: %s held no tenure of it between %s and %s")
 		case fits == 0:
-			if count {
-				r.OutsideTenure++
-				r.example("ID %d (worker %d/%d, timestamp %s) from %s: outside every tenure of %s covering the request %s..%s",
-					id, p.Datacenter, p.Worker, p.Time.Format(time.RFC3339Nano), d.Holder, d.Holder,
-					d.Send.Format(time.RFC3339Nano), d.Recv.Format(time.RFC3339Nano))
-			}
-			return -1
+			return miss(&r.OutsideTenure, "ID %d (worker %d/%d, timestamp %s) from %s: outside every tenure of %s covering the request %s..%s")
 		case fits > 1:
 			if count {
 				r.Ambiguous++

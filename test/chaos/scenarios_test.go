@@ -30,6 +30,17 @@ func (s *summaries) add(line string) {
 	s.mu.Unlock()
 }
 
+// print prints the run's lines together, after a line counting them and
+// giving the time since the run began.
+func (s *summaries) print(began time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Printf("chaos: summary of %d lines, total %s\n", len(s.lines), time.Since(began).Round(time.Second))
+	for _, l := range s.lines {
+		fmt.Println(l)
+	}
+}
+
 // env is what a scenario runs in: a fresh schema or database of one server,
 // or a fresh SQLite file (see database).
 type env struct {
@@ -90,21 +101,22 @@ func TestChaos(t *testing.T) {
 				if sc.name == "db-restart" {
 					t.Run("security", func(t *testing.T) { runSecurity(t, bin, db, sum) })
 				}
-				t.Run(sc.name, func(t *testing.T) {
-					e := &env{t: t, bin: bin, db: freshDatabase(t, db), sum: sum}
-					e.run(sc)
-				})
+				runOnDatabase(t, bin, db, sum, sc)
 			}
 		})
 	}
 	t.Run("negative-control", func(t *testing.T) { runNegativeControl(t, bin, sum) })
 	t.Run("fuzz", func(t *testing.T) { runFuzz(t, sum) })
-	sum.mu.Lock()
-	defer sum.mu.Unlock()
-	fmt.Printf("chaos: summary of %d lines, total %s\n", len(sum.lines), time.Since(began).Round(time.Second))
-	for _, l := range sum.lines {
-		fmt.Println(l)
-	}
+	sum.print(began)
+}
+
+// runOnDatabase runs sc as a subtest, on a fresh database of the server
+// db ("postgres", "mysql") or a fresh SQLite file ("sqlite").
+func runOnDatabase(t *testing.T, bin, db string, sum *summaries, sc scenario) {
+	t.Run(sc.name, func(t *testing.T) {
+		e := &env{t: t, bin: bin, db: freshDatabase(t, db), sum: sum}
+		e.run(sc)
+	})
 }
 
 // run runs one scenario and judges it.
@@ -204,6 +216,24 @@ func okCount(draws []Draw, node int, from, to time.Time) int {
 	return n
 }
 
+// recoveryFrom sets o.recovery to the time from from to node's first 200
+// (of namespace ns, "" for Snowflake) to a request sent at or after from;
+// without one, missing is a problem of the scenario.
+func (o *outcome) recoveryFrom(draws []Draw, node int, ns string, from time.Time, missing string) {
+	if first, ok := FirstOK(draws, node, ns, from); ok {
+		o.recovery = first.Sub(from)
+	} else {
+		o.problem("%s", missing)
+	}
+}
+
+// tookOver reports whether holder took over a worker ID in [from, to],
+// as the lease history of e's database says.
+func (e *env) tookOver(holder string, from, to time.Time) bool {
+	events, _ := readHistory(e.t, e.db.dsn)
+	return takenOver(events, holder, from, to)
+}
+
 // takenOver reports whether holder took over a worker ID in [from, to].
 func takenOver(events []allocator.LeaseEvent, holder string, from, to time.Time) bool {
 	for _, ev := range events {
@@ -273,13 +303,8 @@ func scenarioPause(e *env) (*cluster, *load, []Draw, outcome) {
 	if stale > 0 {
 		out.problem("node-0 answered 200 to %d requests sent while it was paused and answered before a worker ID was freed", stale)
 	}
-	if first, ok := FirstOK(draws, 0, "", freed); ok {
-		out.recovery = first.Sub(freed)
-	} else {
-		out.problem("node-0 served nothing after a worker ID was freed for it")
-	}
-	events, _ := readHistory(e.t, e.db.dsn)
-	if !takenOver(events, "node-3", paused, resumed) {
+	out.recoveryFrom(draws, 0, "", freed, "node-0 served nothing after a worker ID was freed for it")
+	if !e.tookOver("node-3", paused, resumed) {
 		out.problem("the spare did not take over a worker ID while node-0 was paused")
 	}
 	out.note("paused=%s stale_200=%d", resumed.Sub(paused).Round(time.Millisecond), stale)
@@ -348,13 +373,8 @@ func scenarioBlackhole(e *env) (*cluster, *load, []Draw, outcome) {
 	case first503 > leaseTTL+time.Second:
 		out.problem("node-0 first answered 503 %s into the black hole, past its lease deadline (ttl %s)", first503, leaseTTL)
 	}
-	if first, ok := FirstOK(draws, 0, "", healed); ok {
-		out.recovery = first.Sub(healed)
-	} else {
-		out.problem("node-0 served nothing after the black hole")
-	}
-	events, _ := readHistory(e.t, e.db.dsn)
-	if !takenOver(events, "node-3", holed, healed) {
+	out.recoveryFrom(draws, 0, "", healed, "node-0 served nothing after the black hole")
+	if !e.tookOver("node-3", holed, healed) {
 		out.problem("no worker ID was taken over by the spare during the black hole")
 	}
 	out.note("first_503_after=%s late_200=%d", first503.Round(time.Millisecond), late)
@@ -378,11 +398,7 @@ func scenarioLatency(e *env) (*cluster, *load, []Draw, outcome) {
 	proxy.remove(e.t, "slow")
 	time.Sleep(2*leaseTTL + 2*time.Second)
 	draws := l.stop()
-	if first, ok := FirstOK(draws, 0, "", cured); ok {
-		out.recovery = first.Sub(cured)
-	} else {
-		out.problem("node-0 served nothing after the latency was removed")
-	}
+	out.recoveryFrom(draws, 0, "", cured, "node-0 served nothing after the latency was removed")
 	var during, during503 int
 	for _, d := range draws {
 		if d.Node == 0 && d.Send.After(cured.Add(-20*time.Second)) && d.Send.Before(cured) {
@@ -407,45 +423,62 @@ func scenarioKillRestart(e *env) (*cluster, *load, []Draw, outcome) {
 	c.waitReady(0, 1, 2, 3)
 	l := c.startLoad(loadSpec{Nodes: span(0, 3), Interval: 50 * time.Millisecond})
 	out := outcome{recovery: -1}
-	seed := uint64(time.Now().UnixNano())
-	rng := rand.New(rand.NewPCG(seed, seed>>1))
-	type restart struct {
-		node int
-		at   time.Time
-	}
-	var restarts []restart
-	end := time.Now().Add(60 * time.Second)
-	for time.Now().Before(end) {
-		time.Sleep(2 * time.Second)
-		i := rng.IntN(len(c.nodes))
+	seed, restarts := killRandomly(len(c.nodes), 60*time.Second, func(i int) {
 		c.nodes[i].kill9()
 		c.nodes[i].start()
-		restarts = append(restarts, restart{i, time.Now()})
-	}
+	})
 	time.Sleep(2*leaseTTL + time.Second)
 	draws := l.stop()
-	var worst time.Duration
-	recovered := 0
-	for k, r := range restarts {
-		// Only restarts the node survived long enough to serve after.
-		next := time.Now()
-		for _, later := range restarts[k+1:] {
-			if later.node == r.node {
-				next = later.at
-				break
-			}
-		}
-		if first, ok := FirstOK(draws, r.node, "", r.at); ok && first.Before(next) {
-			recovered++
-			worst = max(worst, first.Sub(r.at))
-		}
-	}
+	worst, recovered := restartRecovery(draws, restarts, 0)
 	out.recovery = worst
 	out.note("seed=%d kills=%d recovered_before_next_kill=%d", seed, len(restarts), recovered)
 	if recovered == 0 {
 		out.problem("no restarted node served before it was killed again")
 	}
 	return c, l, draws, out
+}
+
+// restart is one kill -9 and restart of killRandomly.
+type restart struct {
+	idx int // of the process in its cluster
+	at  time.Time
+}
+
+// killRandomly kills -9 one of n processes, picked at random, every 2 s
+// for d, and restarts it at once (restartOne does both). It returns the
+// seed of the random picks, for the detail line, and the restarts.
+func killRandomly(n int, d time.Duration, restartOne func(i int)) (uint64, []restart) {
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, seed>>1))
+	var restarts []restart
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		time.Sleep(2 * time.Second)
+		i := rng.IntN(n)
+		restartOne(i)
+		restarts = append(restarts, restart{i, time.Now()})
+	}
+	return seed, restarts
+}
+
+// restartRecovery counts the restarts the process survived long enough to
+// serve after (a 200 before it was killed again) and returns the slowest
+// of those recoveries. The draws of process i carry Draw.Node base+i.
+func restartRecovery(draws []Draw, restarts []restart, base int) (worst time.Duration, recovered int) {
+	for k, r := range restarts {
+		next := time.Now()
+		for _, later := range restarts[k+1:] {
+			if later.idx == r.idx {
+				next = later.at
+				break
+			}
+		}
+		if first, ok := FirstOK(draws, base+r.idx, "", r.at); ok && first.Before(next) {
+			recovered++
+			worst = max(worst, first.Sub(r.at))
+		}
+	}
+	return worst, recovered
 }
 
 // 6. restart-clock-back: kill -9 a node and restart it with its clock set
@@ -465,11 +498,7 @@ func scenarioRestartClockBack(e *env) (*cluster, *load, []Draw, outcome) {
 	c.nodes[1].start()
 	time.Sleep(4 * leaseTTL)
 	draws := l.stop()
-	if first, ok := FirstOK(draws, 1, "", restarted); ok {
-		out.recovery = first.Sub(restarted)
-	} else {
-		out.problem("node-1 served nothing after its restart with the clock set back")
-	}
+	out.recoveryFrom(draws, 1, "", restarted, "node-1 served nothing after its restart with the clock set back")
 	return c, l, draws, out
 }
 
@@ -534,54 +563,74 @@ func scenarioDBRestart(e *env) (*cluster, *load, []Draw, outcome) {
 		loadSpec{Nodes: span(0, 3), Count: 100, Namespace: "orders", Interval: 20 * time.Millisecond},
 	)
 	out := outcome{recovery: -1}
-	type phase struct {
-		hold       time.Duration
-		down, back time.Time
-	}
-	phases := []*phase{{hold: 0}, {hold: 2 * leaseTTL}}
-	for _, ph := range phases {
-		time.Sleep(3 * time.Second)
-		ph.down = time.Now()
-		if err := bounceServer(e.t, e.db.name, ph.hold); err != nil {
+	outages := storeOutages(&out, func(hold time.Duration) (time.Time, error) {
+		if err := bounceServer(e.t, e.db.name, hold); err != nil {
 			out.problem("restart %s: %v", e.db.name, err)
 		}
-		back, err := waitServer(e.db.name, 2*time.Minute)
+		return waitServer(e.db.name, 2*time.Minute)
+	})
+	draws := l.stop()
+	outageRecovery(c, draws, &out, outages, e.db.name, []string{"", "orders"})
+	return c, l, draws, out
+}
+
+// outage is one outage of the whole store under load: down for hold,
+// from down until it answered again at back.
+type outage struct {
+	hold       time.Duration
+	down, back time.Time
+}
+
+// storeOutages takes the store down twice, 3 s apart: first restarted at
+// once, then kept down for 2 × ttl, so that every lease expires meanwhile.
+// bounce takes it down, keeps it down for hold, starts it again and
+// returns when it answered again; each outage is followed by 7 s of load.
+func storeOutages(out *outcome, bounce func(hold time.Duration) (back time.Time, err error)) []*outage {
+	outages := []*outage{{hold: 0}, {hold: 2 * leaseTTL}}
+	for _, o := range outages {
+		time.Sleep(3 * time.Second)
+		o.down = time.Now()
+		back, err := bounce(o.hold)
 		if err != nil {
 			out.problem("%v", err)
 			back = time.Now()
 		}
-		ph.back = back
+		o.back = back
 		time.Sleep(7 * time.Second)
 	}
-	draws := l.stop()
-	// Recovery: for each node and kind of draw, the first 200 to a request
-	// sent after the database answered again; the slowest counts.
+	return outages
+}
+
+// outageRecovery measures the recovery from each outage: for each node and
+// kind of draw (namespaces, "" for Snowflake), the first 200 to a request
+// sent after the store (what) answered again; the slowest counts, and it
+// must be at most 5 s. out.recovery is the slowest of all outages.
+func outageRecovery(c *cluster, draws []Draw, out *outcome, outages []*outage, what string, namespaces []string) {
 	var worst time.Duration
-	for k, ph := range phases {
+	for k, o := range outages {
 		next := time.Now()
-		if k+1 < len(phases) {
-			next = phases[k+1].down
+		if k+1 < len(outages) {
+			next = outages[k+1].down
 		}
 		var slowest time.Duration
 		for i := range c.nodes {
-			for _, ns := range []string{"", "orders"} {
-				first, ok := FirstOK(draws, i, ns, ph.back)
+			for _, ns := range namespaces {
+				first, ok := FirstOK(draws, i, ns, o.back)
 				if !ok || first.After(next) {
-					out.problem("node-%d served no %q draw between %s coming back and the next restart", i, ns, e.db.name)
+					out.problem("node-%d served no %q draw between %s coming back and the next restart", i, ns, what)
 					continue
 				}
-				slowest = max(slowest, first.Sub(ph.back))
+				slowest = max(slowest, first.Sub(o.back))
 			}
 		}
 		worst = max(worst, slowest)
-		out.note("phase%d_down_for=%s phase%d_recovery=%s", k+1, ph.back.Sub(ph.down).Round(time.Millisecond),
+		out.note("phase%d_down_for=%s phase%d_recovery=%s", k+1, o.back.Sub(o.down).Round(time.Millisecond),
 			k+1, slowest.Round(time.Millisecond))
 	}
 	out.recovery = worst
 	if worst > 5*time.Second {
-		out.problem("recovery took %s after %s answered again, want at most 5s", worst.Round(time.Millisecond), e.db.name)
+		out.problem("recovery took %s after %s answered again, want at most 5s", worst.Round(time.Millisecond), what)
 	}
-	return c, l, draws, out
 }
 
 // 9. contention: eight nodes start at once on four worker IDs; four nodes
@@ -658,11 +707,7 @@ func scenarioLostCommitAck(e *env) (*cluster, *load, []Draw, outcome) {
 	} else if after-before < 1 {
 		out.problem("no segment fetch of node-0 failed: the resets never hit a fetch")
 	}
-	if first, ok := FirstOK(draws, 0, "invoices", last); ok {
-		out.recovery = first.Sub(last)
-	} else {
-		out.problem("node-0 served no segment draw after the last reset")
-	}
+	out.recoveryFrom(draws, 0, "invoices", last, "node-0 served no segment draw after the last reset")
 	out.note("node0_fetch_errors=%.0f", after-before)
 	return c, l, draws, out
 }

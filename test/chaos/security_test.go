@@ -17,10 +17,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/testproc"
 )
 
 // secCheck counts the bad-input checks of one database and their failures.
@@ -240,41 +242,24 @@ func canaryDSNs(t *testing.T, s *secCheck, bin string, d database) (runs, servin
 // page it serves, stops it, and returns the responses and whether it served.
 func serveCanary(t *testing.T, bin, dsn string, viaEnv bool, logPath string) (string, bool) {
 	t.Helper()
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatalf("log: %v", err)
-	}
-	defer logf.Close()
 	addr := freeAddr(t)
 	args := []string{"serve", "--listen", addr, "--holder", "canary", "--lease-ttl", leaseTTL.String(),
 		"--heartbeat", heartbeat.String(), "--worker-ids", "4-5", "--admin-token", adminToken}
-	env := childEnv()
+	env := testproc.Env()
 	if viaEnv {
 		env = append(env, "IDGEN_DSN="+dsn)
 	} else {
 		args = append(args, "--dsn", dsn)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }() // owned here: the process is killed below
-	defer func() {
-		_ = cmd.Process.Kill()
-		<-done
-	}()
+	p := testproc.Start(t, testproc.Spec{Name: "canary", Bin: bin, Args: args, Env: env, Log: logPath})
+	defer p.Kill()
 	n := &node{addr: addr, client: newHTTPClient()}
 	defer n.client.CloseIdleConnections()
 	var responses strings.Builder
 	deadline := time.Now().Add(8 * time.Second)
 	for time.Now().Before(deadline) {
-		select {
-		case <-done:
+		if p.Exited() {
 			return "", false // it refused to start: only the log matters
-		default:
 		}
 		if code, _, err := n.get(context.Background(), "/healthz", nil); err == nil && code == 200 {
 			break
@@ -285,14 +270,14 @@ func serveCanary(t *testing.T, bin, dsn string, viaEnv bool, logPath string) (st
 		return "", false
 	}
 	n.waitReady(leaseTTL + time.Second)
-	for _, p := range []string{"/", "/readyz", "/metrics", "/ids?count=3", "/admin/leases", "/admin/namespaces", "/nope"} {
-		_, _, body := do(t, n, "GET", p, bearer(adminToken), nil)
+	for _, path := range []string{"/", "/readyz", "/metrics", "/ids?count=3", "/admin/leases", "/admin/namespaces", "/nope"} {
+		_, _, body := do(t, n, "GET", path, bearer(adminToken), nil)
 		responses.Write(body)
 		responses.WriteByte('\n')
 	}
-	_ = cmd.Process.Signal(os.Interrupt)
+	p.Signal(t, syscall.SIGINT)
 	select {
-	case <-done:
+	case <-p.Done():
 	case <-time.After(15 * time.Second):
 	}
 	return responses.String(), true
@@ -303,7 +288,10 @@ func serveCanary(t *testing.T, bin, dsn string, viaEnv bool, logPath string) (st
 const fuzzBudget = "150000x"
 
 func runFuzz(t *testing.T, sum *summaries) {
-	root := moduleRoot(t)
+	root, err := testproc.ModuleRoot()
+	if err != nil {
+		t.Fatalf("module root: %v", err)
+	}
 	files, _ := filepath.Glob(filepath.Join(root, "httpapi", "*_test.go"))
 	found := false
 	for _, f := range files {

@@ -88,8 +88,8 @@ func runMultiProcess(t *testing.T, dialect, idgenBin, holderBin string) {
 		t.Helper()
 		var l leaseLine
 		waitFor(t, 30*time.Second, h.holder+" holding a lease", func() bool {
-			if h.exited() {
-				t.Fatalf("%s exited:\n%s", h.holder, h.tail(20))
+			if h.Exited() {
+				t.Fatalf("%s exited:\n%s", h.holder, h.Tail(20))
 			}
 			var ok bool
 			l, ok = h.read(t).lastLease()
@@ -111,7 +111,7 @@ func runMultiProcess(t *testing.T, dialect, idgenBin, holderBin string) {
 	// lease expires, starting above its last committed ceiling.
 	dead := gens["gen-2"]
 	deadLease := first["gen-2"]
-	dead.kill9(t)
+	dead.Kill9(t)
 	killedAt := time.Now()
 	spare := start("gen-8", nodes[0])
 	spareLease := leased(spare)
@@ -136,7 +136,7 @@ func runMultiProcess(t *testing.T, dialect, idgenBin, holderBin string) {
 	// SIGCONT: gen-5 issues nothing until it holds a new lease.
 	paused := gens["gen-5"]
 	pausedLease := first["gen-5"]
-	paused.signal(t, syscall.SIGSTOP)
+	paused.Signal(t, syscall.SIGSTOP)
 	stoppedAt := time.Now()
 	spare2 := start("gen-9", nodes[1])
 	spare2Lease := leased(spare2)
@@ -144,13 +144,13 @@ func runMultiProcess(t *testing.T, dialect, idgenBin, holderBin string) {
 		t.Fatalf("gen-9 leased worker %d, want the paused gen-5's %d", spare2Lease.worker, pausedLease.worker)
 	}
 	time.Sleep(time.Until(stoppedAt.Add(2 * ttl)))
-	paused.signal(t, syscall.SIGCONT)
+	paused.Signal(t, syscall.SIGCONT)
 	resumedAt := time.Now()
 	time.Sleep(2 * time.Second) // the pool is full: gen-5 refuses
 	// gen-0 releases its worker ID for gen-5.
 	freed := gens["gen-0"]
-	if code := freed.stop(15 * time.Second); code != 0 {
-		t.Fatalf("gen-0 exited %d after SIGTERM:\n%s", code, freed.tail(10))
+	if code := freed.Stop(15 * time.Second); code != 0 {
+		t.Fatalf("gen-0 exited %d after SIGTERM:\n%s", code, freed.Tail(10))
 	}
 	freedAt := time.Now()
 	var newLease leaseLine
@@ -230,11 +230,11 @@ func runMultiProcess(t *testing.T, dialect, idgenBin, holderBin string) {
 	// Graceful stop: every holder releases with the last timestamp it used.
 	outputs := map[string]holderOutput{}
 	for name, h := range gens {
-		if h.exited() {
+		if h.Exited() {
 			continue
 		}
-		if code := h.stop(15 * time.Second); code != 0 {
-			t.Errorf("%s exited %d after SIGTERM:\n%s", name, code, h.tail(10))
+		if code := h.Stop(15 * time.Second); code != 0 {
+			t.Errorf("%s exited %d after SIGTERM:\n%s", name, code, h.Tail(10))
 		}
 	}
 	rows, err := store.ListLeases(ctx)
@@ -274,8 +274,8 @@ func runMultiProcess(t *testing.T, dialect, idgenBin, holderBin string) {
 	}
 	nodeIDs := len(all)
 	for _, n := range nodes {
-		if code := n.stop(15 * time.Second); code != 0 {
-			t.Errorf("%s exited %d after SIGTERM:\n%s", n.name, code, n.tail(10))
+		if code := n.Stop(15 * time.Second); code != 0 {
+			t.Errorf("%s exited %d after SIGTERM:\n%s", n.Name, code, n.Tail(10))
 		}
 	}
 

@@ -9,14 +9,14 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idgen-project/idgen/internal/testproc"
 )
 
 // The processes of the multi-process tests: idgen nodes (the real binary)
@@ -25,109 +25,14 @@ import (
 // buildBinaries builds cmd/idgen and the holder into dir.
 func buildBinaries(t *testing.T, dir string) (idgen, holder string) {
 	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	idgen, holder = filepath.Join(dir, "idgen"), filepath.Join(dir, "holder")
-	for _, b := range []struct{ out, pkg string }{{idgen, "./cmd/idgen"}, {holder, "./client/internal/holder"}} {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.out, b.pkg)
-		cmd.Dir = root
-		out, err := cmd.CombinedOutput()
-		cancel()
-		if err != nil {
-			t.Fatalf("go build -o %s %s: %v\n%s", b.out, b.pkg, err, out)
-		}
-	}
-	return idgen, holder
-}
-
-// proc is one process, killed when the test ends if it still runs.
-type proc struct {
-	name    string
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
-	state   *os.ProcessState
+	return testproc.MustBuild(t, dir, "./cmd/idgen"), testproc.MustBuild(t, dir, "./client/internal/holder")
 }
 
 // startProc starts bin with args and extra environment, stdout and stderr
-// to logPath.
-func startProc(t *testing.T, name, bin, logPath string, env []string, args ...string) *proc {
+// to logPath; it is killed when the test ends if it still runs.
+func startProc(t *testing.T, name, bin, logPath string, env []string, args ...string) *testproc.Proc {
 	t.Helper()
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir(), "TZ=UTC"}, env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		t.Fatalf("%s: start: %v", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() { // owned by p: ends when the process exits, which the cleanup guarantees
-		_ = cmd.Wait()
-		p.state = cmd.ProcessState
-		logf.Close()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-	})
-	return p
-}
-
-func (p *proc) signal(t *testing.T, sig syscall.Signal) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		t.Fatalf("%s: signal %v: %v", p.name, sig, err)
-	}
-}
-
-// kill9 kills the process and waits for it.
-func (p *proc) kill9(t *testing.T) {
-	t.Helper()
-	p.signal(t, syscall.SIGKILL)
-	<-p.done
-}
-
-// stop sends SIGTERM and returns the exit code, -1 if it had to be killed.
-func (p *proc) stop(grace time.Duration) int {
-	_ = p.cmd.Process.Signal(syscall.SIGCONT)
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return p.state.ExitCode()
-	case <-time.After(grace):
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-		return -1
-	}
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// tail returns the last lines of the process's log.
-func (p *proc) tail(n int) string {
-	b, _ := os.ReadFile(p.logPath)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return testproc.Start(t, testproc.Spec{Name: name, Bin: bin, Args: args, Env: testproc.Env(env...), Log: logPath})
 }
 
 // waitFor polls cond every 20 ms until it holds, failing after d.
@@ -144,7 +49,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 
 // node is an `idgen serve` process.
 type node struct {
-	*proc
+	*testproc.Proc
 	url string
 }
 
@@ -158,8 +63,8 @@ func startNode(t *testing.T, bin, dir, name string, args ...string) *node {
 	p := startProc(t, name, bin, filepath.Join(dir, name+".log"), nil, all...)
 	var url string
 	waitFor(t, 30*time.Second, name+" listening", func() bool {
-		if p.exited() {
-			t.Fatalf("%s exited:\n%s", name, p.tail(30))
+		if p.Exited() {
+			t.Fatalf("%s exited:\n%s", name, p.Tail(30))
 		}
 		b, err := os.ReadFile(addrFile)
 		if err != nil || len(b) == 0 {
@@ -176,12 +81,12 @@ func startNode(t *testing.T, bin, dir, name string, args ...string) *node {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
-	return &node{proc: p, url: url}
+	return &node{Proc: p, url: url}
 }
 
 // holderProc is a holder process and its output file.
 type holderProc struct {
-	*proc
+	*testproc.Proc
 	holder string // as it names itself; the broker stores "<token name>/<holder>"
 	out    string
 }
@@ -191,7 +96,7 @@ func startHolder(t *testing.T, bin, dir, name, url, token string, args ...string
 	out := filepath.Join(dir, name+".out")
 	all := append([]string{"--url", url, "--holder", name, "--out", out}, args...)
 	p := startProc(t, name, bin, filepath.Join(dir, name+".log"), []string{"IDGEN_HOLDER_TOKEN=" + token}, all...)
-	return &holderProc{proc: p, holder: name, out: out}
+	return &holderProc{Proc: p, holder: name, out: out}
 }
 
 // Lines of a holder's output.
@@ -312,7 +217,7 @@ func startIDLoad(n *node, token string) *idLoad {
 						l.ids = append(l.ids, id)
 					}
 				case resp.StatusCode != 503 && len(l.errs) < 5:
-					l.errs = append(l.errs, fmt.Sprintf("%s: status %d", n.name, resp.StatusCode))
+					l.errs = append(l.errs, fmt.Sprintf("%s: status %d", n.Name, resp.StatusCode))
 				}
 				l.mu.Unlock()
 			}
