@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idgen-project/idgen/internal/testserver"
 )
 
 func TestBareServer(t *testing.T) {
@@ -49,7 +51,7 @@ func TestBareServer(t *testing.T) {
 func TestBareEcho(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testserver.LogBuffer
 	done := make(chan int, 1)
 	go func() { done <- mainRun(ctx, []string{"bare-echo", "--listen", "127.0.0.1:0"}, &stdout, &stderr) }()
 

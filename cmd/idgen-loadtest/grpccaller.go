@@ -101,28 +101,40 @@ func grpcKind(err error) (kind string, noAnswer bool) {
 // for no total.
 var errStreamEnd = errors.New("the server ended the stream")
 
-// grpcUnaryCaller calls IdService.NextIds over gRPC on a connection of its
-// own, one call at a time.
-type grpcUnaryCaller struct {
+// grpcConn is what both gRPC callers hold: an IdService client on a
+// connection of its own (rpcClient), and what each call checks.
+type grpcConn struct {
 	client    idgenv1connect.IdServiceClient
 	transport *http.Transport
-	msg       *idgenv1.NextIdsRequest
 	timeout   time.Duration
-	want      int
+	want      int // IDs a call must bring: --count
 	// collect: add the IDs to the caller's runSet; otherwise they are only
 	// counted.
 	collect bool
 }
 
-func newGRPCUnaryCaller(tgt target, cfg config) *grpcUnaryCaller {
+func newGRPCConn(tgt target, cfg config) grpcConn {
 	hc, tr := rpcClient(tgt, cfg)
-	return &grpcUnaryCaller{
+	return grpcConn{
 		client:    idgenv1connect.NewIdServiceClient(hc, grpcBaseURL(tgt), grpcOptions(cfg.Transport)...),
 		transport: tr,
-		msg:       &idgenv1.NextIdsRequest{Namespace: cfg.Namespace, Count: int32(cfg.Count)},
 		timeout:   cfg.Timeout,
 		want:      cfg.Count,
 		collect:   cfg.CheckUnique,
+	}
+}
+
+// grpcUnaryCaller calls IdService.NextIds over gRPC on a connection of its
+// own, one call at a time.
+type grpcUnaryCaller struct {
+	grpcConn
+	msg *idgenv1.NextIdsRequest
+}
+
+func newGRPCUnaryCaller(tgt target, cfg config) *grpcUnaryCaller {
+	return &grpcUnaryCaller{
+		grpcConn: newGRPCConn(tgt, cfg),
+		msg:      &idgenv1.NextIdsRequest{Namespace: cfg.Namespace, Count: int32(cfg.Count)},
 	}
 }
 
@@ -152,26 +164,17 @@ func (c *grpcUnaryCaller) close() { c.transport.CloseIdleConnections() }
 // one stream with no total, each call taking its next message. A stream
 // that fails or ends is opened again at the next call.
 type grpcStreamCaller struct {
-	client    idgenv1connect.IdServiceClient
-	transport *http.Transport
-	msg       *idgenv1.StreamIdsRequest
-	timeout   time.Duration
-	want      int
-	collect   bool
+	grpcConn
+	msg *idgenv1.StreamIdsRequest
 
 	stream *connect.ServerStreamForClient[idgenv1.StreamIdsResponse]
 	cancel context.CancelFunc // ends stream
 }
 
 func newGRPCStreamCaller(tgt target, cfg config) *grpcStreamCaller {
-	hc, tr := rpcClient(tgt, cfg)
 	return &grpcStreamCaller{
-		client:    idgenv1connect.NewIdServiceClient(hc, grpcBaseURL(tgt), grpcOptions(cfg.Transport)...),
-		transport: tr,
-		msg:       &idgenv1.StreamIdsRequest{Namespace: cfg.Namespace, BatchSize: int32(cfg.Count)},
-		timeout:   cfg.Timeout,
-		want:      cfg.Count,
-		collect:   cfg.CheckUnique,
+		grpcConn: newGRPCConn(tgt, cfg),
+		msg:      &idgenv1.StreamIdsRequest{Namespace: cfg.Namespace, BatchSize: int32(cfg.Count)},
 	}
 }
 

@@ -154,55 +154,22 @@ func TestRunGRPC(t *testing.T) {
 	}
 	for _, transport := range []string{transportGRPC, transportConnect} {
 		// The table inside the loop: each transport gets fresh servers.
-		tests := []struct {
-			name      string
-			srv       *grpcIDServer
-			cfg       config
-			wantIDs   int64
-			wantErrs  int64
-			wantKinds map[string]int
-			wantDups  bool
-			wantFail  bool
-		}{
-			{name: "unary count 1", srv: &grpcIDServer{}, cfg: config{Conns: 4, Count: 1, Requests: 400}, wantIDs: 400},
-			{name: "unary count 100", srv: &grpcIDServer{}, cfg: config{Conns: 2, Count: 100, Requests: 40}, wantIDs: 4000},
-			{name: "unary duplicates", srv: &grpcIDServer{dupEvery: 10}, cfg: config{Conns: 2, Count: 5, Requests: 100}, wantIDs: 500, wantDups: true},
-			{name: "unary unavailable", srv: &grpcIDServer{failEvery: 4}, cfg: config{Conns: 4, Count: 1, Requests: 200}, wantIDs: 150, wantErrs: 50, wantKinds: map[string]int{"grpc_unavailable": 50}},
-			{name: "unary short", srv: &grpcIDServer{short: true}, cfg: config{Conns: 1, Count: 3, Requests: 20}, wantIDs: 40, wantErrs: 20, wantKinds: map[string]int{"short": 20}, wantFail: true},
-			{name: "stream", srv: &grpcIDServer{}, cfg: config{Conns: 2, Count: 1000, Requests: 300, Stream: true}, wantIDs: 300_000},
-			{name: "stream duplicates", srv: &grpcIDServer{dupEvery: 7}, cfg: config{Conns: 1, Count: 50, Requests: 70, Stream: true}, wantIDs: 3500, wantDups: true},
-			{name: "stream short", srv: &grpcIDServer{short: true}, cfg: config{Conns: 1, Count: 10, Requests: 10, Stream: true}, wantIDs: 90, wantErrs: 10, wantKinds: map[string]int{"short": 10}, wantFail: true},
+		tests := []runCase[*grpcIDServer]{
+			{name: "unary count 1", srv: &grpcIDServer{}, cfg: config{Conns: 4, Count: 1, Requests: 400}, want: runWant{ids: 400}},
+			{name: "unary count 100", srv: &grpcIDServer{}, cfg: config{Conns: 2, Count: 100, Requests: 40}, want: runWant{ids: 4000}},
+			{name: "unary duplicates", srv: &grpcIDServer{dupEvery: 10}, cfg: config{Conns: 2, Count: 5, Requests: 100}, want: runWant{ids: 500, dups: true}},
+			{name: "unary unavailable", srv: &grpcIDServer{failEvery: 4}, cfg: config{Conns: 4, Count: 1, Requests: 200}, want: runWant{ids: 150, errs: 50, kinds: map[string]int{"grpc_unavailable": 50}}},
+			{name: "unary short", srv: &grpcIDServer{short: true}, cfg: config{Conns: 1, Count: 3, Requests: 20}, want: runWant{ids: 40, errs: 20, kinds: map[string]int{"short": 20}, fail: true}},
+			{name: "stream", srv: &grpcIDServer{}, cfg: config{Conns: 2, Count: 1000, Requests: 300, Stream: true}, want: runWant{ids: 300_000}},
+			{name: "stream duplicates", srv: &grpcIDServer{dupEvery: 7}, cfg: config{Conns: 1, Count: 50, Requests: 70, Stream: true}, want: runWant{ids: 3500, dups: true}},
+			{name: "stream short", srv: &grpcIDServer{short: true}, cfg: config{Conns: 1, Count: 10, Requests: 10, Stream: true}, want: runWant{ids: 90, errs: 10, kinds: map[string]int{"short": 10}, fail: true}},
 		}
 		for _, tt := range tests {
 			t.Run(transport+"/"+tt.name, func(t *testing.T) {
 				cfg := tt.cfg
 				cfg.Target = startGRPCServer(t, tt.srv)
 				cfg.Transport = transport
-				cfg.CheckUnique = true
-				res, err := run(context.Background(), cfg)
-				if (err != nil) != tt.wantFail || res == nil {
-					t.Fatalf("run: %v, want error %v and a result", err, tt.wantFail)
-				}
-				if res.Requests != cfg.Requests {
-					t.Errorf("requests = %d, want %d", res.Requests, cfg.Requests)
-				}
-				if res.IDs != tt.wantIDs {
-					t.Errorf("ids = %d, want %d", res.IDs, tt.wantIDs)
-				}
-				if res.Errors != tt.wantErrs {
-					t.Errorf("errors = %d (%v), want %d", res.Errors, res.ErrorKinds, tt.wantErrs)
-				}
-				for k, want := range tt.wantKinds {
-					if got := res.ErrorKinds[k]; got != want {
-						t.Errorf("error kind %s = %d, want %d", k, got, want)
-					}
-				}
-				if got := res.Duplicates > 0; got != tt.wantDups {
-					t.Errorf("duplicates = %d, want duplicates %v", res.Duplicates, tt.wantDups)
-				}
-				if !tt.wantDups && res.Distinct != res.IDs {
-					t.Errorf("distinct = %d, want %d", res.Distinct, res.IDs)
-				}
+				res := runChecked(t, cfg, tt.want)
 				tt.srv.mu.Lock()
 				conns := len(tt.srv.conns)
 				tt.srv.mu.Unlock()

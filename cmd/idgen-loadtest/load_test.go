@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -13,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/idgen-project/idgen/internal/testserver"
 )
 
 // idServer is a stand-in for idgen's GET /ids: it hands out consecutive IDs
@@ -76,55 +77,75 @@ func startIDServer(t *testing.T, s *idServer) string {
 	return ts.URL
 }
 
+// runWant is what a test expects of one run: its IDs, its errors, of them
+// so many of each kind named, whether the IDs repeat, and whether every
+// request failed (run then reports an error).
+type runWant struct {
+	ids   int64
+	errs  int64
+	kinds map[string]int
+	dups  bool
+	fail  bool
+}
+
+// runCase is a case of the tests of run against a stand-in server of type
+// S: the server, the run's settings and what to expect.
+type runCase[S any] struct {
+	name string
+	srv  S
+	cfg  config
+	want runWant
+}
+
+// runChecked runs cfg with the unique check on and reports where the
+// result's counts differ from cfg's requests and from want. It returns the
+// result for the caller's own checks.
+func runChecked(t *testing.T, cfg config, want runWant) *result {
+	t.Helper()
+	cfg.CheckUnique = true
+	res, err := run(context.Background(), cfg)
+	if (err != nil) != want.fail || res == nil {
+		t.Fatalf("run: %v, want error %v and a result", err, want.fail)
+	}
+	if res.Requests != cfg.Requests {
+		t.Errorf("requests = %d, want %d", res.Requests, cfg.Requests)
+	}
+	if res.IDs != want.ids {
+		t.Errorf("ids = %d, want %d", res.IDs, want.ids)
+	}
+	if res.Errors != want.errs {
+		t.Errorf("errors = %d (%v), want %d", res.Errors, res.ErrorKinds, want.errs)
+	}
+	for k, n := range want.kinds {
+		if got := res.ErrorKinds[k]; got != n {
+			t.Errorf("error kind %s = %d, want %d", k, got, n)
+		}
+	}
+	if got := res.Duplicates > 0; got != want.dups {
+		t.Errorf("duplicates = %d, want duplicates %v", res.Duplicates, want.dups)
+	}
+	if !want.dups && res.Distinct != res.IDs {
+		t.Errorf("distinct = %d, want %d", res.Distinct, res.IDs)
+	}
+	return res
+}
+
 func TestRun(t *testing.T) {
-	tests := []struct {
-		name      string
-		srv       *idServer
-		cfg       config
-		wantIDs   int64
-		wantErrs  int64
-		wantKinds map[string]int
-		wantDups  bool
-		wantFail  bool // every request failed: run reports an error
-	}{
-		{name: "count 1", srv: &idServer{}, cfg: config{Conns: 4, Count: 1, Requests: 500}, wantIDs: 500},
-		{name: "count 300 chunked", srv: &idServer{}, cfg: config{Conns: 2, Count: 300, Requests: 40}, wantIDs: 12000},
-		{name: "namespace", srv: &idServer{}, cfg: config{Conns: 3, Count: 10, Namespace: "orders", Requests: 90}, wantIDs: 900},
-		{name: "duplicates", srv: &idServer{dupEvery: 10}, cfg: config{Conns: 2, Count: 5, Requests: 100}, wantIDs: 500, wantDups: true},
-		{name: "503s", srv: &idServer{failEvery: 4}, cfg: config{Conns: 4, Count: 1, Requests: 200}, wantIDs: 150, wantErrs: 50, wantKinds: map[string]int{"status_503": 50}},
-		{name: "short answers", srv: &idServer{short: true}, cfg: config{Conns: 1, Count: 3, Requests: 20}, wantIDs: 40, wantErrs: 20, wantKinds: map[string]int{"short": 20}, wantFail: true},
+	tests := []runCase[*idServer]{
+		{name: "count 1", srv: &idServer{}, cfg: config{Conns: 4, Count: 1, Requests: 500}, want: runWant{ids: 500}},
+		{name: "count 300 chunked", srv: &idServer{}, cfg: config{Conns: 2, Count: 300, Requests: 40}, want: runWant{ids: 12000}},
+		{name: "namespace", srv: &idServer{}, cfg: config{Conns: 3, Count: 10, Namespace: "orders", Requests: 90}, want: runWant{ids: 900}},
+		{name: "duplicates", srv: &idServer{dupEvery: 10}, cfg: config{Conns: 2, Count: 5, Requests: 100}, want: runWant{ids: 500, dups: true}},
+		{name: "503s", srv: &idServer{failEvery: 4}, cfg: config{Conns: 4, Count: 1, Requests: 200}, want: runWant{ids: 150, errs: 50, kinds: map[string]int{"status_503": 50}}},
+		{name: "short answers", srv: &idServer{short: true}, cfg: config{Conns: 1, Count: 3, Requests: 20}, want: runWant{ids: 40, errs: 20, kinds: map[string]int{"short": 20}, fail: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := tt.cfg
 			cfg.Target = startIDServer(t, tt.srv)
-			cfg.CheckUnique = true
-			res, err := run(context.Background(), cfg)
-			if (err != nil) != tt.wantFail || res == nil {
-				t.Fatalf("run: %v, want error %v and a result", err, tt.wantFail)
-			}
-			if res.Requests != cfg.Requests {
-				t.Errorf("requests = %d, want %d", res.Requests, cfg.Requests)
-			}
+			res := runChecked(t, cfg, tt.want)
 			if got := tt.srv.hits.Load(); got != cfg.Requests {
 				t.Errorf("server saw %d requests, want %d", got, cfg.Requests)
-			}
-			if res.IDs != tt.wantIDs {
-				t.Errorf("ids = %d, want %d", res.IDs, tt.wantIDs)
-			}
-			if res.Errors != tt.wantErrs {
-				t.Errorf("errors = %d (%v), want %d", res.Errors, res.ErrorKinds, tt.wantErrs)
-			}
-			for k, want := range tt.wantKinds {
-				if got := res.ErrorKinds[k]; got != want {
-					t.Errorf("error kind %s = %d, want %d", k, got, want)
-				}
-			}
-			if got := res.Duplicates > 0; got != tt.wantDups {
-				t.Errorf("duplicates = %d, want duplicates %v", res.Duplicates, tt.wantDups)
-			}
-			if !tt.wantDups && res.Distinct != res.IDs {
-				t.Errorf("distinct = %d, want %d", res.Distinct, res.IDs)
 			}
 			if got := tt.srv.namespaces[cfg.Namespace]; got != int(cfg.Requests) {
 				t.Errorf("server saw namespace %q %d times, want %d", cfg.Namespace, got, cfg.Requests)
@@ -141,7 +162,7 @@ func TestRun(t *testing.T) {
 
 func TestRunDurationAndProgress(t *testing.T) {
 	srv := &idServer{}
-	var progress syncBuffer
+	var progress testserver.LogBuffer
 	cfg := config{
 		Target: startIDServer(t, srv), Conns: 2, Count: 1, Duration: 300 * time.Millisecond,
 		CheckUnique: true, Progress: &progress, ProgressEvery: 10 * time.Millisecond,
@@ -274,24 +295,6 @@ func TestResolveTarget(t *testing.T) {
 }
 
 var errAny = errors.New("any error")
-
-// syncBuffer is a bytes.Buffer safe for one writer and one reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestFmtDur(t *testing.T) {
 	tests := []struct {

@@ -10,33 +10,24 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/idgen-project/idgen/internal/testserver"
 )
 
-// fakeClock moves only when told to, or by Sleep.
+// fakeClock moves only when told to (Add), or by Sleep. The pacer's
+// goroutine and the test use it at once.
 type fakeClock struct {
-	mu     sync.Mutex
-	t      time.Time
-	sleeps []time.Duration
+	start   time.Time
+	elapsed atomic.Int64 // nanoseconds since start
 }
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
+func (c *fakeClock) Now() time.Time { return c.start.Add(time.Duration(c.elapsed.Load())) }
 
-func (c *fakeClock) Sleep(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.sleeps = append(c.sleeps, d)
-	c.t = c.t.Add(d)
-}
+// Add moves the clock d on.
+func (c *fakeClock) Add(d time.Duration) { c.elapsed.Add(int64(d)) }
 
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+// Sleep returns at once, the clock moved d on.
+func (c *fakeClock) Sleep(d time.Duration) { c.Add(d) }
 
 func TestSchedule(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -64,7 +55,7 @@ func TestSchedule(t *testing.T) {
 // count the stall).
 func TestPacerKeepsTheSchedule(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clk := &fakeClock{t: start}
+	clk := &fakeClock{start: start}
 	sched := newSchedule(start, 1000) // one request a millisecond
 	p := newPacer(sched, clk, 20)
 	var wg sync.WaitGroup
@@ -235,7 +226,7 @@ func TestOpenLoopUnsent(t *testing.T) {
 
 func TestOpenLoopProgressAndSummary(t *testing.T) {
 	srv := &idServer{}
-	var progress syncBuffer
+	var progress testserver.LogBuffer
 	cfg := config{
 		Target: startIDServer(t, srv), Conns: 2, Count: 1, Rate: 500, Duration: 300 * time.Millisecond,
 		CheckUnique: true, Progress: &progress, ProgressEvery: 50 * time.Millisecond,

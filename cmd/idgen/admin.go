@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -76,9 +77,12 @@ Flags of every command (environment variable in brackets):
   --dsn DSN            database [IDGEN_DSN] (default sqlite:idgen.db)
 `
 
-// dsnFlag adds --dsn to f.
-func dsnFlag(f *flagSet) *string {
-	return f.fs.String("dsn", "sqlite:idgen.db", "")
+// newAdminFlags returns the flag set of the administrative command cmd,
+// with --dsn.
+func newAdminFlags(cmd string) *flagSet {
+	f := newFlagSet(cmd)
+	f.dsn = f.fs.String("dsn", "sqlite:idgen.db", "")
+	return f
 }
 
 // openStore opens the store dsn names for an administrative command.
@@ -93,6 +97,49 @@ func openStore(ctx context.Context, cmd, dsn string) (stores.Store, error) {
 		return nil, fmt.Errorf("open database: %w", err) // the store names the (redacted) DSN
 	}
 	return s, nil
+}
+
+// withStore opens the store dsn names for cmd, runs do on it and closes it;
+// an error of the close joins do's.
+func withStore(ctx context.Context, cmd, dsn string, do func(stores.Store) error) (err error) {
+	store, err := openStore(ctx, cmd, dsn)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, store.Close()) }()
+	return do(store)
+}
+
+// adminRun runs the administrative command of flag set f (newAdminFlags):
+// it parses args, hands the positional arguments to prepare, which checks
+// them and the flags before the database is touched (a bad command line
+// exits 2 without opening it) and sets what do needs, then runs do on the
+// database --dsn names (withStore). The secrets of the DSN are scrubbed
+// from every error after the parse.
+func adminRun(ctx context.Context, f *flagSet, args []string, e env, prepare func(pos []string) error, do func(stores.Store) error) error {
+	pos, err := f.parse(args, e)
+	if err != nil {
+		return err
+	}
+	sc := newScrubber(*f.dsn)
+	if err := prepare(pos); err != nil {
+		return sc.err(err)
+	}
+	return sc.err(withStore(ctx, f.cmd, *f.dsn, do))
+}
+
+// flagsOnly is the prepare (adminRun) of a command that takes no positional
+// arguments; takes says what it takes instead.
+func flagsOnly(cmd, takes string) func(pos []string) error {
+	return func(pos []string) error { return noArgs(cmd, pos, takes) }
+}
+
+// newTable returns a writer for a table of the administrative commands:
+// columns two spaces apart, header its first line. The caller flushes it.
+func newTable(w io.Writer, header string) *tabwriter.Writer {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	return tw
 }
 
 // withSchemaHint adds a hint to err, the failure of a command on store, when
@@ -120,195 +167,143 @@ func withSchemaHint(ctx context.Context, store stores.Store, err error) error {
 }
 
 // runMigrate is idgen migrate.
-func runMigrate(ctx context.Context, args []string, e env) (err error) {
+func runMigrate(ctx context.Context, args []string, e env) error {
 	const cmd = "migrate"
-	f := newFlagSet(cmd)
-	dsn := dsnFlag(f)
-	pos, err := f.parse(args, e)
-	if err != nil {
-		return err
-	}
-	sc := newScrubber(*dsn)
-	defer func() { err = sc.err(err) }()
-	if len(pos) != 1 {
-		return usagef(cmd, "want one of up, down or status")
-	}
-	sub := pos[0]
-	if sub != "up" && sub != "down" && sub != "status" {
-		return usagef(cmd, "unknown migrate command %q (want up, down or status)", sub)
-	}
-	store, err := openStore(ctx, cmd, *dsn)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, store.Close()) }()
-	p, err := store.Migrations()
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	switch sub {
-	case "up":
-		res, err := p.Up(ctx)
-		for _, r := range res {
-			fmt.Fprintf(e.stdout, "applied %s (%s)\n", r.Source.Path, r.Duration.Round(time.Millisecond))
+	f := newAdminFlags(cmd)
+	var sub string
+	return adminRun(ctx, f, args, e, func(pos []string) error {
+		if len(pos) != 1 {
+			return usagef(cmd, "want one of up, down or status")
 		}
+		sub = pos[0]
+		if sub != "up" && sub != "down" && sub != "status" {
+			return usagef(cmd, "unknown migrate command %q (want up, down or status)", sub)
+		}
+		return nil
+	}, func(store stores.Store) error {
+		p, err := store.Migrations()
 		if err != nil {
-			return fmt.Errorf("migrate up: %w", err)
+			return err
 		}
-		if len(res) == 0 {
-			v, err := p.GetDBVersion(ctx)
+		defer p.Close()
+		switch sub {
+		case "up":
+			res, err := p.Up(ctx)
+			for _, r := range res {
+				fmt.Fprintf(e.stdout, "applied %s (%s)\n", r.Source.Path, r.Duration.Round(time.Millisecond))
+			}
 			if err != nil {
 				return fmt.Errorf("migrate up: %w", err)
 			}
-			fmt.Fprintf(e.stdout, "database is up to date at version %d\n", v)
+			if len(res) == 0 {
+				v, err := p.GetDBVersion(ctx)
+				if err != nil {
+					return fmt.Errorf("migrate up: %w", err)
+				}
+				fmt.Fprintf(e.stdout, "database is up to date at version %d\n", v)
+			}
+		case "down":
+			r, err := p.Down(ctx)
+			if errors.Is(err, goose.ErrNoNextVersion) {
+				fmt.Fprintln(e.stdout, "no migration to roll back")
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("migrate down: %w", err)
+			}
+			fmt.Fprintf(e.stdout, "rolled back %s (%s)\n", r.Source.Path, r.Duration.Round(time.Millisecond))
+		case "status":
+			st, err := p.Status(ctx)
+			if err != nil {
+				return fmt.Errorf("migrate status: %w", err)
+			}
+			tw := newTable(e.stdout, "VERSION\tSTATE\tAPPLIED AT\tMIGRATION")
+			for _, s := range st {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", s.Source.Version, s.State, timeText(s.AppliedAt), s.Source.Path)
+			}
+			return tw.Flush()
 		}
-	case "down":
-		r, err := p.Down(ctx)
-		if errors.Is(err, goose.ErrNoNextVersion) {
-			fmt.Fprintln(e.stdout, "no migration to roll back")
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("migrate down: %w", err)
-		}
-		fmt.Fprintf(e.stdout, "rolled back %s (%s)\n", r.Source.Path, r.Duration.Round(time.Millisecond))
-	case "status":
-		st, err := p.Status(ctx)
-		if err != nil {
-			return fmt.Errorf("migrate status: %w", err)
-		}
-		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "VERSION\tSTATE\tAPPLIED AT\tMIGRATION")
-		for _, s := range st {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", s.Source.Version, s.State, timeText(s.AppliedAt), s.Source.Path)
-		}
-		return tw.Flush()
-	}
-	return nil
+		return nil
+	})
 }
 
 // runLeases is idgen leases: the table, or one of its subcommands.
 func runLeases(ctx context.Context, args []string, e env) error {
+	subs := []subcommand{{"list", leasesList}, {"events", leasesEvents}, {"evict", leasesEvict}}
 	if len(args) > 0 {
-		switch args[0] {
-		case "list":
-			return leasesList(ctx, args[1:], e)
-		case "events":
-			return leasesEvents(ctx, args[1:], e)
-		case "evict":
-			return leasesEvict(ctx, args[1:], e)
+		if s, ok := findSub(subs, args[0]); ok {
+			return s.run(ctx, args[1:], e)
 		}
 	}
-	return leasesList(ctx, args, e)
+	return leasesList(ctx, args, e) // flags only: the table
 }
 
 // leasesList is idgen leases [list].
-func leasesList(ctx context.Context, args []string, e env) (err error) {
+func leasesList(ctx context.Context, args []string, e env) error {
 	const cmd = "leases"
-	f := newFlagSet(cmd)
-	dsn := dsnFlag(f)
+	f := newAdminFlags(cmd)
 	all := f.fs.Bool("all", false, "")
 	f.noEnv["all"] = true
-	pos, err := f.parse(args, e)
-	if err != nil {
-		return err
-	}
-	sc := newScrubber(*dsn)
-	defer func() { err = sc.err(err) }()
-	if len(pos) > 0 {
-		return usagef(cmd, "unexpected argument %q (want list, events or evict, or flags only)", pos[0])
-	}
-	store, err := openStore(ctx, cmd, *dsn)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, store.Close()) }()
-	leases, err := store.ListLeases(ctx)
-	if err != nil {
-		return withSchemaHint(ctx, store, fmt.Errorf("list leases: %w", err))
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "DC\tWORKER\tHOLDER\tOWNER\tVERSION\tACQUIRED\tHEARTBEAT\tEXPIRES\tRELEASED\tCEILING")
-	hidden := 0
-	for _, l := range leases {
-		if l.FencingVersion == 0 && !*all {
-			hidden++ // never claimed
-			continue
+	return adminRun(ctx, f, args, e, flagsOnly(cmd, "want list, events or evict, or flags only"), func(store stores.Store) error {
+		leases, err := store.ListLeases(ctx)
+		if err != nil {
+			return withSchemaHint(ctx, store, fmt.Errorf("list leases: %w", err))
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", l.DatacenterID, l.WorkerID,
-			orDash(l.Holder), orDash(l.Owner), l.FencingVersion, timeText(l.AcquiredAt), timeText(l.HeartbeatAt),
-			timeText(l.ExpiresAt), timeText(l.ReleasedAt), msText(l.CeilingMS))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if hidden > 0 {
-		fmt.Fprintf(e.stdout, "(%d worker IDs never claimed are not shown; --all lists them)\n", hidden)
-	}
-	return nil
+		tw := newTable(e.stdout, "DC\tWORKER\tHOLDER\tOWNER\tVERSION\tACQUIRED\tHEARTBEAT\tEXPIRES\tRELEASED\tCEILING")
+		hidden := 0
+		for _, l := range leases {
+			if l.FencingVersion == 0 && !*all {
+				hidden++ // never claimed
+				continue
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", l.DatacenterID, l.WorkerID,
+				orDash(l.Holder), orDash(l.Owner), l.FencingVersion, timeText(l.AcquiredAt), timeText(l.HeartbeatAt),
+				timeText(l.ExpiresAt), timeText(l.ReleasedAt), msText(l.CeilingMS))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if hidden > 0 {
+			fmt.Fprintf(e.stdout, "(%d worker IDs never claimed are not shown; --all lists them)\n", hidden)
+		}
+		return nil
+	})
 }
 
 // runNamespaces is idgen namespaces.
 func runNamespaces(ctx context.Context, args []string, e env) error {
-	if len(args) == 0 {
-		return usagef("namespaces", "want list, create, delete or import")
-	}
-	switch args[0] {
-	case "list":
-		return namespacesList(ctx, args[1:], e)
-	case "create":
-		return namespacesCreate(ctx, args[1:], e)
-	case "delete":
-		return namespacesDelete(ctx, args[1:], e)
-	case "import":
-		return namespacesImport(ctx, args[1:], e) // import.go
-	case "-h", "-help", "--help":
-		fmt.Fprint(e.stdout, usageOf("namespaces"))
-		return nil
-	}
-	return usagef("namespaces", "unknown namespaces command %q (want list, create, delete or import)", args[0])
+	return runSub(ctx, "namespaces", args, e, []subcommand{
+		{"list", namespacesList},
+		{"create", namespacesCreate},
+		{"delete", namespacesDelete},
+		{"import", namespacesImport}, // import.go
+	})
 }
 
-func namespacesList(ctx context.Context, args []string, e env) (err error) {
+func namespacesList(ctx context.Context, args []string, e env) error {
 	const cmd = "namespaces list"
-	f := newFlagSet(cmd)
-	dsn := dsnFlag(f)
-	pos, err := f.parse(args, e)
-	if err != nil {
-		return err
-	}
-	sc := newScrubber(*dsn)
-	defer func() { err = sc.err(err) }()
-	if len(pos) > 0 {
-		return usagef(cmd, "unexpected argument %q (list takes flags only)", pos[0])
-	}
-	store, err := openStore(ctx, cmd, *dsn)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, store.Close()) }()
-	nss, err := store.ListNamespaces(ctx)
-	if err != nil {
-		return withSchemaHint(ctx, store, fmt.Errorf("list namespaces: %w", err))
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tNEXT ID\tLIMIT\tSTEP\tMIN STEP\tMAX STEP\tMODE\tFALLBACK\tVERSION\tUPDATED\tDESCRIPTION")
-	for _, ns := range nss {
-		limit := "-"
-		if ns.MaxIDLimit > 0 {
-			limit = strconv.FormatInt(ns.MaxIDLimit, 10)
+	f := newAdminFlags(cmd)
+	return adminRun(ctx, f, args, e, flagsOnly(cmd, "list takes flags only"), func(store stores.Store) error {
+		nss, err := store.ListNamespaces(ctx)
+		if err != nil {
+			return withSchemaHint(ctx, store, fmt.Errorf("list namespaces: %w", err))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t%s\t%s\n", ns.Name, ns.MaxID+1, limit, ns.Step,
-			ns.MinStep, ns.MaxStep, ns.Mode, ns.Fallback, ns.Version, timeText(ns.UpdatedAt), ns.Description)
-	}
-	return tw.Flush()
+		tw := newTable(e.stdout, "NAME\tNEXT ID\tLIMIT\tSTEP\tMIN STEP\tMAX STEP\tMODE\tFALLBACK\tVERSION\tUPDATED\tDESCRIPTION")
+		for _, ns := range nss {
+			limit := "-"
+			if ns.MaxIDLimit > 0 {
+				limit = strconv.FormatInt(ns.MaxIDLimit, 10)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t%s\t%s\n", ns.Name, ns.MaxID+1, limit, ns.Step,
+				ns.MinStep, ns.MaxStep, ns.Mode, ns.Fallback, ns.Version, timeText(ns.UpdatedAt), ns.Description)
+		}
+		return tw.Flush()
+	})
 }
 
-func namespacesCreate(ctx context.Context, args []string, e env) (err error) {
+func namespacesCreate(ctx context.Context, args []string, e env) error {
 	const cmd = "namespaces create"
-	f := newFlagSet(cmd)
-	dsn := dsnFlag(f)
+	f := newAdminFlags(cmd)
 	fs := f.fs
 	start := fs.Int64("start", 1, "")
 	step := fs.Int64("step", allocator.DefaultStep, "")
@@ -323,124 +318,106 @@ func namespacesCreate(ctx context.Context, args []string, e env) (err error) {
 	for _, name := range []string{"start", "step", "min-step", "max-step", "mode", "fallback", "description"} {
 		f.noEnv[name] = true // settings of one namespace, not of the environment
 	}
-	pos, err := f.parse(args, e)
-	if err != nil {
-		return err
-	}
-	sc := newScrubber(*dsn)
-	defer func() { err = sc.err(err) }()
-	switch {
-	case len(pos) == 0:
-		return usagef(cmd, "missing namespace NAME")
-	case len(pos) > 1:
-		return usagef(cmd, "unexpected argument %q (create takes one NAME)", pos[1])
-	}
-	// The rules and defaults are allocator.NamespaceSpec's, as for POST
-	// /admin/namespaces.
-	spec := allocator.NamespaceSpec{
-		Name:        pos[0],
-		Start:       start,
-		Mode:        (*allocator.Mode)(mode),
-		Fallback:    (*allocator.Fallback)(fallback),
-		Description: *description,
-	}
-	if f.isSet("step") {
-		spec.Step = step
-	}
-	if f.isSet("min-step") {
-		spec.MinStep = minStep
-	}
-	if f.isSet("max-step") {
-		spec.MaxStep = maxStep
-	}
-	if err := spec.Validate(); err != nil {
-		return settingsUsage(cmd, err)
-	}
+	var spec allocator.NamespaceSpec
 	var layout snowflake.Layout
-	if *spec.Fallback == allocator.FallbackSnowflake {
-		if layout, err = layoutOf(bits, epoch); err != nil {
-			return usagef(cmd, "invalid --layout/--epoch: %v", err)
+	return adminRun(ctx, f, args, e, func(pos []string) error {
+		if err := oneArg(cmd, pos, "namespace NAME", "create takes one NAME"); err != nil {
+			return err
 		}
-	}
-	store, err := openStore(ctx, cmd, *dsn)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, store.Close()) }()
-	var smallest int64
-	if *spec.Fallback == allocator.FallbackSnowflake {
-		// The counter's limit is computed with the layout the nodes use:
-		// the one the database records (as idgen serve checks it).
-		stored, err := store.EnsureLayout(ctx, layout)
+		// The rules and defaults are allocator.NamespaceSpec's, as for POST
+		// /admin/namespaces.
+		spec = allocator.NamespaceSpec{
+			Name:        pos[0],
+			Start:       start,
+			Mode:        (*allocator.Mode)(mode),
+			Fallback:    (*allocator.Fallback)(fallback),
+			Description: *description,
+		}
+		if f.isSet("step") {
+			spec.Step = step
+		}
+		if f.isSet("min-step") {
+			spec.MinStep = minStep
+		}
+		if f.isSet("max-step") {
+			spec.MaxStep = maxStep
+		}
+		if err := spec.Validate(); err != nil {
+			return settingsUsage(cmd, err)
+		}
+		if *spec.Fallback == allocator.FallbackSnowflake {
+			var err error
+			if layout, err = layoutOf(bits, epoch); err != nil {
+				return usagef(cmd, "invalid --layout/--epoch: %v", err)
+			}
+		}
+		return nil
+	}, func(store stores.Store) error {
+		var smallest int64
+		if *spec.Fallback == allocator.FallbackSnowflake {
+			// The counter's limit is computed with the layout the nodes use:
+			// the one the database records (as idgen serve checks it).
+			stored, err := store.EnsureLayout(ctx, layout)
+			if err != nil {
+				return withSchemaHint(ctx, store, fmt.Errorf("check snowflake layout: %w", err))
+			}
+			if d := layout.Diff(stored); d != "" {
+				return fmt.Errorf("%w: %s; give the --layout and --epoch of idgen serve", allocator.ErrLayoutMismatch, d)
+			}
+			smallest = int64(layout.SmallestID(snowflake.SystemClock().Now()))
+		}
+		ns, err := spec.Namespace(smallest)
 		if err != nil {
-			return withSchemaHint(ctx, store, fmt.Errorf("check snowflake layout: %w", err))
+			return settingsUsage(cmd, err)
 		}
-		if d := layout.Diff(stored); d != "" {
-			return fmt.Errorf("%w: %s; give the --layout and --epoch of idgen serve", allocator.ErrLayoutMismatch, d)
+		got, err := store.CreateNamespace(ctx, ns)
+		if err != nil {
+			return withSchemaHint(ctx, store, fmt.Errorf("create namespace %q: %w", ns.Name, err))
 		}
-		smallest = int64(layout.SmallestID(snowflake.SystemClock().Now()))
-	}
-	ns, err := spec.Namespace(smallest)
-	if err != nil {
-		return settingsUsage(cmd, err)
-	}
-	got, err := store.CreateNamespace(ctx, ns)
-	if err != nil {
-		return withSchemaHint(ctx, store, fmt.Errorf("create namespace %q: %w", ns.Name, err))
-	}
-	fmt.Fprintf(e.stdout, "created namespace %s: first ID %d, step %d (%d to %d), mode %s, fallback %s",
-		got.Name, got.MaxID+1, got.Step, got.MinStep, got.MaxStep, got.Mode, got.Fallback)
-	if got.MaxIDLimit > 0 {
-		fmt.Fprintf(e.stdout, ", last ID %d", got.MaxIDLimit)
-	}
-	fmt.Fprintln(e.stdout)
-	return nil
+		fmt.Fprintf(e.stdout, "created namespace %s: first ID %d, step %d (%d to %d), mode %s, fallback %s",
+			got.Name, got.MaxID+1, got.Step, got.MinStep, got.MaxStep, got.Mode, got.Fallback)
+		if got.MaxIDLimit > 0 {
+			fmt.Fprintf(e.stdout, ", last ID %d", got.MaxIDLimit)
+		}
+		fmt.Fprintln(e.stdout)
+		return nil
+	})
 }
 
 // namespacesDelete is idgen namespaces delete NAME: the namespace's row
 // becomes a tombstone (allocator.NamespaceAdmin.DeleteNamespace). There is
 // no table of namespace events: the deletion is logged, with the operator
 // and a request ID, to standard error, as a node logs it for the admin API.
-func namespacesDelete(ctx context.Context, args []string, e env) (err error) {
+func namespacesDelete(ctx context.Context, args []string, e env) error {
 	const cmd = "namespaces delete"
-	f := newFlagSet(cmd)
-	dsn := dsnFlag(f)
-	pos, err := f.parse(args, e)
-	if err != nil {
-		return err
-	}
-	sc := newScrubber(*dsn)
-	defer func() { err = sc.err(err) }()
-	switch {
-	case len(pos) == 0:
-		return usagef(cmd, "missing namespace NAME")
-	case len(pos) > 1:
-		return usagef(cmd, "unexpected argument %q (delete takes one NAME)", pos[1])
-	}
-	name := pos[0]
-	if err := allocator.ValidNamespace(name); err != nil {
-		return usagef(cmd, "invalid NAME %q: want 1 to %d characters of a-z, 0-9, '_', '.' and '-', starting with a letter or digit",
-			name, allocator.MaxNameLen)
-	}
-	store, err := openStore(ctx, cmd, *dsn)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, store.Close()) }()
-	owner, requestID := cliOwner(e), cliRequestID()
-	ns, err := store.DeleteNamespace(ctx, name)
-	if errors.Is(err, allocator.ErrNamespaceNotFound) {
-		return fmt.Errorf("namespace %q does not exist or was deleted already", name)
-	}
-	if err != nil {
-		return withSchemaHint(ctx, store, fmt.Errorf("delete namespace %q: %w", name, err))
-	}
-	audit := slog.New(slog.NewTextHandler(e.stderr, nil))
-	audit.Info("namespace deleted", "namespace", ns.Name, "max_id", ns.MaxID, "version", ns.Version,
-		"caller", owner, "request_id", requestID, "host", hostname())
-	fmt.Fprintf(e.stdout, "deleted namespace %s at max_id %d; to create it again, give --start above %d\n",
-		ns.Name, ns.MaxID, ns.MaxID)
-	return nil
+	f := newAdminFlags(cmd)
+	var name string
+	return adminRun(ctx, f, args, e, func(pos []string) error {
+		if err := oneArg(cmd, pos, "namespace NAME", "delete takes one NAME"); err != nil {
+			return err
+		}
+		name = pos[0]
+		if err := allocator.ValidNamespace(name); err != nil {
+			return usagef(cmd, "invalid NAME %q: want 1 to %d characters of a-z, 0-9, '_', '.' and '-', starting with a letter or digit",
+				name, allocator.MaxNameLen)
+		}
+		return nil
+	}, func(store stores.Store) error {
+		owner, requestID := cliOwner(e), cliRequestID()
+		ns, err := store.DeleteNamespace(ctx, name)
+		if errors.Is(err, allocator.ErrNamespaceNotFound) {
+			return fmt.Errorf("namespace %q does not exist or was deleted already", name)
+		}
+		if err != nil {
+			return withSchemaHint(ctx, store, fmt.Errorf("delete namespace %q: %w", name, err))
+		}
+		audit := slog.New(slog.NewTextHandler(e.stderr, nil))
+		audit.Info("namespace deleted", "namespace", ns.Name, "max_id", ns.MaxID, "version", ns.Version,
+			"caller", owner, "request_id", requestID, "host", hostname())
+		fmt.Fprintf(e.stdout, "deleted namespace %s at max_id %d; to create it again, give --start above %d\n",
+			ns.Name, ns.MaxID, ns.MaxID)
+		return nil
+	})
 }
 
 // settingsUsage turns the problems of a namespace's settings

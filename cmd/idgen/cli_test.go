@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -30,6 +31,16 @@ type result struct {
 func cli(t *testing.T, vars map[string]string, args ...string) result {
 	t.Helper()
 	return cliCtx(context.Background(), t, vars, args...)
+}
+
+// mergeVars returns the environment variables of all sets, a later set's
+// value of a variable winning.
+func mergeVars(sets ...map[string]string) map[string]string {
+	vars := map[string]string{}
+	for _, set := range sets {
+		maps.Copy(vars, set)
+	}
+	return vars
 }
 
 func cliCtx(ctx context.Context, t *testing.T, vars map[string]string, args ...string) result {
@@ -170,14 +181,7 @@ func TestUsageErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			vars := map[string]string{}
-			for k, v := range base {
-				vars[k] = v
-			}
-			for k, v := range tt.env {
-				vars[k] = v
-			}
-			r := cli(t, vars, tt.args...)
+			r := cli(t, mergeVars(base, tt.env), tt.args...)
 			if r.code != 2 {
 				t.Fatalf("idgen %q: got exit code %d, want 2 (stderr %q)", tt.args, r.code, r.stderr)
 			}

@@ -198,14 +198,7 @@ func TestConfigBadValues(t *testing.T) {
 		{"config file bad dsn", file("dsn: redis://h:6379\n"), map[string]string{"IDGEN_DSN": ""}, "want postgres://"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			vars := map[string]string{}
-			for k, v := range base {
-				vars[k] = v
-			}
-			for k, v := range tc.env {
-				vars[k] = v
-			}
-			r := cli(t, vars, append([]string{"serve"}, tc.args...)...)
+			r := cli(t, mergeVars(base, tc.env), append([]string{"serve"}, tc.args...)...)
 			if r.code != 2 {
 				t.Fatalf("idgen serve %q: got exit code %d, want 2 (stderr %q)", tc.args, r.code, r.stderr)
 			}

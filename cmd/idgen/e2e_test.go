@@ -577,24 +577,26 @@ func badRequests(t *testing.T, n *node) {
 // database itself, and the namespace is created while it runs.
 func TestRestart(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, dsn string) {
-		draw := func(n *node, seen map[int64]int) int64 {
-			var last int64
+		seen := map[int64]int{}
+		// draw takes 1500 Snowflake IDs from n, counts each in seen, and
+		// returns the smallest and the largest.
+		draw := func(n *node) (first, last int64) {
+			first = int64(1 << 62)
 			for range 3 {
 				var got idsResponse
 				n.getJSON("/ids?count=500", http.StatusOK, &got)
 				for _, id := range ints(t, got.IDs) {
 					seen[id]++
-					last = max(last, id)
+					first, last = min(first, id), max(last, id)
 				}
 			}
-			return last
+			return first, last
 		}
-		seen := map[int64]int{}
 
 		const token = "restart-test-token"
 		n1 := startNode(t, "--dsn", dsn, "--admin-token", token)
 		mustCLI(t, "namespaces", "create", "inv", "--step", "50", "--dsn", dsn)
-		last1 := draw(n1, seen)
+		_, last1 := draw(n1)
 		var seg idsResponse
 		n1.getJSON("/ids?count=7&namespace=inv", http.StatusOK, &seg)
 		if got, want := ints(t, seg.IDs), seq(1, 7); !slices.Equal(got, want) {
@@ -607,15 +609,7 @@ func TestRestart(t *testing.T) {
 		n1.mustStop()
 
 		n2 := startNode(t, "--dsn", dsn)
-		first2 := int64(1 << 62)
-		for range 3 {
-			var got idsResponse
-			n2.getJSON("/ids?count=500", http.StatusOK, &got)
-			for _, id := range ints(t, got.IDs) {
-				seen[id]++
-				first2 = min(first2, id)
-			}
-		}
+		first2, _ := draw(n2)
 		n2.getJSON("/ids?count=3&namespace=inv", http.StatusOK, &seg)
 		if got, want := ints(t, seg.IDs), seq(8, 3); !slices.Equal(got, want) {
 			t.Errorf("second node, inv: got %v, want %v (right after the first node's last ID)", got, want)

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/idgen-project/idgen/internal/dburl"
 	"github.com/idgen-project/idgen/internal/peerimport"
+	"github.com/idgen-project/idgen/internal/stores"
 )
 
 const importHelp = `Create one namespace for each row of Meituan Leaf's leaf_alloc table (leaf)
@@ -44,8 +44,8 @@ Flags (environment variable in brackets):
 // the segment table of Leaf or tinyid (internal/peerimport).
 func namespacesImport(ctx context.Context, args []string, e env) (err error) {
 	const cmd = "namespaces import"
-	f := newFlagSet(cmd)
-	dsn := dsnFlag(f)
+	f := newAdminFlags(cmd)
+	dsn := f.dsn
 	fs := f.fs
 	from := fs.String("from", "", "")
 	table := fs.String("table", "", "")
@@ -62,11 +62,10 @@ func namespacesImport(ctx context.Context, args []string, e env) (err error) {
 	}
 	sc := newScrubber(*dsn, dburl.Secrets(*from)...)
 	defer func() { err = sc.err(err) }()
+	if err := oneArg(cmd, pos, "the source: leaf or tinyid", "import takes one source, leaf or tinyid"); err != nil {
+		return err
+	}
 	switch {
-	case len(pos) == 0:
-		return usagef(cmd, "missing the source: leaf or tinyid")
-	case len(pos) > 1:
-		return usagef(cmd, "unexpected argument %q (import takes one source, leaf or tinyid)", pos[1])
 	case *from == "":
 		return usagef(cmd, "missing --from: the source database, postgres:// or mysql://")
 	case *gap < 0:
@@ -101,35 +100,32 @@ func namespacesImport(ctx context.Context, args []string, e env) (err error) {
 		return err
 	}
 
-	store, err := openStore(ctx, cmd, *dsn)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, store.Close()) }()
-	steps, err := peerimport.Check(ctx, store, items, *raise)
-	if steps != nil {
-		if perr := printImport(e, steps, *dryRun); perr != nil {
-			return perr
+	return withStore(ctx, cmd, *dsn, func(store stores.Store) error {
+		steps, err := peerimport.Check(ctx, store, items, *raise)
+		if steps != nil {
+			if perr := printImport(e, steps, *dryRun); perr != nil {
+				return perr
+			}
 		}
-	}
-	if err != nil {
-		return withSchemaHint(ctx, store, err)
-	}
-	if *dryRun {
-		fmt.Fprintln(e.stdout, "dry run: nothing was changed")
+		if err != nil {
+			return withSchemaHint(ctx, store, err)
+		}
+		if *dryRun {
+			fmt.Fprintln(e.stdout, "dry run: nothing was changed")
+			return nil
+		}
+		done, err := peerimport.Apply(ctx, store, steps)
+		if err != nil {
+			return fmt.Errorf("%w (%d of %d steps done before it; running the import again is safe)", err, done, len(steps))
+		}
+		counts := map[peerimport.Action]int{}
+		for _, st := range steps {
+			counts[st.Action]++
+		}
+		fmt.Fprintf(e.stdout, "imported %d rows: %d namespaces created, %d raised, %d left as they were\n",
+			len(steps), counts[peerimport.Create], counts[peerimport.Raise], counts[peerimport.Keep])
 		return nil
-	}
-	done, err := peerimport.Apply(ctx, store, steps)
-	if err != nil {
-		return fmt.Errorf("%w (%d of %d steps done before it; running the import again is safe)", err, done, len(steps))
-	}
-	counts := map[peerimport.Action]int{}
-	for _, st := range steps {
-		counts[st.Action]++
-	}
-	fmt.Fprintf(e.stdout, "imported %d rows: %d namespaces created, %d raised, %d left as they were\n",
-		len(steps), counts[peerimport.Create], counts[peerimport.Raise], counts[peerimport.Keep])
-	return nil
+	})
 }
 
 // printImport writes the table of what the import does (or, dry, would
@@ -145,8 +141,7 @@ func printImport(e env, steps []peerimport.Step, dry bool) error {
 		verb[peerimport.Create] = "would create"
 		verb[peerimport.Raise] = "would raise"
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSOURCE MAX_ID\tFIRST ID\tSTEP\tACTION\tNOTES")
+	tw := newTable(e.stdout, "NAME\tSOURCE MAX_ID\tFIRST ID\tSTEP\tACTION\tNOTES")
 	for _, st := range steps {
 		first := st.Start()
 		if st.Action == peerimport.Keep {

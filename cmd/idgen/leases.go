@@ -8,10 +8,10 @@ import (
 	"os"
 	"os/user"
 	"strconv"
-	"text/tabwriter"
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/httpapi"
+	"github.com/idgen-project/idgen/internal/stores"
 )
 
 // The subcommands of idgen leases beside the table: the audit trail and
@@ -95,10 +95,9 @@ func (o *optInt64) Set(s string) error {
 }
 
 // leasesEvents is idgen leases events.
-func leasesEvents(ctx context.Context, args []string, e env) (err error) {
+func leasesEvents(ctx context.Context, args []string, e env) error {
 	const cmd = "leases events"
-	f := newFlagSet(cmd)
-	dsn := dsnFlag(f)
+	f := newAdminFlags(cmd)
 	fs := f.fs
 	var after, datacenter, worker optInt64
 	fs.Var(&after, "after", "")
@@ -114,117 +113,104 @@ func leasesEvents(ctx context.Context, args []string, e env) (err error) {
 	for _, name := range []string{"after", "limit", "datacenter", "worker", "holder", "owner", "kind", "since", "until"} {
 		f.noEnv[name] = true // a query, not a setting of the environment
 	}
-	pos, err := f.parse(args, e)
-	if err != nil {
-		return err
-	}
-	sc := newScrubber(*dsn)
-	defer func() { err = sc.err(err) }()
-	if len(pos) > 0 {
-		return usagef(cmd, "unexpected argument %q (events takes flags only)", pos[0])
-	}
-	if *limit < 1 || *limit > httpapi.MaxEventsLimit {
-		return usagef(cmd, "invalid --limit %d: want 1 to %d", *limit, httpapi.MaxEventsLimit)
-	}
-	filter := allocator.LeaseEventFilter{
-		AfterID: after.v,
-		Limit:   *limit + 1, // one more tells whether there is a next page
-		Holder:  *holder,
-		Owner:   *owner,
-		Kind:    allocator.EventKind(*kind),
-		Since:   since.t,
-		Until:   until.t,
-	}
-	if datacenter.set {
-		filter.DatacenterID = &datacenter.v
-	}
-	if worker.set {
-		filter.WorkerID = &worker.v
-	}
-	if *kind != "" && filter.Kind.Validate() != nil {
-		return usagef(cmd, "invalid --kind %q: want acquire, takeover, release, lost or evict", *kind)
-	}
-	if err := filter.Validate(); err != nil {
-		return usagef(cmd, "%v", err)
-	}
-	store, err := openStore(ctx, cmd, *dsn)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, store.Close()) }()
-	events, err := store.ListLeaseEvents(ctx, filter)
-	if err != nil {
-		return withSchemaHint(ctx, store, fmt.Errorf("list lease events: %w", err))
-	}
-	more := len(events) > *limit
-	if more {
-		events = events[:*limit]
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tAT\tDC\tWORKER\tKIND\tHOLDER\tVERSION\tOWNER\tREQUEST ID\tDETAIL")
-	for _, ev := range events {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", ev.ID, timeText(ev.At), ev.DatacenterID, ev.WorkerID,
-			ev.Kind, orDash(ev.Holder), ev.FencingVersion, orDash(ev.Owner), orDash(ev.RequestID), ev.Detail)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if more {
-		fmt.Fprintf(e.stdout, "(more events: add --after %d)\n", events[len(events)-1].ID)
-	}
-	return nil
+	var filter allocator.LeaseEventFilter
+	return adminRun(ctx, f, args, e, func(pos []string) error {
+		if err := noArgs(cmd, pos, "events takes flags only"); err != nil {
+			return err
+		}
+		if *limit < 1 || *limit > httpapi.MaxEventsLimit {
+			return usagef(cmd, "invalid --limit %d: want 1 to %d", *limit, httpapi.MaxEventsLimit)
+		}
+		filter = allocator.LeaseEventFilter{
+			AfterID: after.v,
+			Limit:   *limit + 1, // one more tells whether there is a next page
+			Holder:  *holder,
+			Owner:   *owner,
+			Kind:    allocator.EventKind(*kind),
+			Since:   since.t,
+			Until:   until.t,
+		}
+		if datacenter.set {
+			filter.DatacenterID = &datacenter.v
+		}
+		if worker.set {
+			filter.WorkerID = &worker.v
+		}
+		if *kind != "" && filter.Kind.Validate() != nil {
+			return usagef(cmd, "invalid --kind %q: want acquire, takeover, release, lost or evict", *kind)
+		}
+		if err := filter.Validate(); err != nil {
+			return usagef(cmd, "%v", err)
+		}
+		return nil
+	}, func(store stores.Store) error {
+		events, err := store.ListLeaseEvents(ctx, filter)
+		if err != nil {
+			return withSchemaHint(ctx, store, fmt.Errorf("list lease events: %w", err))
+		}
+		more := len(events) > *limit
+		if more {
+			events = events[:*limit]
+		}
+		tw := newTable(e.stdout, "ID\tAT\tDC\tWORKER\tKIND\tHOLDER\tVERSION\tOWNER\tREQUEST ID\tDETAIL")
+		for _, ev := range events {
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", ev.ID, timeText(ev.At), ev.DatacenterID, ev.WorkerID,
+				ev.Kind, orDash(ev.Holder), ev.FencingVersion, orDash(ev.Owner), orDash(ev.RequestID), ev.Detail)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if more {
+			fmt.Fprintf(e.stdout, "(more events: add --after %d)\n", events[len(events)-1].ID)
+		}
+		return nil
+	})
 }
 
 // leasesEvict is idgen leases evict DC WORKER.
-func leasesEvict(ctx context.Context, args []string, e env) (err error) {
+func leasesEvict(ctx context.Context, args []string, e env) error {
 	const cmd = "leases evict"
-	f := newFlagSet(cmd)
-	dsn := dsnFlag(f)
+	f := newAdminFlags(cmd)
 	reason := f.fs.String("reason", "", "")
 	var version optInt64
 	f.fs.Var(&version, "fencing-version", "")
 	f.noEnv["reason"], f.noEnv["fencing-version"] = true, true
-	pos, err := f.parse(args, e)
-	if err != nil {
-		return err
-	}
-	sc := newScrubber(*dsn)
-	defer func() { err = sc.err(err) }()
-	if len(pos) != 2 {
-		return usagef(cmd, "want DC WORKER, e.g. idgen leases evict 0 7")
-	}
-	var key allocator.LeaseKey
-	for i, dst := range []*int64{&key.DatacenterID, &key.WorkerID} {
-		v, err := strconv.ParseInt(pos[i], 10, 64)
-		if err != nil || v < 0 {
-			return usagef(cmd, "invalid %s %q: want a non-negative integer", []string{"DC", "WORKER"}[i], pos[i])
+	var req allocator.EvictRequest
+	return adminRun(ctx, f, args, e, func(pos []string) error {
+		if len(pos) != 2 {
+			return usagef(cmd, "want DC WORKER, e.g. idgen leases evict 0 7")
 		}
-		*dst = v
-	}
-	if version.set && version.v == 0 {
-		return usagef(cmd, "invalid --fencing-version 0: want 1 or more")
-	}
-	req := allocator.EvictRequest{Key: key, FencingVersion: version.v, Owner: cliOwner(e), RequestID: cliRequestID(), Reason: *reason}
-	if err := req.Validate(); err != nil {
-		return usagef(cmd, "%v", err)
-	}
-	store, err := openStore(ctx, cmd, *dsn)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, store.Close()) }()
-	lease, err := store.Evict(ctx, req)
-	switch {
-	case errors.Is(err, allocator.ErrLeaseNotHeld):
-		return fmt.Errorf("nothing to evict: %w", err)
-	case errors.Is(err, allocator.ErrLeaseLost):
-		return fmt.Errorf("not evicted, the lease moved on: %w", err)
-	case err != nil:
-		return withSchemaHint(ctx, store, fmt.Errorf("evict worker %d/%d: %w", key.DatacenterID, key.WorkerID, err))
-	}
-	fmt.Fprintf(e.stdout, "evicted worker %d/%d: fencing version now %d, ceiling %s kept (owner %s, request ID %s)\n",
-		key.DatacenterID, key.WorkerID, lease.FencingVersion, msText(lease.CeilingMS), req.Owner, req.RequestID)
-	return nil
+		var key allocator.LeaseKey
+		for i, dst := range []*int64{&key.DatacenterID, &key.WorkerID} {
+			v, err := strconv.ParseInt(pos[i], 10, 64)
+			if err != nil || v < 0 {
+				return usagef(cmd, "invalid %s %q: want a non-negative integer", []string{"DC", "WORKER"}[i], pos[i])
+			}
+			*dst = v
+		}
+		if version.set && version.v == 0 {
+			return usagef(cmd, "invalid --fencing-version 0: want 1 or more")
+		}
+		req = allocator.EvictRequest{Key: key, FencingVersion: version.v, Owner: cliOwner(e), RequestID: cliRequestID(), Reason: *reason}
+		if err := req.Validate(); err != nil {
+			return usagef(cmd, "%v", err)
+		}
+		return nil
+	}, func(store stores.Store) error {
+		key := req.Key
+		lease, err := store.Evict(ctx, req)
+		switch {
+		case errors.Is(err, allocator.ErrLeaseNotHeld):
+			return fmt.Errorf("nothing to evict: %w", err)
+		case errors.Is(err, allocator.ErrLeaseLost):
+			return fmt.Errorf("not evicted, the lease moved on: %w", err)
+		case err != nil:
+			return withSchemaHint(ctx, store, fmt.Errorf("evict worker %d/%d: %w", key.DatacenterID, key.WorkerID, err))
+		}
+		fmt.Fprintf(e.stdout, "evicted worker %d/%d: fencing version now %d, ceiling %s kept (owner %s, request ID %s)\n",
+			key.DatacenterID, key.WorkerID, lease.FencingVersion, msText(lease.CeilingMS), req.Owner, req.RequestID)
+		return nil
+	})
 }
 
 // hostname is the host's name for audit lines, "" when unknown.

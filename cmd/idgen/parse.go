@@ -39,11 +39,8 @@ func runParse(_ context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case len(pos) == 0:
-		return usagef(cmd, "missing ID")
-	case len(pos) > 1:
-		return usagef(cmd, "unexpected argument %q (parse takes one ID)", pos[1])
+	if err := oneArg(cmd, pos, "ID", "parse takes one ID"); err != nil {
+		return err
 	}
 	layout, err := layoutOf(bits, epoch)
 	if err != nil {
@@ -73,8 +70,8 @@ func runVersion(_ context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return usagef("version", "unexpected argument %q (version takes none)", pos[0])
+	if err := noArgs("version", pos, "version takes none"); err != nil {
+		return err
 	}
 	fmt.Fprintf(e.stdout, "idgen %s (%s, %s/%s)\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return nil

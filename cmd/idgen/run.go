@@ -52,6 +52,67 @@ func runEnv(ctx context.Context, args []string, e env) error {
 	return c.run(ctx, rest, e)
 }
 
+// noArgs refuses the positional arguments of cmd, which takes flags only;
+// takes says what it takes instead: "list takes flags only".
+func noArgs(cmd string, pos []string, takes string) error {
+	if len(pos) > 0 {
+		return usagef(cmd, "unexpected argument %q (%s)", pos[0], takes)
+	}
+	return nil
+}
+
+// oneArg checks that cmd got exactly one positional argument: missing names
+// it ("namespace NAME"), takes says so ("create takes one NAME").
+func oneArg(cmd string, pos []string, missing, takes string) error {
+	switch {
+	case len(pos) == 0:
+		return usagef(cmd, "missing %s", missing)
+	case len(pos) > 1:
+		return usagef(cmd, "unexpected argument %q (%s)", pos[1], takes)
+	}
+	return nil
+}
+
+// subcommand is one subcommand of a command (idgen namespaces create): its
+// name and how it runs, given the arguments after the name.
+type subcommand struct {
+	name string
+	run  func(ctx context.Context, args []string, e env) error
+}
+
+// findSub returns the subcommand of subs called name.
+func findSub(subs []subcommand, name string) (subcommand, bool) {
+	for _, s := range subs {
+		if s.name == name {
+			return s, true
+		}
+	}
+	return subcommand{}, false
+}
+
+// runSub runs the subcommand of cmd that args[0] names, one of subs, or
+// prints the --help of cmd; a missing or unknown subcommand is a usage
+// error listing subs.
+func runSub(ctx context.Context, cmd string, args []string, e env, subs []subcommand) error {
+	names := make([]string, len(subs))
+	for i, s := range subs {
+		names[i] = s.name
+	}
+	want := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	if len(args) == 0 {
+		return usagef(cmd, "want %s", want)
+	}
+	if s, ok := findSub(subs, args[0]); ok {
+		return s.run(ctx, args[1:], e)
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		fmt.Fprint(e.stdout, usageOf(cmd))
+		return nil
+	}
+	return usagef(cmd, "unknown %s command %q (want %s)", cmd, args[0], want)
+}
+
 // env is what every command gets from the process.
 type env struct {
 	getenv func(string) string
@@ -110,6 +171,7 @@ type flagSet struct {
 	cmd   string // for messages and --help: "migrate", "namespaces create"
 	fs    *flag.FlagSet
 	noEnv map[string]bool // flags without an environment variable
+	dsn   *string         // --dsn of an administrative command (newAdminFlags), else nil
 }
 
 // newFlagSet returns an empty flag set for command cmd.

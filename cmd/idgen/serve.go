@@ -207,8 +207,8 @@ func parseServe(args []string, e env) (serveConfig, error) {
 	if err != nil {
 		return serveConfig{}, err
 	}
-	if len(pos) > 0 {
-		return serveConfig{}, usagef(cmd, "unexpected argument %q (serve takes flags only)", pos[0])
+	if err := noArgs(cmd, pos, "serve takes flags only"); err != nil {
+		return serveConfig{}, err
 	}
 	if err := sf.f.checkPositive(); err != nil {
 		return serveConfig{}, err

@@ -35,25 +35,13 @@ const maxSecretLen = 4096
 const secretBytes = 32
 
 // runTokens is idgen tokens.
-func runTokens(_ context.Context, args []string, e env) error {
-	if len(args) == 0 {
-		return usagef("tokens", "want hash or new")
-	}
-	switch args[0] {
-	case "hash":
-		return tokensHash(args[1:], e)
-	case "new":
-		return tokensNew(args[1:], e)
-	case "-h", "-help", "--help":
-		fmt.Fprint(e.stdout, usageOf("tokens"))
-		return nil
-	}
-	return usagef("tokens", "unknown tokens command %q (want hash or new)", args[0])
+func runTokens(ctx context.Context, args []string, e env) error {
+	return runSub(ctx, "tokens", args, e, []subcommand{{"hash", tokensHash}, {"new", tokensNew}})
 }
 
 // tokensHash is idgen tokens hash: the secret comes on standard input so
 // that it shows neither in the shell's history nor in the process list.
-func tokensHash(args []string, e env) error {
+func tokensHash(_ context.Context, args []string, e env) error {
 	const cmd = "tokens hash"
 	f := newFlagSet(cmd)
 	pos, err := f.parse(args, e)
@@ -93,7 +81,7 @@ func bearerSafe(secret []byte) bool {
 }
 
 // tokensNew is idgen tokens new NAME SCOPES.
-func tokensNew(args []string, e env) error {
+func tokensNew(_ context.Context, args []string, e env) error {
 	const cmd = "tokens new"
 	f := newFlagSet(cmd)
 	pos, err := f.parse(args, e)

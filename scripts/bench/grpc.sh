@@ -39,22 +39,11 @@ warmup=${WARMUP:-2s}
 repeat=${REPEAT:-3}
 check_unique=${CHECK_UNIQUE:-true}
 
-tmp=$(mktemp -d)
 # shellcheck source=lib.sh
 . "$here/lib.sh"
-bench_init
+bench_start
+bench_record "settings: CONNS=$conns STREAM_CONNS=$stream_conns BATCH=$batch CHECK_UNIQUE=$check_unique DURATION=$duration WARMUP=$warmup REPEAT=$repeat"
 
-mkdir -p "$out"
-build_binaries
-start_idgen
-
-{
-	machine_info
-	echo "settings: CONNS=$conns STREAM_CONNS=$stream_conns BATCH=$batch CHECK_UNIQUE=$check_unique DURATION=$duration WARMUP=$warmup REPEAT=$repeat"
-} >"$out/machine.txt"
-
-results="$out/results.jsonl"
-: >"$results"
 # load LABEL ROUND ARGS...: one measured run, appended to results.jsonl.
 load() {
 	local label=$1 round=$2

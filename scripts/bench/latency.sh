@@ -48,21 +48,11 @@ warmup=${WARMUP:-3s}
 repeat=${REPEAT:-1}
 python=${PYTHON:-/usr/bin/python3}
 
-tmp=$(mktemp -d)
 # shellcheck source=lib.sh
 . "$here/lib.sh"
-bench_init
+bench_start
+bench_record "settings: MAX_CONNS=$max_conns MAX_DURATION=$max_duration LEVELS=\"$levels\" OPEN_CONNS=$open_conns DURATION=$duration WARMUP=$warmup REPEAT=$repeat"
 
-mkdir -p "$out"
-build_binaries
-start_idgen
-{
-	machine_info
-	echo "settings: MAX_CONNS=$max_conns MAX_DURATION=$max_duration LEVELS=\"$levels\" OPEN_CONNS=$open_conns DURATION=$duration WARMUP=$warmup REPEAT=$repeat"
-} >"$out/machine.txt"
-
-results="$out/results.jsonl"
-: >"$results"
 # load LABEL ARGS...: one measured run against idgen, appended to
 # results.jsonl.
 load() {

@@ -1,7 +1,8 @@
 # Shared by the scripts in scripts/bench (sourced, not run): building the
 # binaries, starting a fresh idgen serve on SQLite and the bare echo
-# baseline, and stopping them on exit. The caller sets root (the repository)
-# and tmp (a scratch directory) first and calls bench_init.
+# baseline, recording the machine, and stopping them on exit. The caller
+# sets root (the repository) and out (the output directory) first and calls
+# bench_start, then bench_record.
 
 pids=()
 
@@ -16,8 +17,27 @@ bench_cleanup() {
 	rm -rf "$tmp"
 }
 
-bench_init() {
+# bench_start is the start of every script: a scratch directory $tmp,
+# removed on exit with every process started here, the output directory
+# $out, the binaries, and a fresh idgen serve (start_idgen).
+bench_start() {
+	tmp=$(mktemp -d)
 	trap bench_cleanup EXIT
+	mkdir -p "$out"
+	build_binaries
+	start_idgen
+}
+
+# bench_record LINE...: writes what the figures are taken on (machine_info)
+# and the LINEs (the script's settings) to $out/machine.txt, and empties
+# $out/results.jsonl, named by results, for the runs to append to.
+bench_record() {
+	{
+		machine_info
+		printf '%s\n' "$@"
+	} >"$out/machine.txt"
+	results="$out/results.jsonl"
+	: >"$results"
 }
 
 log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }

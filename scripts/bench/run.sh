@@ -50,24 +50,13 @@ loads=${LOADS:-"snowflake bare-echo segment snowflake-1000 segment-1000"}
 check_unique=${CHECK_UNIQUE:-true}
 python=${PYTHON:-/usr/bin/python3}
 
-tmp=$(mktemp -d)
 # shellcheck source=lib.sh
 . "$here/lib.sh"
-bench_init
-
-mkdir -p "$out"
-build_binaries
-start_idgen
+bench_start
 start_bare
+bench_record "settings: CONNS=\"$conns\" LOADS=\"$loads\" CHECK_UNIQUE=$check_unique DURATION=$duration WARMUP=$warmup REPEAT=$repeat RSS_DURATION=$rss_duration RSS_CONNS=$rss_conns" \
+	"idle RSS of idgen serve: $(grep VmRSS /proc/$srv_pid/status | awk '{print $2, $3}')"
 
-{
-	machine_info
-	echo "settings: CONNS=\"$conns\" LOADS=\"$loads\" CHECK_UNIQUE=$check_unique DURATION=$duration WARMUP=$warmup REPEAT=$repeat RSS_DURATION=$rss_duration RSS_CONNS=$rss_conns"
-	echo "idle RSS of idgen serve: $(grep VmRSS /proc/$srv_pid/status | awk '{print $2, $3}')"
-} >"$out/machine.txt"
-
-results="$out/results.jsonl"
-: >"$results"
 # load LABEL ARGS...: one measured run, appended to results.jsonl.
 load() {
 	local label=$1
