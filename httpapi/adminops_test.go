@@ -74,12 +74,7 @@ type eventsPage struct {
 }
 
 func TestAdminOperations(t *testing.T) {
-	for _, dialect := range teststore.Dialects {
-		t.Run(dialect, func(t *testing.T) {
-			t.Parallel()
-			testAdminOperations(t, dialect)
-		})
-	}
+	teststore.Parallel(t, teststore.Dialects, testAdminOperations)
 }
 
 func testAdminOperations(t *testing.T, dialect string) {

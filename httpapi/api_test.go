@@ -100,12 +100,7 @@ func checkRanges(tb testing.TB, ids []int64, ranges []rangeJSON) {
 }
 
 func TestHappyPaths(t *testing.T) {
-	for _, dialect := range teststore.Dialects {
-		t.Run(dialect, func(t *testing.T) {
-			t.Parallel()
-			testHappyPaths(t, dialect)
-		})
-	}
+	teststore.Parallel(t, teststore.Dialects, testHappyPaths)
 }
 
 func testHappyPaths(t *testing.T, dialect string) {

@@ -13,12 +13,7 @@ import (
 // IDs, strict namespace answers the revision of their fetch, and buffered
 // namespace answers neither.
 func TestIDsFencingTokens(t *testing.T) {
-	for _, dialect := range teststore.Dialects {
-		t.Run(dialect, func(t *testing.T) {
-			t.Parallel()
-			testIDsFencingTokens(t, dialect)
-		})
-	}
+	teststore.Parallel(t, teststore.Dialects, testIDsFencingTokens)
 }
 
 func testIDsFencingTokens(t *testing.T, dialect string) {

@@ -88,12 +88,7 @@ func TestMetricLayoutRemaining(t *testing.T) {
 // lease table with leases inside and outside the node's pool, live,
 // expired and released, on every store: expiry is the store's time.
 func TestMetricWorkerPool(t *testing.T) {
-	for _, dialect := range teststore.StoreDialects {
-		t.Run(dialect, func(t *testing.T) {
-			t.Parallel()
-			testMetricWorkerPool(t, dialect)
-		})
-	}
+	teststore.Parallel(t, teststore.StoreDialects, testMetricWorkerPool)
 }
 
 func testMetricWorkerPool(t *testing.T, dialect string) {

@@ -23,6 +23,18 @@ var Dialects = []string{"sqlite", "postgres", "mysql"}
 // from its TestMain, so that the etcd test cluster is stopped.
 var StoreDialects = []string{"sqlite", "postgres", "mysql", "etcd"}
 
+// Parallel runs test once per dialect of dialects (Dialects or
+// StoreDialects), each in a parallel subtest named after its dialect.
+func Parallel(t *testing.T, dialects []string, test func(t *testing.T, dialect string)) {
+	t.Helper()
+	for _, dialect := range dialects {
+		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
+			test(t, dialect)
+		})
+	}
+}
+
 // DSN returns the DSN of a fresh, empty database of the dialect (for etcd,
 // a fresh key prefix on the test cluster); see testdb and etcdtest for
 // where it comes from and when the test is skipped or fails instead.
