@@ -297,7 +297,7 @@ func (s *LeaseStore) attempt(ctx context.Context, method, path, requestID string
 		return &netError{err}
 	}
 	err = decodeAnswer(resp, want, maxLeaseBody, time.Now, out)
-	if e, ok := err.(*Error); ok {
+	if e := (*Error)(nil); errors.As(err, &e) {
 		return leaseError(e)
 	}
 	return err

@@ -123,7 +123,7 @@ func TestTombstone(t *testing.T) {
 		{"gone", allocator.Namespace{}, sql.ErrNoRows, dup},
 		{"failed", allocator.Namespace{}, boom, boom},
 	} {
-		if got := d.tombstone(tc.row, tc.err, dup); got != tc.want {
+		if got := d.tombstone(tc.row, tc.err, dup); !errors.Is(got, tc.want) {
 			t.Errorf("%s: tombstone = %v, want %v", tc.name, got, tc.want)
 		}
 	}
