@@ -182,29 +182,18 @@ func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocato
 		row.FencingVersion++
 		row.Holder, row.Owner = "", ""
 		row.ExpiresAt = maxTime(now, w.row.HeartbeatAt)
-		seqCmp, evOps, err := s.nextEvent(w.seq, eventRecord{
+		committed, uncertain, err := s.freeWorker(ctx, cli, "evict", k, w, row, eventRecord{
 			DatacenterID: k.DatacenterID, WorkerID: k.WorkerID, Holder: prev.Holder, FencingVersion: prev.FencingVersion,
 			Event: allocator.EventEvict, At: now, Detail: allocator.EvictDetail(prev, req.Reason),
 			Owner: req.Owner, RequestID: req.RequestID,
-		})
-		if err != nil {
-			return false, err
-		}
-		resp, err := workerTxn{
-			key: k, rowRev: w.kv.ModRevision, holderRev: modRev(w.hkv), row: row, seqCmp: seqCmp, evOps: evOps,
-		}.commit(ctx, cli, s.keys)
-		if w.hkv != nil {
-			revoked = clientv3.LeaseID(w.hkv.Lease)
-		}
-		if err != nil {
+		}, &revoked)
+		if uncertain {
 			unknown = &w.row
-			return false, fmt.Errorf("etcd: evict worker %d/%d: %w", k.DatacenterID, k.WorkerID, err)
 		}
-		if !resp.Succeeded {
-			return false, nil
+		if committed {
+			out = row.lease()
 		}
-		out = row.lease()
-		return true, nil
+		return committed, err
 	})
 	if err != nil {
 		return allocator.Lease{}, err

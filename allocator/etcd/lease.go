@@ -152,6 +152,33 @@ func (t workerTxn) commit(ctx context.Context, cli *clientv3.Client, keys keyspa
 	).Then(append([]clientv3.Op{clientv3.OpPut(rowKey, encode(t.row)), holderOp}, t.evOps...)...).Commit()
 }
 
+// freeWorker runs the transaction of a release or an eviction (op) of the
+// worker k, which w was read from: its record becomes row, its holder key
+// goes and ev is appended, comparing the mod revisions w was read at. It
+// reports whether the transaction committed. Once the transaction ran,
+// committed or not, *revoke is the etcd lease of the holder key it
+// deletes, for the caller to revoke when done. An error of the
+// transaction itself, after which it may have committed unseen, is
+// returned wrapped, with uncertain true; the event sequence's error (see
+// nextEvent) as it is, with nothing run.
+func (s *Store) freeWorker(ctx context.Context, cli *clientv3.Client, op string, k allocator.LeaseKey, w worker,
+	row leaseRecord, ev eventRecord, revoke *clientv3.LeaseID) (committed, uncertain bool, err error) {
+	seqCmp, evOps, err := s.nextEvent(w.seq, ev)
+	if err != nil {
+		return false, false, err
+	}
+	resp, err := workerTxn{
+		key: k, rowRev: w.kv.ModRevision, holderRev: modRev(w.hkv), row: row, seqCmp: seqCmp, evOps: evOps,
+	}.commit(ctx, cli, s.keys)
+	if w.hkv != nil {
+		*revoke = clientv3.LeaseID(w.hkv.Lease)
+	}
+	if err != nil {
+		return false, true, fmt.Errorf("etcd: %s worker %d/%d: %w", op, k.DatacenterID, k.WorkerID, err)
+	}
+	return resp.Succeeded, false, nil
+}
+
 // Claim implements allocator.LeaseStore.Claim: which worker ID it picks,
 // what it writes and the errors it returns are documented there. On etcd a
 // worker ID is free, or its lease expired, when it has no live holder key:
@@ -549,29 +576,18 @@ func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int6
 		row.ReleasedAt = maxTime(now, w.row.HeartbeatAt)
 		row.ExpiresAt = row.ReleasedAt
 		row.CeilingMS = left
-		seqCmp, evOps, err := s.nextEvent(w.seq, eventRecord{
+		committed, uncertain, err := s.freeWorker(ctx, cli, "release", k, w, row, eventRecord{
 			DatacenterID: k.DatacenterID, WorkerID: k.WorkerID, Holder: req.Holder, FencingVersion: req.FencingVersion,
 			Event: allocator.EventRelease, At: now, Detail: fmt.Sprintf("ceiling set to %d", row.CeilingMS),
 			Owner: req.Owner, RequestID: req.RequestID,
-		})
-		if err != nil {
-			return false, err
-		}
-		resp, err := workerTxn{
-			key: k, rowRev: w.kv.ModRevision, holderRev: modRev(w.hkv), row: row, seqCmp: seqCmp, evOps: evOps,
-		}.commit(ctx, cli, s.keys)
-		if w.hkv != nil {
-			revoked = clientv3.LeaseID(w.hkv.Lease)
-		}
-		if err != nil {
+		}, &revoked)
+		if uncertain {
 			unknown = true
-			return false, fmt.Errorf("etcd: release worker %d/%d: %w", k.DatacenterID, k.WorkerID, err)
 		}
-		if !resp.Succeeded {
-			return false, nil
+		if committed {
+			ceiling = left
 		}
-		ceiling = left
-		return true, nil
+		return committed, err
 	})
 	if err == nil && revoked != 0 {
 		s.revoke(ctx, revoked)

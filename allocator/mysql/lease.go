@@ -15,11 +15,12 @@ import (
 
 // dialect words the store's errors and builds its lease-event queries.
 var dialect = sqlstore.Dialect{
-	Name:         "mysql",
-	NoRows:       sql.ErrNoRows,
-	Placeholder:  sqlstore.Question,
-	TimeArg:      func(t time.Time) any { return t.UTC() },
-	SegmentError: segmentError,
+	Name:          "mysql",
+	NoRows:        sql.ErrNoRows,
+	Placeholder:   sqlstore.Question,
+	TimeArg:       func(t time.Time) any { return t.UTC() },
+	SegmentError:  segmentError,
+	DuplicateName: duplicateName,
 }
 
 // insertChunk is how many worker rows one INSERT creates.
@@ -29,9 +30,6 @@ const insertChunk = 500
 // followed by the database time.
 const leaseColumns = `datacenter_id, worker_id, holder, owner, fencing_version,
 	acquired_at, heartbeat_at, expires_at, released_at, ts_ceiling_ms, ts_floor_ms, UTC_TIMESTAMP(6)`
-
-// eventColumns are the columns of lease_events in the order scanEvent reads.
-const eventColumns = `id, datacenter_id, worker_id, holder, owner, request_id, fencing_version, event, at, detail`
 
 // defaultPruneBatch is how many events one statement of PruneLeaseEvents
 // deletes, unless a test sets Store.pruneBatch.
@@ -58,11 +56,7 @@ func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snow
 				layout.TimeBits, layout.DatacenterBits, layout.WorkerBits, layout.SequenceBits,
 				layout.EpochMillis(), layout.EpochMillis())
 			return err
-		}, func() sqlstore.Scanner {
-			return tx.QueryRowContext(ctx, `
-				SELECT time_bits, datacenter_bits, worker_bits, sequence_bits, epoch_ms
-				FROM snowflake_layout WHERE id = 1`)
-		})
+		}, func(query string) sqlstore.Scanner { return tx.QueryRowContext(ctx, query) })
 	})
 }
 
@@ -254,19 +248,13 @@ func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocato
 
 // ListLeases implements allocator.LeaseAdmin.ListLeases, documented there.
 func (s *Store) ListLeases(ctx context.Context) ([]allocator.Lease, error) {
-	leases, err := sqlstore.QueryAll(ctx, s.db, scanLeaseOnly, `SELECT `+leaseColumns+` FROM worker_leases ORDER BY datacenter_id, worker_id`)
-	if err != nil {
-		return nil, fmt.Errorf("mysql: list leases: %w", err)
-	}
-	return leases, nil
+	return dialect.ListLeases(ctx, leaseColumns, sqlstore.Rows(s.db, scanLeaseOnly))
 }
 
 // ListLeaseEvents implements allocator.LeaseAdmin.ListLeaseEvents,
 // documented there.
 func (s *Store) ListLeaseEvents(ctx context.Context, f allocator.LeaseEventFilter) ([]allocator.LeaseEvent, error) {
-	return dialect.ListLeaseEvents(ctx, f, eventColumns, func(ctx context.Context, query string, args ...any) ([]allocator.LeaseEvent, error) {
-		return sqlstore.QueryAll(ctx, s.db, scanEvent, query, args...)
-	})
+	return dialect.ListLeaseEvents(ctx, f, sqlstore.Rows(s.db, scanEvent))
 }
 
 // PruneLeaseEvents implements allocator.LeaseAdmin.PruneLeaseEvents,
@@ -290,7 +278,7 @@ func insertEvent(ctx context.Context, db sqlstore.Execer, ev allocator.LeaseEven
 	return nil
 }
 
-// scanEvent reads one row of eventColumns.
+// scanEvent reads one row of sqlstore.EventColumns.
 func scanEvent(row sqlstore.Scanner) (allocator.LeaseEvent, error) {
 	return sqlstore.ScanEvent(row, sqlstore.UTC)
 }

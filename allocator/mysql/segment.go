@@ -14,41 +14,28 @@ import (
 )
 
 // segmentColumns lists the columns of segments in the order scanSegment reads them.
-const segmentColumns = `namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
-	version, created_at, updated_at, description, deleted_at`
+const segmentColumns = sqlstore.NamespaceColumns
 
-// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace. The
-// INSERT fails on a name in use; if that row is a tombstone, revive
-// revives it.
+// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace
+// (sqlstore.CreateNamespace). The INSERT fails on a name in use; if that
+// row is a tombstone, ns is created over it in a transaction that locks
+// the row.
 func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (allocator.Namespace, error) {
-	var got allocator.Namespace
-	err := s.segmentTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `
-			INSERT INTO segments (namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
-				version, created_at, updated_at, description)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), ?)`,
-			ns.Name, ns.MaxID, sqlstore.LimitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description)
-		if err != nil {
+	insert := func(ctx context.Context) (got allocator.Namespace, err error) {
+		err = s.segmentTx(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `
+				INSERT INTO segments (namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
+					version, created_at, updated_at, description)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), ?)`,
+				ns.Name, ns.MaxID, sqlstore.LimitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description)
+			if err != nil {
+				return err
+			}
+			got, err = scanSegment(tx.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ?`, ns.Name))
 			return err
-		}
-		got, err = scanSegment(tx.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ?`, ns.Name))
-		return err
-	})
-	var myErr *mysqldriver.MySQLError
-	if errors.As(err, &myErr) && myErr.Number == 1062 { // ER_DUP_ENTRY
-		return s.revive(ctx, ns, err)
+		})
+		return got, err
 	}
-	if err != nil {
-		return allocator.Namespace{}, segmentError("create namespace", ns.Name, err)
-	}
-	return got, nil
-}
-
-// revive creates ns over the row of its name if that row is a tombstone
-// (allocator.Namespace.Revive), in a transaction that locks the row;
-// dupErr is the INSERT's error, returned as ErrNamespaceExists when the row
-// is live.
-func (s *Store) revive(ctx context.Context, ns allocator.Namespace, dupErr error) (allocator.Namespace, error) {
 	read := func(tx *sql.Tx) (allocator.Namespace, error) {
 		return scanSegment(tx.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ? FOR UPDATE`, ns.Name))
 	}
@@ -65,7 +52,7 @@ func (s *Store) revive(ctx context.Context, ns allocator.Namespace, dupErr error
 		}
 		return scanSegment(tx.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ?`, ns.Name))
 	}
-	return sqlstore.Revive(ctx, dialect, s.segmentTx, ns, dupErr, read, write)
+	return sqlstore.CreateNamespace(ctx, dialect, s.segmentTx, ns, insert, read, write)
 }
 
 // DeleteNamespace implements allocator.NamespaceAdmin.DeleteNamespace: one
@@ -98,11 +85,7 @@ func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namesp
 // ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces (the
 // column's collation is utf8mb4_bin: byte order).
 func (s *Store) ListNamespaces(ctx context.Context) ([]allocator.Namespace, error) {
-	list, err := sqlstore.QueryAll(ctx, s.db, scanSegment, `SELECT `+segmentColumns+` FROM segments WHERE deleted_at IS NULL ORDER BY namespace`)
-	if err != nil {
-		return nil, fmt.Errorf("mysql: list namespaces: %w", err)
-	}
-	return list, nil
+	return dialect.ListNamespaces(ctx, sqlstore.Rows(s.db, scanSegment))
 }
 
 // UpdateNamespace implements allocator.NamespaceAdmin.UpdateNamespace.
@@ -259,6 +242,13 @@ func (st segmentTime) parse(s string) error {
 	}
 	*st.t = t
 	return nil
+}
+
+// duplicateName reports whether err is MySQL's ER_DUP_ENTRY: the INSERT of
+// a namespace whose name has a row.
+func duplicateName(err error) bool {
+	var myErr *mysqldriver.MySQLError
+	return errors.As(err, &myErr) && myErr.Number == 1062 // ER_DUP_ENTRY
 }
 
 // segmentError wraps err from a statement on the namespace called name,

@@ -17,10 +17,7 @@ import (
 )
 
 // openTest opens a store on a fresh, migrated database, closed when t ends.
-func openTest(t testing.TB) *Store {
-	t.Helper()
-	return openTestDSN(t, testdb.MySQL(t))
-}
+var openTest = storecheck.Migrated(Open, testdb.MySQL)
 
 // openTestDSN opens and migrates the store dsn names, closed when t ends.
 func openTestDSN(t testing.TB, dsn string) *Store {

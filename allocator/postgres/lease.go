@@ -18,19 +18,17 @@ import (
 
 // dialect words the store's errors and builds its lease-event queries.
 var dialect = sqlstore.Dialect{
-	Name:         "postgres",
-	NoRows:       pgx.ErrNoRows,
-	Placeholder:  sqlstore.Dollar,
-	TimeArg:      func(t time.Time) any { return t },
-	SegmentError: segmentError,
+	Name:          "postgres",
+	NoRows:        pgx.ErrNoRows,
+	Placeholder:   sqlstore.Dollar,
+	TimeArg:       func(t time.Time) any { return t },
+	SegmentError:  segmentError,
+	DuplicateName: duplicateName,
 }
 
 // leaseColumns are the columns of worker_leases in the order scanLease reads.
 const leaseColumns = `datacenter_id, worker_id, holder, owner, fencing_version,
 	acquired_at, heartbeat_at, expires_at, released_at, ts_ceiling_ms, ts_floor_ms`
-
-// eventColumns are the columns of lease_events in the order scanEvent reads.
-const eventColumns = `id, datacenter_id, worker_id, holder, owner, request_id, fencing_version, event, at, detail`
 
 // defaultPruneBatch is how many events one statement of PruneLeaseEvents
 // deletes, unless a test sets Store.pruneBatch.
@@ -54,11 +52,7 @@ func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snow
 			ON CONFLICT (id) DO NOTHING`,
 			layout.TimeBits, layout.DatacenterBits, layout.WorkerBits, layout.SequenceBits, layout.EpochMillis())
 		return err
-	}, func() sqlstore.Scanner {
-		return s.pool.QueryRow(ctx, `
-			SELECT time_bits, datacenter_bits, worker_bits, sequence_bits, epoch_ms
-			FROM snowflake_layout WHERE id = 1`)
-	})
+	}, func(query string) sqlstore.Scanner { return s.pool.QueryRow(ctx, query) })
 }
 
 // Claim implements allocator.LeaseStore.Claim: which row it picks, what it
@@ -236,22 +230,16 @@ func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocato
 
 // ListLeases implements allocator.LeaseAdmin.ListLeases, documented there.
 func (s *Store) ListLeases(ctx context.Context) ([]allocator.Lease, error) {
-	leases, err := queryAll(ctx, s.pool, func(row pgx.Row) (allocator.Lease, error) {
+	return dialect.ListLeases(ctx, leaseColumns+`, now()`, rows(s.pool, func(row pgx.Row) (allocator.Lease, error) {
 		l, _, err := scanLease(row)
 		return l, err
-	}, `SELECT `+leaseColumns+`, now() FROM worker_leases ORDER BY datacenter_id, worker_id`)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list leases: %w", err)
-	}
-	return leases, nil
+	}))
 }
 
 // ListLeaseEvents implements allocator.LeaseAdmin.ListLeaseEvents,
 // documented there.
 func (s *Store) ListLeaseEvents(ctx context.Context, f allocator.LeaseEventFilter) ([]allocator.LeaseEvent, error) {
-	return dialect.ListLeaseEvents(ctx, f, eventColumns, func(ctx context.Context, query string, args ...any) ([]allocator.LeaseEvent, error) {
-		return queryAll(ctx, s.pool, scanEvent, query, args...)
-	})
+	return dialect.ListLeaseEvents(ctx, f, rows(s.pool, scanEvent))
 }
 
 // PruneLeaseEvents implements allocator.LeaseAdmin.PruneLeaseEvents,
@@ -265,15 +253,18 @@ func (s *Store) PruneLeaseEvents(ctx context.Context, before time.Time) (int64, 
 	})
 }
 
-// queryAll runs query on the pool and reads every row it returns with scan.
-func queryAll[T any](ctx context.Context, pool *pgxpool.Pool, scan func(pgx.Row) (T, error), query string, args ...any) ([]T, error) {
-	rows, err := pool.Query(ctx, query, args...)
-	if err != nil {
-		return nil, err
+// rows returns the sqlstore.Query that runs its SELECT on the pool and
+// reads every row it returns with scan: sqlstore.Rows, on pgx.
+func rows[T any](pool *pgxpool.Pool, scan func(pgx.Row) (T, error)) sqlstore.Query[T] {
+	return func(ctx context.Context, query string, args ...any) ([]T, error) {
+		result, err := pool.Query(ctx, query, args...)
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(result, func(row pgx.CollectableRow) (T, error) {
+			return scan(row)
+		})
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (T, error) {
-		return scan(row)
-	})
 }
 
 // execer is what insertEvent needs of a pool or a transaction.
@@ -294,7 +285,7 @@ func insertEvent(ctx context.Context, db execer, ev allocator.LeaseEvent) error 
 	return nil
 }
 
-// scanEvent reads one row of eventColumns.
+// scanEvent reads one row of sqlstore.EventColumns.
 func scanEvent(row pgx.Row) (allocator.LeaseEvent, error) {
 	return sqlstore.ScanEvent(row, sqlstore.UTC)
 }

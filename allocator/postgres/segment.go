@@ -14,35 +14,21 @@ import (
 )
 
 // segmentColumns lists the columns of segments in the order scanSegment reads them.
-const segmentColumns = `namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
-	version, created_at, updated_at, description, deleted_at`
+const segmentColumns = sqlstore.NamespaceColumns
 
-// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace. The
-// INSERT fails on a name in use; if that row is a tombstone, revive
-// revives it.
+// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace
+// (sqlstore.CreateNamespace). The INSERT fails on a name in use; if that
+// row is a tombstone, ns is created over it in a transaction that locks
+// the row.
 func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (allocator.Namespace, error) {
-	row := s.pool.QueryRow(ctx, `
-		INSERT INTO segments (namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
-			version, created_at, updated_at, description)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, now(), now(), $9)
-		RETURNING `+segmentColumns,
-		ns.Name, ns.MaxID, sqlstore.LimitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description)
-	got, err := scanSegment(row)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		return s.revive(ctx, ns, err)
+	insert := func(ctx context.Context) (allocator.Namespace, error) {
+		return scanSegment(s.pool.QueryRow(ctx, `
+			INSERT INTO segments (namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
+				version, created_at, updated_at, description)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, now(), now(), $9)
+			RETURNING `+segmentColumns,
+			ns.Name, ns.MaxID, sqlstore.LimitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description))
 	}
-	if err != nil {
-		return allocator.Namespace{}, segmentError("create namespace", ns.Name, err)
-	}
-	return got, nil
-}
-
-// revive creates ns over the row of its name if that row is a tombstone
-// (allocator.Namespace.Revive), in a transaction that locks the row;
-// dupErr is the INSERT's error, returned as ErrNamespaceExists when the row
-// is live.
-func (s *Store) revive(ctx context.Context, ns allocator.Namespace, dupErr error) (allocator.Namespace, error) {
 	read := func(tx pgx.Tx) (allocator.Namespace, error) {
 		return scanSegment(tx.QueryRow(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = $1 FOR UPDATE`, ns.Name))
 	}
@@ -56,13 +42,13 @@ func (s *Store) revive(ctx context.Context, ns allocator.Namespace, dupErr error
 			next.Name, next.MaxID, sqlstore.LimitArg(next.MaxIDLimit), next.Step, next.MinStep, next.MaxStep, string(next.Mode),
 			string(next.Fallback), next.Version, next.Description))
 	}
-	return sqlstore.Revive(ctx, dialect, s.segmentTx, ns, dupErr, read, write)
+	return sqlstore.CreateNamespace(ctx, dialect, s.segmentTx, ns, insert, read, write)
 }
 
 // segmentTx runs fn in one transaction at the server's default isolation
 // and commits it; an error from fn rolls it back. It is neither
-// SERIALIZABLE nor retried: revive, its one user, locks the row it reads
-// (FOR UPDATE) before it writes it.
+// SERIALIZABLE nor retried: the revival of a tombstone in CreateNamespace,
+// its one user, locks the row it reads (FOR UPDATE) before it writes it.
 func (s *Store) segmentTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -94,11 +80,7 @@ func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namesp
 // ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces (the
 // column's collation is "C": byte order).
 func (s *Store) ListNamespaces(ctx context.Context) ([]allocator.Namespace, error) {
-	list, err := queryAll(ctx, s.pool, scanSegment, `SELECT `+segmentColumns+` FROM segments WHERE deleted_at IS NULL ORDER BY namespace`)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list namespaces: %w", err)
-	}
-	return list, nil
+	return dialect.ListNamespaces(ctx, rows(s.pool, scanSegment))
 }
 
 // UpdateNamespace implements allocator.NamespaceAdmin.UpdateNamespace.
@@ -188,6 +170,13 @@ func scanSegment(row pgx.Row) (allocator.Namespace, error) {
 	ns.CreatedAt = ns.CreatedAt.UTC()
 	ns.UpdatedAt = ns.UpdatedAt.UTC()
 	return ns, nil
+}
+
+// duplicateName reports whether err is PostgreSQL's unique_violation
+// (23505): the INSERT of a namespace whose name has a row.
+func duplicateName(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
 // segmentError wraps err from a statement on the namespace called name,

@@ -16,10 +16,7 @@ import (
 )
 
 // openTest opens a store on a fresh, migrated schema, closed when t ends.
-func openTest(t testing.TB) *Store {
-	t.Helper()
-	return storecheck.OpenMigrated(t.Context(), t, Open, testdb.Postgres(t))
-}
+var openTest = storecheck.Migrated(Open, testdb.Postgres)
 
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) allocator.Store { return openTest(t) })

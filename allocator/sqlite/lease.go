@@ -14,11 +14,12 @@ import (
 
 // dialect words the store's errors and builds its lease-event queries.
 var dialect = sqlstore.Dialect{
-	Name:         "sqlite",
-	NoRows:       sql.ErrNoRows,
-	Placeholder:  sqlstore.Question,
-	TimeArg:      func(t time.Time) any { return timeArg(t) },
-	SegmentError: segmentError,
+	Name:          "sqlite",
+	NoRows:        sql.ErrNoRows,
+	Placeholder:   sqlstore.Question,
+	TimeArg:       func(t time.Time) any { return timeArg(t) },
+	SegmentError:  segmentError,
+	DuplicateName: duplicateName,
 }
 
 // timeLayout is how the schema writes times: UTC, to the millisecond, as
@@ -31,9 +32,6 @@ const sqlNow = `strftime('%Y-%m-%d %H:%M:%f', 'now')`
 // leaseColumns are the columns of worker_leases in the order scanLease reads.
 const leaseColumns = `datacenter_id, worker_id, holder, owner, fencing_version,
 	acquired_at, heartbeat_at, expires_at, released_at, ts_ceiling_ms, ts_floor_ms`
-
-// eventColumns are the columns of lease_events in the order scanEvent reads.
-const eventColumns = `id, datacenter_id, worker_id, holder, owner, request_id, fencing_version, event, at, detail`
 
 // defaultPruneBatch is how many events one statement of PruneLeaseEvents
 // deletes, unless a test sets Store.pruneBatch.
@@ -51,11 +49,7 @@ func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snow
 				ON CONFLICT (id) DO NOTHING`,
 				layout.TimeBits, layout.DatacenterBits, layout.WorkerBits, layout.SequenceBits, layout.EpochMillis())
 			return err
-		}, func() sqlstore.Scanner {
-			return tx.QueryRowContext(ctx, `
-				SELECT time_bits, datacenter_bits, worker_bits, sequence_bits, epoch_ms
-				FROM snowflake_layout WHERE id = 1`)
-		})
+		}, func(query string) sqlstore.Scanner { return tx.QueryRowContext(ctx, query) })
 	})
 }
 
@@ -219,11 +213,7 @@ func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocato
 
 // ListLeases implements allocator.LeaseAdmin.ListLeases, documented there.
 func (s *Store) ListLeases(ctx context.Context) ([]allocator.Lease, error) {
-	leases, err := sqlstore.QueryAll(ctx, s.db, scanLease, `SELECT `+leaseColumns+` FROM worker_leases ORDER BY datacenter_id, worker_id`)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list leases: %w", err)
-	}
-	return leases, nil
+	return dialect.ListLeases(ctx, leaseColumns, sqlstore.Rows(s.db, scanLease))
 }
 
 // ListLeaseEvents implements allocator.LeaseAdmin.ListLeaseEvents,
@@ -231,9 +221,7 @@ func (s *Store) ListLeases(ctx context.Context) ([]allocator.Lease, error) {
 // are rounded up to it (timeArg), which selects exactly the stored times at
 // or after Since and before Until.
 func (s *Store) ListLeaseEvents(ctx context.Context, f allocator.LeaseEventFilter) ([]allocator.LeaseEvent, error) {
-	return dialect.ListLeaseEvents(ctx, f, eventColumns, func(ctx context.Context, query string, args ...any) ([]allocator.LeaseEvent, error) {
-		return sqlstore.QueryAll(ctx, s.db, scanEvent, query, args...)
-	})
+	return dialect.ListLeaseEvents(ctx, f, sqlstore.Rows(s.db, scanEvent))
 }
 
 // PruneLeaseEvents implements allocator.LeaseAdmin.PruneLeaseEvents,
@@ -315,7 +303,8 @@ func insertEvent(ctx context.Context, tx *sql.Tx, ev allocator.LeaseEvent, now s
 	return nil
 }
 
-// scanEvent reads one row of eventColumns, whose at is text in timeLayout.
+// scanEvent reads one row of sqlstore.EventColumns, whose at is text in
+// timeLayout.
 func scanEvent(row sqlstore.Scanner) (allocator.LeaseEvent, error) {
 	return sqlstore.ScanEvent(row, parseTime)
 }

@@ -15,38 +15,26 @@ import (
 )
 
 // segmentColumns lists the columns of segments in the order scanSegment reads them.
-const segmentColumns = `namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
-	version, created_at, updated_at, description, deleted_at`
+const segmentColumns = sqlstore.NamespaceColumns
 
 // segmentNow is database time as the segments table stores it: UTC text
 // with milliseconds, which sorts as time does.
 const segmentNow = `strftime('%Y-%m-%d %H:%M:%f', 'now')`
 
-// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace. The
-// INSERT fails on a name in use; if that row is a tombstone, revive
-// revives it.
+// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace
+// (sqlstore.CreateNamespace). The INSERT fails on a name in use; if that
+// row is a tombstone, ns is created over it in one transaction, which
+// holds the write lock.
 func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (allocator.Namespace, error) {
-	got, _, err := s.segmentRow(ctx, `
-		INSERT INTO segments (namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
-			version, created_at, updated_at, description)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, `+segmentNow+`, `+segmentNow+`, ?)
-		RETURNING `+segmentColumns,
-		ns.Name, ns.MaxID, sqlstore.LimitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description)
-	var liteErr *sqlitedriver.Error
-	if errors.As(err, &liteErr) && liteErr.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY {
-		return s.revive(ctx, ns, err)
+	insert := func(ctx context.Context) (allocator.Namespace, error) {
+		got, _, err := s.segmentRow(ctx, `
+			INSERT INTO segments (namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
+				version, created_at, updated_at, description)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, `+segmentNow+`, `+segmentNow+`, ?)
+			RETURNING `+segmentColumns,
+			ns.Name, ns.MaxID, sqlstore.LimitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description)
+		return got, err
 	}
-	if err != nil {
-		return allocator.Namespace{}, segmentError("create namespace", ns.Name, err)
-	}
-	return got, nil
-}
-
-// revive creates ns over the row of its name if that row is a tombstone
-// (allocator.Namespace.Revive), in one transaction, which holds the write
-// lock; dupErr is the INSERT's error, returned as ErrNamespaceExists when
-// the row is live.
-func (s *Store) revive(ctx context.Context, ns allocator.Namespace, dupErr error) (allocator.Namespace, error) {
 	read := func(tx *sql.Tx) (allocator.Namespace, error) {
 		return scanSegment(tx.QueryRowContext(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = ?`, ns.Name))
 	}
@@ -60,7 +48,7 @@ func (s *Store) revive(ctx context.Context, ns allocator.Namespace, dupErr error
 			next.MaxID, sqlstore.LimitArg(next.MaxIDLimit), next.Step, next.MinStep, next.MaxStep, string(next.Mode), string(next.Fallback),
 			next.Version, next.Description, next.Name))
 	}
-	return sqlstore.Revive(ctx, dialect, s.inTx, ns, dupErr, read, write)
+	return sqlstore.CreateNamespace(ctx, dialect, s.inTx, ns, insert, read, write)
 }
 
 // DeleteNamespace implements allocator.NamespaceAdmin.DeleteNamespace: one
@@ -94,11 +82,7 @@ func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namesp
 // ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces (the
 // column's collation is BINARY: byte order).
 func (s *Store) ListNamespaces(ctx context.Context) ([]allocator.Namespace, error) {
-	list, err := sqlstore.QueryAll(ctx, s.db, scanSegment, `SELECT `+segmentColumns+` FROM segments WHERE deleted_at IS NULL ORDER BY namespace`)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list namespaces: %w", err)
-	}
-	return list, nil
+	return dialect.ListNamespaces(ctx, sqlstore.Rows(s.db, scanSegment))
 }
 
 // UpdateNamespace implements allocator.NamespaceAdmin.UpdateNamespace.
@@ -224,6 +208,13 @@ func (st segmentTime) Scan(src any) error {
 	}
 	*st.t = t
 	return nil
+}
+
+// duplicateName reports whether err is SQLite's primary key constraint
+// failure: the INSERT of a namespace whose name has a row.
+func duplicateName(err error) bool {
+	var liteErr *sqlitedriver.Error
+	return errors.As(err, &liteErr) && liteErr.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
 }
 
 // segmentError wraps err from a statement on the namespace called name,

@@ -12,10 +12,7 @@ import (
 
 // openTest opens a store on a fresh, migrated database file, closed when t
 // ends.
-func openTest(t testing.TB) *Store {
-	t.Helper()
-	return storecheck.OpenMigrated(t.Context(), t, Open, testdb.SQLite(t))
-}
+var openTest = storecheck.Migrated(Open, testdb.SQLite)
 
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) allocator.Store { return openTest(t) })

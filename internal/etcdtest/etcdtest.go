@@ -48,6 +48,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/idgen-project/idgen/internal/testdb/missing"
 	"github.com/idgen-project/idgen/internal/testdb/testname"
 )
 
@@ -59,7 +60,7 @@ const (
 	EnvBinary = "IDGEN_TEST_ETCD_BIN"
 	// EnvRequire, set to 1, makes a missing etcd fail the test instead of
 	// skipping it (the same variable as internal/testdb's).
-	EnvRequire = "IDGEN_TEST_REQUIRE_DB"
+	EnvRequire = missing.EnvRequire
 )
 
 // Members is the size of the test cluster.
@@ -126,19 +127,14 @@ func Endpoints(tb testing.TB) []string {
 	return append([]string(nil), c.endpoints...)
 }
 
-// unavailable skips tb, or fails it when EnvRequire is 1, saying how to give
-// the tests an etcd.
+// unavailable skips tb, or fails it when EnvRequire is 1 (missing.Server),
+// saying how to give the tests an etcd.
 func unavailable(tb testing.TB, cause error) {
 	tb.Helper()
-	msg := fmt.Sprintf("etcdtest: no etcd cluster for this test: set %s to an etcd binary "+
+	missing.Server(tb, fmt.Sprintf("etcdtest: no etcd cluster for this test: set %s to an etcd binary "+
 		"(Debian: apt-get install etcd-server, then %s=/usr/bin/etcd), set %s to a running cluster "+
 		"(etcd://host:2379,host:2379), or let the test build the pinned server (needs the go command "+
-		"and the module proxy): %v", EnvBinary, EnvBinary, EnvDSN, cause)
-	if os.Getenv(EnvRequire) == "1" {
-		tb.Fatalf("%s; %s=1 forbids skipping", msg, EnvRequire)
-		return
-	}
-	tb.Skip(msg)
+		"and the module proxy): %v", EnvBinary, EnvBinary, EnvDSN, cause), nil)
 }
 
 // newName returns a fresh random prefix name, starting with a short form of

@@ -12,6 +12,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/idgen-project/idgen/internal/testdb/missing"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
@@ -192,16 +194,6 @@ func TestNewName(t *testing.T) {
 	}
 }
 
-// fakeTB records how unavailable ended a test instead of ending it.
-type fakeTB struct {
-	testing.TB
-	skipped, failed string
-}
-
-func (f *fakeTB) Helper()                        {}
-func (f *fakeTB) Skip(args ...any)               { f.skipped = fmt.Sprint(args...) }
-func (f *fakeTB) Fatalf(format string, a ...any) { f.failed = fmt.Sprintf(format, a...) }
-
 func TestUnavailable(t *testing.T) {
 	for _, tc := range []struct {
 		require  string
@@ -209,14 +201,14 @@ func TestUnavailable(t *testing.T) {
 	}{{"", true}, {"0", true}, {"1", false}} {
 		t.Run("require="+tc.require, func(t *testing.T) {
 			t.Setenv(EnvRequire, tc.require)
-			f := &fakeTB{}
+			f := &missing.Recorder{}
 			unavailable(f, errors.New("no etcd here"))
-			got := f.skipped
+			got := f.SkipMsg
 			if !tc.wantSkip {
-				got = f.failed
+				got = f.FailMsg
 			}
-			if got == "" || (tc.wantSkip && f.failed != "") || (!tc.wantSkip && f.skipped != "") {
-				t.Fatalf("skipped %q, failed %q; want only a %s", f.skipped, f.failed, map[bool]string{true: "skip", false: "failure"}[tc.wantSkip])
+			if got == "" || (tc.wantSkip && f.FailMsg != "") || (!tc.wantSkip && f.SkipMsg != "") {
+				t.Fatalf("skipped %q, failed %q; want only a %s", f.SkipMsg, f.FailMsg, map[bool]string{true: "skip", false: "failure"}[tc.wantSkip])
 			}
 			for _, want := range []string{EnvBinary, EnvDSN, "etcd-server", "no etcd here"} {
 				if !strings.Contains(got, want) {

@@ -27,18 +27,24 @@ func scanLayout(row Scanner) (snowflake.Layout, error) {
 	return got, nil
 }
 
+// layoutQuery reads the row of snowflake_layout, with the columns
+// scanLayout reads; every dialect writes it alike.
+const layoutQuery = `
+	SELECT time_bits, datacenter_bits, worker_bits, sequence_bits, epoch_ms
+	FROM snowflake_layout WHERE id = 1`
+
 // EnsureLayout runs the steps of allocator.LeaseStore.EnsureLayout in the
 // caller's transaction: record inserts layout (the default for a zero one)
-// unless a layout is recorded already, and read returns the row of
-// snowflake_layout with the columns scanLayout reads.
-func (d Dialect) EnsureLayout(layout snowflake.Layout, record func(snowflake.Layout) error, read func() Scanner) (snowflake.Layout, error) {
+// unless a layout is recorded already, and read runs the SELECT it is
+// given, which returns the recorded row, in the same transaction.
+func (d Dialect) EnsureLayout(layout snowflake.Layout, record func(snowflake.Layout) error, read func(query string) Scanner) (snowflake.Layout, error) {
 	if layout.IsZero() {
 		layout = snowflake.DefaultLayout()
 	}
 	if err := record(layout); err != nil {
 		return snowflake.Layout{}, fmt.Errorf("%s: record snowflake layout: %w", d.Name, err)
 	}
-	got, err := scanLayout(read())
+	got, err := scanLayout(read(layoutQuery))
 	if err != nil {
 		return snowflake.Layout{}, fmt.Errorf("%s: read snowflake layout: %w", d.Name, err)
 	}
@@ -94,10 +100,14 @@ func (d Dialect) Claim(req allocator.ClaimRequest, pick func() (Candidate, error
 	return allocator.ClaimResult{Lease: lease, PrevHolder: c.Holder, PrevCeilingMS: c.CeilingMS, DBNow: now}, nil
 }
 
+// EventColumns are the columns of lease_events that ScanEvent reads, in
+// its order.
+const EventColumns = `id, datacenter_id, worker_id, holder, owner, request_id, fencing_version, event, at, detail`
+
 // ScanEvent reads one row of the columns id, datacenter_id, worker_id,
 // holder, owner, request_id, fencing_version, event, at and detail of
-// lease_events, in that order. The at column is read as an At, which the
-// dialect's at turns into the event's time (UTC).
+// lease_events, in that order (EventColumns). The at column is read as an
+// At, which the dialect's at turns into the event's time (UTC).
 func ScanEvent[At any](row Scanner, at func(At) (time.Time, error)) (allocator.LeaseEvent, error) {
 	var (
 		ev               allocator.LeaseEvent
@@ -227,18 +237,29 @@ func (d Dialect) Evict(req allocator.EvictRequest, read func() (allocator.Lease,
 	return lease, nil
 }
 
+// ListLeases implements allocator.LeaseAdmin.ListLeases for a SQL store: it
+// runs the SELECT of the columns cols of every row of worker_leases, in key
+// order, with query, which reads them.
+func (d Dialect) ListLeases(ctx context.Context, cols string, query Query[allocator.Lease]) ([]allocator.Lease, error) {
+	leases, err := query(ctx, `SELECT `+cols+` FROM worker_leases ORDER BY datacenter_id, worker_id`)
+	if err != nil {
+		return nil, fmt.Errorf("%s: list leases: %w", d.Name, err)
+	}
+	return leases, nil
+}
+
 // ListLeaseEvents implements allocator.LeaseAdmin.ListLeaseEvents for a SQL
-// store: it builds the SELECT of columns cols of lease_events that f
-// selects, in id order, and runs it with query.
-func (d Dialect) ListLeaseEvents(ctx context.Context, f allocator.LeaseEventFilter, cols string,
-	query func(ctx context.Context, query string, args ...any) ([]allocator.LeaseEvent, error)) ([]allocator.LeaseEvent, error) {
+// store: it builds the SELECT of the EventColumns of lease_events that f
+// selects, in id order, and runs it with query, which reads them.
+func (d Dialect) ListLeaseEvents(ctx context.Context, f allocator.LeaseEventFilter,
+	query Query[allocator.LeaseEvent]) ([]allocator.LeaseEvent, error) {
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", d.Name, err)
 	}
 	if f.Limit <= 0 {
 		return nil, nil
 	}
-	q, args := d.leaseEventQuery(f, cols)
+	q, args := d.leaseEventQuery(f, EventColumns)
 	events, err := query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: list lease events: %w", d.Name, err)

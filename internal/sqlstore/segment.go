@@ -10,11 +10,17 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 )
 
+// NamespaceColumns are the columns of segments that every store's
+// scanSegment reads, in its order (ScanNamespace's, through database/sql).
+const NamespaceColumns = `namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
+	version, created_at, updated_at, description, deleted_at`
+
 // ScanNamespace reads the destinations in lead, then one row of the
 // columns namespace, max_id, max_id_limit, step, min_step, max_step, mode,
 // fallback, version, created_at, updated_at, description and deleted_at of
-// segments, in that order, through database/sql: at wraps the destination
-// of each time column in the dialect's scanner of its time text.
+// segments, in that order (NamespaceColumns), through database/sql: at
+// wraps the destination of each time column in the dialect's scanner of
+// its time text.
 func ScanNamespace(row Scanner, at func(*time.Time) sql.Scanner, lead ...any) (allocator.Namespace, error) {
 	var (
 		ns             allocator.Namespace
@@ -31,6 +37,18 @@ func ScanNamespace(row Scanner, at func(*time.Time) sql.Scanner, lead ...any) (a
 	ns.Mode = allocator.Mode(mode)
 	ns.Fallback = allocator.Fallback(fallback)
 	return ns, nil
+}
+
+// ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces for a
+// SQL store: it runs the SELECT of the NamespaceColumns of every live row
+// of segments, in the order of the namespace column's collation, with
+// query, which reads them.
+func (d Dialect) ListNamespaces(ctx context.Context, query Query[allocator.Namespace]) ([]allocator.Namespace, error) {
+	list, err := query(ctx, `SELECT `+NamespaceColumns+` FROM segments WHERE deleted_at IS NULL ORDER BY namespace`)
+	if err != nil {
+		return nil, fmt.Errorf("%s: list namespaces: %w", d.Name, err)
+	}
+	return list, nil
 }
 
 // NamespaceNotFound is the error of op ("get namespace", …) on a namespace
@@ -93,14 +111,32 @@ func (d Dialect) NamespaceResult(op, name string, ns allocator.Namespace, err er
 	return ns, nil
 }
 
-// Revive is the second step of CreateNamespace, after the INSERT of ns
+// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace for a
+// SQL store. insert runs the INSERT of ns and returns the row it wrote.
+// When the INSERT fails because the name is in use (d.DuplicateName), the
+// row of that name may be a tombstone, which revive creates ns over, with
+// run, read and write; any other error goes through d.SegmentError.
+func CreateNamespace[Tx any](ctx context.Context, d Dialect, run func(ctx context.Context, fn func(tx Tx) error) error,
+	ns allocator.Namespace, insert func(ctx context.Context) (allocator.Namespace, error),
+	read func(tx Tx) (allocator.Namespace, error), write func(tx Tx, next allocator.Namespace) (allocator.Namespace, error)) (allocator.Namespace, error) {
+	got, err := insert(ctx)
+	if d.DuplicateName(err) {
+		return revive(ctx, d, run, ns, err, read, write)
+	}
+	if err != nil {
+		return allocator.Namespace{}, d.SegmentError("create namespace", ns.Name, err)
+	}
+	return got, nil
+}
+
+// revive is the second step of CreateNamespace, after the INSERT of ns
 // failed on a name in use with dupErr: in a transaction that run begins and
 // commits, read returns the row of that name under the write lock; if it is
 // a tombstone, allocator.Namespace.Revive decides the row to write over it,
 // and write writes that and returns the row it left. A live row, or one
 // gone, is reported as dupErr (through d.SegmentError: ErrNamespaceExists);
 // a refusal of Revive as it is.
-func Revive[Tx any](ctx context.Context, d Dialect, run func(ctx context.Context, fn func(tx Tx) error) error,
+func revive[Tx any](ctx context.Context, d Dialect, run func(ctx context.Context, fn func(tx Tx) error) error,
 	ns allocator.Namespace, dupErr error,
 	read func(tx Tx) (allocator.Namespace, error), write func(tx Tx, next allocator.Namespace) (allocator.Namespace, error)) (allocator.Namespace, error) {
 	var (
@@ -129,7 +165,7 @@ func Revive[Tx any](ctx context.Context, d Dialect, run func(ctx context.Context
 	return got, nil
 }
 
-// tombstone decides whether Revive may revive the row of a name
+// tombstone decides whether revive may revive the row of a name
 // whose INSERT failed as a duplicate with dupErr: tomb is that row, read
 // under the write lock, and err the error of reading it. It returns nil
 // when the row is a tombstone, dupErr when the row is live or gone

@@ -42,6 +42,10 @@ type Dialect struct {
 	// allocator.ErrNamespaceExists or allocator.ErrInvalidNamespace where
 	// the driver's error says so.
 	SegmentError func(op, name string, err error) error
+	// DuplicateName reports whether err, the error of the INSERT of a
+	// namespace, says that a row of its name exists (live or a
+	// tombstone): the primary key refused it.
+	DuplicateName func(err error) bool
 }
 
 // Question is the placeholder of MySQL and SQLite: "?".
@@ -105,6 +109,18 @@ func QueryAll[T any](ctx context.Context, db Querier, scan func(Scanner) (T, err
 		return nil, err
 	}
 	return all, nil
+}
+
+// Query runs a SELECT with its parameters and reads every row it returns:
+// Rows on a database/sql pool, or the PostgreSQL store's own on pgx.
+type Query[T any] func(ctx context.Context, query string, args ...any) ([]T, error)
+
+// Rows returns the Query that runs its SELECT on db, through QueryAll, and
+// reads each row with scan.
+func Rows[T any](db Querier, scan func(Scanner) (T, error)) Query[T] {
+	return func(ctx context.Context, query string, args ...any) ([]T, error) {
+		return QueryAll(ctx, db, scan, query, args...)
+	}
 }
 
 // ExecCount runs query on db and returns how many rows it changed (with

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -107,7 +108,7 @@ type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
-// TestTombstone checks when Revive may revive a row.
+// TestTombstone checks when revive may revive a row.
 func TestTombstone(t *testing.T) {
 	d := Dialect{Name: "x", NoRows: sql.ErrNoRows}
 	dup, boom := errors.New("dup"), errors.New("boom")
@@ -125,6 +126,49 @@ func TestTombstone(t *testing.T) {
 	} {
 		if got := d.tombstone(tc.row, tc.err, dup); !errors.Is(got, tc.want) {
 			t.Errorf("%s: tombstone = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestCreateNamespace checks the first step of CreateNamespace: the row
+// the INSERT wrote is returned as it is, a name in use goes on to the
+// revival in a transaction of run, and any other error of the INSERT
+// through SegmentError, with no transaction.
+func TestCreateNamespace(t *testing.T) {
+	dup, boom := errors.New("dup"), errors.New("boom")
+	d := Dialect{Name: "x", NoRows: sql.ErrNoRows,
+		DuplicateName: func(err error) bool { return errors.Is(err, dup) },
+		SegmentError:  func(op, name string, err error) error { return fmt.Errorf("x: %s %q: %w", op, name, err) }}
+	ns := allocator.Namespace{Name: "orders"}
+	tomb := allocator.Namespace{Name: "orders", DeletedAt: time.Now()}
+	for _, tc := range []struct {
+		name        string
+		insertErr   error
+		wantTx      bool
+		wantVersion int64 // the tombstone's plus one when revived
+		wantErr     string
+	}{
+		{"inserted", nil, false, 0, ""},
+		{"name in use", dup, true, 1, ""},
+		{"refused", boom, false, 0, `x: create namespace "orders": boom`},
+	} {
+		ran := false
+		run := func(ctx context.Context, fn func(tx int) error) error { ran = true; return fn(0) }
+		got, err := CreateNamespace(context.Background(), d, run, ns,
+			func(context.Context) (allocator.Namespace, error) { return ns, tc.insertErr },
+			func(int) (allocator.Namespace, error) { return tomb, nil },
+			func(_ int, next allocator.Namespace) (allocator.Namespace, error) { return next, nil })
+		if ran != tc.wantTx {
+			t.Errorf("%s: revival transaction ran %v, want %v", tc.name, ran, tc.wantTx)
+		}
+		if tc.wantErr != "" {
+			if err == nil || err.Error() != tc.wantErr {
+				t.Errorf("%s: got %v, want %s", tc.name, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got.Name != "orders" || !got.DeletedAt.IsZero() || got.Version != tc.wantVersion {
+			t.Errorf("%s: got %+v, %v; want the live namespace orders at version %d", tc.name, got, err, tc.wantVersion)
 		}
 	}
 }

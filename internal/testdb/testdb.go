@@ -59,6 +59,7 @@ import (
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 	"github.com/testcontainers/testcontainers-go/wait"
 
+	"github.com/idgen-project/idgen/internal/testdb/missing"
 	"github.com/idgen-project/idgen/internal/testdb/testname"
 )
 
@@ -70,7 +71,7 @@ const (
 	EnvMySQL = "IDGEN_TEST_MYSQL_DSN"
 	// EnvRequire, set to 1, makes a missing database fail the test instead of
 	// skipping it.
-	EnvRequire = "IDGEN_TEST_REQUIRE_DB"
+	EnvRequire = missing.EnvRequire
 	// EnvPostgresImage names the image of the PostgreSQL container started
 	// when EnvPostgres is not set (default postgres:15).
 	EnvPostgresImage = "IDGEN_TEST_POSTGRES_IMAGE"
@@ -218,21 +219,19 @@ func serverDSN(tb testing.TB, db, env, example string, container func() (string,
 	return dsn
 }
 
-// unavailable skips tb, or fails it when EnvRequire is 1, saying how to
-// give the tests a database. db is "postgres" or "mysql".
+// unavailable skips tb, reporting the skip (report), or fails it when
+// EnvRequire is 1 (missing.Server), saying how to give the tests a
+// database. db is "postgres" or "mysql".
 func unavailable(tb testing.TB, db, env, example string, cause error) {
 	tb.Helper()
 	what := map[string]string{"postgres": "PostgreSQL", "mysql": "MySQL"}[db]
 	msg := fmt.Sprintf("testdb: no %s server for this test: set %s (e.g. %s) or run a Docker engine "+
 		"so that testcontainers-go can start one (%v)", what, env, example, cause)
-	if os.Getenv(EnvRequire) == "1" {
-		tb.Fatalf("%s; %s=1 forbids skipping", msg, EnvRequire)
-		return
-	}
-	if err := report("skip", db, tb.Name()); err != nil {
-		tb.Logf("testdb: %s: %v", EnvReport, err)
-	}
-	tb.Skip(msg)
+	missing.Server(tb, msg, func() {
+		if err := report("skip", db, tb.Name()); err != nil {
+			tb.Logf("testdb: %s: %v", EnvReport, err)
+		}
+	})
 }
 
 // report appends an event to the file EnvReport names, if any. Test

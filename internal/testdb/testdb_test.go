@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"io/fs"
 	"net/url"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idgen-project/idgen/internal/testdb/missing"
 )
 
 func TestPostgres(t *testing.T) {
@@ -146,16 +147,6 @@ func TestNewName(t *testing.T) {
 	}
 }
 
-// fakeTB records how unavailable ended a test instead of ending it.
-type fakeTB struct {
-	testing.TB
-	skipped, failed string
-}
-
-func (f *fakeTB) Helper()                        {}
-func (f *fakeTB) Skip(args ...any)               { f.skipped = fmt.Sprint(args...) }
-func (f *fakeTB) Fatalf(format string, a ...any) { f.failed = fmt.Sprintf(format, a...) }
-
 func TestUnavailable(t *testing.T) {
 	for _, tc := range []struct {
 		require  string
@@ -169,11 +160,11 @@ func TestUnavailable(t *testing.T) {
 			t.Setenv(EnvRequire, tc.require)
 			reportFile := filepath.Join(t.TempDir(), "report")
 			t.Setenv(EnvReport, reportFile)
-			f := &fakeTB{TB: t}
+			f := &missing.Recorder{TB: t}
 			unavailable(f, "postgres", EnvPostgres, "postgres://postgres@127.0.0.1:5432/postgres", sql.ErrConnDone)
-			msg := f.skipped + f.failed
-			if gotSkip := f.skipped != ""; gotSkip != tc.wantSkip || (f.failed != "") == tc.wantSkip {
-				t.Errorf("skipped %q, failed %q; want skip = %v", f.skipped, f.failed, tc.wantSkip)
+			msg := f.SkipMsg + f.FailMsg
+			if gotSkip := f.SkipMsg != ""; gotSkip != tc.wantSkip || (f.FailMsg != "") == tc.wantSkip {
+				t.Errorf("skipped %q, failed %q; want skip = %v", f.SkipMsg, f.FailMsg, tc.wantSkip)
 			}
 			if !strings.Contains(msg, EnvPostgres) || !strings.Contains(msg, "Docker") || !strings.Contains(msg, "PostgreSQL") {
 				t.Errorf("message %q does not say how to run the tests (%s or Docker)", msg, EnvPostgres)

@@ -46,6 +46,17 @@ func OpenMigrated[S Migratable](ctx context.Context, tb testing.TB, open func(co
 	return s
 }
 
+// Migrated returns the openTest of a SQL store package's tests: it opens a
+// store with open on the fresh database that fresh (testdb.Postgres,
+// testdb.MySQL, testdb.SQLite) gives the test, migrated by OpenMigrated and
+// closed when the test ends.
+func Migrated[S Migratable](open func(context.Context, string) (S, error), fresh func(testing.TB) string) func(testing.TB) S {
+	return func(tb testing.TB) S {
+		tb.Helper()
+		return OpenMigrated(tb.Context(), tb, open, fresh(tb))
+	}
+}
+
 // MigrationsLeaveStoreOpen checks that closing the provider Migrations
 // returns does not close s: app.Open migrates the store (migrateUp),
 // closes the provider and goes on using the store.
