@@ -14,6 +14,7 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/allocator/storetest"
 	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/internal/testtime"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -85,18 +86,6 @@ func closeKeeper(k *allocator.Keeper) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = k.Close(ctx)
-}
-
-// waitFor polls cond every 10ms until it holds or timeout passes.
-func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("gave up after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func pool(lo, hi int64) *allocator.WorkerRange { return &allocator.WorkerRange{Min: lo, Max: hi} }
@@ -200,7 +189,7 @@ func keeperRace(t *testing.T, store allocator.Store) {
 			}
 			return n
 		}
-		waitFor(t, 30*time.Second, "8 keepers to hold a lease", func() bool { return ready() == workers })
+		testtime.WaitFor(t, 30*time.Second, "8 keepers to hold a lease", func() bool { return ready() == workers })
 		// Give the others time to try again; still exactly 8.
 		time.Sleep(300 * time.Millisecond)
 		if got := ready(); got != workers {
@@ -258,7 +247,7 @@ func TestKeeperTakeover(t *testing.T) {
 		const ttl = 2 * time.Second
 		fa := &faultStore{LeaseStore: store}
 		a := mustKeeper(t, fa, allocator.KeeperSettings{WorkerIDs: pool(3, 3), TTL: ttl, Holder: "node-a"})
-		waitFor(t, 10*time.Second, "node-a to be ready", func() bool { return a.Ready() == nil })
+		testtime.WaitFor(t, 10*time.Second, "node-a to be ready", func() bool { return a.Ready() == nil })
 
 		var aIDs []snowflake.ID
 		var aLast time.Time // wall time of node-a's last successful Next
@@ -303,7 +292,7 @@ func TestKeeperTakeover(t *testing.T) {
 		}
 
 		b := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(3, 3), TTL: ttl, Holder: "node-b"})
-		waitFor(t, 10*time.Second, "node-b to take worker 3 over", func() bool { return b.Ready() == nil })
+		testtime.WaitFor(t, 10*time.Second, "node-b to take worker 3 over", func() bool { return b.Ready() == nil })
 		bst := b.Status()
 		if bst.Lease.FencingVersion <= aLease.FencingVersion {
 			t.Errorf("node-b fencing version %d, want above node-a's %d", bst.Lease.FencingVersion, aLease.FencingVersion)
@@ -324,7 +313,7 @@ func TestKeeperTakeover(t *testing.T) {
 
 		// node-a reaches the database again: its heartbeat matches no row.
 		fa.blackhole.Store(false)
-		waitFor(t, 10*time.Second, "node-a to notice the loss", func() bool { return a.Status().Lost > 0 })
+		testtime.WaitFor(t, 10*time.Second, "node-a to notice the loss", func() bool { return a.Status().Lost > 0 })
 		for range 50 {
 			if id, err := a.Next(); err == nil {
 				t.Fatalf("node-a issued %d after losing its lease", id)
@@ -368,7 +357,7 @@ func TestKeeperRestarts(t *testing.T) {
 			if err := k.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 15*time.Second, fmt.Sprintf("run %d to be ready", run), func() bool { return k.Ready() == nil })
+			testtime.WaitFor(t, 15*time.Second, fmt.Sprintf("run %d to be ready", run), func() bool { return k.Ready() == nil })
 			ids, err := k.NextN(nil, 50)
 			if err != nil {
 				t.Fatalf("run %d: NextN: %v", run, err)
@@ -406,7 +395,7 @@ func TestKeeperClockSteppedBack(t *testing.T) {
 		store := teststore.Open(t, dialect)
 		clock := snowflake.NewShiftedClock(nil, 0)
 		k := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(0, 1), TTL: 3 * time.Second, Clock: clock})
-		waitFor(t, 10*time.Second, "ready", func() bool { return k.Ready() == nil })
+		testtime.WaitFor(t, 10*time.Second, "ready", func() bool { return k.Ready() == nil })
 		before, err := k.NextN(nil, 10)
 		if err != nil {
 			t.Fatal(err)
@@ -417,7 +406,7 @@ func TestKeeperClockSteppedBack(t *testing.T) {
 		if _, err := k.Next(); !errors.Is(err, snowflake.ErrClockBackward) {
 			t.Fatalf("Next after the step: got %v, want ErrClockBackward", err)
 		}
-		waitFor(t, 10*time.Second, "a move to another worker ID", func() bool {
+		testtime.WaitFor(t, 10*time.Second, "a move to another worker ID", func() bool {
 			return k.Ready() == nil && k.Status().Lease.WorkerID != first
 		})
 		after, err := k.NextN(nil, 10)
@@ -430,7 +419,7 @@ func TestKeeperClockSteppedBack(t *testing.T) {
 			}
 		}
 		// The new worker ID is published before the old one is released.
-		waitFor(t, 10*time.Second, fmt.Sprintf("worker %d to be released", first), func() bool {
+		testtime.WaitFor(t, 10*time.Second, fmt.Sprintf("worker %d to be released", first), func() bool {
 			leases, err := store.ListLeases(context.Background())
 			if err != nil {
 				t.Fatal(err)
@@ -451,7 +440,7 @@ func TestKeeperPoolFull(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, dialect string) {
 		store := teststore.Open(t, dialect)
 		a := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(0, 0), TTL: 10 * time.Second, Holder: "a"})
-		waitFor(t, 10*time.Second, "a ready", func() bool { return a.Ready() == nil })
+		testtime.WaitFor(t, 10*time.Second, "a ready", func() bool { return a.Ready() == nil })
 		b := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(0, 0), TTL: 10 * time.Second, Holder: "b"})
 		time.Sleep(500 * time.Millisecond)
 		if err := b.Ready(); !errors.Is(err, allocator.ErrNoLease) {
@@ -463,7 +452,7 @@ func TestKeeperPoolFull(t *testing.T) {
 		if err := a.Close(context.Background()); err != nil {
 			t.Fatalf("a.Close: %v", err)
 		}
-		waitFor(t, 15*time.Second, "b ready after a released", func() bool { return b.Ready() == nil })
+		testtime.WaitFor(t, 15*time.Second, "b ready after a released", func() bool { return b.Ready() == nil })
 		if _, err := b.Next(); err != nil {
 			t.Fatalf("b.Next: %v", err)
 		}
@@ -477,7 +466,7 @@ func TestKeeperClockOffset(t *testing.T) {
 		store := teststore.Open(t, dialect)
 		clock := snowflake.NewShiftedClock(nil, 3*time.Second)
 		k := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(0, 3), Clock: clock, MaxClockOffset: time.Second})
-		waitFor(t, 10*time.Second, "a lease", func() bool { return k.Status().Held })
+		testtime.WaitFor(t, 10*time.Second, "a lease", func() bool { return k.Status().Held })
 		if _, err := k.Next(); !errors.Is(err, allocator.ErrClockOffset) {
 			t.Fatalf("Next with the clock 3s ahead: got %v, want ErrClockOffset", err)
 		}
@@ -520,9 +509,9 @@ func TestKeeperClockOffsetKeepsCeiling(t *testing.T) {
 	k := mustKeeper(t, store, allocator.KeeperSettings{
 		WorkerIDs: pool(0, 0), Clock: clock, TTL: time.Second, Heartbeat: 100 * time.Millisecond, MaxClockOffset: time.Second,
 	})
-	waitFor(t, 10*time.Second, "ready", func() bool { return k.Ready() == nil })
+	testtime.WaitFor(t, 10*time.Second, "ready", func() bool { return k.Ready() == nil })
 	clock.Shift(time.Hour)
-	waitFor(t, 10*time.Second, "the offset to be refused", func() bool { return errors.Is(k.Ready(), allocator.ErrClockOffset) })
+	testtime.WaitFor(t, 10*time.Second, "the offset to be refused", func() bool { return errors.Is(k.Ready(), allocator.ErrClockOffset) })
 	before := k.Status().CeilingMS
 	claims := k.Status().Claims
 	time.Sleep(500 * time.Millisecond) // several heartbeats
@@ -548,7 +537,7 @@ func TestKeeperClockOffsetKeepsCeiling(t *testing.T) {
 func TestKeeperNeverWaitIsReady(t *testing.T) {
 	store := teststore.Open(t, "sqlite")
 	k := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(0, 0), MaxBackwardWait: -time.Second})
-	waitFor(t, 10*time.Second, "a lease", func() bool { return k.Status().Held })
+	testtime.WaitFor(t, 10*time.Second, "a lease", func() bool { return k.Status().Held })
 	if _, err := k.NextN(nil, 100); err != nil {
 		t.Fatalf("NextN: %v", err)
 	}
@@ -571,7 +560,7 @@ func TestKeeperClockAheadCeilingBounded(t *testing.T) {
 		a := mustKeeper(t, fa, allocator.KeeperSettings{
 			WorkerIDs: pool(0, 0), TTL: ttl, MaxClockOffset: offset, Clock: ahead, Holder: "ahead",
 		})
-		waitFor(t, 10*time.Second, "node-ahead to hold a lease", func() bool { return a.Status().Held })
+		testtime.WaitFor(t, 10*time.Second, "node-ahead to hold a lease", func() bool { return a.Status().Held })
 		leases, err := store.ListLeases(ctx)
 		if err != nil || len(leases) != 1 {
 			t.Fatalf("ListLeases: %d rows, %v; want 1", len(leases), err)
@@ -590,7 +579,7 @@ func TestKeeperClockAheadCeilingBounded(t *testing.T) {
 		}
 		crashed := time.Now()
 		b := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(0, 0), TTL: ttl, MaxClockOffset: offset, Holder: "b"})
-		waitFor(t, ttl+offset+5*time.Second, "node-b to take the worker ID over", func() bool { return b.Ready() == nil })
+		testtime.WaitFor(t, ttl+offset+5*time.Second, "node-b to take the worker ID over", func() bool { return b.Ready() == nil })
 		t.Logf("%s: node-b ready %v after the crash", dialect, time.Since(crashed).Round(time.Millisecond))
 		if _, err := b.Next(); err != nil {
 			t.Errorf("node-b Next: %v", err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idgen-project/idgen/internal/testtime"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -1176,13 +1177,7 @@ func TestSegmentsCloseWaitsForFetchInFlight(t *testing.T) {
 	waitIdle(t, a, "orders")
 	store.closeGate()
 	mustDraw(t, ctx, a, "orders", 140) // past the threshold: the prefetch starts and waits at the gate
-	deadline := time.Now().Add(10 * time.Second)
-	for store.fetchesInFlight() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the prefetch never started")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testtime.WaitFor(t, 10*time.Second, "the prefetch to start", func() bool { return store.fetchesInFlight() > 0 })
 	closed := make(chan error, 1)
 	go func() { closed <- a.Close(ctx) }()
 	select {

@@ -12,6 +12,7 @@ import (
 	"github.com/idgen-project/idgen/app"
 	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/internal/testtime"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -29,13 +30,7 @@ func TestHistoryOwned(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := a.API().History()
-	deadline := time.Now().Add(waitBound)
-	for h.Len() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no history sample within %s of Open", waitBound)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testtime.WaitFor(t, waitBound, "a history sample after Open", func() bool { return h.Len() > 0 })
 	// The page's time is the configured clock's, an hour ahead.
 	before := time.Now()
 	rec := httptest.NewRecorder()

@@ -20,6 +20,7 @@ import (
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/internal/testtime"
 )
 
 const (
@@ -80,18 +81,6 @@ func metric(t *testing.T, base, name string) float64 {
 	return v
 }
 
-// waitFor waits, bounded, until cond holds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, waitBound)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestTokensReload checks that a node picks up a changed tokens file by
 // itself, keeps its tokens when the new file is malformed or gone (logging
 // and counting it once, however often it looks), and takes a fixed file
@@ -117,7 +106,7 @@ func TestTokensReload(t *testing.T) {
 
 	// A valid change is picked up.
 	writeFile(t, path, "# alpha is gone\n"+line("beta", betaSecret))
-	waitFor(t, "beta accepted", func() bool { return idsStatus(t, s.URL, betaSecret) == 200 })
+	testtime.WaitFor(t, waitBound, "beta accepted", func() bool { return idsStatus(t, s.URL, betaSecret) == 200 })
 	if got := idsStatus(t, s.URL, alphaSecret); got != 401 {
 		t.Errorf("alpha after its removal: got %d, want 401", got)
 	}
@@ -128,7 +117,7 @@ func TestTokensReload(t *testing.T) {
 	// A malformed change keeps the tokens in effect, and is logged with
 	// its line, once.
 	writeFile(t, path, line("beta", betaSecret)+line("gamma", gammaSecret)+"delta ids "+rawSecret+"\n")
-	waitFor(t, "the malformed file counted", func() bool { return metric(t, s.URL, "idgen_tokens_reload_errors_total") == 1 })
+	testtime.WaitFor(t, waitBound, "the malformed file counted", func() bool { return metric(t, s.URL, "idgen_tokens_reload_errors_total") == 1 })
 	if got := idsStatus(t, s.URL, betaSecret); got != 200 {
 		t.Errorf("beta after a malformed change: got %d, want 200", got)
 	}
@@ -157,14 +146,14 @@ func TestTokensReload(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the missing file counted", func() bool { return metric(t, s.URL, "idgen_tokens_reload_errors_total") == 3 })
+	testtime.WaitFor(t, waitBound, "the missing file counted", func() bool { return metric(t, s.URL, "idgen_tokens_reload_errors_total") == 3 })
 	if got := idsStatus(t, s.URL, betaSecret); got != 200 {
 		t.Errorf("beta with the file gone: got %d, want 200", got)
 	}
 
 	// Fixed: taken.
 	writeFile(t, path, line("beta", betaSecret)+line("gamma", gammaSecret))
-	waitFor(t, "gamma accepted", func() bool { return idsStatus(t, s.URL, gammaSecret) == 200 })
+	testtime.WaitFor(t, waitBound, "gamma accepted", func() bool { return idsStatus(t, s.URL, gammaSecret) == 200 })
 	if got := metric(t, s.URL, "idgen_tokens"); got != 2 {
 		t.Errorf("idgen_tokens: got %v, want 2", got)
 	}
@@ -286,7 +275,7 @@ func TestLeaseEventsPruned(t *testing.T) {
 			})
 			// The count is added once a prune returns, after its deletions
 			// show: wait for the count.
-			waitFor(t, "three events pruned", func() bool { return metric(t, s.URL, "idgen_lease_events_pruned_total") >= 3 })
+			testtime.WaitFor(t, waitBound, "three events pruned", func() bool { return metric(t, s.URL, "idgen_lease_events_pruned_total") >= 3 })
 			if got := metric(t, s.URL, "idgen_lease_events_pruned_total"); got != 3 {
 				t.Errorf("idgen_lease_events_pruned_total: got %v, want 3", got)
 			}
@@ -302,7 +291,7 @@ func TestLeaseEventsPruned(t *testing.T) {
 	t.Run("failing", func(t *testing.T) {
 		store := failingPrune{teststore.Open(t, "sqlite")}
 		s := testserver.MustStart(t, testserver.Options{Store: store, LeaseEventsRetention: time.Millisecond, LeaseEventsPruneInterval: 20 * time.Millisecond})
-		waitFor(t, "the failure counted", func() bool { return metric(t, s.URL, "idgen_lease_events_prune_errors_total") >= 1 })
+		testtime.WaitFor(t, waitBound, "the failure counted", func() bool { return metric(t, s.URL, "idgen_lease_events_prune_errors_total") >= 1 })
 		if got := idsStatus(t, s.URL, ""); got != 401 && got != 200 {
 			t.Errorf("GET /ids while pruning fails: got %d", got)
 		}

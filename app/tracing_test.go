@@ -18,6 +18,7 @@ import (
 	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/internal/testtime"
 	"github.com/idgen-project/idgen/internal/tracing"
 )
 
@@ -87,13 +88,7 @@ func TestTracing(t *testing.T) {
 		}
 		return out
 	}
-	deadline := time.Now().Add(waitBound)
-	for len(find(tracing.SpanHeartbeat)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no heartbeat span within %s", waitBound)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testtime.WaitFor(t, waitBound, "a heartbeat span", func() bool { return len(find(tracing.SpanHeartbeat)) > 0 })
 
 	for _, name := range []string{tracing.SpanClaim, tracing.SpanHeartbeat} {
 		s := find(name)[0]

@@ -12,9 +12,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idgen-project/idgen/internal/testtime"
 )
 
 // The targets idgen's generator is held to at its cap (docs/benchmarks.md):
@@ -43,17 +44,6 @@ func targeted(bench, impl string, goroutines int) bool {
 // minJudged is the shortest run whose figures are judged against the
 // targets: shorter ones (-benchtime=1x) only show that the benchmark runs.
 const minJudged = 500 * time.Millisecond
-
-// cpuTime returns the CPU time (user + system) of the whole process, every
-// thread included (the Go runtime's too), from getrusage(2). Linux derives
-// it from the scheduler's exact run time, not from ticks.
-func cpuTime(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // machineBusy returns the CPU time all CPUs have spent busy since boot,
 // from /proc/stat (in ticks of 10 ms), or false where it cannot be read.
@@ -174,12 +164,12 @@ func measure(b *testing.B, in impl, goroutines, batch int) {
 	busy0, busyOK := machineBusy() // it allocates: outside the timed part
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := cpuTime(b)
+	cpu0 := testtime.ProcessCPU(b)
 	start := time.Now()
 	close(goC)
 	wg.Wait()
 	elapsed := time.Since(start)
-	cpu := cpuTime(b) - cpu0
+	cpu := testtime.ProcessCPU(b) - cpu0
 	b.StopTimer()
 	busy1, busyOK1 := machineBusy()
 	if err, _ := failed.Load().(error); err != nil {

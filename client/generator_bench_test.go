@@ -2,23 +2,13 @@ package client
 
 import (
 	"context"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/testserver"
+	"github.com/idgen-project/idgen/internal/testtime"
 )
-
-// cpuTime returns the CPU time (user + system) the process has used, every
-// thread included (getrusage(2)), as snowflake's benchmarks measure it.
-func cpuTime(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // benchGenerator is a Generator on a broker of its own (a node on SQLite
 // in this process), with a long lease so that heartbeats stay rare.
@@ -44,7 +34,7 @@ func benchGenerator(b *testing.B) *Generator {
 // per millisecond, 4,096,000 per second with the default layout.
 func reportCap(b *testing.B, g *Generator, cpu0 time.Duration, start time.Time, ids int) {
 	elapsed := time.Since(start)
-	cpu := cpuTime(b) - cpu0
+	cpu := testtime.ProcessCPU(b) - cpu0
 	perMS := float64(g.Layout().MaxSequence() + 1)
 	b.ReportMetric(float64(cpu)/float64(ids), "CPU-ns/op")
 	b.ReportMetric(100*float64(cpu)/float64(elapsed), "CPU%wall")
@@ -56,7 +46,7 @@ func reportCap(b *testing.B, g *Generator, cpu0 time.Duration, start time.Time, 
 func BenchmarkGeneratorNext(b *testing.B) {
 	g := benchGenerator(b)
 	b.ReportAllocs()
-	cpu0, start := cpuTime(b), time.Now()
+	cpu0, start := testtime.ProcessCPU(b), time.Now()
 	for b.Loop() {
 		if _, err := g.Next(); err != nil {
 			b.Fatal(err)
@@ -71,7 +61,7 @@ func BenchmarkGeneratorNextN1000(b *testing.B) {
 	g := benchGenerator(b)
 	buf := make([]int64, 0, 1000)
 	b.ReportAllocs()
-	cpu0, start := cpuTime(b), time.Now()
+	cpu0, start := testtime.ProcessCPU(b), time.Now()
 	ids := 0
 	for ids < b.N {
 		var err error

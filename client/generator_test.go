@@ -14,6 +14,7 @@ import (
 	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/testserver"
+	"github.com/idgen-project/idgen/internal/testtime"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -64,18 +65,6 @@ func newTestGenerator(t *testing.T, b *broker, opts GeneratorOptions) *Generator
 	}
 	t.Cleanup(func() { _ = g.Close(context.Background()) })
 	return g
-}
-
-// waitFor polls cond until it holds, failing the test after 20 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after 20s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestGeneratorIssuesUnderItsLease(t *testing.T) {
@@ -146,7 +135,7 @@ func TestGeneratorMovesOnWhenEvicted(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Evict: %v", err)
 	}
-	waitFor(t, "a new lease after the eviction", func() bool {
+	testtime.WaitFor(t, 20*time.Second, "a new lease after the eviction", func() bool {
 		st := g.Status()
 		return st.Held && (st.Lease.FencingVersion != first.FencingVersion || st.Lease.WorkerID != first.WorkerID)
 	})
@@ -159,7 +148,7 @@ func TestGeneratorMovesOnWhenEvicted(t *testing.T) {
 	if st.Lease.WorkerID == first.WorkerID && st.FloorMS <= evicted.CeilingMS {
 		t.Errorf("new lease of worker %d: floor %d, want above the evicted ceiling %d", st.Lease.WorkerID, st.FloorMS, evicted.CeilingMS)
 	}
-	waitFor(t, "ready on the new lease", func() bool { return g.Ready() == nil })
+	testtime.WaitFor(t, 20*time.Second, "ready on the new lease", func() bool { return g.Ready() == nil })
 	id, err := g.Next()
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +176,7 @@ func TestGeneratorStopsAtItsDeadline(t *testing.T) {
 	defer close(block)
 	cut := time.Now()
 	var lastIssued time.Time // when the last call that returned an ID started
-	waitFor(t, "a refusal", func() bool {
+	testtime.WaitFor(t, 20*time.Second, "a refusal", func() bool {
 		start := time.Now()
 		_, err := g.Next()
 		if err == nil {

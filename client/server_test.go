@@ -12,6 +12,7 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/internal/testtime"
 )
 
 // testServer is a real idgen node (internal/testserver: the app.App idgen
@@ -124,40 +125,17 @@ func (f *faults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // fakeClock is the client's clock in tests: Sleep records the wait and
 // moves the clock on at once, so waits are measured, not spent.
-type fakeClock struct {
-	mu    sync.Mutex
-	now   time.Time
-	slept []time.Duration
-}
+type fakeClock struct{ *testtime.Manual }
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	return &fakeClock{testtime.NewManual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
 }
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
+// Sleep is the client's clock's: it returns the context's error once the
+// wait is recorded.
 func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	c.mu.Lock()
-	c.slept = append(c.slept, d)
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
+	c.Manual.Sleep(d)
 	return ctx.Err()
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func (c *fakeClock) Slept() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]time.Duration(nil), c.slept...)
 }
 
 // newTestClient returns a client on clk, closed when the test ends.

@@ -1,26 +1,18 @@
 package snowflake
 
 import (
-	"syscall"
 	"testing"
 	"time"
-)
 
-// cpuTime returns the CPU time (user + system) the process has used.
-func cpuTime(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+	"github.com/idgen-project/idgen/internal/testtime"
+)
 
 // reportCap adds CPU-ns/op, the CPU time as a share of the wall time
 // (CPU%wall) and the share of the layout's cap reached (%cap): the default
 // layout allows 4,096 IDs per millisecond, 244.14 ns per ID.
 func reportCap(b *testing.B, cpu0 time.Duration, start time.Time, ids int) {
 	elapsed := time.Since(start)
-	cpu := cpuTime(b) - cpu0
+	cpu := testtime.ProcessCPU(b) - cpu0
 	b.ReportMetric(float64(cpu)/float64(ids), "CPU-ns/op")
 	b.ReportMetric(100*float64(cpu)/float64(elapsed), "CPU%wall")
 	capNS := float64(time.Millisecond) / float64(DefaultLayout().MaxSequence()+1)
@@ -30,7 +22,7 @@ func reportCap(b *testing.B, cpu0 time.Duration, start time.Time, ids int) {
 func BenchmarkNext(b *testing.B) {
 	g := mustGenerator(b, Settings{})
 	b.ReportAllocs()
-	cpu0, start := cpuTime(b), time.Now()
+	cpu0, start := testtime.ProcessCPU(b), time.Now()
 	for b.Loop() {
 		if _, err := g.Next(); err != nil {
 			b.Fatal(err)
@@ -42,7 +34,7 @@ func BenchmarkNext(b *testing.B) {
 func BenchmarkNextParallel(b *testing.B) {
 	g := mustGenerator(b, Settings{})
 	b.ReportAllocs()
-	cpu0, start := cpuTime(b), time.Now()
+	cpu0, start := testtime.ProcessCPU(b), time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if _, err := g.Next(); err != nil {
@@ -59,7 +51,7 @@ func BenchmarkNextN1000(b *testing.B) {
 	g := mustGenerator(b, Settings{})
 	buf := make([]ID, 0, 1000)
 	b.ReportAllocs()
-	cpu0, start := cpuTime(b), time.Now()
+	cpu0, start := testtime.ProcessCPU(b), time.Now()
 	ids := 0
 	for b.Loop() {
 		var err error
@@ -89,7 +81,7 @@ func BenchmarkNextUncapped(b *testing.B) {
 func BenchmarkNextUncappedParallel(b *testing.B) {
 	g := mustGenerator(b, Settings{Layout: Layout{TimeBits: 41, SequenceBits: 22, Epoch: DefaultEpoch}})
 	b.ReportAllocs()
-	cpu0 := cpuTime(b)
+	cpu0 := testtime.ProcessCPU(b)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if _, err := g.Next(); err != nil {
@@ -98,5 +90,5 @@ func BenchmarkNextUncappedParallel(b *testing.B) {
 			}
 		}
 	})
-	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "CPU-ns/op")
+	b.ReportMetric(float64(testtime.ProcessCPU(b)-cpu0)/float64(b.N), "CPU-ns/op")
 }

@@ -3,48 +3,20 @@ package snowflake
 import (
 	"sync"
 	"time"
+
+	"github.com/idgen-project/idgen/internal/testtime"
 )
 
-// fakeClock is a Clock that moves only when told to, or by Sleep.
-type fakeClock struct {
-	mu     sync.Mutex
-	t      time.Time
-	sleeps []time.Duration
-}
+// fakeClock is a Clock that moves only when told to (Advance), or by
+// Sleep, which it records (Slept).
+type fakeClock = testtime.Manual
 
-func newFakeClock(t time.Time) *fakeClock { return &fakeClock{t: t} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Sleep(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.sleeps = append(c.sleeps, d)
-	if d > 0 {
-		c.t = c.t.Add(d)
-	}
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func (c *fakeClock) Sleeps() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]time.Duration(nil), c.sleeps...)
-}
+func newFakeClock(t time.Time) *fakeClock { return testtime.NewManual(t) }
 
 // gateClock is a fake clock whose Sleep blocks until the test lets it
 // return; it counts the sleeps and how many were under way at once.
 type gateClock struct {
-	fakeClock
+	*fakeClock
 	release chan struct{}
 
 	gmu     sync.Mutex
@@ -54,7 +26,7 @@ type gateClock struct {
 }
 
 func newGateClock(t time.Time) *gateClock {
-	return &gateClock{fakeClock: fakeClock{t: t}, release: make(chan struct{})}
+	return &gateClock{fakeClock: newFakeClock(t), release: make(chan struct{})}
 }
 
 func (c *gateClock) Sleep(d time.Duration) {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idgen-project/idgen/internal/testtime"
 )
 
 // t0 is a fixed instant well inside the default layout, on a millisecond
@@ -64,7 +66,7 @@ func TestClockSteps(t *testing.T) {
 			if err != nil {
 				t.Fatalf("first Next: %v", err)
 			}
-			clk.Add(tt.step)
+			clk.Advance(tt.step)
 			id, err := g.Next()
 			if tt.wantErr != nil {
 				var re *RefusalError
@@ -78,7 +80,7 @@ func TestClockSteps(t *testing.T) {
 					t.Errorf("RetryAfter: got %v, want %v", got, want)
 				}
 				// Once the clock has caught up the generator issues again.
-				clk.Add(-tt.step + time.Millisecond)
+				clk.Advance(-tt.step + time.Millisecond)
 				if id, err = g.Next(); err != nil || id <= first {
 					t.Fatalf("after catching up: got %d, %v; want an ID above %d", id, err, first)
 				}
@@ -106,7 +108,7 @@ func TestBackwardStepWaitedOutWhenSequenceRunsOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk.Add(-5 * time.Millisecond)
+	clk.Advance(-5 * time.Millisecond)
 	id, err := g.Next()
 	if err != nil {
 		t.Fatalf("Next after a 5ms step back: %v", err)
@@ -119,7 +121,7 @@ func TestBackwardStepWaitedOutWhenSequenceRunsOut(t *testing.T) {
 	}
 	// It slept until the clock passed the last timestamp: 5ms back plus the
 	// 700µs left in the millisecond.
-	if got, want := clk.Sleeps(), []time.Duration{5*time.Millisecond + 700*time.Microsecond}; !slices.Equal(got, want) {
+	if got, want := clk.Slept(), []time.Duration{5*time.Millisecond + 700*time.Microsecond}; !slices.Equal(got, want) {
 		t.Errorf("sleeps: got %v, want %v", got, want)
 	}
 }
@@ -142,7 +144,7 @@ func TestSequenceOverflowSleepsToBoundary(t *testing.T) {
 			t.Fatalf("ID %d: got ts +%d seq %d, want ts +%d seq %d", i, got, p.Sequence, wantTS, wantSeq)
 		}
 	}
-	if got, want := clk.Sleeps(), []time.Duration{700 * time.Microsecond}; !slices.Equal(got, want) {
+	if got, want := clk.Slept(), []time.Duration{700 * time.Microsecond}; !slices.Equal(got, want) {
 		t.Errorf("sleeps: got %v, want %v (one sleep to the millisecond boundary)", got, want)
 	}
 }
@@ -190,7 +192,7 @@ func TestFence(t *testing.T) {
 			if got := g.Layout().Decompose(id).Time.UnixMilli(); got != tt.wantTS {
 				t.Errorf("timestamp: got %d, want %d", got, tt.wantTS)
 			}
-			if got := len(clk.Sleeps()) > 0; got != tt.wantSleep {
+			if got := len(clk.Slept()) > 0; got != tt.wantSleep {
 				t.Errorf("slept: got %v, want %v", got, tt.wantSleep)
 			}
 		})
@@ -213,7 +215,7 @@ func TestFenceChangesAtRunTime(t *testing.T) {
 	if _, err := g.Next(); err != nil {
 		t.Fatal(err)
 	}
-	clk.Add(2 * time.Millisecond)
+	clk.Advance(2 * time.Millisecond)
 	if _, err := g.Next(); !errors.Is(err, ErrAboveCeiling) {
 		t.Fatalf("past the ceiling: got %v, want ErrAboveCeiling", err)
 	}
@@ -253,7 +255,7 @@ func TestRandomSequenceStart(t *testing.T) {
 			t.Fatalf("start sequence %d, want below 2048", seq)
 		}
 		starts[seq] = true
-		clk.Add(time.Millisecond)
+		clk.Advance(time.Millisecond)
 	}
 	if len(starts) < 32 {
 		t.Errorf("got %d distinct starts in 64 milliseconds, want them spread", len(starts))
@@ -361,7 +363,7 @@ func TestStop(t *testing.T) {
 	if _, err := g.NextN(nil, 10); err != nil {
 		t.Fatal(err)
 	}
-	clk.Add(3 * time.Millisecond)
+	clk.Advance(3 * time.Millisecond)
 	if _, err := g.Next(); err != nil {
 		t.Fatal(err)
 	}
@@ -412,19 +414,6 @@ func TestStopIsFinal(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds; the bound only keeps a broken build
-// from hanging and is far above what the condition needs.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
-}
-
 // TestOneSleeperAtTheCap: when a millisecond's sequence is used up, one
 // caller sleeps on the clock and the others wait for it, however many they
 // are; every caller then gets a distinct ID in increasing order.
@@ -451,7 +440,7 @@ func TestOneSleeperAtTheCap(t *testing.T) {
 	}
 	// 4 IDs per millisecond: two rounds of one sleeper and its waiters.
 	for round, wantWaiting := range []int{callers - 1, callers/2 - 1} {
-		waitFor(t, "one sleeper and its waiters", func() bool {
+		testtime.WaitFor(t, 10*time.Second, "one sleeper and its waiters", func() bool {
 			_, in, _ := clk.counts()
 			return in == 1 && waiting() == wantWaiting
 		})
@@ -495,7 +484,7 @@ func TestStopWhileWaiting(t *testing.T) {
 	for i := range callers {
 		wg.Go(func() { _, errs[i] = g.Next() })
 	}
-	waitFor(t, "the callers to wait", func() bool {
+	testtime.WaitFor(t, 10*time.Second, "the callers to wait", func() bool {
 		g.wait.mu.Lock()
 		defer g.wait.mu.Unlock()
 		_, in, _ := clk.counts()
@@ -546,7 +535,7 @@ func TestLostSwapRereadsAStaleClock(t *testing.T) {
 	}
 	var winner ID
 	clk.hook = func() {
-		clk.Add(50 * time.Millisecond)
+		clk.Advance(50 * time.Millisecond)
 		var err error
 		if winner, err = g.Next(); err != nil {
 			t.Errorf("the winner's Next: %v", err)

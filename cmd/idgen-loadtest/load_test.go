@@ -160,24 +160,28 @@ func TestRun(t *testing.T) {
 	}
 }
 
-func TestRunDurationAndProgress(t *testing.T) {
-	srv := &idServer{}
+// runWithProgress runs cfg against an idServer of its own, with progress
+// lines every progressEvery, and returns the result and those lines.
+func runWithProgress(t *testing.T, cfg config, progressEvery time.Duration) (*result, string) {
+	t.Helper()
 	var progress testserver.LogBuffer
-	cfg := config{
-		Target: startIDServer(t, srv), Conns: 2, Count: 1, Duration: 300 * time.Millisecond,
-		CheckUnique: true, Progress: &progress, ProgressEvery: 10 * time.Millisecond,
-	}
+	cfg.Target, cfg.Progress, cfg.ProgressEvery = startIDServer(t, &idServer{}), &progress, progressEvery
 	res, err := run(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
+	return res, progress.String()
+}
+
+func TestRunDurationAndProgress(t *testing.T) {
+	cfg := config{Conns: 2, Count: 1, Duration: 300 * time.Millisecond, CheckUnique: true}
+	res, out := runWithProgress(t, cfg, 10*time.Millisecond)
 	if res.DurationS < cfg.Duration.Seconds() {
 		t.Errorf("duration = %.3fs, want at least %v", res.DurationS, cfg.Duration)
 	}
 	if res.Requests == 0 || res.Duplicates != 0 || res.Errors != 0 {
 		t.Errorf("requests %d, duplicates %d, errors %d: want some requests, no duplicates, no errors", res.Requests, res.Duplicates, res.Errors)
 	}
-	out := progress.String()
 	if !strings.Contains(out, " req/s ") || !strings.Contains(out, " ids/s ") || !strings.Contains(out, "p99 ") {
 		t.Errorf("progress = %q, want lines with req/s, ids/s and p99", out)
 	}

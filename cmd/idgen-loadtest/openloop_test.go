@@ -11,23 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen-project/idgen/internal/testserver"
+	"github.com/idgen-project/idgen/internal/testtime"
 )
-
-// fakeClock moves only when told to (Add), or by Sleep. The pacer's
-// goroutine and the test use it at once.
-type fakeClock struct {
-	start   time.Time
-	elapsed atomic.Int64 // nanoseconds since start
-}
-
-func (c *fakeClock) Now() time.Time { return c.start.Add(time.Duration(c.elapsed.Load())) }
-
-// Add moves the clock d on.
-func (c *fakeClock) Add(d time.Duration) { c.elapsed.Add(int64(d)) }
-
-// Sleep returns at once, the clock moved d on.
-func (c *fakeClock) Sleep(d time.Duration) { c.Add(d) }
 
 func TestSchedule(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -55,7 +40,7 @@ func TestSchedule(t *testing.T) {
 // count the stall).
 func TestPacerKeepsTheSchedule(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clk := &fakeClock{start: start}
+	clk := testtime.NewManual(start)  // the pacer's goroutine and the test use it at once
 	sched := newSchedule(start, 1000) // one request a millisecond
 	p := newPacer(sched, clk, 20)
 	var wg sync.WaitGroup
@@ -73,8 +58,8 @@ func TestPacerKeepsTheSchedule(t *testing.T) {
 		}
 		got = append(got, receipt{i, clk.Now()})
 	}
-	take()                         // request 0, due at once
-	clk.Add(10 * time.Millisecond) // the connections stall for 10 ms
+	take()                             // request 0, due at once
+	clk.Advance(10 * time.Millisecond) // the connections stall for 10 ms
 	for range 19 {
 		take()
 	}
@@ -225,17 +210,8 @@ func TestOpenLoopUnsent(t *testing.T) {
 }
 
 func TestOpenLoopProgressAndSummary(t *testing.T) {
-	srv := &idServer{}
-	var progress testserver.LogBuffer
-	cfg := config{
-		Target: startIDServer(t, srv), Conns: 2, Count: 1, Rate: 500, Duration: 300 * time.Millisecond,
-		CheckUnique: true, Progress: &progress, ProgressEvery: 50 * time.Millisecond,
-	}
-	res, err := run(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	out := progress.String()
+	cfg := config{Conns: 2, Count: 1, Rate: 500, Duration: 300 * time.Millisecond, CheckUnique: true}
+	res, out := runWithProgress(t, cfg, 50*time.Millisecond)
 	for _, want := range []string{" req/s ", "p50 ", "p99 ", "p99.9 ", "send lag p99 ", "backlog "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("progress %q lacks %q", out, want)

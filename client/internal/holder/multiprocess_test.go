@@ -17,6 +17,7 @@ import (
 	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/internal/testtime"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -87,7 +88,7 @@ func runMultiProcess(t *testing.T, dialect, idgenBin, holderBin string) {
 	leased := func(h *holderProc) leaseLine {
 		t.Helper()
 		var l leaseLine
-		waitFor(t, 30*time.Second, h.holder+" holding a lease", func() bool {
+		testtime.WaitFor(t, 30*time.Second, h.holder+" holding a lease", func() bool {
 			if h.Exited() {
 				t.Fatalf("%s exited:\n%s", h.holder, h.Tail(20))
 			}
@@ -154,12 +155,12 @@ func runMultiProcess(t *testing.T, dialect, idgenBin, holderBin string) {
 	}
 	freedAt := time.Now()
 	var newLease leaseLine
-	waitFor(t, 30*time.Second, "gen-5 on a new lease", func() bool {
+	testtime.WaitFor(t, 30*time.Second, "gen-5 on a new lease", func() bool {
 		l, _ := paused.read(t).lastLease()
 		newLease = l
 		return l.version != pausedLease.version || l.worker != pausedLease.worker
 	})
-	waitFor(t, 30*time.Second, "gen-5 issuing under its new lease", func() bool {
+	testtime.WaitFor(t, 30*time.Second, "gen-5 issuing under its new lease", func() bool {
 		return countBatches(paused.read(t), newLease.worker, newLease.version, resumedAt) > 0
 	})
 	po := paused.read(t)
@@ -203,7 +204,7 @@ func runMultiProcess(t *testing.T, dialect, idgenBin, holderBin string) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("evict: status %d", resp.StatusCode)
 	}
-	waitFor(t, 30*time.Second, "gen-6 on a new lease", func() bool {
+	testtime.WaitFor(t, 30*time.Second, "gen-6 on a new lease", func() bool {
 		l, _ := evicted.read(t).lastLease()
 		return l.version != evLease.version || l.worker != evLease.worker
 	})
@@ -339,7 +340,7 @@ func runMultiProcess(t *testing.T, dialect, idgenBin, holderBin string) {
 func findEvent(t *testing.T, store stores.Store, kind allocator.EventKind, holder string, worker, version int64) allocator.LeaseEvent {
 	t.Helper()
 	var found allocator.LeaseEvent
-	waitFor(t, 10*time.Second, fmt.Sprintf("a %s event of %s on worker %d v%d", kind, holder, worker, version), func() bool {
+	testtime.WaitFor(t, 10*time.Second, fmt.Sprintf("a %s event of %s on worker %d v%d", kind, holder, worker, version), func() bool {
 		evs, err := store.ListLeaseEvents(context.Background(), allocator.LeaseEventFilter{Kind: kind, WorkerID: &worker, Limit: 1000})
 		if err != nil {
 			t.Fatal(err)

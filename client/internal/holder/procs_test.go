@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/idgen-project/idgen/internal/testproc"
+	"github.com/idgen-project/idgen/internal/testtime"
 )
 
 // The processes of the multi-process tests: idgen nodes (the real binary)
@@ -35,18 +36,6 @@ func startProc(t *testing.T, name, bin, logPath string, env []string, args ...st
 	return testproc.Start(t, testproc.Spec{Name: name, Bin: bin, Args: args, Env: testproc.Env(env...), Log: logPath})
 }
 
-// waitFor polls cond every 20 ms until it holds, failing after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // node is an `idgen serve` process.
 type node struct {
 	*testproc.Proc
@@ -62,7 +51,7 @@ func startNode(t *testing.T, bin, dir, name string, args ...string) *node {
 		"--lease-ttl", "3s", "--heartbeat", "1s", "--log-level", "info"}, args...)
 	p := startProc(t, name, bin, filepath.Join(dir, name+".log"), nil, all...)
 	var url string
-	waitFor(t, 30*time.Second, name+" listening", func() bool {
+	testtime.WaitFor(t, 30*time.Second, name+" listening", func() bool {
 		if p.Exited() {
 			t.Fatalf("%s exited:\n%s", name, p.Tail(30))
 		}
@@ -73,7 +62,7 @@ func startNode(t *testing.T, bin, dir, name string, args ...string) *node {
 		url = "http://" + strings.TrimSpace(string(b))
 		return true
 	})
-	waitFor(t, 30*time.Second, name+" ready", func() bool {
+	testtime.WaitFor(t, 30*time.Second, name+" ready", func() bool {
 		resp, err := http.Get(url + "/readyz")
 		if err != nil {
 			return false
