@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/periodic"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -45,11 +46,7 @@ type eventsPruner struct {
 
 	pruned, failures prometheus.Counter
 
-	started bool
-	// ctx is the loop's and its prunes'; stop cancels it.
-	ctx    context.Context
-	cancel context.CancelFunc
-	doneC  chan struct{} // closed when the loop has returned
+	loop *periodic.Loop // set by start
 }
 
 func newEventsPruner(store allocator.LeaseAdmin, retention, interval time.Duration, clock snowflake.Clock, log *slog.Logger) *eventsPruner {
@@ -67,7 +64,6 @@ func newEventsPruner(store allocator.LeaseAdmin, retention, interval time.Durati
 			Name: "idgen_lease_events_prune_errors_total",
 			Help: "Prunes of the lease events that failed (the next one tries again).",
 		}),
-		doneC: make(chan struct{}),
 	}
 }
 
@@ -79,44 +75,26 @@ func (p *eventsPruner) collectors() []prometheus.Collector {
 // cancelling a prune under way. Open calls start, and Close (or a failing
 // Open) stop, once each.
 func (p *eventsPruner) start() {
-	p.started = true
-	p.ctx, p.cancel = context.WithCancel(context.Background())
-	go p.loop()
+	// Runs never overlap: the next one is timed from the end of this one.
+	p.loop = periodic.Start(min(p.interval, pruneFirstDelay), p.interval, p.prune)
 }
 
 func (p *eventsPruner) stop() {
-	if !p.started {
-		return
-	}
-	p.cancel()
-	<-p.doneC
-}
-
-func (p *eventsPruner) loop() {
-	defer close(p.doneC)
-	t := time.NewTimer(min(p.interval, pruneFirstDelay))
-	defer t.Stop()
-	for {
-		select {
-		case <-p.ctx.Done():
-			return
-		case <-t.C:
-			p.prune(p.ctx)
-			t.Reset(p.interval)
-		}
+	if p.loop != nil {
+		p.loop.Stop()
 	}
 }
 
-// prune deletes the events older than the retention, once.
-func (p *eventsPruner) prune(ctx context.Context) {
-	// Runs never overlap: the next one is timed from the end of this one.
-	ctx, cancel := context.WithTimeout(ctx, pruneRunTimeout)
+// prune deletes the events older than the retention, once. stop cancels
+// loopCtx.
+func (p *eventsPruner) prune(loopCtx context.Context) {
+	ctx, cancel := context.WithTimeout(loopCtx, pruneRunTimeout)
 	defer cancel()
 	before := p.clock.Now().Add(-p.retention)
 	n, err := p.store.PruneLeaseEvents(ctx, before)
 	p.pruned.Add(float64(n))
 	if err != nil {
-		if p.ctx.Err() != nil {
+		if loopCtx.Err() != nil {
 			return // stopped: Close is under way
 		}
 		if ctx.Err() != nil && n > 0 {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idgen-project/idgen/httpapi"
+	"github.com/idgen-project/idgen/internal/periodic"
 )
 
 // DefaultTokensReloadInterval is how often the node looks at its tokens
@@ -98,9 +100,7 @@ type tokensReloader struct {
 	lastErr  string    // the error of that read, "" when it parsed
 	inEffect [sha256.Size]byte
 
-	started bool          // set by start
-	stopC   chan struct{} // closed to stop the loop
-	doneC   chan struct{} // closed when the loop has returned
+	loop *periodic.Loop // set by start
 }
 
 func newTokensReloader(path string, interval time.Duration, api *httpapi.Server, log *slog.Logger, st fileState, set *httpapi.TokenSet) *tokensReloader {
@@ -123,8 +123,6 @@ func newTokensReloader(path string, interval time.Duration, api *httpapi.Server,
 		}),
 		seen:     st,
 		inEffect: st.sum,
-		stopC:    make(chan struct{}),
-		doneC:    make(chan struct{}),
 	}
 	r.loaded.Set(float64(set.Len()))
 	return r
@@ -137,29 +135,12 @@ func (r *tokensReloader) collectors() []prometheus.Collector {
 // start starts the loop; stop stops it, if started, and waits for it.
 // Open calls start, and Close (or a failing Open) stop, once each.
 func (r *tokensReloader) start() {
-	r.started = true
-	go r.loop()
+	r.loop = periodic.Start(r.interval, r.interval, func(context.Context) { _ = r.reload(false) })
 }
 
 func (r *tokensReloader) stop() {
-	if !r.started {
-		return
-	}
-	close(r.stopC)
-	<-r.doneC
-}
-
-func (r *tokensReloader) loop() {
-	defer close(r.doneC)
-	t := time.NewTicker(r.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-r.stopC:
-			return
-		case <-t.C:
-			_ = r.reload(false)
-		}
+	if r.loop != nil {
+		r.loop.Stop()
 	}
 }
 

@@ -550,21 +550,25 @@ type evictRequest struct {
 }
 
 // leaseKeyParams returns the :datacenter and :worker path parameters,
-// validated against the layout.
-func (s *Server) leaseKeyParams(c echo.Context) (allocator.LeaseKey, *apiError) {
-	var key allocator.LeaseKey
-	for _, p := range []struct {
-		name string
-		max  int64
-		dst  *int64
-	}{{"datacenter", s.layout.MaxDatacenter(), &key.DatacenterID}, {"worker", s.layout.MaxWorker(), &key.WorkerID}} {
-		n, err := strconv.ParseInt(c.Param(p.name), 10, 64)
-		if err != nil || n < 0 || n > p.max {
-			return key, invalidf("%s must be an integer from 0 to %d", p.name, p.max)
-		}
-		*p.dst = n
+// checked against the layout by leaseapi.Broker.Key: the one check of a
+// lease's key, which the gRPC API's lease calls make too.
+func (s *Server) leaseKeyParams(c echo.Context) (allocator.LeaseKey, error) {
+	key, err := s.broker.Key(intPathParam(c, "datacenter"), intPathParam(c, "worker"))
+	if err != nil {
+		return key, leaseError(err)
 	}
 	return key, nil
+}
+
+// intPathParam returns the path parameter name as an integer, or -1 when
+// it is not one: no lease key has it, so Broker.Key refuses it as out of
+// range, with the same message.
+func intPathParam(c echo.Context, name string) int64 {
+	n, err := strconv.ParseInt(c.Param(name), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // handleAdminEvict serves POST /admin/leases/:datacenter/:worker/evict: it
@@ -575,9 +579,9 @@ func (s *Server) leaseKeyParams(c echo.Context) (allocator.LeaseKey, *apiError) 
 // caller and the request ID. A lease nobody holds is refused: 409
 // lease_not_held.
 func (s *Server) handleAdminEvict(c echo.Context) error {
-	key, perr := s.leaseKeyParams(c)
-	if perr != nil {
-		return perr
+	key, err := s.leaseKeyParams(c)
+	if err != nil {
+		return err
 	}
 	var body evictRequest
 	if c.Request().ContentLength != 0 {

@@ -117,10 +117,7 @@ func testHappyPaths(t *testing.T, dialect string) {
 	})
 
 	t.Run("readyz", func(t *testing.T) {
-		rec := e.do("GET", "/readyz", "")
-		wantStatus(t, rec, 200)
-		var r readyResponse
-		decode(t, rec, &r)
+		r := getOK[readyResponse](t, e, "/readyz")
 		if !r.Ready || r.Reason != "" || r.Lease == nil || !r.Database.Reachable || r.Database.Error != "" || r.Durability != "ok" {
 			t.Fatalf("readyz: got %+v, want ready with a lease, a reachable database and durability ok", r)
 		}
@@ -147,10 +144,7 @@ func testHappyPaths(t *testing.T, dialect string) {
 	})
 
 	t.Run("ids count 1000", func(t *testing.T) {
-		rec := e.do("GET", "/ids?count=1000", "")
-		wantStatus(t, rec, 200)
-		var r idsResponse
-		decode(t, rec, &r)
+		r := getOK[idsResponse](t, e, "/ids?count=1000")
 		ids := parseIDs(t, r.IDs)
 		if len(ids) != 1000 || r.Source != "snowflake" {
 			t.Fatalf("got %d IDs from %q, want 1000 from snowflake", len(ids), r.Source)
@@ -170,10 +164,7 @@ func testHappyPaths(t *testing.T, dialect string) {
 
 	var explained explainJSON
 	t.Run("ids explain", func(t *testing.T) {
-		rec := e.do("GET", "/ids?count=3&explain=true", "")
-		wantStatus(t, rec, 200)
-		var r idsResponse
-		decode(t, rec, &r)
+		r := getOK[idsResponse](t, e, "/ids?count=3&explain=true")
 		if len(r.IDs) != 3 || len(r.Explain) != 3 {
 			t.Fatalf("got %d IDs and %d explanations, want 3 and 3", len(r.IDs), len(r.Explain))
 		}
@@ -184,10 +175,7 @@ func testHappyPaths(t *testing.T, dialect string) {
 	})
 
 	t.Run("parse id", func(t *testing.T) {
-		rec := e.do("GET", "/ids/"+explained.ID, "")
-		wantStatus(t, rec, 200)
-		var x explainJSON
-		decode(t, rec, &x)
+		x := getOK[explainJSON](t, e, "/ids/"+explained.ID)
 		if x != explained {
 			t.Errorf("GET /ids/%s: got %+v, want %+v", explained.ID, x, explained)
 		}
@@ -210,10 +198,7 @@ func testHappyPaths(t *testing.T, dialect string) {
 
 	var lastSegmentID int64
 	t.Run("ids namespace", func(t *testing.T) {
-		rec := e.do("GET", "/ids?count=5&namespace=orders", "")
-		wantStatus(t, rec, 200)
-		var r idsResponse
-		decode(t, rec, &r)
+		r := getOK[idsResponse](t, e, "/ids?count=5&namespace=orders")
 		ids := parseIDs(t, r.IDs)
 		if r.Namespace != "orders" || r.Source != "segment" || r.Explain != nil {
 			t.Fatalf("got namespace %q source %q, want orders from segment", r.Namespace, r.Source)
@@ -225,10 +210,7 @@ func testHappyPaths(t *testing.T, dialect string) {
 		checkRanges(t, ids, r.Ranges)
 
 		// A batch larger than a range spans range switches.
-		rec = e.do("GET", "/ids?namespace=orders&count=120", "")
-		wantStatus(t, rec, 200)
-		r = idsResponse{}
-		decode(t, rec, &r)
+		r = getOK[idsResponse](t, e, "/ids?namespace=orders&count=120")
 		ids = parseIDs(t, r.IDs)
 		if len(ids) != 120 || ids[0] != 1005 {
 			t.Fatalf("got %d IDs starting at %v, want 120 starting at 1005", len(ids), ids[:min(1, len(ids))])
@@ -243,19 +225,14 @@ func testHappyPaths(t *testing.T, dialect string) {
 	})
 
 	t.Run("admin namespaces", func(t *testing.T) {
-		rec := e.admin("GET", "/admin/namespaces", "")
-		wantStatus(t, rec, 200)
-		var list struct {
-			Namespaces []httpapi.NamespaceJSON `json:"namespaces"`
-		}
-		decode(t, rec, &list)
-		if len(list.Namespaces) != 1 || list.Namespaces[0].Name != "orders" {
+		list := adminList[httpapi.NamespaceJSON](t, e, "/admin/namespaces", "namespaces")
+		if len(list) != 1 || list[0].Name != "orders" {
 			t.Fatalf("got %+v, want the one namespace orders", list)
 		}
-		ns := list.Namespaces[0]
+		ns := list[0]
 		maxID, _ := strconv.ParseInt(ns.MaxID, 10, 64)
 
-		rec = e.admin("GET", "/admin/namespaces/orders", "")
+		rec := e.admin("GET", "/admin/namespaces/orders", "")
 		wantStatus(t, rec, 200)
 		var one httpapi.NamespaceJSON
 		decode(t, rec, &one)
@@ -294,14 +271,9 @@ func testHappyPaths(t *testing.T, dialect string) {
 	})
 
 	t.Run("admin leases", func(t *testing.T) {
-		rec := e.admin("GET", "/admin/leases", "")
-		wantStatus(t, rec, 200)
-		var list struct {
-			Leases []httpapi.LeaseJSON `json:"leases"`
-		}
-		decode(t, rec, &list)
+		list := adminList[httpapi.LeaseJSON](t, e, "/admin/leases", "leases")
 		found := false
-		for _, l := range list.Leases {
+		for _, l := range list {
 			if l.Holder != nil && *l.Holder == e.keeper.Holder() {
 				found = true
 				if l.Worker != st.Lease.WorkerID || l.FencingVersion != st.Lease.FencingVersion ||
@@ -313,7 +285,7 @@ func testHappyPaths(t *testing.T, dialect string) {
 			}
 		}
 		if !found {
-			t.Errorf("leases %s hold no row of holder %q", rec.Body.String(), e.keeper.Holder())
+			t.Errorf("leases %+v hold no row of holder %q", list, e.keeper.Holder())
 		}
 	})
 

@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/idgen-project/idgen/allocator"
 )
 
 // Callers and their tokens.
@@ -104,26 +106,13 @@ func ParseScopes(list string) (Scopes, error) {
 const AdminTokenName = "admin-token"
 
 // MaxTokenNameLen is the longest token name, in bytes.
-const MaxTokenNameLen = 64
+const MaxTokenNameLen = allocator.MaxNameLen
 
-// ValidTokenName reports whether name is a valid token name: 1 to 64
+// ValidTokenName reports whether name is a valid token name. Token names
+// follow the rule of namespace names (allocator.ValidNamespace): 1 to 64
 // characters of a-z, 0-9, '_', '.' and '-', starting with a letter or
-// digit (^[a-z0-9][a-z0-9_.-]{0,63}$), as namespace names.
-func ValidTokenName(name string) bool {
-	if name == "" || len(name) > MaxTokenNameLen {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
-		case i > 0 && (c == '_' || c == '.' || c == '-'):
-		default:
-			return false
-		}
-	}
-	return true
-}
+// digit (^[a-z0-9][a-z0-9_.-]{0,63}$).
+func ValidTokenName(name string) bool { return allocator.ValidNamespace(name) == nil }
 
 // HashSecret returns the hash a tokens file records for secret: its
 // SHA-256, in lower-case hex.

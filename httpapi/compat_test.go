@@ -39,10 +39,7 @@ type tinyidEnvelope struct {
 
 func TestV1IDs(t *testing.T) {
 	e := newEnv(t, envOptions{maxCount: 50})
-	rec := e.do("GET", "/api/v1/ids?count=5", "")
-	wantStatus(t, rec, 200)
-	var body v1IDsResponse
-	decode(t, rec, &body)
+	body := getOK[v1IDsResponse](t, e, "/api/v1/ids?count=5")
 	if len(body.IDs) != 5 {
 		t.Fatalf("got %d IDs, want 5", len(body.IDs))
 	}
@@ -94,7 +91,7 @@ func TestV1IDs(t *testing.T) {
 		wantStatus(t, rec, tc.want)
 	}
 
-	rec = e.do("POST", "/api/v1/id", `{"ignored":true}`)
+	rec := e.do("POST", "/api/v1/id", `{"ignored":true}`)
 	wantStatus(t, rec, 200)
 	var one struct {
 		ID string `json:"id"`

@@ -170,6 +170,31 @@ func (e *env) admin(method, target, body string) *httptest.ResponseRecorder {
 	return e.do(method, target, body, h...)
 }
 
+// getOK GETs target, which must answer 200, and returns its JSON body.
+func getOK[T any](tb testing.TB, e *env, target string) T {
+	tb.Helper()
+	rec := e.do("GET", target, "")
+	wantStatus(tb, rec, 200)
+	var v T
+	decode(tb, rec, &v)
+	return v
+}
+
+// adminList GETs a listing of the admin API, {"<member>": [...]}, and
+// returns its rows; anything but 200 with that one member fails the test.
+func adminList[T any](tb testing.TB, e *env, target, member string) []T {
+	tb.Helper()
+	rec := e.admin("GET", target, "")
+	wantStatus(tb, rec, 200)
+	var list map[string][]T
+	decode(tb, rec, &list)
+	rows, ok := list[member]
+	if !ok || len(list) != 1 {
+		tb.Fatalf("GET %s: got %s, want the one member %q", target, rec.Body.String(), member)
+	}
+	return rows
+}
+
 // decode decodes rec's JSON body into v, failing the test otherwise.
 func decode(tb testing.TB, rec *httptest.ResponseRecorder, v any) {
 	tb.Helper()

@@ -82,10 +82,7 @@ func TestBadInputs(t *testing.T) {
 		{"/ids?explain=false&count=2", 2},
 		{"/ids?namespace=orders&count=3", 3},
 	} {
-		rec := e.do("GET", tc.target, "")
-		wantStatus(t, rec, 200)
-		var r idsResponse
-		decode(t, rec, &r)
+		r := getOK[idsResponse](t, e, tc.target)
 		if len(r.IDs) != tc.n {
 			t.Errorf("GET %s: got %d IDs, want %d", tc.target, len(r.IDs), tc.n)
 		}
@@ -328,10 +325,7 @@ func TestNamespaceFallback(t *testing.T) {
 	fb := e.createNamespace(allocator.Namespace{Name: "fb", Fallback: allocator.FallbackSnowflake, MaxID: 5000})
 	e.createNamespace(allocator.Namespace{Name: "nofb"})
 
-	rec := e.do("GET", "/ids?namespace=fb&count=3", "")
-	wantStatus(t, rec, 200)
-	var r idsResponse
-	decode(t, rec, &r)
+	r := getOK[idsResponse](t, e, "/ids?namespace=fb&count=3")
 	ids := parseIDs(t, r.IDs)
 	if r.Source != "snowflake" || r.Namespace != "fb" || len(ids) != 3 {
 		t.Fatalf("got %+v, want 3 IDs of fb marked source snowflake", r)
@@ -350,7 +344,7 @@ func TestNamespaceFallback(t *testing.T) {
 		}
 	}
 
-	rec = e.do("GET", "/ids?namespace=nofb", "")
+	rec := e.do("GET", "/ids?namespace=nofb", "")
 	wantStatus(t, rec, 503)
 	checkRetryAfter(t, rec.Header().Get("Retry-After"))
 	if strings.Contains(rec.Body.String(), "\"source\"") {
@@ -380,16 +374,13 @@ func TestNamespaceExhausted(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.createNamespace(allocator.Namespace{Name: "top", MaxID: math.MaxInt64 - 3, Step: 2})
 
-	rec := e.do("GET", "/ids?namespace=top&count=3", "")
-	wantStatus(t, rec, 200)
-	var r idsResponse
-	decode(t, rec, &r)
+	r := getOK[idsResponse](t, e, "/ids?namespace=top&count=3")
 	if ids := parseIDs(t, r.IDs); len(ids) != 3 || ids[0] != math.MaxInt64-2 || ids[2] != math.MaxInt64 {
 		t.Fatalf("the last 3 IDs: got %v, want %d..%d", ids, int64(math.MaxInt64-2), int64(math.MaxInt64))
 	}
 
 	for _, target := range []string{"/ids?namespace=top", "/ids?namespace=top&count=5"} {
-		rec = e.do("GET", target, "")
+		rec := e.do("GET", target, "")
 		if rec.Code != http.StatusConflict {
 			t.Fatalf("GET %s: status %d, want 409; body %s", target, rec.Code, rec.Body.String())
 		}

@@ -22,10 +22,7 @@ func testIDsFencingTokens(t *testing.T, dialect string) {
 	e.createNamespace(allocator.Namespace{Name: "invoices", Mode: allocator.ModeStrict})
 
 	t.Run("snowflake", func(t *testing.T) {
-		rec := e.do("GET", "/ids?count=3", "")
-		wantStatus(t, rec, 200)
-		var r idsResponse
-		decode(t, rec, &r)
+		r := getOK[idsResponse](t, e, "/ids?count=3")
 		st := e.keeper.Status()
 		want := fencingLease{Datacenter: st.Lease.DatacenterID, Worker: st.Lease.WorkerID, FencingVersion: st.Lease.FencingVersion}
 		if r.Lease == nil || *r.Lease != want || want.FencingVersion < 1 {
@@ -58,10 +55,7 @@ func testIDsFencingTokens(t *testing.T, dialect string) {
 	t.Run("strict namespace", func(t *testing.T) {
 		var last int64
 		for i := range 4 {
-			rec := e.do("GET", "/ids?count=2&namespace=invoices", "")
-			wantStatus(t, rec, 200)
-			var r idsResponse
-			decode(t, rec, &r)
+			r := getOK[idsResponse](t, e, "/ids?count=2&namespace=invoices")
 			row, err := e.store.GetNamespace(t.Context(), "invoices")
 			if err != nil {
 				t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idgen-project/idgen/internal/periodic"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -115,13 +116,10 @@ type History struct {
 	next int
 	n    int
 
-	// life guards started and closed; stopC is closed by Close, doneC by
-	// the goroutine when it returns.
-	life    sync.Mutex
-	started bool
-	closed  bool
-	stopC   chan struct{}
-	doneC   chan struct{}
+	// life guards loop, set by Start, and closed, set by Close.
+	life   sync.Mutex
+	loop   *periodic.Loop
+	closed bool
 }
 
 // newHistory returns a History of s (resolved) that reads the node's
@@ -136,8 +134,6 @@ func newHistory(s StatusSettings, read func(at time.Time) sample) *History {
 		clock:    s.Clock,
 		read:     read,
 		ring:     make([]sample, size),
-		stopC:    make(chan struct{}),
-		doneC:    make(chan struct{}),
 	}
 }
 
@@ -152,26 +148,10 @@ func (h *History) Window() time.Duration { return h.window }
 func (h *History) Start() {
 	h.life.Lock()
 	defer h.life.Unlock()
-	if h.started || h.closed {
+	if h.loop != nil || h.closed {
 		return
 	}
-	h.started = true
-	go h.run()
-}
-
-func (h *History) run() {
-	defer close(h.doneC)
-	h.Sample()
-	t := time.NewTicker(h.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-h.stopC:
-			return
-		case <-t.C:
-			h.Sample()
-		}
-	}
+	h.loop = periodic.Start(0, h.interval, func(context.Context) { h.Sample() })
 }
 
 // Close stops sampling and waits, bounded by ctx, for the goroutine Start
@@ -184,18 +164,15 @@ func (h *History) Close(ctx context.Context) error {
 		return nil
 	}
 	h.closed = true
-	started := h.started
+	loop := h.loop
 	h.life.Unlock()
-	close(h.stopC)
-	if !started {
+	if loop == nil {
 		return nil
 	}
-	select {
-	case <-h.doneC:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("history sampler still running: %w", ctx.Err())
+	if err := loop.StopWithin(ctx); err != nil {
+		return fmt.Errorf("history sampler still running: %w", err)
 	}
+	return nil
 }
 
 // Sample takes one sample now, by the history's clock. The goroutine

@@ -262,7 +262,7 @@ func TestHistoryStartClose(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	select {
-	case <-h.doneC:
+	case <-h.loop.Done():
 	default:
 		t.Fatal("Close returned before the sampling goroutine did")
 	}
@@ -291,7 +291,7 @@ func TestHistoryStartClose(t *testing.T) {
 		t.Errorf("Close while a sample hangs: got %v, want context.DeadlineExceeded", err)
 	}
 	close(block)
-	<-h.doneC
+	<-h.loop.Done()
 }
 
 func TestStatusSettingsResolve(t *testing.T) {

@@ -157,9 +157,9 @@ func (s *Server) beginLeaseCall(c echo.Context, req any) (leaseapi.Caller, alloc
 	if err := s.broker.Begin(caller); err != nil {
 		return caller, allocator.LeaseKey{}, leaseError(err)
 	}
-	key, aerr := s.leaseKeyParams(c)
-	if aerr != nil {
-		return caller, key, aerr
+	key, err := s.leaseKeyParams(c)
+	if err != nil {
+		return caller, key, err
 	}
 	if err := decodeBody(c, req); err != nil {
 		return caller, key, err

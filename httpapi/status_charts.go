@@ -84,7 +84,7 @@ func (h *History) charts(now time.Time) historyView {
 func (h *History) running() bool {
 	h.life.Lock()
 	defer h.life.Unlock()
-	return h.started && !h.closed
+	return h.loop != nil && !h.closed
 }
 
 func view(c chart) chartView {

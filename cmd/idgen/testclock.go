@@ -15,14 +15,15 @@ package main
 // can shift a production node's clock.
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/idgen-project/idgen/internal/periodic"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -92,38 +93,22 @@ func (tc testClock) start(log *slog.Logger) (snowflake.Clock, func()) {
 // missing or empty file leaves the offset as it is. serve owns the watcher
 // and stops it after the node has stopped.
 type clockWatcher struct {
-	clock  *snowflake.ShiftedClock
-	path   string
-	log    *slog.Logger
-	stopC  chan struct{}
-	doneC  chan struct{}
-	once   sync.Once
-	last   string // the file's last content seen; only the watcher goroutine uses it
-	period time.Duration
+	clock *snowflake.ShiftedClock
+	path  string
+	log   *slog.Logger
+	last  string // the file's last content seen; only the watcher goroutine uses it
+	loop  *periodic.Loop
+	doneC <-chan struct{} // the loop's Done: closed when its goroutine has returned
 }
 
 // startClockWatcher reads path once, so that its offset is in force when it
 // returns, then re-reads it every period until stop.
 func startClockWatcher(clock *snowflake.ShiftedClock, path string, period time.Duration, log *slog.Logger) *clockWatcher {
-	w := &clockWatcher{clock: clock, path: path, log: log, period: period,
-		stopC: make(chan struct{}), doneC: make(chan struct{})}
+	w := &clockWatcher{clock: clock, path: path, log: log}
 	w.read()
-	go w.loop()
+	w.loop = periodic.Start(period, period, func(context.Context) { w.read() })
+	w.doneC = w.loop.Done()
 	return w
-}
-
-func (w *clockWatcher) loop() {
-	defer close(w.doneC)
-	t := time.NewTicker(w.period)
-	defer t.Stop()
-	for {
-		select {
-		case <-w.stopC:
-			return
-		case <-t.C:
-			w.read()
-		}
-	}
 }
 
 // read applies the file's duration if it changed.
@@ -151,7 +136,4 @@ func (w *clockWatcher) read() {
 }
 
 // stop stops the watcher and waits for its goroutine; it may be called again.
-func (w *clockWatcher) stop() {
-	w.once.Do(func() { close(w.stopC) })
-	<-w.doneC
-}
+func (w *clockWatcher) stop() { w.loop.Stop() }

@@ -170,6 +170,20 @@ func (b *Broker) qualifiedHolder(caller Caller, holder string) (string, error) {
 	return qualify(caller, holder)
 }
 
+// holderAt begins a call on a lease the caller holds, heartbeat or
+// release: it returns the holder qualified (qualifiedHolder), once version
+// is a fencing version an acquire can have returned.
+func (b *Broker) holderAt(caller Caller, holder string, version int64) (string, error) {
+	qualified, err := b.qualifiedHolder(caller, holder)
+	if err != nil {
+		return "", err
+	}
+	if version < 1 {
+		return "", invalidf("fencing_version must be the positive version the acquire returned")
+	}
+	return qualified, nil
+}
+
 // qualify checks holder and returns "<caller>/<holder>".
 func qualify(caller Caller, holder string) (string, error) {
 	if holder == "" || len(holder) > MaxHolderLen {
@@ -354,12 +368,9 @@ type Extension struct {
 // version. A heartbeat that matches no row is a lost lease: the broker
 // records the lost event, as a node's keeper does, and answers lease_lost.
 func (b *Broker) Heartbeat(ctx context.Context, caller Caller, req HeartbeatRequest) (Extension, error) {
-	holder, err := b.qualifiedHolder(caller, req.Holder)
+	holder, err := b.holderAt(caller, req.Holder, req.FencingVersion)
 	if err != nil {
 		return Extension{}, err
-	}
-	if req.FencingVersion < 1 {
-		return Extension{}, invalidf("fencing_version must be the positive version the acquire returned")
 	}
 	ttl, ceiling, offset, err := b.bounds(req.TTLMS, req.CeilingMS)
 	if err != nil {
@@ -420,14 +431,11 @@ type ReleaseRequest struct {
 // timestamp outside the lease's floor and ceiling is refused with
 // invalid_release and changes nothing.
 func (b *Broker) Release(ctx context.Context, caller Caller, req ReleaseRequest) (int64, error) {
-	holder, err := b.qualifiedHolder(caller, req.Holder)
+	holder, err := b.holderAt(caller, req.Holder, req.FencingVersion)
 	if err != nil {
 		return 0, err
 	}
-	switch {
-	case req.FencingVersion < 1:
-		return 0, invalidf("fencing_version must be the positive version the acquire returned")
-	case req.LastTimestampMS < 0:
+	if req.LastTimestampMS < 0 {
 		return 0, invalidf("last_timestamp_ms %d is negative; 0 means no ID was issued", req.LastTimestampMS)
 	}
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
