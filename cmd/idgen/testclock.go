@@ -98,7 +98,6 @@ type clockWatcher struct {
 	log   *slog.Logger
 	last  string // the file's last content seen; only the watcher goroutine uses it
 	loop  *periodic.Loop
-	doneC <-chan struct{} // the loop's Done: closed when its goroutine has returned
 }
 
 // startClockWatcher reads path once, so that its offset is in force when it
@@ -107,7 +106,6 @@ func startClockWatcher(clock *snowflake.ShiftedClock, path string, period time.D
 	w := &clockWatcher{clock: clock, path: path, log: log}
 	w.read()
 	w.loop = periodic.Start(period, period, func(context.Context) { w.read() })
-	w.doneC = w.loop.Done()
 	return w
 }
 

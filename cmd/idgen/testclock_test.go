@@ -88,7 +88,7 @@ func TestClockWatcher(t *testing.T) {
 	w.stop()
 	w.stop() // a second stop returns at once
 	select {
-	case <-w.doneC:
+	case <-w.loop.Done():
 	default:
 		t.Fatal("stop returned before the watcher's goroutine ended")
 	}
