@@ -6,24 +6,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-)
 
-// waitFor polls cond until it holds, failing the test after 10 s.
-func waitFor(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s: not within 10 s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
+	"github.com/idgen-project/idgen/internal/testtime"
+)
 
 func TestLoopRunsUntilStop(t *testing.T) {
 	var calls atomic.Int64
 	l := Start(0, time.Millisecond, func(context.Context) { calls.Add(1) })
-	waitFor(t, "three calls", func() bool { return calls.Load() >= 3 })
+	testtime.WaitFor(t, 10*time.Second, "three calls", func() bool { return calls.Load() >= 3 })
 	l.Stop()
 	select {
 	case <-l.Done():
