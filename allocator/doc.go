@@ -23,8 +23,8 @@
 //     stops issuing on that worker ID; the keeper moves to a worker ID whose
 //     ceiling lies below the clock, or waits.
 //   - The keeper names the lease a batch of IDs was made under
-//     (NextNFenced, LeaseToken): datacenter, worker and fencing version,
-//     which callers may use as a fencing token.
+//     (NextSnowflakesFenced, LeaseToken): datacenter, worker and fencing
+//     version, which callers may use as a fencing token.
 //
 // Segments (Segments, SegmentStore). Dense, sequential IDs per namespace come
 // from ranges of the namespace's counter in the segments table, fetched by
@@ -46,8 +46,9 @@
 //     (FallbackLimit): the counter never passes it and the fallback never
 //     serves an ID at or below it, so no ID comes from both.
 //
-// The rules of settings live on the domain types: KeeperSettings.Resolve for
-// leases, NamespaceSpec and NamespaceUpdate for namespaces. The request
+// The rules of settings live on the domain types: KeeperSettings.Resolve and
+// SegmentSettings.Resolve, whose errors name the field they refuse;
+// NamespaceSpec and NamespaceUpdate for namespaces. The request
 // types (ClaimRequest, HeartbeatRequest, ReleaseRequest) check themselves
 // before a store touches its database.
 //
@@ -59,6 +60,6 @@
 // segment.go and segment_namespace.go, the segment allocator and its
 // per-namespace double buffer. allocator/postgres, allocator/mysql and
 // allocator/sqlite implement the stores, allocator/etcd one on etcd, and
-// allocator/storetest holds each of them to the contract. docs/architecture.md tells the whole story with
-// diagrams.
+// allocator/storetest holds each of them to the contract.
+// docs/architecture.md tells the whole story with diagrams.
 package allocator

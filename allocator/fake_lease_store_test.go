@@ -135,7 +135,7 @@ func (f *fakeLeaseStore) Release(_ context.Context, req ReleaseRequest) (int64, 
 	}
 	now := f.now()
 	l, ok := f.rows[req.Key]
-	if !ok || l.Holder != req.Holder || l.FencingVersion != req.FencingVersion {
+	if !ok || l.Holder != req.Holder || l.FencingVersion != req.FencingVersion || !l.ExpiresAt.After(now) {
 		return 0, fmt.Errorf("fake: release of worker %d by %q at version %d: %w",
 			req.Key.WorkerID, req.Holder, req.FencingVersion, ErrLeaseLost)
 	}

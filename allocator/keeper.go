@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,31 +68,29 @@ type WorkerRange struct{ Min, Max int64 }
 // KeeperSettings configure a Keeper. The zero value means the defaults: the
 // default layout, datacenter 0, every worker ID of the layout, a 30 s ttl
 // with a heartbeat every 10 s. Resolve fills in the defaults and checks the
-// rules given with each field; the flags of idgen serve that set a field are
-// named in brackets.
+// rules given with each field.
 type KeeperSettings struct {
 	// Layout is the Snowflake layout; the zero Layout means the default one.
 	Layout snowflake.Layout
-	// DatacenterID must fit the layout [--datacenter].
+	// DatacenterID must fit the layout.
 	DatacenterID int64
 	// WorkerIDs is the pool to claim from, within the layout; nil means
 	// every worker ID the layout can hold. A pool holds at most MaxPoolSize
-	// worker IDs, so a layout of more than 16 worker bits needs a range
-	// [--worker-ids].
+	// worker IDs, so a layout of more than 16 worker bits needs a range.
 	WorkerIDs *WorkerRange
 	// Holder names this node in the lease table, in at most MaxHolderLen
-	// bytes; "" means host/pid/random [--holder].
+	// bytes and not starting with RemoteHolderPrefix; "" means
+	// host/pid/random.
 	Holder string
-	// TTL is the lease time to live: at least MinLeaseTTL, default 30 s
-	// [--lease-ttl].
+	// TTL is the lease time to live: at least MinLeaseTTL, default 30 s.
 	TTL time.Duration
 	// Heartbeat is the interval between heartbeats: more than 0 and at most
 	// TTL/2, default TTL/3, which leaves time to retry a failed heartbeat
-	// before the lease runs out [--heartbeat].
+	// before the lease runs out.
 	Heartbeat time.Duration
 	// Margin is taken off the local deadline, which is the monotonic time
 	// before a claim or heartbeat was sent plus TTL: at least 0 and less
-	// than TTL/2, default TTL/10 [--lease-margin].
+	// than TTL/2, default TTL/10.
 	Margin time.Duration
 	// MaxCeilingAhead: a worker ID whose previous holder's ceiling lies
 	// further ahead of this node's clock is not claimed (default 5 s).
@@ -99,17 +98,15 @@ type KeeperSettings struct {
 	// MaxClockOffset: beyond this offset from database time the node
 	// refuses to issue, and no ceiling it commits lies further than TTL +
 	// MaxClockOffset ahead of database time: at least 0 and at most
-	// MaxClockOffsetLimit, default 5 s [--max-clock-offset].
+	// MaxClockOffsetLimit, default 5 s.
 	MaxClockOffset time.Duration
 	// MaxBackwardWait is the largest backward clock step the generator
 	// waits out (snowflake.Settings.MaxBackwardWait): zero means
 	// snowflake.DefaultMaxBackwardWait, negative never waits; at most
-	// MaxBackwardWaitLimit, since a request waits that long
-	// [--max-backward-wait, where 0 never waits].
+	// MaxBackwardWaitLimit, since a request waits that long.
 	MaxBackwardWait time.Duration
 	// RandomSequenceStart starts each millisecond's sequence at a random
-	// value (snowflake.Settings.RandomSequenceStart)
-	// [--random-sequence-start].
+	// value (snowflake.Settings.RandomSequenceStart).
 	RandomSequenceStart bool
 	// Clock is the wall clock IDs carry; nil means snowflake.SystemClock().
 	// Deadlines always run on the monotonic clock, never on Clock.
@@ -119,11 +116,12 @@ type KeeperSettings struct {
 }
 
 // Resolve returns s with the defaults of Layout, TTL, Heartbeat, Margin,
-// MaxCeilingAhead, MaxClockOffset and MaxBackwardWait filled in, or, when s breaks a rule
-// given on KeeperSettings, an error wrapping snowflake.ErrInvalidLayout or
-// snowflake.ErrInvalidSettings that names the setting. Holder, Clock and
-// Logger are left for NewKeeper to fill in. Resolve of a resolved value
-// returns it unchanged.
+// MaxCeilingAhead, MaxClockOffset and MaxBackwardWait filled in, or an
+// error wrapping snowflake.ErrInvalidLayout or snowflake.ErrInvalidSettings
+// that names the field whose rule s breaks ("invalid
+// KeeperSettings.TTL 10ms: want at least 1s"). Holder, Clock and Logger are
+// left for NewKeeper to fill in. Resolve of a resolved value returns it
+// unchanged.
 func (s KeeperSettings) Resolve() (KeeperSettings, error) {
 	if s.Layout.IsZero() {
 		s.Layout = snowflake.DefaultLayout()
@@ -133,62 +131,74 @@ func (s KeeperSettings) Resolve() (KeeperSettings, error) {
 		return KeeperSettings{}, err
 	}
 	if s.DatacenterID < 0 || s.DatacenterID > l.MaxDatacenter() {
-		return KeeperSettings{}, invalidSettings("datacenter ID %d (--datacenter): the layout allows 0 to %d", s.DatacenterID, l.MaxDatacenter())
+		return KeeperSettings{}, invalidSettings("invalid KeeperSettings.DatacenterID %d: the layout allows 0 to %d", s.DatacenterID, l.MaxDatacenter())
 	}
 	if r := s.WorkerIDs; r != nil {
 		switch {
 		case r.Min < 0 || r.Max > l.MaxWorker() || r.Min > r.Max:
-			return KeeperSettings{}, invalidSettings("worker IDs %d-%d (--worker-ids): the layout allows 0 to %d", r.Min, r.Max, l.MaxWorker())
+			return KeeperSettings{}, invalidSettings("invalid KeeperSettings.WorkerIDs %d-%d: the layout allows 0 to %d", r.Min, r.Max, l.MaxWorker())
 		case r.Max-r.Min >= MaxPoolSize:
-			return KeeperSettings{}, invalidSettings("worker IDs %d-%d (--worker-ids): %d worker IDs, want at most %d",
+			return KeeperSettings{}, invalidSettings("invalid KeeperSettings.WorkerIDs %d-%d: %d worker IDs, want at most %d",
 				r.Min, r.Max, r.Max-r.Min+1, MaxPoolSize)
 		}
 	} else if n := l.MaxWorker() + 1; n > MaxPoolSize {
-		return KeeperSettings{}, invalidSettings("the layout has %d worker IDs, more than the %d one pool may hold: "+
-			"give WorkerIDs (--worker-ids) a range of at most %d", n, MaxPoolSize, MaxPoolSize)
+		return KeeperSettings{}, invalidSettings("invalid KeeperSettings.WorkerIDs (left out): the layout has %d worker IDs, "+
+			"more than the %d one pool may hold; give a range of at most %d", n, MaxPoolSize, MaxPoolSize)
 	}
 	if len(s.Holder) > MaxHolderLen {
-		return KeeperSettings{}, invalidSettings("holder of %d bytes (--holder): want at most %d", len(s.Holder), MaxHolderLen)
+		return KeeperSettings{}, invalidSettings("invalid KeeperSettings.Holder of %d bytes: want at most %d", len(s.Holder), MaxHolderLen)
+	}
+	if strings.HasPrefix(s.Holder, RemoteHolderPrefix) {
+		return KeeperSettings{}, invalidSettings("invalid KeeperSettings.Holder %q: names starting with %q belong to holders of the lease API", s.Holder, RemoteHolderPrefix)
 	}
 	if s.TTL == 0 {
 		s.TTL = DefaultLeaseTTL
 	}
 	if s.TTL < MinLeaseTTL {
-		return KeeperSettings{}, invalidSettings("lease TTL %s (--lease-ttl): want at least %s", s.TTL, MinLeaseTTL)
+		return KeeperSettings{}, invalidSettings("invalid KeeperSettings.TTL %s: want at least %s", s.TTL, MinLeaseTTL)
 	}
 	if s.Heartbeat == 0 {
-		s.Heartbeat = s.TTL / 3
+		s.Heartbeat = DefaultHeartbeat(s.TTL)
 	}
 	if s.Heartbeat < 0 || s.Heartbeat > s.TTL/2 {
-		return KeeperSettings{}, invalidSettings("heartbeat %s (--heartbeat): want more than 0 and at most half of the lease TTL %s",
+		return KeeperSettings{}, invalidSettings("invalid KeeperSettings.Heartbeat %s: want more than 0 and at most half of KeeperSettings.TTL %s",
 			s.Heartbeat, s.TTL)
 	}
 	if s.Margin == 0 {
-		s.Margin = s.TTL / 10
+		s.Margin = DefaultMargin(s.TTL)
 	}
 	if s.Margin < 0 || s.Margin >= s.TTL/2 {
-		return KeeperSettings{}, invalidSettings("margin %s (--lease-margin): want at least 0 and less than half of the lease TTL %s", s.Margin, s.TTL)
+		return KeeperSettings{}, invalidSettings("invalid KeeperSettings.Margin %s: want at least 0 and less than half of KeeperSettings.TTL %s", s.Margin, s.TTL)
 	}
 	if s.MaxCeilingAhead == 0 {
 		s.MaxCeilingAhead = DefaultMaxCeilingAhead
 	}
+	if s.MaxCeilingAhead < 0 {
+		return KeeperSettings{}, invalidSettings("invalid KeeperSettings.MaxCeilingAhead %s: want at least 0", s.MaxCeilingAhead)
+	}
 	if s.MaxClockOffset == 0 {
 		s.MaxClockOffset = DefaultMaxClockOffset
 	}
-	if s.MaxCeilingAhead < 0 || s.MaxClockOffset < 0 {
-		return KeeperSettings{}, invalidSettings("max ceiling ahead %s and max clock offset %s (--max-clock-offset): want at least 0", s.MaxCeilingAhead, s.MaxClockOffset)
-	}
-	if s.MaxClockOffset > MaxClockOffsetLimit {
-		return KeeperSettings{}, invalidSettings("max clock offset %s (--max-clock-offset): want at most %s", s.MaxClockOffset, MaxClockOffsetLimit)
+	if s.MaxClockOffset < 0 || s.MaxClockOffset > MaxClockOffsetLimit {
+		return KeeperSettings{}, invalidSettings("invalid KeeperSettings.MaxClockOffset %s: want at least 0 and at most %s", s.MaxClockOffset, MaxClockOffsetLimit)
 	}
 	if s.MaxBackwardWait == 0 {
 		s.MaxBackwardWait = snowflake.DefaultMaxBackwardWait
 	}
 	if s.MaxBackwardWait > MaxBackwardWaitLimit {
-		return KeeperSettings{}, invalidSettings("max backward wait %s (--max-backward-wait): want at most %s", s.MaxBackwardWait, MaxBackwardWaitLimit)
+		return KeeperSettings{}, invalidSettings("invalid KeeperSettings.MaxBackwardWait %s: want at most %s", s.MaxBackwardWait, MaxBackwardWaitLimit)
 	}
 	return s, nil
 }
+
+// DefaultHeartbeat is the interval between heartbeats of a lease of ttl
+// unless set: a third of it, which leaves time to retry a failed
+// heartbeat before the lease runs out. Remote holders are told the same.
+func DefaultHeartbeat(ttl time.Duration) time.Duration { return ttl / 3 }
+
+// DefaultMargin is what is taken off the local deadline of a lease of ttl
+// unless set: a tenth of it. Remote holders are told the same.
+func DefaultMargin(ttl time.Duration) time.Duration { return ttl / 10 }
 
 // pool returns the worker IDs to claim from.
 func (s KeeperSettings) pool() WorkerRange {
@@ -198,15 +208,17 @@ func (s KeeperSettings) pool() WorkerRange {
 	return WorkerRange{0, s.Layout.MaxWorker()}
 }
 
-// invalidSettings returns an error wrapping snowflake.ErrInvalidSettings
-// that says which keeper setting is wrong.
+// invalidSettings returns an error of the message format gives, wrapping
+// snowflake.ErrInvalidSettings: the error of KeeperSettings.Resolve and
+// SegmentSettings.Resolve, which name the field
+// ("invalid KeeperSettings.TTL 10ms: …").
 func invalidSettings(format string, args ...any) error {
 	return &settingsError{msg: fmt.Sprintf(format, args...)}
 }
 
 type settingsError struct{ msg string }
 
-func (e *settingsError) Error() string { return "invalid lease settings: " + e.msg }
+func (e *settingsError) Error() string { return e.msg }
 func (e *settingsError) Unwrap() error { return snowflake.ErrInvalidSettings }
 
 // leaseState is the lease the keeper holds. Fields other than deadline are
@@ -363,13 +375,21 @@ func (k *Keeper) Close(ctx context.Context) error {
 
 // release stops ls's generator and gives its lease back with the last
 // timestamp it used; the store lowers the ceiling to it, or to just below
-// the lease's floor if it issued nothing (ReleaseCeiling).
+// the lease's floor if it issued nothing (ReleaseCeiling). A lease the
+// store finds lost already (expired, as a paused or starved node's may
+// have, evicted or taken over) has nothing to give back: that is logged,
+// and is no error.
 func (k *Keeper) release(ctx context.Context, ls *leaseState) error {
 	ls.deadline.Store(0)
 	last := ls.gen.Stop()
 	ceiling, err := k.store.Release(ctx, ReleaseRequest{
 		Key: ls.lease.LeaseKey, Holder: k.s.Holder, FencingVersion: ls.lease.FencingVersion, LastTimestampMS: last,
 	})
+	if errors.Is(err, ErrLeaseLost) {
+		k.logger.Warn("lease gone before its release (expired, evicted or taken over); its ceiling stays",
+			"datacenter", ls.lease.DatacenterID, "worker", ls.lease.WorkerID, "fencing_version", ls.lease.FencingVersion, "err", err)
+		return nil
+	}
 	if err != nil {
 		k.logger.Warn("lease release failed; it will expire", "datacenter", ls.lease.DatacenterID, "worker", ls.lease.WorkerID, "err", err)
 		return fmt.Errorf("release worker %d: %w", ls.lease.WorkerID, err)
@@ -395,13 +415,6 @@ func (k *Keeper) Next() (snowflake.ID, error) {
 	return id, nil
 }
 
-// NextN appends n Snowflake IDs to dst; errors as Next. On an error the
-// IDs appended so far are returned with it.
-func (k *Keeper) NextN(dst []snowflake.ID, n int) ([]snowflake.ID, error) {
-	dst, _, err := k.NextNFenced(dst, n)
-	return dst, err
-}
-
 // LeaseToken identifies the worker lease that issued Snowflake IDs: a
 // caller that keeps the last token it saw for a (datacenter, worker) pair
 // can tell a later holder (a greater FencingVersion) from a stale one.
@@ -411,31 +424,10 @@ type LeaseToken struct {
 	FencingVersion int64
 }
 
-// NextNFenced is NextN that also returns the token of the lease the IDs
-// were made under. All IDs of one call come from one lease. On an error
-// the IDs appended so far are returned with it and with their token.
-func (k *Keeper) NextNFenced(dst []snowflake.ID, n int) ([]snowflake.ID, LeaseToken, error) {
-	ls := k.cur.Load()
-	if ls == nil {
-		return dst, LeaseToken{}, k.noLease()
-	}
-	tok := LeaseToken{DatacenterID: ls.lease.DatacenterID, WorkerID: ls.lease.WorkerID, FencingVersion: ls.lease.FencingVersion}
-	dst, err := ls.gen.NextN(dst, n)
-	if err != nil {
-		return dst, tok, k.refused(err)
-	}
-	return dst, tok, nil
-}
-
-// NextSnowflakes appends n Snowflake IDs to dst as int64s. Errors as Next.
-func (k *Keeper) NextSnowflakes(dst []int64, n int) ([]int64, error) {
-	dst, _, err := k.NextSnowflakesFenced(dst, n)
-	return dst, err
-}
-
-// NextSnowflakesFenced is NextSnowflakes that also returns the token of
-// the lease the IDs were made under, as NextNFenced does: all IDs of one
-// call come from one lease. The segment allocator's fallback draws from it.
+// NextSnowflakesFenced appends n Snowflake IDs to dst and returns them
+// with the token of the lease they were made under: all IDs of one call
+// come from one lease. Errors as Next; on an error the IDs appended so far
+// are returned with it.
 func (k *Keeper) NextSnowflakesFenced(dst []int64, n int) ([]int64, LeaseToken, error) {
 	ls := k.cur.Load()
 	if ls == nil {

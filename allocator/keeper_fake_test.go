@@ -48,7 +48,7 @@ func TestKeeperFakeKicksCoalesce(t *testing.T) {
 			t.Fatalf("not ready: %v", k.Ready())
 		}
 	}
-	if _, err := k.NextN(nil, 10); err != nil {
+	if _, _, err := k.NextSnowflakesFenced(nil, 10); err != nil {
 		t.Fatal(err)
 	}
 
@@ -309,6 +309,26 @@ func TestKeeperFakeTakeover(t *testing.T) {
 	}
 }
 
+// TestKeeperFakeReleaseExpired: a node whose lease expired before it shut
+// down (a pause, a starved process) finds nothing to release: Close says
+// so in the log, returns nil, and the row keeps its ceiling.
+func TestKeeperFakeReleaseExpired(t *testing.T) {
+	a, store, ft := newSteppedNode(t, KeeperSettings{WorkerIDs: &WorkerRange{0, 0}, Holder: "a", TTL: 3 * time.Second})
+	a.step()
+	a.next(t)
+	ceiling := store.row(key(0)).CeilingMS
+	ft.advance(4 * time.Second) // past the ttl, without a heartbeat
+	if err := a.k.Close(context.Background()); err != nil {
+		t.Fatalf("Close after the lease expired: %v, want nil", err)
+	}
+	if row := store.row(key(0)); row.CeilingMS != ceiling || !row.ReleasedAt.IsZero() {
+		t.Errorf("row after Close: %+v, want the ceiling %d kept and no release", row, ceiling)
+	}
+	if got := store.kinds(); len(got) != 1 {
+		t.Errorf("events %v, want the acquire alone", got)
+	}
+}
+
 func TestKeeperFakeRelease(t *testing.T) {
 	a, store, ft := newSteppedNode(t, KeeperSettings{WorkerIDs: &WorkerRange{0, 0}, Holder: "a"})
 	a.step()
@@ -478,19 +498,19 @@ func TestKeeperFakeClockAheadCeilingBounded(t *testing.T) {
 	}
 }
 
-// TestKeeperFakeNextNFenced: the token NextNFenced returns names the lease
-// the IDs were made under, and a re-claim of the same worker ID shows a
-// greater fencing version.
-func TestKeeperFakeNextNFenced(t *testing.T) {
+// TestKeeperFakeNextSnowflakesFenced: the token NextSnowflakesFenced
+// returns names the lease the IDs were made under, and a re-claim of the
+// same worker ID shows a greater fencing version.
+func TestKeeperFakeNextSnowflakesFenced(t *testing.T) {
 	n, store, ft := newSteppedNode(t, KeeperSettings{DatacenterID: 3, WorkerIDs: &WorkerRange{5, 5}, Holder: "a"})
-	if ids, tok, err := n.k.NextNFenced(nil, 4); !errors.Is(err, ErrNoLease) || len(ids) != 0 || tok != (LeaseToken{}) {
-		t.Fatalf("NextNFenced before a claim: got %d IDs, token %+v, err %v; want none, the zero token, ErrNoLease", len(ids), tok, err)
+	if ids, tok, err := n.k.NextSnowflakesFenced(nil, 4); !errors.Is(err, ErrNoLease) || len(ids) != 0 || tok != (LeaseToken{}) {
+		t.Fatalf("NextSnowflakesFenced before a claim: got %d IDs, token %+v, err %v; want none, the zero token, ErrNoLease", len(ids), tok, err)
 	}
 
 	n.step()
-	ids, tok, err := n.k.NextNFenced(nil, 4)
+	ids, tok, err := n.k.NextSnowflakesFenced(nil, 4)
 	if err != nil {
-		t.Fatalf("NextNFenced: %v", err)
+		t.Fatalf("NextSnowflakesFenced: %v", err)
 	}
 	st := n.k.Status()
 	want := LeaseToken{DatacenterID: st.Lease.DatacenterID, WorkerID: st.Lease.WorkerID, FencingVersion: st.Lease.FencingVersion}
@@ -501,7 +521,7 @@ func TestKeeperFakeNextNFenced(t *testing.T) {
 		t.Fatalf("got %d IDs, want 4", len(ids))
 	}
 	for _, id := range ids {
-		if p := n.k.Layout().Decompose(id); p.Datacenter != tok.DatacenterID || p.Worker != tok.WorkerID {
+		if p := n.k.Layout().Decompose(snowflake.ID(id)); p.Datacenter != tok.DatacenterID || p.Worker != tok.WorkerID {
 			t.Errorf("ID %d made by datacenter %d worker %d, but the token says %d/%d", id, p.Datacenter, p.Worker, tok.DatacenterID, tok.WorkerID)
 		}
 	}
@@ -517,14 +537,14 @@ func TestKeeperFakeNextNFenced(t *testing.T) {
 	store.setRow(row)
 	ft.advance(fakeHeartbeat)
 	n.step() // the heartbeat finds the row gone: lost
-	if _, stale, err := n.k.NextNFenced(nil, 1); !errors.Is(err, ErrNoLease) || stale != (LeaseToken{}) {
-		t.Fatalf("NextNFenced after the loss: token %+v, err %v; want the zero token and ErrNoLease", stale, err)
+	if _, stale, err := n.k.NextSnowflakesFenced(nil, 1); !errors.Is(err, ErrNoLease) || stale != (LeaseToken{}) {
+		t.Fatalf("NextSnowflakesFenced after the loss: token %+v, err %v; want the zero token and ErrNoLease", stale, err)
 	}
 	ft.advance(fakeTTL) // past the ceiling a committed: the new floor
 	n.step()
-	ids, tok2, err := n.k.NextNFenced(ids[:0], 2)
+	ids, tok2, err := n.k.NextSnowflakesFenced(ids[:0], 2)
 	if err != nil {
-		t.Fatalf("NextNFenced after the re-claim: %v", err)
+		t.Fatalf("NextSnowflakesFenced after the re-claim: %v", err)
 	}
 	if tok2.DatacenterID != 3 || tok2.WorkerID != 5 || tok2.FencingVersion <= tok.FencingVersion {
 		t.Errorf("token after the re-claim %+v, want datacenter 3, worker 5 and a fencing version above %d", tok2, tok.FencingVersion)

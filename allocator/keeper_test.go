@@ -345,7 +345,7 @@ func TestKeeperRestarts(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, dialect string) {
 		store := teststore.Open(t, dialect)
 		ctx := context.Background()
-		seen := map[snowflake.ID]int{}
+		seen := map[int64]int{}
 		for run := range 100 {
 			fs := &faultStore{LeaseStore: store}
 			k, err := allocator.NewKeeper(fs, allocator.KeeperSettings{
@@ -358,9 +358,9 @@ func TestKeeperRestarts(t *testing.T) {
 				t.Fatal(err)
 			}
 			testtime.WaitFor(t, 15*time.Second, fmt.Sprintf("run %d to be ready", run), func() bool { return k.Ready() == nil })
-			ids, err := k.NextN(nil, 50)
+			ids, _, err := k.NextSnowflakesFenced(nil, 50)
 			if err != nil {
-				t.Fatalf("run %d: NextN: %v", run, err)
+				t.Fatalf("run %d: NextSnowflakesFenced: %v", run, err)
 			}
 			for _, id := range ids {
 				if prev, dup := seen[id]; dup {
@@ -396,7 +396,7 @@ func TestKeeperClockSteppedBack(t *testing.T) {
 		clock := snowflake.NewShiftedClock(nil, 0)
 		k := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(0, 1), TTL: 3 * time.Second, Clock: clock})
 		testtime.WaitFor(t, 10*time.Second, "ready", func() bool { return k.Ready() == nil })
-		before, err := k.NextN(nil, 10)
+		before, _, err := k.NextSnowflakesFenced(nil, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -409,7 +409,7 @@ func TestKeeperClockSteppedBack(t *testing.T) {
 		testtime.WaitFor(t, 10*time.Second, "a move to another worker ID", func() bool {
 			return k.Ready() == nil && k.Status().Lease.WorkerID != first
 		})
-		after, err := k.NextN(nil, 10)
+		after, _, err := k.NextSnowflakesFenced(nil, 10)
 		if err != nil {
 			t.Fatalf("Next after moving: %v", err)
 		}
@@ -538,8 +538,8 @@ func TestKeeperNeverWaitIsReady(t *testing.T) {
 	store := teststore.Open(t, "sqlite")
 	k := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(0, 0), MaxBackwardWait: -time.Second})
 	testtime.WaitFor(t, 10*time.Second, "a lease", func() bool { return k.Status().Held })
-	if _, err := k.NextN(nil, 100); err != nil {
-		t.Fatalf("NextN: %v", err)
+	if _, _, err := k.NextSnowflakesFenced(nil, 100); err != nil {
+		t.Fatalf("NextSnowflakesFenced: %v", err)
 	}
 	if err := k.Ready(); err != nil {
 		t.Errorf("Ready after issuing with MaxBackwardWait < 0: got %v, want nil", err)
@@ -608,8 +608,8 @@ func TestNewKeeperPoolTooLarge(t *testing.T) {
 			t.Errorf("%s: NewKeeper: %v, want no error", tc.name, err)
 		case !tc.ok && !errors.Is(err, snowflake.ErrInvalidSettings):
 			t.Errorf("%s: NewKeeper: got %v, want an error wrapping ErrInvalidSettings", tc.name, err)
-		case !tc.ok && !strings.Contains(err.Error(), "--worker-ids"):
-			t.Errorf("%s: NewKeeper: got %q, want it to name --worker-ids", tc.name, err)
+		case !tc.ok && !strings.Contains(err.Error(), "invalid KeeperSettings.WorkerIDs"):
+			t.Errorf("%s: NewKeeper: got %q, want it to name KeeperSettings.WorkerIDs", tc.name, err)
 		}
 	}
 }
@@ -637,23 +637,23 @@ func TestKeeperSettingsResolve(t *testing.T) {
 		want string // "" when valid
 	}{
 		{"shortest ttl, longest heartbeat", allocator.KeeperSettings{TTL: time.Second, Heartbeat: 500 * time.Millisecond}, ""},
-		{"ttl below 1s", allocator.KeeperSettings{TTL: 999 * time.Millisecond}, "lease TTL 999ms (--lease-ttl): want at least 1s"},
+		{"ttl below 1s", allocator.KeeperSettings{TTL: 999 * time.Millisecond}, "invalid KeeperSettings.TTL 999ms: want at least 1s"},
 		{"negative ttl", allocator.KeeperSettings{TTL: -time.Second}, "want at least 1s"},
-		{"heartbeat above half the ttl", allocator.KeeperSettings{TTL: time.Second, Heartbeat: 501 * time.Millisecond}, "heartbeat 501ms (--heartbeat)"},
+		{"heartbeat above half the ttl", allocator.KeeperSettings{TTL: time.Second, Heartbeat: 501 * time.Millisecond}, "invalid KeeperSettings.Heartbeat 501ms: want more than 0 and at most half of KeeperSettings.TTL 1s"},
 		{"negative heartbeat", allocator.KeeperSettings{Heartbeat: -time.Second}, "want more than 0 and at most half"},
-		{"margin of half the ttl", allocator.KeeperSettings{TTL: 2 * time.Second, Margin: time.Second}, "margin 1s"},
-		{"negative margin", allocator.KeeperSettings{Margin: -time.Millisecond}, "margin -1ms"},
-		{"negative offset", allocator.KeeperSettings{MaxClockOffset: -time.Second}, "want at least 0"},
+		{"margin of half the ttl", allocator.KeeperSettings{TTL: 2 * time.Second, Margin: time.Second}, "invalid KeeperSettings.Margin 1s: want at least 0 and less than half of KeeperSettings.TTL 2s"},
+		{"negative margin", allocator.KeeperSettings{Margin: -time.Millisecond}, "invalid KeeperSettings.Margin -1ms"},
+		{"negative offset", allocator.KeeperSettings{MaxClockOffset: -time.Second}, "invalid KeeperSettings.MaxClockOffset -1s: want at least 0"},
 		{"offset at the limit", allocator.KeeperSettings{MaxClockOffset: time.Minute}, ""},
-		{"offset above the limit", allocator.KeeperSettings{MaxClockOffset: time.Minute + time.Millisecond}, "max clock offset 1m0.001s (--max-clock-offset): want at most 1m0s"},
-		{"negative ceiling ahead", allocator.KeeperSettings{MaxCeilingAhead: -time.Second}, "want at least 0"},
-		{"datacenter beyond layout", allocator.KeeperSettings{DatacenterID: 32}, "datacenter ID 32 (--datacenter): the layout allows 0 to 31"},
-		{"worker IDs beyond layout", allocator.KeeperSettings{WorkerIDs: pool(0, 32)}, "worker IDs 0-32 (--worker-ids): the layout allows 0 to 31"},
-		{"worker IDs reversed", allocator.KeeperSettings{WorkerIDs: pool(5, 4)}, "worker IDs 5-4"},
-		{"holder too long", allocator.KeeperSettings{Holder: strings.Repeat("h", 256)}, "holder of 256 bytes (--holder)"},
+		{"offset above the limit", allocator.KeeperSettings{MaxClockOffset: time.Minute + time.Millisecond}, "invalid KeeperSettings.MaxClockOffset 1m0.001s: want at least 0 and at most 1m0s"},
+		{"negative ceiling ahead", allocator.KeeperSettings{MaxCeilingAhead: -time.Second}, "invalid KeeperSettings.MaxCeilingAhead -1s: want at least 0"},
+		{"datacenter beyond layout", allocator.KeeperSettings{DatacenterID: 32}, "invalid KeeperSettings.DatacenterID 32: the layout allows 0 to 31"},
+		{"worker IDs beyond layout", allocator.KeeperSettings{WorkerIDs: pool(0, 32)}, "invalid KeeperSettings.WorkerIDs 0-32: the layout allows 0 to 31"},
+		{"worker IDs reversed", allocator.KeeperSettings{WorkerIDs: pool(5, 4)}, "invalid KeeperSettings.WorkerIDs 5-4"},
+		{"holder too long", allocator.KeeperSettings{Holder: strings.Repeat("h", 256)}, "invalid KeeperSettings.Holder of 256 bytes: want at most 255"},
 		{"backward wait at the limit", allocator.KeeperSettings{MaxBackwardWait: time.Second}, ""},
 		{"backward wait never", allocator.KeeperSettings{MaxBackwardWait: -1}, ""},
-		{"backward wait too long", allocator.KeeperSettings{MaxBackwardWait: time.Second + time.Millisecond}, "max backward wait 1.001s (--max-backward-wait): want at most 1s"},
+		{"backward wait too long", allocator.KeeperSettings{MaxBackwardWait: time.Second + time.Millisecond}, "invalid KeeperSettings.MaxBackwardWait 1.001s: want at most 1s"},
 	} {
 		_, err := tc.s.Resolve()
 		allocator.CheckResolveError(t, tc.name, err, tc.want)

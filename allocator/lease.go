@@ -17,6 +17,12 @@ type LeaseKey struct {
 	WorkerID     int64
 }
 
+// RemoteHolderPrefix starts the holder name of every lease granted through
+// the lease API: "api:<token name>/<holder>". A keeper's own holder name
+// never starts with it (KeeperSettings.Holder), so that a lease-API caller
+// can never pass for a node, whatever names either chooses.
+const RemoteHolderPrefix = "api:"
+
 // Lease is one row of worker_leases. Times are database time; a zero time
 // stands for NULL.
 type Lease struct {
@@ -116,7 +122,19 @@ type ClaimRequest struct {
 	MaxPrevCeilingMS int64
 	// Owner is the authenticated caller a remote holder acts for, written
 	// to the row and to the claim's event; "" (NULL) for idgen's own nodes.
+	// Every later heartbeat and release must name the same owner.
 	Owner string
+	// SecretHash is the SHA-256, in lower-case hex, of the lease secret the
+	// lease API gave the holder with this claim, written to the row; ""
+	// (NULL) for idgen's own nodes. Every later heartbeat and release must
+	// name the same hash: knowing a holder's name and fencing version is
+	// not enough to act on its lease.
+	SecretHash string
+	// MaxOwnerLeases, when above 0, caps the leases Owner may hold: the
+	// claim fails with ErrTooManyLeases when Owner already holds that many
+	// rows whose leases have not expired by store time, not counting a row
+	// Holder holds (a claim of its own again).
+	MaxOwnerLeases int
 	// RequestID identifies the request in the claim's event; optional.
 	RequestID string
 }
@@ -140,13 +158,14 @@ type HeartbeatRequest struct {
 	// MaxClockOffset, and never lowers it.
 	CeilingMS      int64
 	MaxClockOffset time.Duration
-	// Owner and RequestID name the caller and the request, as on a claim. A
-	// heartbeat records no event and leaves the row's owner as the claim
-	// wrote it: they are checked (see Validate) and carried for the caller's
-	// own audit, such as the lost event it records when the heartbeat
-	// returns ErrLeaseLost.
-	Owner     string
-	RequestID string
+	// Owner and SecretHash must be the claim's: the row matches only with
+	// both ("" matches the NULL of a node's own row). RequestID names the
+	// request for the caller's own audit, such as the lost event it
+	// records when the heartbeat returns ErrLeaseLost; a heartbeat records
+	// no event.
+	Owner      string
+	SecretHash string
+	RequestID  string
 }
 
 // ReleaseRequest gives a lease back. The store leaves behind the ceiling
@@ -160,9 +179,11 @@ type ReleaseRequest struct {
 	// issued under this lease, 0 if it issued none: what the generator's
 	// Stop returned.
 	LastTimestampMS int64
-	// Owner and RequestID are written to the release event, as on a claim.
-	Owner     string
-	RequestID string
+	// Owner and SecretHash must be the claim's, as on a heartbeat; Owner
+	// and RequestID are written to the release event.
+	Owner      string
+	SecretHash string
+	RequestID  string
 }
 
 // EvictRequest asks LeaseAdmin.Evict to take a lease from its holder.
@@ -245,13 +266,14 @@ type LeaseStore interface {
 	// pool's rows that do not exist yet.
 	//
 	// A candidate row is free (no holder), or its lease has expired by store
-	// time, or req.Holder holds it already (a claim of its own whose outcome
-	// it did not learn). When req.MaxPrevCeilingMS is not zero, rows whose
-	// ceiling lies above it are no candidates. Of the candidates, Claim takes
-	// the one with the lowest ceiling, then the lowest worker ID.
+	// time, or req.Holder holds it already for req.Owner (a claim of its own
+	// whose outcome it did not learn). When req.MaxPrevCeilingMS is not
+	// zero, rows whose ceiling lies above it are no candidates. Of the
+	// candidates, Claim takes the one with the lowest ceiling, then the
+	// lowest worker ID.
 	//
-	// The row claimed gets holder req.Holder, owner req.Owner (NULL when
-	// empty), fencing_version + 1, acquired_at = heartbeat_at = store time,
+	// The row claimed gets holder req.Holder, owner req.Owner and secret
+	// req.SecretHash (NULL when empty), fencing_version + 1, acquired_at = heartbeat_at = store time,
 	// expires_at = store time + req.TTL, released_at NULL, ts_floor_ms =
 	// previous ceiling + 1, and ts_ceiling_ms = max(previous ceiling,
 	// min(req.CeilingMS, store time + req.TTL + req.MaxClockOffset)): no
@@ -262,30 +284,37 @@ type LeaseStore interface {
 	// store time of the claim.
 	//
 	// It returns an error wrapping ErrNoWorkerAvailable when no row of the
-	// pool is a candidate.
+	// pool is a candidate, and one wrapping ErrTooManyLeases when
+	// req.MaxOwnerLeases refuses the claim (see ClaimRequest).
 	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
 
 	// Heartbeat extends the lease of req.Key, provided req.Holder holds it at
-	// req.FencingVersion and it has not expired by store time: heartbeat_at
+	// req.FencingVersion, for req.Owner with req.SecretHash, and it has not
+	// expired by store time: heartbeat_at
 	// = store time, expires_at = store time + req.TTL, and ts_ceiling_ms
 	// raised as a claim raises it, never lowered. It returns the row after
 	// the heartbeat and the store's time, which the caller compares with its
 	// own clock. It records no event.
 	//
 	// It returns an error wrapping ErrLeaseLost, and changes nothing, when
-	// the row does not match: another holder or fencing version, released,
-	// or expired (whether or not anyone took it over since).
+	// the row does not match: another holder, owner, secret or fencing
+	// version, released, or expired (whether or not anyone took it over
+	// since). When only the owner or the secret differs, the error wraps
+	// ErrLeaseSecret too.
 	Heartbeat(ctx context.Context, req HeartbeatRequest) (Lease, time.Time, error)
 
-	// Release gives the lease of req.Key back, provided req.Holder holds it
-	// at req.FencingVersion, expired or not: holder and owner NULL,
+	// Release gives the lease of req.Key back, provided the row matches as
+	// for a heartbeat (holder, fencing version, owner, secret, and not
+	// expired by store time: a release agrees with a heartbeat on whether a
+	// lease is still held): holder, owner and secret NULL,
 	// released_at = expires_at = store time, and ts_ceiling_ms set to
 	// ReleaseCeiling(ts_floor_ms, ts_ceiling_ms, req.LastTimestampMS), which
 	// is never above the ceiling the row had. It records an EventRelease
 	// with req.Owner and req.RequestID, and returns the ceiling it left.
 	//
 	// It returns an error wrapping ErrLeaseLost, and changes nothing, when
-	// the row does not match; one wrapping ErrInvalidRelease, and changes
+	// the row does not match (with ErrLeaseSecret as for a heartbeat); one
+	// wrapping ErrInvalidRelease, and changes
 	// nothing, when req.LastTimestampMS is one the holder cannot have used
 	// (see ReleaseCeiling).
 	Release(ctx context.Context, req ReleaseRequest) (ceilingMS int64, err error)
@@ -326,7 +355,8 @@ type LeaseAdmin interface {
 	// evicted holder and the version it held, with req.Owner, req.RequestID
 	// and req.Reason, and returns the row after the eviction.
 	//
-	// A row is held when it has a holder, expired or not. Evict returns an
+	// The row's secret becomes NULL with its holder. A row is held when it
+	// has a holder, expired or not. Evict returns an
 	// error wrapping ErrLeaseNotHeld for a row that is free or does not
 	// exist, and one wrapping ErrLeaseLost when req.FencingVersion is not 0
 	// and differs from the row's; either way it changes nothing.
@@ -351,8 +381,9 @@ const (
 
 // Validate reports a claim request no store could carry out: no holder or
 // one over MaxHolderLen bytes, a ttl under 1ms, negative or reversed IDs, a
-// pool larger than MaxPoolSize, a negative ceiling, a negative clock offset,
-// or an owner or request ID that is too long or not UTF-8. Stores call it
+// pool larger than MaxPoolSize, a negative ceiling, clock offset or lease
+// cap, a secret hash that is not 64 lower-case hex digits, or an owner or
+// request ID that is too long or not UTF-8. Stores call it
 // before touching the database.
 func (r ClaimRequest) Validate() error {
 	return invalidRequest("claim",
@@ -365,6 +396,8 @@ func (r ClaimRequest) Validate() error {
 			"pool of %d worker IDs is larger than %d", r.MaxWorkerID-r.MinWorkerID+1, MaxPoolSize),
 		problemIf(r.CeilingMS < 0 || r.MaxPrevCeilingMS < 0, "negative ceiling"),
 		problemIf(r.MaxClockOffset < 0, "negative clock offset %s", r.MaxClockOffset),
+		problemIf(r.MaxOwnerLeases < 0, "negative lease cap %d", r.MaxOwnerLeases),
+		secretProblem(r.SecretHash),
 		callerProblem(r.Owner, r.RequestID))
 }
 
@@ -380,6 +413,7 @@ func (r HeartbeatRequest) Validate() error {
 		fencedKeyProblem(r.Key, r.FencingVersion),
 		problemIf(r.CeilingMS < 0, "negative ceiling %d", r.CeilingMS),
 		problemIf(r.MaxClockOffset < 0, "negative clock offset %s", r.MaxClockOffset),
+		secretProblem(r.SecretHash),
 		callerProblem(r.Owner, r.RequestID))
 }
 
@@ -393,6 +427,7 @@ func (r ReleaseRequest) Validate() error {
 		holderProblem(r.Holder),
 		fencedKeyProblem(r.Key, r.FencingVersion),
 		problemIf(r.LastTimestampMS < 0, "negative last timestamp %d", r.LastTimestampMS),
+		secretProblem(r.SecretHash),
 		callerProblem(r.Owner, r.RequestID))
 }
 
@@ -502,6 +537,23 @@ func ReleaseCeiling(floorMS, ceilingMS, lastMS int64) (int64, error) {
 }
 
 func validHolder(h string) bool { return h != "" && len(h) <= MaxHolderLen }
+
+// SecretHashLen is the length of a ClaimRequest.SecretHash: a SHA-256 in
+// hex.
+const SecretHashLen = 64
+
+// secretProblem describes a secret hash that is neither "" nor 64
+// lower-case hex digits, or returns "".
+func secretProblem(h string) string {
+	if h == "" {
+		return ""
+	}
+	ok := len(h) == SecretHashLen
+	for i := 0; ok && i < len(h); i++ {
+		ok = (h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')
+	}
+	return problemIf(!ok, "secret hash must be %d lower-case hex digits", SecretHashLen)
+}
 
 // callerProblem describes what is wrong with an owner and a request ID, or
 // returns "".

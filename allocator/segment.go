@@ -95,19 +95,18 @@ var (
 	ErrSegmentsClosed = fmt.Errorf("%w: segment allocator closed", ErrUnavailable)
 )
 
-// SegmentSettings configures a Segments. The zero value means the defaults.
+// SegmentSettings configures a Segments. The zero value means the defaults;
+// Resolve fills them in and checks the rules given with each field.
 type SegmentSettings struct {
 	// Threshold is the fraction of the current range consumed before the
 	// next range is loaded in the background, in (0, 1]. Zero means
-	// DefaultSegmentThreshold; NewSegments takes values above 1 as 1,
-	// Resolve refuses them [--segment-prefetch-threshold].
+	// DefaultSegmentThreshold.
 	Threshold float64
 	// GrowBelow and ShrinkAbove are the windows of the dynamic step: a
 	// range that lasted less than GrowBelow doubles the next step (up to
 	// the namespace's max_step), one that lasted more than ShrinkAbove
 	// halves it (down to min_step). Zero means DefaultSegmentGrowBelow and
-	// DefaultSegmentShrinkAbove; GrowBelow must stay below ShrinkAbove
-	// [--segment-grow-below, --segment-shrink-above].
+	// DefaultSegmentShrinkAbove; GrowBelow must stay below ShrinkAbove.
 	GrowBelow   time.Duration
 	ShrinkAbove time.Duration
 	// FetchTimeout bounds each fetch from the store. Zero means
@@ -115,8 +114,9 @@ type SegmentSettings struct {
 	FetchTimeout time.Duration
 	// RetryMin and RetryMax bound the backoff between failed background
 	// fetches (internal/backoff: the bound doubles, each delay lies
-	// between half and all of it). Zero means DefaultSegmentRetryMin and
-	// DefaultSegmentRetryMax.
+	// between half and all of it); RetryMax is at least RetryMin. Zero
+	// means DefaultSegmentRetryMin, and DefaultSegmentRetryMax or RetryMin
+	// if that is larger.
 	RetryMin time.Duration
 	RetryMax time.Duration
 	// MaxWait bounds how long one draw waits for a range when both buffers
@@ -136,75 +136,39 @@ type SegmentSettings struct {
 	Fallback SnowflakeSource
 }
 
-// withDefaults returns s with its zero (and, leniently, its out-of-range)
-// fields replaced by the defaults NewSegments uses.
-func (s SegmentSettings) withDefaults() SegmentSettings {
-	if !(s.Threshold > 0) { // also NaN
-		s.Threshold = DefaultSegmentThreshold
-	}
-	if s.Threshold > 1 {
-		s.Threshold = 1
-	}
-	if s.FetchTimeout <= 0 {
-		s.FetchTimeout = DefaultSegmentFetchTimeout
-	}
-	if s.MaxWait == 0 {
-		s.MaxWait = DefaultSegmentMaxWait
-	}
-	s.RetryMin, s.RetryMax = durationBounds(s.RetryMin, s.RetryMax, DefaultSegmentRetryMin, DefaultSegmentRetryMax)
-	s.GrowBelow, s.ShrinkAbove = durationBounds(s.GrowBelow, s.ShrinkAbove, DefaultSegmentGrowBelow, DefaultSegmentShrinkAbove)
-	if s.Clock == nil {
-		s.Clock = snowflake.SystemClock()
-	}
-	if s.Logger == nil {
-		s.Logger = slog.New(slog.DiscardHandler)
-	}
-	return s
-}
-
-// durationBounds returns a lower and an upper bound of withDefaults: each
-// that is not above 0 replaced by its default, and the upper one raised to
-// the lower one if it lies below it.
-func durationBounds(lo, hi, defLo, defHi time.Duration) (time.Duration, time.Duration) {
-	if lo <= 0 {
-		lo = defLo
-	}
-	if hi <= 0 {
-		hi = defHi
-	}
-	return lo, max(hi, lo)
-}
-
-// Resolve returns s with the defaults filled in, or, when a field breaks
-// the rule given with it, an error wrapping snowflake.ErrInvalidSettings
-// that names the setting. NewSegments is lenient with the same values
-// (it clamps them); Resolve is the check for settings an operator gave.
-// Clock and Logger are left as they are.
+// Resolve returns s with the defaults filled in, or an error wrapping
+// snowflake.ErrInvalidSettings that names the field whose rule s breaks.
+// Clock and Logger are left for NewSegments to fill in. Resolve of a
+// resolved value returns it unchanged.
 func (s SegmentSettings) Resolve() (SegmentSettings, error) {
 	switch {
 	case s.Threshold != s.Threshold || s.Threshold < 0 || s.Threshold > 1:
-		return SegmentSettings{}, segmentSettingsError("prefetch threshold %v (--segment-prefetch-threshold): want more than 0 and at most 1", s.Threshold)
+		return SegmentSettings{}, invalidSettings("invalid SegmentSettings.Threshold %v: want more than 0 and at most 1", s.Threshold)
 	case s.GrowBelow < 0:
-		return SegmentSettings{}, segmentSettingsError("grow-below window %s (--segment-grow-below): want more than 0", s.GrowBelow)
+		return SegmentSettings{}, invalidSettings("invalid SegmentSettings.GrowBelow %s: want more than 0", s.GrowBelow)
 	case s.ShrinkAbove < 0:
-		return SegmentSettings{}, segmentSettingsError("shrink-above window %s (--segment-shrink-above): want more than 0", s.ShrinkAbove)
-	case s.FetchTimeout < 0 || s.RetryMin < 0 || s.RetryMax < 0:
-		return SegmentSettings{}, segmentSettingsError("fetch timeout %s, retry bounds %s and %s: want 0 (the default) or more", s.FetchTimeout, s.RetryMin, s.RetryMax)
+		return SegmentSettings{}, invalidSettings("invalid SegmentSettings.ShrinkAbove %s: want more than 0", s.ShrinkAbove)
+	case s.FetchTimeout < 0:
+		return SegmentSettings{}, invalidSettings("invalid SegmentSettings.FetchTimeout %s: want 0 (the default) or more", s.FetchTimeout)
+	case s.RetryMin < 0:
+		return SegmentSettings{}, invalidSettings("invalid SegmentSettings.RetryMin %s: want 0 (the default) or more", s.RetryMin)
+	case s.RetryMax < 0:
+		return SegmentSettings{}, invalidSettings("invalid SegmentSettings.RetryMax %s: want 0 (the default) or more", s.RetryMax)
 	}
-	grow, shrink := cmp.Or(s.GrowBelow, DefaultSegmentGrowBelow), cmp.Or(s.ShrinkAbove, DefaultSegmentShrinkAbove)
-	if shrink <= grow {
-		return SegmentSettings{}, segmentSettingsError("dynamic-step windows: grow below %s (--segment-grow-below) must be less than shrink above %s (--segment-shrink-above)", grow, shrink)
+	s.Threshold = cmp.Or(s.Threshold, DefaultSegmentThreshold)
+	s.FetchTimeout = cmp.Or(s.FetchTimeout, DefaultSegmentFetchTimeout)
+	s.MaxWait = cmp.Or(s.MaxWait, DefaultSegmentMaxWait)
+	s.RetryMin = cmp.Or(s.RetryMin, DefaultSegmentRetryMin)
+	s.RetryMax = cmp.Or(s.RetryMax, max(DefaultSegmentRetryMax, s.RetryMin))
+	if s.RetryMax < s.RetryMin {
+		return SegmentSettings{}, invalidSettings("invalid SegmentSettings.RetryMax %s: want at least SegmentSettings.RetryMin %s", s.RetryMax, s.RetryMin)
 	}
-	clock, logger := s.Clock, s.Logger
-	r := s.withDefaults()
-	r.Clock, r.Logger = clock, logger
-	return r, nil
-}
-
-// segmentSettingsError returns an error wrapping snowflake.ErrInvalidSettings
-// that says which segment setting is wrong.
-func segmentSettingsError(format string, args ...any) error {
-	return fmt.Errorf("%w: segments: %s", snowflake.ErrInvalidSettings, fmt.Sprintf(format, args...))
+	s.GrowBelow = cmp.Or(s.GrowBelow, DefaultSegmentGrowBelow)
+	s.ShrinkAbove = cmp.Or(s.ShrinkAbove, DefaultSegmentShrinkAbove)
+	if s.ShrinkAbove <= s.GrowBelow {
+		return SegmentSettings{}, invalidSettings("invalid SegmentSettings.GrowBelow %s: want less than SegmentSettings.ShrinkAbove %s", s.GrowBelow, s.ShrinkAbove)
+	}
+	return s, nil
 }
 
 // SnowflakeSource is what the segment allocator needs of the Snowflake side
@@ -281,10 +245,20 @@ func (b *Batch) appendRun(first, n int64) {
 	b.Ranges = append(b.Ranges, IDRange{First: first, Last: last})
 }
 
-// NewSegments returns a segment allocator drawing ranges from store.
-// Namespaces are looked up on first use; none is ever created by it.
-func NewSegments(store SegmentStore, s SegmentSettings) *Segments {
-	s = s.withDefaults()
+// NewSegments returns a segment allocator drawing ranges from store, or
+// the error of SegmentSettings.Resolve. Namespaces are looked up on first
+// use; none is ever created by it.
+func NewSegments(store SegmentStore, s SegmentSettings) (*Segments, error) {
+	s, err := s.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	if s.Clock == nil {
+		s.Clock = snowflake.SystemClock()
+	}
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
 	sg := &Segments{
 		store:        store,
 		threshold:    s.Threshold,
@@ -302,44 +276,25 @@ func NewSegments(store SegmentStore, s SegmentSettings) *Segments {
 	sg.spaces.Store(&empty)
 	sg.stop, sg.stopFunc = context.WithCancel(context.Background())
 	sg.closing, sg.closingFunc = context.WithCancel(context.Background())
-	return sg
-}
-
-// Next returns one ID of namespace name.
-//
-// ctx bounds only waiting: a draw served from memory never looks at it.
-// Errors wrap ErrInvalidNamespace (malformed name), ErrNamespaceNotFound
-// (no such namespace), ErrNamespaceExhausted (every ID up to the
-// namespace's limit has been handed out; never answered by the fallback)
-// or ErrUnavailable (the database cannot be reached and neither a range nor
-// the fallback can serve; after Close, ErrSegmentsClosed). When the
-// namespace's Snowflake fallback serves, Next
-// returns a Snowflake ID like any other; callers that must tell the two
-// apart use Draw, whose Batch carries the source.
-func (s *Segments) Next(ctx context.Context, name string) (int64, error) {
-	if ns := (*s.spaces.Load())[name]; ns != nil {
-		return ns.nextID(ctx)
-	}
-	ns, err := s.namespace(ctx, name)
-	if err != nil {
-		return 0, err
-	}
-	return ns.nextSlow(ctx)
+	return sg, nil
 }
 
 // Draw hands out n IDs of namespace name into out (see Batch). Segment IDs
 // come in increasing order as contiguous ranges, spanning a switch of
 // ranges when needed; Snowflake fallback IDs are marked SourceSnowflake.
-// On error out holds no IDs. ctx bounds only waiting. A draw of more IDs
-// than the namespace has left up to its limit is refused with
-// ErrNamespaceExhausted and takes none (unless draws racing for the last
-// IDs took some of its range first).
+// On error out holds no IDs. ctx bounds only waiting: a draw served from
+// memory never looks at it. A draw of more IDs than the namespace has left
+// up to its limit is refused and takes none (unless draws racing for the
+// last IDs took some of its range first).
 //
-// Errors wrap ErrInvalidCount, ErrInvalidNamespace, ErrNamespaceNotFound,
-// ErrNamespaceExhausted or ErrUnavailable (see Next).
+// Errors wrap ErrInvalidCount, ErrInvalidNamespace (malformed name),
+// ErrNamespaceNotFound, ErrNamespaceExhausted (never answered by the
+// fallback) or ErrUnavailable (neither a range nor the fallback can serve;
+// after Close, ErrSegmentsClosed).
 func (s *Segments) Draw(ctx context.Context, name string, n int, out *Batch) error {
-	if err := startDraw(n, out); err != nil {
-		return err
+	out.reset()
+	if n < 1 || n > MaxDrawCount {
+		return fmt.Errorf("%w: %d IDs asked for, 1 to %d allowed", ErrInvalidCount, n, MaxDrawCount)
 	}
 	ns := (*s.spaces.Load())[name]
 	if ns == nil {
@@ -349,63 +304,6 @@ func (s *Segments) Draw(ctx context.Context, name string, n int, out *Batch) err
 		}
 	}
 	return ns.draw(ctx, int64(n), out)
-}
-
-// Handle looks up namespace name (waiting for the store, bounded by ctx,
-// on first use) and returns a handle that draws from it without the lookup
-// by name. Errors are those of Next.
-func (s *Segments) Handle(ctx context.Context, name string) (*Handle, error) {
-	ns, err := s.namespace(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return &Handle{ns: ns}, nil
-}
-
-// Handle draws from one namespace. It is safe for concurrent use and stays
-// valid until its Segments is closed.
-type Handle struct {
-	ns *segNamespace
-}
-
-// Name returns the namespace's name.
-func (h *Handle) Name() string { return h.ns.name }
-
-// Next returns one ID of the handle's namespace, as Segments.Next does.
-func (h *Handle) Next(ctx context.Context) (int64, error) { return h.ns.nextID(ctx) }
-
-// Draw hands out n IDs of the handle's namespace, as Segments.Draw does.
-func (h *Handle) Draw(ctx context.Context, n int, out *Batch) error {
-	if err := startDraw(n, out); err != nil {
-		return err
-	}
-	return h.ns.draw(ctx, int64(n), out)
-}
-
-// startDraw empties out for a draw of n IDs and refuses a count out of
-// range, the first step of both Draw methods.
-func startDraw(n int, out *Batch) error {
-	out.reset()
-	if n < 1 || n > MaxDrawCount {
-		return fmt.Errorf("%w: %d IDs asked for, 1 to %d allowed", ErrInvalidCount, n, MaxDrawCount)
-	}
-	return nil
-}
-
-// nextID returns one ID of the namespace: from the current range with one
-// atomic add when it has IDs left (starting the prefetch when the draw
-// crosses its trigger), otherwise through nextSlow. It is the hot path of
-// both Next methods.
-func (ns *segNamespace) nextID(ctx context.Context) (int64, error) {
-	if b := ns.cur.Load(); b != nil {
-		if off := b.used.Add(1) - 1; off < b.size {
-			if off == b.trigger {
-				ns.prefetch()
-			}
-			return b.first + off, nil
-		}
-	}
-	return ns.nextSlow(ctx)
 }
 
 // SegmentStats describes one namespace as this node sees it, for metrics

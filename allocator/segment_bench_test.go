@@ -9,24 +9,19 @@ import (
 )
 
 // benchSegments returns a Segments on a fake store whose namespace "orders"
-// has a range large enough that a benchmark never runs it dry, and a Handle
-// on it, warmed up (first range fetched, prefetch done).
-func benchSegments(b *testing.B) (*Segments, *Handle) {
+// has a range large enough that a benchmark never runs it dry, warmed up
+// (first range fetched, prefetch done).
+func benchSegments(b *testing.B) *Segments {
 	b.Helper()
 	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 1 << 40})
-	s := NewSegments(store, SegmentSettings{})
+	s := mustSegments(b, store, SegmentSettings{})
 	b.Cleanup(func() { _ = s.Close(context.Background()) })
-	ctx := context.Background()
-	h, err := s.Handle(ctx, "orders")
-	if err != nil {
-		b.Fatal(err)
-	}
 	for range 2 {
-		if _, err := h.Next(ctx); err != nil {
+		if _, err := DrawOne(context.Background(), s, "orders"); err != nil {
 			b.Fatal(err)
 		}
 	}
-	return s, h
+	return s
 }
 
 // BenchmarkAtomicInt64Add is the baseline: the cost of the one atomic add a
@@ -39,26 +34,15 @@ func BenchmarkAtomicInt64Add(b *testing.B) {
 	}
 }
 
-// BenchmarkSegmentDrawByName draws single IDs by namespace name from a warm
-// buffer.
-func BenchmarkSegmentDrawByName(b *testing.B) {
-	s, _ := benchSegments(b)
+// BenchmarkSegmentDraw draws single IDs by namespace name from a warm
+// buffer into a reused Batch, as the core does.
+func BenchmarkSegmentDraw(b *testing.B) {
+	s := benchSegments(b)
 	ctx := context.Background()
+	var out Batch
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := s.Next(ctx, "orders"); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkSegmentDrawHandle draws single IDs through a Handle.
-func BenchmarkSegmentDrawHandle(b *testing.B) {
-	_, h := benchSegments(b)
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := h.Next(ctx); err != nil {
+		if err := s.Draw(ctx, "orders", 1, &out); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -66,7 +50,7 @@ func BenchmarkSegmentDrawHandle(b *testing.B) {
 
 // BenchmarkSegmentDrawBatch100 draws batches of 100 into a reused Batch.
 func BenchmarkSegmentDrawBatch100(b *testing.B) {
-	s, _ := benchSegments(b)
+	s := benchSegments(b)
 	ctx := context.Background()
 	var out Batch
 	b.ReportAllocs()
@@ -80,12 +64,13 @@ func BenchmarkSegmentDrawBatch100(b *testing.B) {
 // BenchmarkSegmentDrawParallel draws single IDs by name from every P at once
 // (all from one namespace: one contended counter).
 func BenchmarkSegmentDrawParallel(b *testing.B) {
-	s, _ := benchSegments(b)
+	s := benchSegments(b)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
+		var out Batch
 		for pb.Next() {
-			if _, err := s.Next(ctx, "orders"); err != nil {
+			if err := s.Draw(ctx, "orders", 1, &out); err != nil {
 				b.Error(err)
 				return
 			}
@@ -102,29 +87,25 @@ func BenchmarkSegmentDrawLatency(b *testing.B) {
 	const maxStep = 1 << 22
 	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 1000, MinStep: 1000, MaxStep: maxStep})
 	store.setLatency(20 * time.Millisecond)
-	s := NewSegments(store, SegmentSettings{})
+	s := mustSegments(b, store, SegmentSettings{})
 	defer func() { _ = s.Close(context.Background()) }()
-	h, err := s.Handle(context.Background(), "orders")
-	if err != nil {
-		b.Fatal(err)
-	}
-	BenchSwitchLatency(b, s, h, "orders", maxStep, func() int64 {
+	BenchSwitchLatency(b, s, "orders", maxStep, func() int64 {
 		_, fetches, _ := store.counts()
 		return int64(fetches)
 	})
 }
 
-// BenchSwitchLatency times b.N single draws through h, a handle of
-// namespace name of s, once the dynamic step has grown to maxStep, and
+// BenchSwitchLatency times b.N single draws of namespace name of s, once the dynamic step has grown to maxStep, and
 // reports p50, p99, p99.9 and the maximum of their latency in nanoseconds,
 // and the fetches made while timing as fetches counts them. It is the
 // body of BenchmarkSegmentDrawLatency and, exported for package
 // allocator_test, of BenchmarkSegmentIntegrationDrawLatency.
-func BenchSwitchLatency(b *testing.B, s *Segments, h *Handle, name string, maxStep int64, fetches func() int64) {
+func BenchSwitchLatency(b *testing.B, s *Segments, name string, maxStep int64, fetches func() int64) {
 	b.Helper()
 	ctx := context.Background()
+	var out Batch
 	for st, _ := s.NamespaceStats(name); st.Step < maxStep; st, _ = s.NamespaceStats(name) {
-		if _, err := h.Next(ctx); err != nil {
+		if err := s.Draw(ctx, name, 1, &out); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -134,7 +115,7 @@ func BenchSwitchLatency(b *testing.B, s *Segments, h *Handle, name string, maxSt
 	b.ResetTimer()
 	for i := range b.N {
 		start := time.Now()
-		if _, err := h.Next(ctx); err != nil {
+		if err := s.Draw(ctx, name, 1, &out); err != nil {
 			b.Fatal(err)
 		}
 		lat[i] = time.Since(start)

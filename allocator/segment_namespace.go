@@ -396,11 +396,11 @@ func (ns *segNamespace) stepBoundsLocked() (lo, hi int64) {
 }
 
 // nextStepLocked returns the size of the next fetch: the step doubles when
-// the previous range lasted less than SegmentSettings.GrowBelow (15 minutes
-// by default) and halves when it lasted more than ShrinkAbove (30), within the row's min_step..max_step. How long a range
-// lasted is the time since the previous fetch returned: fetches start at the
-// same point of consecutive ranges, so in steady state that is the lifetime
-// of one range.
+// the previous range lasted less than SegmentSettings.GrowBelow and halves
+// when it lasted more than ShrinkAbove, within the row's
+// min_step..max_step. How long a range lasted is the time since the
+// previous fetch returned: fetches start at the same point of consecutive
+// ranges, so in steady state that is the lifetime of one range.
 func (ns *segNamespace) nextStepLocked(now time.Time) int64 {
 	lo, hi := ns.stepBoundsLocked()
 	step := ns.step
@@ -503,35 +503,6 @@ func (ns *segNamespace) refill(ctx context.Context, seen *segRange, need int64) 
 			return segFail, 0, fmt.Errorf("%w: namespace %q: waiting for a range: %w", ErrUnavailable, ns.name, err)
 		}
 		ns.mu.Lock()
-	}
-}
-
-// nextSlow is the slow path of Next.
-func (ns *segNamespace) nextSlow(ctx context.Context) (int64, error) {
-	for {
-		cur := ns.cur.Load()
-		if cur != nil {
-			if first, got := ns.take(cur, 1); got == 1 {
-				return first, nil
-			}
-		}
-		act, limit, err := ns.refill(ctx, cur, 1)
-		switch act {
-		case segRetry:
-			continue
-		case segStrict:
-			seg, err := ns.fetchStrict(ctx, 1)
-			return seg.First, err
-		case segFallback:
-			var buf [1]int64
-			ids, _, err := ns.serveFallback(buf[:0], 1, limit, err)
-			if err != nil {
-				return 0, err
-			}
-			return ids[0], nil
-		default:
-			return 0, err
-		}
 	}
 }
 

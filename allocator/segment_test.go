@@ -20,11 +20,21 @@ func testSettings() SegmentSettings {
 	return SegmentSettings{RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond}
 }
 
+// mustSegments returns NewSegments(store, s), ending the test on an error.
+func mustSegments(tb testing.TB, store SegmentStore, s SegmentSettings) *Segments {
+	tb.Helper()
+	sg, err := NewSegments(store, s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return sg
+}
+
 // newTestSegments returns a Segments on store that is closed when the test
 // ends.
 func newTestSegments(t *testing.T, store SegmentStore, s SegmentSettings) *Segments {
 	t.Helper()
-	sg := NewSegments(store, s)
+	sg := mustSegments(t, store, s)
 	t.Cleanup(func() { _ = sg.Close(context.Background()) })
 	return sg
 }
@@ -69,21 +79,21 @@ func waitIdle(t *testing.T, s *Segments, name string) {
 	}
 }
 
-// fetchIdle takes a Handle of namespace name, which fetches its first
-// range, and waits until no fetch of it is under way.
+// fetchIdle looks namespace name up, which fetches its first range, and
+// waits until no fetch of it is under way.
 func fetchIdle(t *testing.T, ctx context.Context, s *Segments, name string) {
 	t.Helper()
-	if _, err := s.Handle(ctx, name); err != nil {
+	if _, err := s.namespace(ctx, name); err != nil {
 		t.Fatal(err)
 	}
 	waitIdle(t, s, name)
 }
 
-func mustNext(t *testing.T, ctx context.Context, s *Segments, name string) int64 {
+func mustDrawOne(t *testing.T, ctx context.Context, s *Segments, name string) int64 {
 	t.Helper()
-	id, err := s.Next(ctx, name)
+	id, err := DrawOne(ctx, s, name)
 	if err != nil {
-		t.Fatalf("Next(%q): %v", name, err)
+		t.Fatalf("DrawOne(%q): %v", name, err)
 	}
 	return id
 }
@@ -124,15 +134,21 @@ func CheckResolveError(t testing.TB, name string, err error, want string) {
 	}
 }
 
+// DrawOne draws one ID of namespace name from s.
+func DrawOne(ctx context.Context, s *Segments, name string) (int64, error) {
+	var b Batch
+	if err := s.Draw(ctx, name, 1, &b); err != nil {
+		return 0, err
+	}
+	return b.IDs[0], nil
+}
+
 // MixedDraws is how one goroutine of a uniqueness test draws: batches of
 // Sizes, in turn.
 type MixedDraws struct {
 	// Sizes are the batch sizes, used in turn; the last batch is cut to
 	// the IDs still wanted.
 	Sizes []int
-	// ViaNext reports whether draw i, of one ID, goes through Next; every
-	// other draw goes through Draw.
-	ViaNext func(i int) bool
 	// Check, when not nil, checks the batch of every Draw of n IDs; an
 	// error ends the goroutine's draws.
 	Check func(n int, b *Batch) error
@@ -147,14 +163,6 @@ func (m MixedDraws) Draw(ctx context.Context, s *Segments, name string, want int
 	var b Batch
 	for i := 0; len(ids) < want; i++ {
 		n := min(m.Sizes[i%len(m.Sizes)], want-len(ids))
-		if n == 1 && m.ViaNext != nil && m.ViaNext(i) {
-			id, err := s.Next(ctx, name)
-			if err != nil {
-				return nil, err
-			}
-			ids = append(ids, id)
-			continue
-		}
 		if err := s.Draw(ctx, name, n, &b); err != nil {
 			return nil, err
 		}
@@ -299,28 +307,19 @@ func TestSegmentsBadAndUnknownNames(t *testing.T) {
 	ctx := testCtx(t)
 
 	for _, name := range []string{"", "Orders", "-x", "a b", strings.Repeat("x", 65)} {
-		if _, err := s.Next(ctx, name); !errors.Is(err, ErrInvalidNamespace) {
-			t.Errorf("Next(%q): got %v, want ErrInvalidNamespace", name, err)
-		}
 		var b Batch
 		if err := s.Draw(ctx, name, 3, &b); !errors.Is(err, ErrInvalidNamespace) {
 			t.Errorf("Draw(%q): got %v, want ErrInvalidNamespace", name, err)
-		}
-		if _, err := s.Handle(ctx, name); !errors.Is(err, ErrInvalidNamespace) {
-			t.Errorf("Handle(%q): got %v, want ErrInvalidNamespace", name, err)
 		}
 	}
 	if gets, fetches, _ := store.counts(); gets != 0 || fetches != 0 {
 		t.Errorf("bad names reached the store: got %d lookups, %d fetches, want 0, 0", gets, fetches)
 	}
 
-	for i := range 3 {
-		if _, err := s.Next(ctx, "missing"); !errors.Is(err, ErrNamespaceNotFound) {
-			t.Fatalf("Next(missing) #%d: got %v, want ErrNamespaceNotFound", i, err)
+	for i := range 4 {
+		if _, err := DrawOne(ctx, s, "missing"); !errors.Is(err, ErrNamespaceNotFound) {
+			t.Fatalf("DrawOne(missing) #%d: got %v, want ErrNamespaceNotFound", i, err)
 		}
-	}
-	if _, err := s.Handle(ctx, "missing"); !errors.Is(err, ErrNamespaceNotFound) {
-		t.Errorf("Handle(missing): got %v, want ErrNamespaceNotFound", err)
 	}
 	// An unknown name leaves nothing behind: each use asks the store again,
 	// and a namespace created later is found.
@@ -331,8 +330,8 @@ func TestSegmentsBadAndUnknownNames(t *testing.T) {
 		t.Errorf("Stats after unknown names: got %d namespaces, want 0", len(st))
 	}
 	store.add(Namespace{Name: "missing", Step: 10})
-	if id := mustNext(t, ctx, s, "missing"); id != 1 {
-		t.Errorf("Next(missing) after creating it: got %d, want 1", id)
+	if id := mustDrawOne(t, ctx, s, "missing"); id != 1 {
+		t.Errorf("DrawOne(missing) after creating it: got %d, want 1", id)
 	}
 
 	for _, n := range []int{0, -1, MaxDrawCount + 1} {
@@ -354,16 +353,16 @@ func TestSegmentsFirstUseWithDatabaseDown(t *testing.T) {
 	ctx := testCtx(t)
 
 	// The row was never read, so its fallback setting is unknown: no fallback.
-	_, err := s.Next(ctx, "orders")
+	_, err := DrawOne(ctx, s, "orders")
 	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, errFakeDown) {
-		t.Fatalf("Next with the database down: got %v, want ErrUnavailable wrapping the store error", err)
+		t.Fatalf("DrawOne with the database down: got %v, want ErrUnavailable wrapping the store error", err)
 	}
 	if sf.calls != 0 {
 		t.Errorf("fallback calls: got %d, want 0", sf.calls)
 	}
 	store.setDown(nil)
-	if id := mustNext(t, ctx, s, "orders"); id != 1 {
-		t.Errorf("Next after the database came back: got %d, want 1", id)
+	if id := mustDrawOne(t, ctx, s, "orders"); id != 1 {
+		t.Errorf("DrawOne after the database came back: got %d, want 1", id)
 	}
 }
 
@@ -384,8 +383,7 @@ func TestSegmentsUniqueAcrossAllocators(t *testing.T) {
 		segs[a] = newTestSegments(t, store, testSettings())
 	}
 	draws := MixedDraws{
-		Sizes:   []int{1, 1, 7, 1, 64, 1, 250},
-		ViaNext: func(i int) bool { return i%2 == 0 },
+		Sizes: []int{1, 1, 7, 1, 64, 1, 250},
 		Check: func(n int, b *Batch) error {
 			if b.Source != SourceSegment || len(b.IDs) != n {
 				return fmt.Errorf("Draw(%d) gave %d IDs from %q", n, len(b.IDs), b.Source)
@@ -430,7 +428,7 @@ func TestSegmentsBatchSpansSwitch(t *testing.T) {
 
 			mustDraw(t, ctx, a, "orders", 5) // 1..5, before the trigger at 11
 			if tt.other {
-				if id := mustNext(t, ctx, b, "orders"); id != 101 {
+				if id := mustDrawOne(t, ctx, b, "orders"); id != 101 {
 					t.Fatalf("other allocator: got %d, want 101", id)
 				}
 			}
@@ -496,23 +494,23 @@ func TestSegmentsWaitOnlyWhenBothEmpty(t *testing.T) {
 	ctx := testCtx(t)
 	done := cancelledCtx()
 
-	if id := mustNext(t, ctx, s, "orders"); id != 1 {
-		t.Fatalf("first Next: got %d, want 1", id)
+	if id := mustDrawOne(t, ctx, s, "orders"); id != 1 {
+		t.Fatalf("first DrawOne: got %d, want 1", id)
 	}
 	store.closeGate()
 	// IDs 2..100: the 11th starts the background load, which is held.
 	for want := int64(2); want <= 100; want++ {
-		id, err := s.Next(done, "orders")
+		id, err := DrawOne(done, s, "orders")
 		if err != nil || id != want {
-			t.Fatalf("Next with a load in flight: got %d, %v, want %d", id, err, want)
+			t.Fatalf("DrawOne with a load in flight: got %d, %v, want %d", id, err, want)
 		}
 	}
 	if st := stats(t, s, "orders"); !st.Loading || st.Runway != 0 {
 		t.Errorf("stats with both buffers empty: got loading=%v runway=%d, want true, 0", st.Loading, st.Runway)
 	}
 	// Both buffers empty: the draw waits, and its context is done.
-	if _, err := s.Next(done, "orders"); !errors.Is(err, context.Canceled) || !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("Next with both buffers empty: got %v, want context.Canceled and ErrUnavailable", err)
+	if _, err := DrawOne(done, s, "orders"); !errors.Is(err, context.Canceled) || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("DrawOne with both buffers empty: got %v, want context.Canceled and ErrUnavailable", err)
 	}
 	var b Batch
 	if err := s.Draw(done, "orders", 2, &b); !errors.Is(err, context.Canceled) || len(b.IDs) != 0 {
@@ -522,9 +520,9 @@ func TestSegmentsWaitOnlyWhenBothEmpty(t *testing.T) {
 	waitIdle(t, s, "orders")
 	// The range loaded is served without waiting (the IDs reserved by the
 	// cancelled draws are skipped).
-	id, err := s.Next(done, "orders")
+	id, err := DrawOne(done, s, "orders")
 	if err != nil || id != 101 {
-		t.Fatalf("Next after the load: got %d, %v, want 101", id, err)
+		t.Fatalf("DrawOne after the load: got %d, %v, want 101", id, err)
 	}
 
 	// A range loaded in the background while the current one still has IDs
@@ -534,9 +532,9 @@ func TestSegmentsWaitOnlyWhenBothEmpty(t *testing.T) {
 		t.Fatalf("Draw(rest of range): %v", err)
 	}
 	waitIdle(t, s, "orders")
-	id, err = s.Next(done, "orders")
+	id, err = DrawOne(done, s, "orders")
 	if err != nil || id != 201 {
-		t.Fatalf("Next after the switch: got %d, %v, want 201", id, err)
+		t.Fatalf("DrawOne after the switch: got %d, %v, want 201", id, err)
 	}
 }
 
@@ -561,7 +559,7 @@ func newStepTest(t *testing.T, set SegmentSettings) *stepTest {
 	}
 	set.Clock = &fakeWall{t: st.ft}
 	st.s = newTestSegments(t, st.store, set)
-	mustNext(t, st.ctx, st.s, "orders")
+	mustDrawOne(t, st.ctx, st.s, "orders")
 	return st
 }
 
@@ -631,7 +629,7 @@ func TestSegmentsStrictGapFree(t *testing.T) {
 		s := segs[i%3]
 		n := 1 + i%4
 		if n == 1 {
-			id := mustNext(t, ctx, s, "invoices")
+			id := mustDrawOne(t, ctx, s, "invoices")
 			if id != next {
 				t.Fatalf("draw %d (allocator %d): got %d, want %d", i, i%3, id, next)
 			}
@@ -693,7 +691,7 @@ func TestSegmentsStrictGapFree(t *testing.T) {
 func otherNode(t *testing.T, ctx context.Context, store *fakeSegmentStore) (*Segments, int64) {
 	t.Helper()
 	b := newTestSegments(t, store, testSettings())
-	return b, mustNext(t, ctx, b, "orders")
+	return b, mustDrawOne(t, ctx, b, "orders")
 }
 
 func TestSegmentsTailReturn(t *testing.T) {
@@ -774,14 +772,14 @@ func TestSegmentsTailReturn(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newFakeSegmentStore(Namespace{Name: "orders", Step: 1000})
 			ctx := testCtx(t)
-			a := NewSegments(store, testSettings())
+			a := mustSegments(t, store, testSettings())
 			tt.run(t, ctx, a, store)
 			if err := a.Close(ctx); err != nil {
 				t.Fatalf("Close: %v", err)
 			}
 			store.openGate()
-			if _, err := a.Next(ctx, "orders"); !errors.Is(err, ErrSegmentsClosed) {
-				t.Errorf("Next after Close: got %v, want ErrSegmentsClosed", err)
+			if _, err := DrawOne(ctx, a, "orders"); !errors.Is(err, ErrSegmentsClosed) {
+				t.Errorf("DrawOne after Close: got %v, want ErrSegmentsClosed", err)
 			}
 			var got []bool
 			for _, c := range store.tailCalls() {
@@ -800,7 +798,7 @@ func TestSegmentsTailReturn(t *testing.T) {
 func TestSegmentsCloseWithDatabaseDown(t *testing.T) {
 	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 1000})
 	ctx := testCtx(t)
-	a := NewSegments(store, testSettings())
+	a := mustSegments(t, store, testSettings())
 	mustDraw(t, ctx, a, "orders", 10)
 	store.setDown(errFakeDown)
 	if err := a.Close(ctx); !errors.Is(err, errFakeDown) {
@@ -818,20 +816,16 @@ func TestSegmentsCloseWithDatabaseDown(t *testing.T) {
 func TestSegmentsCloseStopsLoadsAndWaiters(t *testing.T) {
 	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 10})
 	ctx := testCtx(t)
-	s := NewSegments(store, testSettings())
-	h, err := s.Handle(ctx, "orders")
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitIdle(t, s, "orders")
+	s := mustSegments(t, store, testSettings())
+	fetchIdle(t, ctx, s, "orders")
 	store.closeGate()
 	var b Batch
-	if err := h.Draw(ctx, 10, &b); err != nil { // starts a load held at the gate
+	if err := s.Draw(ctx, "orders", 10, &b); err != nil { // starts a load held at the gate
 		t.Fatal(err)
 	}
 	waiter := make(chan error, 1)
 	go func() {
-		_, err := h.Next(ctx)
+		_, err := DrawOne(ctx, s, "orders")
 		waiter <- err
 	}()
 	if err := s.Close(ctx); err != nil {
@@ -843,14 +837,9 @@ func TestSegmentsCloseStopsLoadsAndWaiters(t *testing.T) {
 	if n := store.fetchesInFlight(); n != 0 {
 		t.Errorf("fetches in flight after Close: got %d, want 0", n)
 	}
-	for _, draw := range []func() error{
-		func() error { _, err := h.Next(ctx); return err },
-		func() error { return h.Draw(ctx, 2, &b) },
-		func() error { return s.Draw(ctx, "orders", 2, &b) },
-		func() error { _, err := s.Handle(ctx, "other"); return err },
-	} {
-		if err := draw(); !errors.Is(err, ErrSegmentsClosed) || !errors.Is(err, ErrUnavailable) {
-			t.Errorf("draw after Close: got %v, want ErrSegmentsClosed wrapping ErrUnavailable", err)
+	for _, name := range []string{"orders", "other"} {
+		if err := s.Draw(ctx, name, 2, &b); !errors.Is(err, ErrSegmentsClosed) || !errors.Is(err, ErrUnavailable) {
+			t.Errorf("draw of %s after Close: got %v, want ErrSegmentsClosed wrapping ErrUnavailable", name, err)
 		}
 	}
 }
@@ -970,7 +959,7 @@ func TestSegmentsFallback(t *testing.T) {
 			// The first range (or strict draw) is fetched; the database then
 			// fails while the rest of the range is drawn: the known max_id is 10
 			// and both buffers are empty.
-			mustNext(t, ctx, s, "orders")
+			mustDrawOne(t, ctx, s, "orders")
 			waitIdle(t, s, "orders")
 			if tt.ns.Mode == ModeStrict {
 				mustDraw(t, ctx, s, "orders", 9)
@@ -1012,9 +1001,9 @@ func TestSegmentsFallback(t *testing.T) {
 			if b.Lease != sf.lease || b.Revision != 0 {
 				t.Errorf("fallback Draw: lease %+v, revision %d; want the source's lease %+v and revision 0", b.Lease, b.Revision, sf.lease)
 			}
-			id, err := s.Next(ctx, "orders")
+			id, err := DrawOne(ctx, s, "orders")
 			if err != nil || id != smallest+8 {
-				t.Errorf("Next: got %d, %v, want %d", id, err, smallest+8)
+				t.Errorf("DrawOne: got %d, %v, want %d", id, err, smallest+8)
 			}
 			if st := stats(t, s, "orders"); st.Fallbacks != 2 || st.FallbackIDs != 4 || !st.Failing {
 				t.Errorf("stats: got %d fallbacks, %d IDs, failing=%v, want 2, 4, true", st.Fallbacks, st.FallbackIDs, st.Failing)
@@ -1065,17 +1054,17 @@ func TestSegmentsModeChange(t *testing.T) {
 	if row := store.row("orders"); b.Revision != row.Version || b.Revision < 1 {
 		t.Errorf("strict draw: revision %d, want the row's version after the fetch, %d", b.Revision, row.Version)
 	}
-	if id := mustNext(t, ctx, s, "orders"); id != 34 {
-		t.Errorf("strict Next: got %d, want 34", id)
+	if id := mustDrawOne(t, ctx, s, "orders"); id != 34 {
+		t.Errorf("strict DrawOne: got %d, want 34", id)
 	}
 	if _, after, _ := store.counts(); after-before != 2 {
 		t.Errorf("fetches for two strict draws: got %d, want 2", after-before)
 	}
 
 	store.update("orders", func(ns *Namespace) { ns.Mode = ModeBuffered })
-	mustNext(t, ctx, s, "orders") // a strict fetch that reads the new mode: 35
-	if id := mustNext(t, ctx, s, "orders"); id != 36 {
-		t.Errorf("first buffered Next: got %d, want 36", id)
+	mustDrawOne(t, ctx, s, "orders") // a strict fetch that reads the new mode: 35
+	if id := mustDrawOne(t, ctx, s, "orders"); id != 36 {
+		t.Errorf("first buffered DrawOne: got %d, want 36", id)
 	}
 	waitIdle(t, s, "orders")
 	if st := stats(t, s, "orders"); st.Mode != ModeBuffered || st.Runway != 9 {
@@ -1108,45 +1097,12 @@ func TestSegmentsStats(t *testing.T) {
 	}
 }
 
-func TestSegmentsHandle(t *testing.T) {
-	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 10})
-	s := newTestSegments(t, store, testSettings())
-	ctx := testCtx(t)
-	h, err := s.Handle(ctx, "orders")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h.Name() != "orders" {
-		t.Errorf("Name: got %q, want orders", h.Name())
-	}
-	for want := int64(1); want <= 25; want++ {
-		id, err := h.Next(ctx)
-		if err != nil || id != want {
-			t.Fatalf("Handle.Next: got %d, %v, want %d", id, err, want)
-		}
-	}
-	var b Batch
-	if err := h.Draw(ctx, 10, &b); err != nil {
-		t.Fatal(err)
-	}
-	if want := []IDRange{{26, 35}}; !slices.Equal(b.Ranges, want) {
-		t.Errorf("Handle.Draw: got %v, want %v", b.Ranges, want)
-	}
-	if id := mustNext(t, ctx, s, "orders"); id != 36 {
-		t.Errorf("Next by name after the handle: got %d, want 36", id)
-	}
-}
-
 // TestSegmentsWarmDrawsDoNotAllocate checks the hot path: a draw from a warm
 // buffer allocates nothing, a reused Batch included.
 func TestSegmentsWarmDrawsDoNotAllocate(t *testing.T) {
 	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 1 << 30})
 	s := newTestSegments(t, store, testSettings())
 	ctx := testCtx(t)
-	h, err := s.Handle(ctx, "orders")
-	if err != nil {
-		t.Fatal(err)
-	}
 	mustDraw(t, ctx, s, "orders", 1<<20) // past the trigger: the prefetch is done
 	waitIdle(t, s, "orders")
 	b := Batch{IDs: make([]int64, 0, 64), Ranges: make([]IDRange, 0, 4)}
@@ -1154,10 +1110,8 @@ func TestSegmentsWarmDrawsDoNotAllocate(t *testing.T) {
 		name string
 		fn   func()
 	}{
-		{"Segments.Next", func() { _, _ = s.Next(ctx, "orders") }},
-		{"Handle.Next", func() { _, _ = h.Next(ctx) }},
-		{"Segments.Draw", func() { _ = s.Draw(ctx, "orders", 50, &b) }},
-		{"Handle.Draw", func() { _ = h.Draw(ctx, 50, &b) }},
+		{"Draw of 1", func() { _ = s.Draw(ctx, "orders", 1, &b) }},
+		{"Draw of 50", func() { _ = s.Draw(ctx, "orders", 50, &b) }},
 	}
 	for _, tt := range tests {
 		if got := testing.AllocsPerRun(1000, tt.fn); got != 0 {
@@ -1172,7 +1126,7 @@ func TestSegmentsWarmDrawsDoNotAllocate(t *testing.T) {
 func TestSegmentsCloseWaitsForFetchInFlight(t *testing.T) {
 	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 1000})
 	ctx := testCtx(t)
-	a := NewSegments(store, testSettings())
+	a := mustSegments(t, store, testSettings())
 	mustDraw(t, ctx, a, "orders", 10)
 	waitIdle(t, a, "orders")
 	store.closeGate()
@@ -1205,9 +1159,9 @@ func TestSegmentsMaxWait(t *testing.T) {
 	a := newTestSegments(t, store, settings)
 	t.Cleanup(store.openGate)
 	ctx := testCtx(t) // far longer than MaxWait
-	_, err := a.Next(ctx, "orders")
+	_, err := DrawOne(ctx, a, "orders")
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "longest a draw may wait") {
-		t.Fatalf("Next with no range coming: got %v, want ErrUnavailable after MaxWait", err)
+		t.Fatalf("DrawOne with no range coming: got %v, want ErrUnavailable after MaxWait", err)
 	}
 	if ctx.Err() != nil {
 		t.Fatalf("the test's ctx ended first (%v); the draw must give up on its own bound", ctx.Err())
@@ -1223,7 +1177,7 @@ func TestSegmentsTopOfInt64(t *testing.T) {
 	tests := []struct {
 		name  string
 		ns    Namespace
-		draws []int // counts drawn in turn; 1 uses Next; -n is a draw of n refused for asking too many
+		draws []int // counts drawn in turn; -n is a draw of n refused for asking too many
 	}{
 		{"buffered, one by one", Namespace{MaxID: top - 18, Step: 10}, slices.Repeat([]int{1}, 18)},
 		{"buffered, a batch ending at the top", Namespace{MaxID: top - 10, Step: 10}, []int{10}},
@@ -1252,15 +1206,7 @@ func TestSegmentsTopOfInt64(t *testing.T) {
 					}
 					continue
 				}
-				if n == 1 {
-					id, err := s.Next(ctx, "orders")
-					if err != nil {
-						t.Fatalf("Next at %d: %v", want, err)
-					}
-					b = Batch{IDs: []int64{id}, Ranges: []IDRange{{id, id}}, Source: SourceSegment}
-				} else {
-					b = mustDraw(t, ctx, s, "orders", n)
-				}
+				b = mustDraw(t, ctx, s, "orders", n)
 				wantLast := want + int64(n) - 1
 				if len(b.IDs) != n || b.IDs[0] != want || b.IDs[n-1] != wantLast || b.Source != SourceSegment ||
 					len(b.Ranges) != 1 || b.Ranges[0] != (IDRange{want, wantLast}) {
@@ -1282,8 +1228,8 @@ func TestSegmentsTopOfInt64(t *testing.T) {
 					t.Errorf("Draw(%d) of an exhausted namespace: got IDs %v with the error", n, b.IDs)
 				}
 			}
-			if _, err := s.Next(ctx, "orders"); !errors.Is(err, ErrNamespaceExhausted) {
-				t.Errorf("Next of an exhausted namespace: got %v, want %v", err, ErrNamespaceExhausted)
+			if _, err := DrawOne(ctx, s, "orders"); !errors.Is(err, ErrNamespaceExhausted) {
+				t.Errorf("DrawOne of an exhausted namespace: got %v, want %v", err, ErrNamespaceExhausted)
 			}
 			if st := stats(t, s, "orders"); st.Fallbacks != 0 || st.MaxID != top {
 				t.Errorf("stats: got %d fallbacks, max_id %d; want 0 and %d", st.Fallbacks, st.MaxID, top)
@@ -1321,16 +1267,16 @@ func TestSegmentsTopOfInt64TwoNodes(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	add("a", mustNext(t, ctx, a, "orders")) // a: top-24..top-15, 15 left by its view
-	add("b", mustNext(t, ctx, b, "orders")) // b: top-14..top-5, 5 left
+	add("a", mustDrawOne(t, ctx, a, "orders")) // a: top-24..top-15, 15 left by its view
+	add("b", mustDrawOne(t, ctx, b, "orders")) // b: top-14..top-5, 5 left
 	for name, s := range map[string]*Segments{"a": a, "b": b} {
 		for {
-			id, err := s.Next(ctx, "orders")
+			id, err := DrawOne(ctx, s, "orders")
 			if errors.Is(err, ErrNamespaceExhausted) {
 				break
 			}
 			if err != nil {
-				t.Fatalf("%s: Next: %v", name, err)
+				t.Fatalf("%s: DrawOne: %v", name, err)
 			}
 			add(name, id)
 		}
@@ -1366,7 +1312,7 @@ func TestSegmentsFallbackNeverMeetsCounter(t *testing.T) {
 	s := newTestSegments(t, store, set)
 	ctx := testCtx(t)
 
-	segmentIDs := []int64{mustNext(t, ctx, s, "orders")} // fetches 1..10
+	segmentIDs := []int64{mustDrawOne(t, ctx, s, "orders")} // fetches 1..10
 	store.setDown(errFakeDown)
 	segmentIDs = append(segmentIDs, mustDraw(t, ctx, s, "orders", 9).IDs...) // 2..10; the prefetch fails
 	fb := mustDraw(t, ctx, s, "orders", 3)
@@ -1417,8 +1363,8 @@ func TestSegmentsFallbackNeverMeetsCounter(t *testing.T) {
 		if err := s.Draw(ctx, "orders", 1, &b); !errors.Is(err, ErrNamespaceExhausted) || len(b.IDs) != 0 {
 			t.Errorf("exhausted namespace with the database down: Draw got %v, %v; want %v and no IDs", b.IDs, err, ErrNamespaceExhausted)
 		}
-		if id, err := s.Next(ctx, "orders"); !errors.Is(err, ErrNamespaceExhausted) {
-			t.Errorf("exhausted namespace with the database down: Next got %d, %v; want %v", id, err, ErrNamespaceExhausted)
+		if id, err := DrawOne(ctx, s, "orders"); !errors.Is(err, ErrNamespaceExhausted) {
+			t.Errorf("exhausted namespace with the database down: DrawOne got %d, %v; want %v", id, err, ErrNamespaceExhausted)
 		}
 		// The loads that read the row again fail and retry meanwhile;
 		// whatever they have reached, the answer stays the same.
@@ -1435,21 +1381,21 @@ func TestSegmentsFallbackNeverMeetsCounter(t *testing.T) {
 func TestSegmentsTailAfterExhausted(t *testing.T) {
 	store := newFakeSegmentStore(Namespace{Name: "orders", Step: 10, MaxStep: 10, MaxIDLimit: 20})
 	a := newTestSegments(t, store, testSettings())
-	b := NewSegments(store, testSettings())
+	b := mustSegments(t, store, testSettings())
 	ctx := testCtx(t)
 
-	mustNext(t, ctx, a, "orders") // a: 1..10
-	if id := mustNext(t, ctx, b, "orders"); id != 11 {
+	mustDrawOne(t, ctx, a, "orders") // a: 1..10
+	if id := mustDrawOne(t, ctx, b, "orders"); id != 11 {
 		t.Fatalf("b: got %d, want 11", id) // b: 11..20, the last range
 	}
 	waitIdle(t, b, "orders")
 	for want := int64(2); want <= 10; want++ {
-		if id := mustNext(t, ctx, a, "orders"); id != want {
+		if id := mustDrawOne(t, ctx, a, "orders"); id != want {
 			t.Fatalf("a: got %d, want %d", id, want)
 		}
 	}
 	waitIdle(t, a, "orders")
-	if _, err := a.Next(ctx, "orders"); !errors.Is(err, ErrNamespaceExhausted) {
+	if _, err := DrawOne(ctx, a, "orders"); !errors.Is(err, ErrNamespaceExhausted) {
 		t.Fatalf("a after its range: got %v, want %v", err, ErrNamespaceExhausted)
 	}
 	if err := b.Close(ctx); err != nil { // gives back 12..20
@@ -1460,7 +1406,7 @@ func TestSegmentsTailAfterExhausted(t *testing.T) {
 	}
 	var got []int64
 	for try := 0; len(got) < 9; try++ {
-		id, err := a.Next(ctx, "orders")
+		id, err := DrawOne(ctx, a, "orders")
 		if errors.Is(err, ErrNamespaceExhausted) && len(got) == 0 && try < 3 {
 			waitIdle(t, a, "orders") // the load started by this draw reads the row again
 			continue
@@ -1473,7 +1419,7 @@ func TestSegmentsTailAfterExhausted(t *testing.T) {
 	if want := []int64{12, 13, 14, 15, 16, 17, 18, 19, 20}; !slices.Equal(got, want) {
 		t.Errorf("a after b's tail return: got %v, want %v", got, want)
 	}
-	if _, err := a.Next(ctx, "orders"); !errors.Is(err, ErrNamespaceExhausted) {
+	if _, err := DrawOne(ctx, a, "orders"); !errors.Is(err, ErrNamespaceExhausted) {
 		t.Errorf("a at the limit: got %v, want %v", err, ErrNamespaceExhausted)
 	}
 }
@@ -1504,12 +1450,16 @@ func TestSegmentSettingsResolve(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Resolve of the zero value: %v", err)
 	}
-	if got.Threshold != DefaultSegmentThreshold || got.GrowBelow != 15*time.Minute || got.ShrinkAbove != 30*time.Minute ||
-		got.FetchTimeout != DefaultSegmentFetchTimeout || got.MaxWait != DefaultSegmentMaxWait {
-		t.Errorf("Resolve of the zero value: got %+v, want the defaults", got)
+	want := SegmentSettings{Threshold: DefaultSegmentThreshold, GrowBelow: 15 * time.Minute, ShrinkAbove: 30 * time.Minute,
+		FetchTimeout: DefaultSegmentFetchTimeout, RetryMin: DefaultSegmentRetryMin, RetryMax: DefaultSegmentRetryMax, MaxWait: DefaultSegmentMaxWait}
+	if got != want {
+		t.Errorf("Resolve of the zero value: got %+v, want the defaults %+v", got, want)
 	}
-	if again, err := got.Resolve(); err != nil || again.Threshold != got.Threshold || again.GrowBelow != got.GrowBelow || again.ShrinkAbove != got.ShrinkAbove {
+	if again, err := got.Resolve(); err != nil || again != got {
 		t.Errorf("Resolve of a resolved value: got %+v, %v; want it unchanged", again, err)
+	}
+	if got, err := (SegmentSettings{RetryMin: 5 * time.Second}).Resolve(); err != nil || got.RetryMax != 5*time.Second {
+		t.Errorf("RetryMin above the default RetryMax: got RetryMax %s, %v; want it raised to 5s", got.RetryMax, err)
 	}
 	for _, tc := range []struct {
 		name string
@@ -1519,16 +1469,25 @@ func TestSegmentSettingsResolve(t *testing.T) {
 		{"threshold 1", SegmentSettings{Threshold: 1}, ""},
 		{"short windows", SegmentSettings{GrowBelow: time.Second, ShrinkAbove: 2 * time.Second}, ""},
 		{"grow below the default shrink", SegmentSettings{GrowBelow: 29 * time.Minute}, ""},
-		{"threshold above 1", SegmentSettings{Threshold: 1.01}, "prefetch threshold 1.01 (--segment-prefetch-threshold)"},
-		{"negative threshold", SegmentSettings{Threshold: -0.5}, "prefetch threshold -0.5"},
-		{"NaN threshold", SegmentSettings{Threshold: math.NaN()}, "prefetch threshold NaN"},
-		{"negative grow", SegmentSettings{GrowBelow: -time.Second}, "(--segment-grow-below): want more than 0"},
-		{"negative shrink", SegmentSettings{ShrinkAbove: -time.Second}, "(--segment-shrink-above): want more than 0"},
-		{"grow at the default shrink", SegmentSettings{GrowBelow: 30 * time.Minute}, "grow below 30m0s (--segment-grow-below) must be less than shrink above 30m0s"},
-		{"shrink under the default grow", SegmentSettings{ShrinkAbove: 10 * time.Minute}, "must be less than shrink above 10m0s"},
-		{"negative fetch timeout", SegmentSettings{FetchTimeout: -time.Second}, "fetch timeout -1s"},
+		{"threshold above 1", SegmentSettings{Threshold: 1.01}, "invalid SegmentSettings.Threshold 1.01: want more than 0 and at most 1"},
+		{"negative threshold", SegmentSettings{Threshold: -0.5}, "invalid SegmentSettings.Threshold -0.5"},
+		{"NaN threshold", SegmentSettings{Threshold: math.NaN()}, "invalid SegmentSettings.Threshold NaN"},
+		{"negative grow", SegmentSettings{GrowBelow: -time.Second}, "invalid SegmentSettings.GrowBelow -1s: want more than 0"},
+		{"negative shrink", SegmentSettings{ShrinkAbove: -time.Second}, "invalid SegmentSettings.ShrinkAbove -1s: want more than 0"},
+		{"grow at the default shrink", SegmentSettings{GrowBelow: 30 * time.Minute}, "invalid SegmentSettings.GrowBelow 30m0s: want less than SegmentSettings.ShrinkAbove 30m0s"},
+		{"shrink under the default grow", SegmentSettings{ShrinkAbove: 10 * time.Minute}, "want less than SegmentSettings.ShrinkAbove 10m0s"},
+		{"negative fetch timeout", SegmentSettings{FetchTimeout: -time.Second}, "invalid SegmentSettings.FetchTimeout -1s"},
+		{"negative retry min", SegmentSettings{RetryMin: -time.Second}, "invalid SegmentSettings.RetryMin -1s"},
+		{"retry max below retry min", SegmentSettings{RetryMin: time.Second, RetryMax: time.Millisecond},
+			"invalid SegmentSettings.RetryMax 1ms: want at least SegmentSettings.RetryMin 1s"},
 	} {
 		_, err := tc.s.Resolve()
 		CheckResolveError(t, tc.name, err, tc.want)
+		// NewSegments applies the same rules: there is one defaulting.
+		sg, err := NewSegments(newFakeSegmentStore(), tc.s)
+		CheckResolveError(t, tc.name+" (NewSegments)", err, tc.want)
+		if sg != nil {
+			_ = sg.Close(context.Background())
+		}
 	}
 }

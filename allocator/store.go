@@ -9,8 +9,9 @@ import (
 // Stores wrap them with %w; test for them with errors.Is.
 var (
 	// ErrLeaseLost is returned by Store.Heartbeat and Store.Release when the
-	// row no longer belongs to the holder at the fencing version given: the
-	// lease expired and was taken over, was released or was evicted; and by
+	// row no longer belongs to the holder at the fencing version given (with
+	// its owner and lease secret): the lease expired, was taken over, was
+	// released or was evicted; and by
 	// Store.Evict when the row has moved past the fencing version given.
 	ErrLeaseLost = errors.New("lease lost")
 
@@ -27,6 +28,17 @@ var (
 	// ErrNoWorkerAvailable is returned by Store.Claim when every worker ID of
 	// the pool is held by a live lease or has a timestamp ceiling too far ahead.
 	ErrNoWorkerAvailable = errors.New("no worker ID available in the pool")
+
+	// ErrLeaseSecret is returned, with ErrLeaseLost, by Store.Heartbeat and
+	// Store.Release when the lease is held by the holder at the fencing
+	// version given, and has not expired, but for another owner or with
+	// another lease secret: the caller is not the holder, and the lease is
+	// not lost to the one who is.
+	ErrLeaseSecret = errors.New("lease held with another owner or lease secret")
+
+	// ErrTooManyLeases is returned by Store.Claim when the claim's owner
+	// already holds ClaimRequest.MaxOwnerLeases unexpired leases.
+	ErrTooManyLeases = errors.New("the owner holds as many leases as it may")
 
 	// ErrLayoutMismatch is returned when the database records a Snowflake
 	// layout other than the configured one.

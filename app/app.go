@@ -1,26 +1,10 @@
 // Package app is one idgen node as a value: `idgen serve` is flag parsing
-// around it, and tests drive it directly.
-//
-// Open brings a node up in the order its parts depend on each other: it
-// opens the database (and refuses one that can lose acknowledged commits,
-// before writing anything to it), applies the schema migrations, starts the
-// lease keeper, builds the segment allocator on it, builds the HTTP API
-// (with the callers' tokens, when configured) and the gRPC API beside it
-// (package rpcapi, on the same listener), binds the listener and
-// starts its background loops: the history behind the status page's
-// charts, one that reloads the tokens file when it changes, and one that
-// prunes lease events past their retention. With tracing on (tracing.go)
-// the parts after the database checks use the store through a tracing
-// decorator, and the HTTP API traces requests. Serve serves the API until
-// Close, which takes the node down in the reverse order: the gRPC API ends
-// its open streams with UNAVAILABLE (they would otherwise run until their
-// callers cancel), the HTTP server stops accepting and finishes the
-// requests in flight, so that no request
-// finds the allocators closed; the background loops stop; the segment
-// allocator gives back the unused tails of its ranges; the keeper releases
-// its lease, lowering the ceiling to the last timestamp used; the
-// database closes, because the parts before write to it; and the spans
-// still buffered are sent last.
+// around it, and tests drive it directly. It is the only place the parts
+// are wired: Open brings them up in the order they depend on each other
+// (listener, database and its checks, migrations, keeper, segments, the
+// core, the HTTP and gRPC APIs on one listener, the background loops), and
+// Close takes them down in the reverse order, so that no request finds the
+// allocators closed and the lease is released last before the database.
 //
 //	a, err := app.Open(ctx, app.Config{DSN: "sqlite:idgen.db", Migrate: true})
 //	if err != nil {
@@ -41,13 +25,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/httpapi"
+	"github.com/idgen-project/idgen/httpapi/statuspage"
 	"github.com/idgen-project/idgen/internal/dburl"
+	"github.com/idgen-project/idgen/internal/metrics"
+	"github.com/idgen-project/idgen/internal/probe"
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/tracing"
 	"github.com/idgen-project/idgen/rpcapi"
 	"github.com/idgen-project/idgen/snowflake"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Defaults for the zero fields of Config.
@@ -73,20 +62,18 @@ var (
 )
 
 // Config configures a node. The zero value of a field means its default;
-// Validate says which values are refused. Flags of idgen serve that set a
-// field are named in brackets.
+// Validate says which values are refused.
 type Config struct {
-	// DSN names the database: postgres://, mysql://, sqlite: or etcd:// [--dsn]. It
+	// DSN names the database: postgres://, mysql://, sqlite: or etcd://. It
 	// is ignored when Store is set.
 	DSN string
 	// Store, when not nil, is used instead of opening DSN. Close leaves it
 	// open: it belongs to the caller.
 	Store stores.Store
-	// Migrate applies the pending schema migrations at Open [--migrate].
+	// Migrate applies the pending schema migrations at Open.
 	Migrate bool
 	// AllowUnsafeDurability serves on a database that can lose commits it
-	// acknowledged, logging each risk, instead of refusing to start
-	// [--allow-unsafe-durability].
+	// acknowledged, logging each risk, instead of refusing to start.
 	AllowUnsafeDurability bool
 
 	// Keeper configures the lease keeper: layout, datacenter, worker IDs,
@@ -97,23 +84,23 @@ type Config struct {
 	// and the dynamic-step windows among others. Its Logger and Fallback
 	// are ignored: Open sets them from Logger and the keeper.
 	Segments allocator.SegmentSettings
-	// LeaseAPI configures the lease API (leaseapi.go).
-	LeaseAPI LeaseAPIConfig
+	// LeaseAPI configures the lease API: its pool, which never overlaps
+	// the keeper's, its caps and its ttl bounds (idgen.LeaseSettings).
+	LeaseAPI idgen.LeaseSettings
 
 	// Listen is the TCP address to serve on, host:port; port 0 picks a free
-	// one (see Addr). Default DefaultListen [--listen].
+	// one (see Addr). Default DefaultListen.
 	Listen string
 	// MaxCount is the largest count one request may ask for: 1 to
-	// allocator.MaxDrawCount, default httpapi.DefaultMaxCount [--max-count].
+	// idgen.MaxCountLimit, default idgen.DefaultMaxCount.
 	MaxCount int
 	// AdminToken enables the admin API under /admin/ for requests bearing
-	// it; empty leaves the API off unless a token has the admin scope
-	// [--admin-token].
+	// it; empty leaves the API off unless a token has the admin scope.
 	AdminToken string
-	// TokensFile names the callers' tokens file (httpapi.ParseTokens):
+	// TokensFile names the callers' tokens file (idgen.ParseTokens):
 	// with it, every route family needs its scope, and the lease API is on
 	// once a token has the leases scope. The node reloads the file when it
-	// changes (see ReloadTokens) [--tokens-file].
+	// changes (see ReloadTokens).
 	TokensFile string
 	// Tokens is the content of a tokens file, for a node whose tokens come
 	// from the environment (IDGEN_TOKENS) rather than a file; they are
@@ -122,12 +109,18 @@ type Config struct {
 	// TokensReloadInterval is how often the node looks at TokensFile for
 	// a change. Default DefaultTokensReloadInterval.
 	TokensReloadInterval time.Duration
+	// PublicStatusDetails, when not nil, says whether /readyz and the
+	// status page show every caller the lease holders, fencing versions
+	// and namespaces (httpapi.Config.PublicStatusDetails); a request
+	// bearing a token with the admin scope sees them either way. Nil
+	// means StatusDetailsPublic's default: shown on a node without tokens
+	// and without an admin token, where nothing else asks for one either.
+	PublicStatusDetails *bool
 
 	// LeaseEventsRetention is how long lease events are kept: a
 	// background loop deletes older ones. Default
 	// DefaultLeaseEventsRetention (30 days); KeepLeaseEvents (or any
-	// negative value) keeps them forever [--lease-events-retention, where
-	// 0 keeps them forever].
+	// negative value) keeps them forever.
 	LeaseEventsRetention time.Duration
 	// LeaseEventsPruneInterval is how often the loop prunes; the first
 	// prune comes after the interval or 30s, whichever is shorter. Default
@@ -136,11 +129,10 @@ type Config struct {
 	// Version is shown on the status page and in the metrics.
 	Version string
 
-	// RateLimit limits each caller's request rate on /ids and the admin
-	// API (httpapi.RateLimit): per token name with tokens, per client
-	// address without. The zero value sets no limit [--rate-limit,
-	// --rate-burst].
-	RateLimit httpapi.RateLimit
+	// RateLimit limits the IDs each caller takes, over every transport
+	// (idgen.RateLimit): per token name with tokens, per client
+	// address without. The zero value sets no limit.
+	RateLimit idgen.RateLimit
 	// Tracing configures OpenTelemetry tracing (tracing.go); off unless
 	// enabled here or by OTEL_TRACES_EXPORTER=otlp.
 	Tracing TracingConfig
@@ -150,7 +142,7 @@ type Config struct {
 	// the database records). Default DefaultOpenTimeout.
 	OpenTimeout time.Duration
 	// ShutdownTimeout bounds each step of Close. Default
-	// DefaultShutdownTimeout [--shutdown-timeout].
+	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 
 	// Clock is the wall clock the Snowflake IDs carry; nil means
@@ -161,8 +153,9 @@ type Config struct {
 }
 
 // Validate reports a configuration Open would refuse, with a message that
-// names the setting (and the flag of idgen serve that sets it): a DSN of
-// no known database, a listen address that is not host:port, keeper
+// names the field ("invalid Config.MaxCount 0: …"): a DSN of
+// no known database or with an '@' not percent-encoded (dburl.ErrNotEncoded,
+// never showing the DSN), a listen address that is not host:port, keeper
 // settings that break a rule of allocator.KeeperSettings, a MaxCount out of
 // range, a negative timeout or interval, tokens given twice, or a tokens
 // file that cannot be read or parsed ("path:line: message").
@@ -180,30 +173,40 @@ func (c Config) Validate() error {
 func (c Config) resolve() (Config, error) {
 	if c.Store == nil && stores.Dialect(c.DSN) == "" {
 		// The DSN is not shown: it may hold a password.
-		return Config{}, fmt.Errorf("invalid DSN (--dsn): %w; the DSN is not shown, as it may hold a password", stores.ErrUnknownScheme)
+		return Config{}, fmt.Errorf("invalid Config.DSN: %w; the DSN is not shown, as it may hold a password", stores.ErrUnknownScheme)
+	}
+	if c.Store == nil {
+		if err := dburl.Check(c.DSN); err != nil {
+			return Config{}, fmt.Errorf("invalid Config.DSN (not shown): %w", err)
+		}
 	}
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return Config{}, fmt.Errorf("invalid listen address %q (--listen): want host:port, e.g. 127.0.0.1:8080", c.Listen)
+		return Config{}, fmt.Errorf("invalid Config.Listen %q: want host:port, e.g. 127.0.0.1:8080", c.Listen)
 	}
 	ks, err := c.Keeper.Resolve()
 	if err != nil {
+		return Config{}, err
+	}
+	// The node's pool and the lease API's are set apart first: the
+	// keeper's settings are checked with the pool in force.
+	if c.LeaseAPI, ks, err = c.LeaseAPI.Resolve(ks); err != nil {
+		return Config{}, err
+	}
+	if ks, err = ks.Resolve(); err != nil {
 		return Config{}, err
 	}
 	c.Keeper = ks
 	if c.Segments, err = c.Segments.Resolve(); err != nil {
 		return Config{}, err
 	}
-	if c.LeaseAPI, err = c.LeaseAPI.resolve(); err != nil {
-		return Config{}, err
-	}
 	if c.MaxCount == 0 {
-		c.MaxCount = httpapi.DefaultMaxCount
+		c.MaxCount = idgen.DefaultMaxCount
 	}
-	if c.MaxCount < 1 || c.MaxCount > allocator.MaxDrawCount {
-		return Config{}, fmt.Errorf("invalid max count %d (--max-count): want 1 to %d", c.MaxCount, allocator.MaxDrawCount)
+	if c.MaxCount < 1 || c.MaxCount > idgen.MaxCountLimit {
+		return Config{}, fmt.Errorf("invalid Config.MaxCount %d: want 1 to %d; a larger request would not fit in a node's memory", c.MaxCount, idgen.MaxCountLimit)
 	}
 	if c.OpenTimeout == 0 {
 		c.OpenTimeout = DefaultOpenTimeout
@@ -212,19 +215,19 @@ func (c Config) resolve() (Config, error) {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	if c.OpenTimeout < 0 {
-		return Config{}, fmt.Errorf("invalid open timeout %s: want more than 0", c.OpenTimeout)
+		return Config{}, fmt.Errorf("invalid Config.OpenTimeout %s: want more than 0", c.OpenTimeout)
 	}
 	if c.ShutdownTimeout < 0 {
-		return Config{}, fmt.Errorf("invalid shutdown timeout %s (--shutdown-timeout): want more than 0", c.ShutdownTimeout)
+		return Config{}, fmt.Errorf("invalid Config.ShutdownTimeout %s: want more than 0", c.ShutdownTimeout)
 	}
 	if c.TokensFile != "" && c.Tokens != "" {
-		return Config{}, errors.New("tokens given twice: use --tokens-file or IDGEN_TOKENS, not both")
+		return Config{}, errors.New("invalid Config.TokensFile and Config.Tokens: tokens given twice, set one")
 	}
 	if c.TokensReloadInterval == 0 {
 		c.TokensReloadInterval = DefaultTokensReloadInterval
 	}
 	if c.TokensReloadInterval < 0 {
-		return Config{}, fmt.Errorf("invalid tokens reload interval %s: want more than 0", c.TokensReloadInterval)
+		return Config{}, fmt.Errorf("invalid Config.TokensReloadInterval %s: want more than 0", c.TokensReloadInterval)
 	}
 	if c.LeaseEventsRetention == 0 {
 		c.LeaseEventsRetention = DefaultLeaseEventsRetention
@@ -236,10 +239,10 @@ func (c Config) resolve() (Config, error) {
 		c.LeaseEventsPruneInterval = DefaultLeaseEventsPruneInterval
 	}
 	if c.LeaseEventsPruneInterval < 0 {
-		return Config{}, fmt.Errorf("invalid lease events prune interval %s: want more than 0", c.LeaseEventsPruneInterval)
+		return Config{}, fmt.Errorf("invalid Config.LeaseEventsPruneInterval %s: want more than 0", c.LeaseEventsPruneInterval)
 	}
-	if err := c.RateLimit.Validate(); err != nil {
-		return Config{}, fmt.Errorf("invalid rate limit (--rate-limit, --rate-burst): %w", err)
+	if err := c.RateLimit.Validate(c.MaxCount); err != nil {
+		return Config{}, err
 	}
 	if err := c.Tracing.validate(); err != nil {
 		return Config{}, err
@@ -265,7 +268,11 @@ type App struct {
 	durability string
 	keeper     *allocator.Keeper
 	segments   *allocator.Segments
+	auth       *idgen.Authorizer
+	svc        *idgen.Service
 	api        *httpapi.Server
+	status     *statuspage.Page
+	metrics    *prometheus.Registry // what /metrics serves
 	rpc        *rpcapi.Server
 	srv        *http.Server
 	ln         net.Listener
@@ -289,8 +296,10 @@ type App struct {
 }
 
 // Open brings a node up (see the package doc) and returns it, bound to its
-// listener but not serving yet. On an error it undoes what it did: a lease
-// it claimed is released and the store it opened is closed. Besides the
+// listener but not serving yet. It listens before it opens the store: an
+// address it cannot bind fails Open with the database untouched. On an
+// error it undoes what it did: a lease it claimed is released, the store
+// it opened is closed and the listener too. Besides the
 // Validate errors, it returns an error wrapping ErrUnsafeDurability for a
 // database that can lose acknowledged commits, allocator.ErrLayoutMismatch
 // when the database records another Snowflake layout, and the store's
@@ -312,10 +321,18 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The address first: a node that cannot listen (the port is taken,
+	// say) fails before it touches the database, so that a pod restarting
+	// in a loop neither migrates nor writes lease events.
+	var lc net.ListenConfig
+	if a.ln, err = lc.Listen(ctx, "tcp", c.Listen); err != nil {
+		return nil, fmt.Errorf("listen on %s (Config.Listen): %w", c.Listen, err)
+	}
 	// Whatever fails from here on, what was started is stopped again.
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, a.stop(context.WithoutCancel(ctx)))
+			_ = a.ln.Close()
 		}
 	}()
 
@@ -360,70 +377,87 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 
 	ss := c.Segments
 	ss.Fallback = keeper
-	a.segments = allocator.NewSegments(data, ss)
+	if a.segments, err = allocator.NewSegments(data, ss); err != nil {
+		return nil, fmt.Errorf("segment allocator: %w", err)
+	}
 
-	retries, _ := a.store.(allocator.RetryCounter)
+	// The core: who may call, the draws and the lease API, one copy of
+	// their rules for both transports.
+	a.auth = idgen.NewAuthorizer(c.AdminToken, tokens)
+	a.svc, err = idgen.NewService(keeper, a.segments, idgen.Settings{MaxCount: c.MaxCount, RateLimit: c.RateLimit})
+	if err != nil {
+		return nil, err
+	}
+	broker, err := idgen.NewBroker(data, ks, c.LeaseAPI, a.log)
+	if err != nil {
+		return nil, err
+	}
+
+	// One cached ping of the database for /readyz, the status page and
+	// /metrics.
+	ping := probe.NewPing(data, a.log)
+	a.status, err = statuspage.New(statuspage.Config{
+		Service: a.svc, Auth: a.auth, Lease: keeper, Segments: a.segments, Store: data, Database: ping,
+		Logger: a.log, Version: c.Version, Durability: a.durability, PublicDetails: c.StatusDetailsPublic(),
+		Clock: c.Clock, LeaseTTL: ks.TTL, MaxClockOffset: ks.MaxClockOffset, Policy: policy(ks, c.Segments),
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.metrics = prometheus.NewRegistry()
 	a.api, err = httpapi.New(httpapi.Config{
-		Snowflakes: keeper,
+		Service:    a.svc,
+		Auth:       a.auth,
+		Leases:     broker,
 		Lease:      keeper,
 		Segments:   a.segments,
 		Admin:      data,
-		Database:   data,
-		Retries:    retries,
-		MaxCount:   c.MaxCount,
-		AdminToken: c.AdminToken,
-		Tokens:     tokens,
+		Database:   ping,
+		Status:     a.status.Serve,
+		Metrics:    metrics.Handler(a.metrics),
 		Logger:     a.log,
-		Version:    c.Version,
+		Clock:      c.Clock,
 		Durability: a.durability,
-		Status: httpapi.StatusSettings{Clock: c.Clock, LeaseTTL: ks.TTL, MaxClockOffset: ks.MaxClockOffset,
-			Policy: policy(ks, c.Segments)},
-		LeaseAPI:  c.LeaseAPI.httpapi(c, data),
-		RateLimit: c.RateLimit,
-		Tracing:   tracingCfg,
+		Tracing:    tracingCfg,
+
+		PublicStatusDetails: c.StatusDetailsPublic(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("http api: %w", err)
 	}
-	// The gRPC API: the same keeper, segments, tokens (through the HTTP
-	// API, which the tokens file reloads into) and lease broker.
 	a.rpc, err = rpcapi.New(rpcapi.Config{
-		Snowflakes: keeper,
-		Segments:   a.segments,
-		Ready:      keeper,
-		Auth:       a.api,
-		Leases:     a.api.LeaseBroker(),
-		MaxCount:   c.MaxCount,
-		Logger:     a.log,
-		Tracer:     tracingCfg.Tracer,
+		Service: a.svc,
+		Auth:    a.auth,
+		Leases:  broker,
+		Ready:   keeper,
+		Logger:  a.log,
+		Tracer:  tracingCfg.Tracer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("grpc api: %w", err)
 	}
-	if err := a.api.RegisterMetrics(a.rpc.Collectors()...); err != nil {
-		return nil, fmt.Errorf("grpc api: %w", err)
-	}
+	retries, _ := a.store.(allocator.RetryCounter)
+	collectors := metrics.Collectors(metrics.Config{Service: a.svc, Lease: keeper, Segments: a.segments, Leases: data,
+		Database: ping, Retries: retries, Version: c.Version})
+	collectors = append(append(collectors, a.api.Collectors()...), a.rpc.Collectors()...)
 	if tokens != nil {
 		a.log.Info("callers' tokens loaded", "source", tokensSource(c), "tokens", tokens.Len(), "names", tokens.Names())
 		warnTokens(a.log, tokens)
 	}
 	if c.TokensFile != "" {
-		a.tokens = newTokensReloader(c.TokensFile, c.TokensReloadInterval, a.api, a.log, tokensState, tokens)
-		if err := a.api.RegisterMetrics(a.tokens.collectors()...); err != nil {
-			return nil, fmt.Errorf("http api: %w", err)
-		}
+		a.tokens = newTokensReloader(c.TokensFile, c.TokensReloadInterval, a.auth, a.log, tokensState, tokens)
+		collectors = append(collectors, a.tokens.collectors()...)
 	}
 	if c.LeaseEventsRetention > 0 {
 		a.pruner = newEventsPruner(data, c.LeaseEventsRetention, c.LeaseEventsPruneInterval, c.Clock, a.log)
-		if err := a.api.RegisterMetrics(a.pruner.collectors()...); err != nil {
-			return nil, fmt.Errorf("http api: %w", err)
-		}
+		collectors = append(collectors, a.pruner.collectors()...)
 	} else {
-		a.log.Info("lease events are kept forever (--lease-events-retention 0)")
+		a.log.Info("lease events are kept forever: no retention set")
 	}
-	var lc net.ListenConfig
-	if a.ln, err = lc.Listen(ctx, "tcp", c.Listen); err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
+	for _, m := range collectors {
+		if err := a.metrics.Register(m); err != nil {
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
 	}
 	a.srv = a.api.HTTPServer(c.Listen)
 	// One listener for both APIs: HTTP/1.1 and, for gRPC, HTTP/2 without
@@ -433,7 +467,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	a.srv.Protocols = &protocols
-	a.api.History().Start() // stopped by stop
+	a.status.History().Start() // stopped by stop
 	if a.tokens != nil {
 		a.tokens.start()
 	}
@@ -441,6 +475,17 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		a.pruner.start()
 	}
 	return a, nil
+}
+
+// StatusDetailsPublic returns whether the node shows the details of
+// /readyz and the status page to every caller: PublicStatusDetails when
+// set, else true on a node without tokens (TokensFile, Tokens) and
+// without an admin token, false on one with any.
+func (c Config) StatusDetailsPublic() bool {
+	if c.PublicStatusDetails != nil {
+		return *c.PublicStatusDetails
+	}
+	return c.AdminToken == "" && c.TokensFile == "" && c.Tokens == ""
 }
 
 // tokensSource names where c's tokens come from, for the log.
@@ -548,8 +593,8 @@ func (a *App) stop(ctx context.Context) (err error) {
 		done string // the log line once stopped
 	}
 	var steps []step
-	if a.api != nil {
-		steps = append(steps, step{a.api.History(), "stop history sampler", "history sampler stopped"})
+	if a.status != nil {
+		steps = append(steps, step{a.status.History(), "stop history sampler", "history sampler stopped"})
 	}
 	if a.segments != nil {
 		steps = append(steps, step{a.segments, "return segment tails", "segment allocator stopped"})
@@ -597,6 +642,19 @@ func (a *App) RPC() *rpcapi.Server { return a.rpc }
 
 // API returns the HTTP API.
 func (a *App) API() *httpapi.Server { return a.api }
+
+// Status returns the status page.
+func (a *App) Status() *statuspage.Page { return a.status }
+
+// Metrics returns the registry /metrics serves.
+func (a *App) Metrics() *prometheus.Registry { return a.metrics }
+
+// Service returns the node's application core: what every transport
+// draws IDs through.
+func (a *App) Service() *idgen.Service { return a.svc }
+
+// Authorizer returns who may call what on the node.
+func (a *App) Authorizer() *idgen.Authorizer { return a.auth }
 
 // Keeper returns the node's lease keeper.
 func (a *App) Keeper() *allocator.Keeper { return a.keeper }

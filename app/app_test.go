@@ -8,10 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
 	"github.com/idgen-project/idgen/internal/testserver"
@@ -33,16 +36,19 @@ func TestValidate(t *testing.T) {
 		change func(*app.Config)
 		want   string // in the message
 	}{
-		{"no DSN", func(c *app.Config) { c.DSN = "" }, "invalid DSN (--dsn)"},
+		{"no DSN", func(c *app.Config) { c.DSN = "" }, "invalid Config.DSN: unknown DSN scheme"},
 		{"unknown scheme", func(c *app.Config) { c.DSN = "redis://u:secret@h/0" }, "unknown DSN scheme"},
+		{"@ in the password", func(c *app.Config) { c.DSN = "postgres://alice:abc@secret@127.0.0.1:5432/x" }, "as %40"},
+		{"@ in a parameter", func(c *app.Config) { c.DSN = "mysql://root@127.0.0.1:3306/x?password=a@secret" }, "as %40"},
 		{"listen without port", func(c *app.Config) { c.Listen = "localhost" }, "want host:port"},
-		{"max count negative", func(c *app.Config) { c.MaxCount = -1 }, "invalid max count -1 (--max-count)"},
+		{"max count negative", func(c *app.Config) { c.MaxCount = -1 }, "invalid Config.MaxCount -1: want 1 to 262144"},
 		{"max count too large", func(c *app.Config) { c.MaxCount = allocator.MaxDrawCount + 1 }, "want 1 to"},
-		{"ttl too short", func(c *app.Config) { c.Keeper.TTL = time.Millisecond }, "lease TTL 1ms (--lease-ttl)"},
-		{"heartbeat too long", func(c *app.Config) { c.Keeper.Heartbeat = time.Minute }, "heartbeat 1m0s (--heartbeat)"},
-		{"datacenter beyond layout", func(c *app.Config) { c.Keeper.DatacenterID = 32 }, "the layout allows 0 to 31"},
-		{"negative shutdown timeout", func(c *app.Config) { c.ShutdownTimeout = -time.Second }, "invalid shutdown timeout -1s"},
-		{"negative open timeout", func(c *app.Config) { c.OpenTimeout = -time.Second }, "invalid open timeout -1s"},
+		{"max count above the limit", func(c *app.Config) { c.MaxCount = idgen.MaxCountLimit + 1 }, "want 1 to 262144"},
+		{"ttl too short", func(c *app.Config) { c.Keeper.TTL = time.Millisecond }, "invalid KeeperSettings.TTL 1ms: want at least 1s"},
+		{"heartbeat too long", func(c *app.Config) { c.Keeper.Heartbeat = time.Minute }, "invalid KeeperSettings.Heartbeat 1m0s: want more than 0 and at most half of KeeperSettings.TTL 30s"},
+		{"datacenter beyond layout", func(c *app.Config) { c.Keeper.DatacenterID = 32 }, "invalid KeeperSettings.DatacenterID 32: the layout allows 0 to 31"},
+		{"negative shutdown timeout", func(c *app.Config) { c.ShutdownTimeout = -time.Second }, "invalid Config.ShutdownTimeout -1s"},
+		{"negative open timeout", func(c *app.Config) { c.OpenTimeout = -time.Second }, "invalid Config.OpenTimeout -1s"},
 	}
 	for _, tt := range tests {
 		c := ok
@@ -186,23 +192,35 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
-// TestOpenUndoes checks that an Open that fails after claiming (here: the
-// listen address is taken) releases the lease and leaves a store it was
-// given open.
-func TestOpenUndoes(t *testing.T) {
-	store := teststore.Open(t, "sqlite")
+// TestOpenListensFirst: a node whose address is taken fails Open before it
+// touches the database: no migration (the SQLite file named by the DSN is
+// never created), no lease claimed and released, no lease event; a store
+// it was given stays open. A pod restarting in a loop on a taken port
+// must not write to the database at every start.
+func TestOpenListensFirst(t *testing.T) {
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	// Open fails after the keeper started, whether or not it claimed yet.
-	a, err := app.Open(context.Background(), app.Config{
-		Store: store, Listen: taken.Addr().String(),
-		Keeper: allocator.KeeperSettings{Holder: "undo", WorkerIDs: &allocator.WorkerRange{Min: 3, Max: 3}},
-	})
-	if err == nil || a != nil || !strings.Contains(err.Error(), "listen") {
-		t.Fatalf("Open on a taken address: got %v, %v; want a listen error and no App", a, err)
+	keeper := allocator.KeeperSettings{Holder: "listens-first", WorkerIDs: &allocator.WorkerRange{Min: 3, Max: 3}}
+
+	file := filepath.Join(t.TempDir(), "idgen.db")
+	a, err := app.Open(context.Background(), app.Config{DSN: "sqlite:" + file, Migrate: true, Listen: taken.Addr().String(), Keeper: keeper})
+	if err == nil || a != nil {
+		t.Fatalf("Open on a taken address: got %v, %v; want an error and no App", a, err)
+	}
+	if !strings.Contains(err.Error(), "listen") || !strings.Contains(err.Error(), taken.Addr().String()) {
+		t.Errorf("Open on a taken address: got %v, want a listen error naming the address", err)
+	}
+	if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Open on a taken address touched the database: stat %s: got %v, want not exist", file, err)
+	}
+
+	store := teststore.Open(t, "sqlite")
+	a, err = app.Open(context.Background(), app.Config{Store: store, Listen: taken.Addr().String(), Keeper: keeper})
+	if err == nil || a != nil {
+		t.Fatalf("Open on a taken address with a store: got %v, %v; want an error and no App", a, err)
 	}
 	if err := store.Ping(context.Background()); err != nil {
 		t.Errorf("the store given is closed after a failed Open: %v", err)
@@ -211,10 +229,15 @@ func TestOpenUndoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range leases {
-		if l.Holder != "" {
-			t.Errorf("after a failed Open: got lease %+v, want none held", l)
-		}
+	if len(leases) != 0 {
+		t.Errorf("after an Open that could not listen: got leases %+v, want none ever claimed", leases)
+	}
+	events, err := store.ListLeaseEvents(context.Background(), allocator.LeaseEventFilter{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 0 {
+		t.Errorf("after an Open that could not listen: got lease events %+v, want none", events)
 	}
 }
 

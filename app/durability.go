@@ -12,12 +12,11 @@ import (
 // checkDurability asks the store, when it can tell (allocator.DurabilityChecker),
 // under which settings its database commits. A risk refuses the start with
 // an error wrapping ErrUnsafeDurability that names each setting, its value
-// and the fix, unless allowUnsafe (Config.AllowUnsafeDurability,
-// --allow-unsafe-durability) is set: then every risk is logged at warn
-// level and the node serves. Warnings (replication idgen cannot judge from
-// its connection) are logged and never refuse. It returns the line /readyz
-// and the status page show: "ok", "ok (warning: …)", "unsafe: … (overridden)"
-// or "unchecked…".
+// and the fix, unless allowUnsafe (Config.AllowUnsafeDurability) is set:
+// then every risk is logged at warn level and the node serves. Warnings
+// (replication idgen cannot judge from its connection) are logged and
+// never refuse. It returns the line /readyz and the status page show:
+// "ok", "ok (warning: …)", "unsafe: … (overridden)" or "unchecked…".
 func checkDurability(ctx context.Context, store allocator.Store, allowUnsafe bool, log *slog.Logger) (string, error) {
 	dc, ok := store.(allocator.DurabilityChecker)
 	if !ok {
@@ -27,7 +26,7 @@ func checkDurability(ctx context.Context, store allocator.Store, allowUnsafe boo
 	risks, err := dc.CheckDurability(ctx)
 	if err != nil {
 		if !allowUnsafe {
-			return "", fmt.Errorf("check database durability: %w (pass --allow-unsafe-durability to serve without the check)", err)
+			return "", fmt.Errorf("check database durability: %w (set Config.AllowUnsafeDurability to serve without the check)", err)
 		}
 		log.Warn("database durability not checked; serving anyway (--allow-unsafe-durability)", "error", err)
 		return "unchecked (overridden)", nil
@@ -54,7 +53,7 @@ func checkDurability(ctx context.Context, store allocator.Store, allowUnsafe boo
 		for i, r := range unsafe {
 			msgs[i] = fmt.Sprintf("%s (fix: %s)", r, r.Fix)
 		}
-		return "", fmt.Errorf("refusing to serve: %w: %s; pass --allow-unsafe-durability to serve anyway",
+		return "", fmt.Errorf("refusing to serve: %w: %s; set Config.AllowUnsafeDurability to serve anyway",
 			ErrUnsafeDurability, strings.Join(msgs, "; "))
 	}
 	for _, r := range unsafe {

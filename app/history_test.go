@@ -29,7 +29,7 @@ func TestHistoryOwned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := a.API().History()
+	h := a.Status().History()
 	testtime.WaitFor(t, waitBound, "a history sample after Open", func() bool { return h.Len() > 0 })
 	// The page's time is the configured clock's, an hour ahead.
 	before := time.Now()

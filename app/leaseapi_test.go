@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
-	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/teststore"
 )
 
@@ -20,21 +20,21 @@ func TestValidateLeaseAPI(t *testing.T) {
 		min, max time.Duration
 		want     string
 	}{
-		{"min below 1s", 999 * time.Millisecond, 0, "invalid lease API minimum ttl 999ms (--lease-api-min-ttl)"},
-		{"min negative", -time.Second, 0, "(--lease-api-min-ttl)"},
+		{"min below 1s", 999 * time.Millisecond, 0, "invalid LeaseSettings.MinTTL 999ms"},
+		{"min negative", -time.Second, 0, "LeaseSettings.MinTTL -1s"},
 		{"min not whole ms", 3*time.Second + time.Microsecond, 0, "want whole milliseconds"},
-		{"max below min", 10 * time.Second, 5 * time.Second, "invalid lease API maximum ttl 5s (--lease-api-max-ttl): want whole milliseconds, at least --lease-api-min-ttl 10s"},
-		{"max below the default min", 0, 2 * time.Second, "(--lease-api-max-ttl)"},
+		{"max below min", 10 * time.Second, 5 * time.Second, "invalid LeaseSettings.MaxTTL 5s"},
+		{"max below the default min", 0, 2 * time.Second, "LeaseSettings.MaxTTL 2s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := app.Config{DSN: "sqlite:idgen.db", LeaseAPI: app.LeaseAPIConfig{MinTTL: tc.min, MaxTTL: tc.max}}
+			c := app.Config{DSN: "sqlite:idgen.db", LeaseAPI: idgen.LeaseSettings{MinTTL: tc.min, MaxTTL: tc.max}}
 			err := c.Validate()
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Validate: got %v, want an error containing %q", err, tc.want)
 			}
 		})
 	}
-	ok := app.Config{DSN: "sqlite:idgen.db", LeaseAPI: app.LeaseAPIConfig{MinTTL: time.Second, MaxTTL: time.Second}}
+	ok := app.Config{DSN: "sqlite:idgen.db", LeaseAPI: idgen.LeaseSettings{MinTTL: time.Second, MaxTTL: time.Second}}
 	if err := ok.Validate(); err != nil {
 		t.Errorf("Validate of a 1s..1s lease API: %v", err)
 	}
@@ -59,9 +59,9 @@ func TestLeaseAPIBounds(t *testing.T) {
 			a, err := app.Open(context.Background(), app.Config{
 				Store:    teststore.Open(t, "sqlite"),
 				Listen:   "127.0.0.1:0",
-				Tokens:   "caller leases " + httpapi.HashSecret(secret),
+				Tokens:   "caller leases " + idgen.HashSecret(secret),
 				Keeper:   allocator.KeeperSettings{TTL: tc.nodeTTL, MaxClockOffset: 2 * time.Second, WorkerIDs: &allocator.WorkerRange{Min: 0, Max: 0}},
-				LeaseAPI: app.LeaseAPIConfig{MinTTL: tc.min, MaxTTL: tc.max},
+				LeaseAPI: idgen.LeaseSettings{MinTTL: tc.min, MaxTTL: tc.max},
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -5,14 +5,14 @@ import (
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/httpapi"
+	"github.com/idgen-project/idgen/httpapi/statuspage"
 )
 
 // Policy returns the clock, lease and segment policy of c as the status
 // page's Policy table shows it: each setting in force (the defaults filled
 // in) with the flag of idgen serve that sets it. It returns the error
 // Validate would for settings that break a rule.
-func (c Config) Policy() ([]httpapi.PolicySetting, error) {
+func (c Config) Policy() ([]statuspage.PolicySetting, error) {
 	r, err := c.resolve()
 	if err != nil {
 		return nil, err
@@ -21,7 +21,7 @@ func (c Config) Policy() ([]httpapi.PolicySetting, error) {
 }
 
 // policy lists resolved keeper and segment settings.
-func policy(ks allocator.KeeperSettings, ss allocator.SegmentSettings) []httpapi.PolicySetting {
+func policy(ks allocator.KeeperSettings, ss allocator.SegmentSettings) []statuspage.PolicySetting {
 	wait := ks.MaxBackwardWait.String()
 	if ks.MaxBackwardWait < 0 {
 		wait = "never (refuse at once)"
@@ -32,7 +32,7 @@ func policy(ks allocator.KeeperSettings, ss allocator.SegmentSettings) []httpapi
 		}
 		return "off"
 	}
-	return []httpapi.PolicySetting{
+	return []statuspage.PolicySetting{
 		{Name: "Lease TTL", Value: ks.TTL.String(), Flag: "lease-ttl"},
 		{Name: "Heartbeat interval", Value: ks.Heartbeat.String(), Flag: "heartbeat"},
 		{Name: "Lease margin before the deadline", Value: ks.Margin.String(), Flag: "lease-margin"},

@@ -30,7 +30,7 @@ func TestConfigPolicy(t *testing.T) {
 		}
 	}
 	c.Segments.GrowBelow = 2 * time.Hour
-	if _, err := c.Policy(); err == nil || !strings.Contains(err.Error(), "--segment-grow-below") {
+	if _, err := c.Policy(); err == nil || !strings.Contains(err.Error(), "invalid SegmentSettings.GrowBelow 2h0m0s") {
 		t.Errorf("crossed windows: got %v, want the error Validate gives", err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/idgen-project/idgen/httpapi"
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/internal/periodic"
 )
 
@@ -27,17 +27,17 @@ const envTokensSource = "IDGEN_TOKENS"
 // loadTokens returns the token set c configures: parsed from Config.Tokens
 // or read from Config.TokensFile, or nil when neither is set. Its errors
 // say where: "path:line: message".
-func loadTokens(c Config) (*httpapi.TokenSet, fileState, error) {
+func loadTokens(c Config) (*idgen.TokenSet, fileState, error) {
 	switch {
 	case c.Tokens != "":
-		set, err := httpapi.ParseTokens(envTokensSource, []byte(c.Tokens))
+		set, err := idgen.ParseTokens(envTokensSource, []byte(c.Tokens))
 		return set, fileState{}, err
 	case c.TokensFile != "":
 		st, data, err := readTokensFile(c.TokensFile)
 		if err != nil {
 			return nil, st, err
 		}
-		set, err := httpapi.ParseTokens(c.TokensFile, data)
+		set, err := idgen.ParseTokens(c.TokensFile, data)
 		return set, st, err
 	}
 	return nil, fileState{}, nil
@@ -87,7 +87,7 @@ func readTokensFile(path string) (fileState, []byte, error) {
 type tokensReloader struct {
 	path     string
 	interval time.Duration
-	api      *httpapi.Server
+	auth     *idgen.Authorizer
 	log      *slog.Logger
 
 	reloads, failures prometheus.Counter
@@ -103,11 +103,11 @@ type tokensReloader struct {
 	loop *periodic.Loop // set by start
 }
 
-func newTokensReloader(path string, interval time.Duration, api *httpapi.Server, log *slog.Logger, st fileState, set *httpapi.TokenSet) *tokensReloader {
+func newTokensReloader(path string, interval time.Duration, auth *idgen.Authorizer, log *slog.Logger, st fileState, set *idgen.TokenSet) *tokensReloader {
 	r := &tokensReloader{
 		path:     path,
 		interval: interval,
-		api:      api,
+		auth:     auth,
 		log:      log,
 		reloads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "idgen_tokens_reloads_total",
@@ -164,9 +164,9 @@ func (r *tokensReloader) reload(force bool) error {
 		}
 		return nil
 	}
-	var set *httpapi.TokenSet
+	var set *idgen.TokenSet
 	if err == nil {
-		set, err = httpapi.ParseTokens(r.path, data)
+		set, err = idgen.ParseTokens(r.path, data)
 	}
 	if err != nil {
 		// Logged and counted once per distinct failure, however often the
@@ -179,7 +179,7 @@ func (r *tokensReloader) reload(force bool) error {
 		r.seen = st
 		return err
 	}
-	r.api.SetTokens(set)
+	r.auth.SetTokens(set)
 	r.seen, r.lastErr, r.inEffect = st, "", st.sum
 	r.reloads.Inc()
 	r.loaded.Set(float64(set.Len()))
@@ -189,8 +189,8 @@ func (r *tokensReloader) reload(force bool) error {
 }
 
 // warnTokens logs what a token set leaves unreachable.
-func warnTokens(log *slog.Logger, set *httpapi.TokenSet) {
-	if !set.Scopes().Has(httpapi.ScopeIDs) {
+func warnTokens(log *slog.Logger, set *idgen.TokenSet) {
+	if !set.Scopes().Has(idgen.ScopeIDs) {
 		log.Warn("no token has the ids scope: every /ids request will be refused")
 	}
 }

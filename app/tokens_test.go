@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
-	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
@@ -32,7 +32,7 @@ const (
 )
 
 func line(name, secret string) string {
-	return name + " ids " + httpapi.HashSecret(secret) + "\n"
+	return name + " ids " + idgen.HashSecret(secret) + "\n"
 }
 
 // writeFile replaces path's content at once, as an editor or a
@@ -205,7 +205,7 @@ func TestReloadTokensNow(t *testing.T) {
 func TestValidateTokens(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad")
-	if err := os.WriteFile(bad, []byte(line("alpha", alphaSecret)+"beta ids,admin,ids "+httpapi.HashSecret(betaSecret)+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(bad, []byte(line("alpha", alphaSecret)+"beta ids,admin,ids "+idgen.HashSecret(betaSecret)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	good := filepath.Join(dir, "good")
@@ -220,9 +220,9 @@ func TestValidateTokens(t *testing.T) {
 		{"file malformed", func(c *app.Config) { c.TokensFile = bad }, bad + ":2: scope ids listed twice"},
 		{"file missing", func(c *app.Config) { c.TokensFile = filepath.Join(dir, "nope") }, "tokens file: open"},
 		{"content malformed", func(c *app.Config) { c.Tokens = "alpha ids " + rawSecret }, "IDGEN_TOKENS:1: the third field is not a SHA-256"},
-		{"both", func(c *app.Config) { c.TokensFile, c.Tokens = good, line("alpha", alphaSecret) }, "tokens given twice"},
-		{"negative reload interval", func(c *app.Config) { c.TokensReloadInterval = -time.Second }, "invalid tokens reload interval"},
-		{"negative prune interval", func(c *app.Config) { c.LeaseEventsPruneInterval = -time.Second }, "invalid lease events prune interval"},
+		{"both", func(c *app.Config) { c.TokensFile, c.Tokens = good, line("alpha", alphaSecret) }, "invalid Config.TokensFile and Config.Tokens: tokens given twice"},
+		{"negative reload interval", func(c *app.Config) { c.TokensReloadInterval = -time.Second }, "invalid Config.TokensReloadInterval -1s"},
+		{"negative prune interval", func(c *app.Config) { c.LeaseEventsPruneInterval = -time.Second }, "invalid Config.LeaseEventsPruneInterval -1s"},
 	} {
 		c := app.Config{DSN: "sqlite:" + filepath.Join(dir, "untouched.db")}
 		tc.change(&c)

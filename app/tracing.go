@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -18,14 +19,13 @@ import (
 // (lease claims, heartbeats and releases, segment fetches and tail
 // returns, admin reads and writes) and a sample of the requests get spans.
 type TracingConfig struct {
-	// Enabled turns tracing on without OTEL_TRACES_EXPORTER=otlp
-	// [--tracing].
+	// Enabled turns tracing on without OTEL_TRACES_EXPORTER=otlp.
 	Enabled bool
 	// SampleRatio is the share of requests traced that come without a
 	// sampled trace of their caller, 0 to 1, when OTEL_TRACES_SAMPLER is
 	// not set; 0 means tracing.DefaultRequestSampleRatio (1%). Calls no
 	// request made (the keeper's, the segment allocator's) are always
-	// traced [--trace-sample-ratio].
+	// traced.
 	SampleRatio float64
 	// Provider, when not nil, traces with it instead of a provider built
 	// from the environment, whatever Enabled says; it stays its owner's,
@@ -48,7 +48,10 @@ func (t TracingConfig) settings(c Config) tracing.Settings {
 
 // validate reports settings Open would refuse.
 func (t TracingConfig) validate() error {
-	return tracing.Settings{RequestSampleRatio: t.SampleRatio}.Validate()
+	if r := t.SampleRatio; math.IsNaN(r) || r < 0 || r > 1 {
+		return fmt.Errorf("invalid TracingConfig.SampleRatio %v: want 0 to 1", r)
+	}
+	return nil
 }
 
 // openTracing sets up a's tracing: the tracer provider (built here and

@@ -13,9 +13,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
-	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
 	"github.com/idgen-project/idgen/internal/testtime"
@@ -102,10 +102,10 @@ func TestTracing(t *testing.T) {
 		t.Fatalf("POST /admin/namespaces spans: got %d, want 1", len(server))
 	}
 	sa := attrs(server[0])
-	if sa[httpapi.TraceAttrRequestID].AsString() != "trace-admin-1" || sa["http.response.status_code"].AsInt64() != 201 ||
-		sa["idgen.caller"].AsString() != httpapi.AdminTokenName || server[0].SpanKind != trace.SpanKindServer {
+	if sa[idgen.TraceAttrRequestID].AsString() != "trace-admin-1" || sa["http.response.status_code"].AsInt64() != 201 ||
+		sa["idgen.caller"].AsString() != idgen.AdminTokenName || server[0].SpanKind != trace.SpanKindServer {
 		t.Errorf("admin request span: got kind %v, attributes %v; want a server span with request ID trace-admin-1, status 201, caller %s",
-			server[0].SpanKind, server[0].Attributes, httpapi.AdminTokenName)
+			server[0].SpanKind, server[0].Attributes, idgen.AdminTokenName)
 	}
 	create := find(tracing.SpanCreateNamespace)
 	if len(create) != 1 || create[0].Parent.SpanID() != server[0].SpanContext.SpanID() {
@@ -119,7 +119,7 @@ func TestTracing(t *testing.T) {
 	if got := attrs(fetch[0])[tracing.AttrNamespace].AsString(); got != "orders" {
 		t.Errorf("fetch span namespace: got %q, want orders", got)
 	}
-	if ids := find("GET /ids"); len(ids) != 1 || attrs(ids[0])[httpapi.TraceAttrRequestID].AsString() != "trace-ids-1" {
+	if ids := find("GET /ids"); len(ids) != 1 || attrs(ids[0])[idgen.TraceAttrRequestID].AsString() != "trace-ids-1" {
 		t.Errorf("GET /ids spans: got %d, want 1 with request ID trace-ids-1", len(ids))
 	}
 
@@ -158,11 +158,11 @@ func TestTracingOff(t *testing.T) {
 		}
 	}
 	if err := (app.Config{DSN: "sqlite:x.db", Tracing: app.TracingConfig{SampleRatio: 2}}).Validate(); err == nil ||
-		!strings.Contains(err.Error(), "invalid trace sample ratio 2 (--trace-sample-ratio)") {
+		!strings.Contains(err.Error(), "invalid TracingConfig.SampleRatio 2: want 0 to 1") {
 		t.Errorf("Validate with ratio 2: got %v, want the ratio refused", err)
 	}
-	if err := (app.Config{DSN: "sqlite:x.db", RateLimit: httpapi.RateLimit{Rate: -3}}).Validate(); err == nil ||
-		!strings.Contains(err.Error(), "invalid rate limit (--rate-limit, --rate-burst): rate -3") {
+	if err := (app.Config{DSN: "sqlite:x.db", RateLimit: idgen.RateLimit{Rate: -3}}).Validate(); err == nil ||
+		!strings.Contains(err.Error(), "invalid RateLimit.Rate -3") {
 		t.Errorf("Validate with rate -3: got %v, want the rate refused", err)
 	}
 }

@@ -10,19 +10,13 @@ type BreakerState string
 
 // Circuit breaker states.
 const (
-	// BreakerClosed: requests are sent; consecutive failures are counted.
-	BreakerClosed BreakerState = "closed"
-	// BreakerOpen: requests fail at once with ErrCircuitOpen until the
-	// cooldown has passed.
-	BreakerOpen BreakerState = "open"
-	// BreakerHalfOpen: the cooldown has passed; one probe request is let
-	// through. Its success closes the breaker, its failure opens it again.
-	BreakerHalfOpen BreakerState = "half-open"
+	BreakerClosed   BreakerState = "closed"    // requests are sent; consecutive failures are counted
+	BreakerOpen     BreakerState = "open"      // requests fail at once with ErrCircuitOpen until the cooldown has passed
+	BreakerHalfOpen BreakerState = "half-open" // one probe is let through: its success closes, its failure opens
 )
 
-// breaker is a consecutive-failure circuit breaker. Failures are attempts
-// that found the service unhealthy (network error, 5xx, 429); any other
-// answer, a 404 included, is a success.
+// breaker is a consecutive-failure circuit breaker on the client's clock;
+// any answer but a failure (a 404 included) is a success.
 type breaker struct {
 	threshold int // consecutive failures that open it; <= 0 disables it
 	cooldown  time.Duration
@@ -35,22 +29,20 @@ type breaker struct {
 	probing  bool // half-open and the probe is in flight
 }
 
-// outcome of one attempt, as the breaker sees it.
 type outcome int
 
 const (
 	outcomeSuccess outcome = iota
 	outcomeFailure
-	outcomeNeutral // the caller gave up; says nothing about the service
+	outcomeNeutral // the caller gave up: says nothing about the service, frees the probe
 )
 
 func newBreaker(threshold int, cooldown time.Duration, now func() time.Time) *breaker {
 	return &breaker{threshold: threshold, cooldown: cooldown, now: now, state: BreakerClosed}
 }
 
-// allow reports whether an attempt may be sent now. In the half-open state
-// it admits one probe at a time; the caller must report the probe's outcome
-// with done.
+// allow reports whether an attempt may be sent now (half-open, one probe
+// at a time); an admitted attempt reports its outcome with done.
 func (b *breaker) allow() bool {
 	if b.threshold <= 0 {
 		return true
@@ -63,39 +55,31 @@ func (b *breaker) allow() bool {
 			return false
 		}
 		b.state = BreakerHalfOpen
-		b.probing = true
-		return true
 	case BreakerHalfOpen:
 		if b.probing {
 			return false
 		}
-		b.probing = true
+	default:
 		return true
 	}
+	b.probing = true
 	return true
 }
 
-// done records the outcome of an attempt that allow admitted.
 func (b *breaker) done(o outcome) {
 	if b.threshold <= 0 {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.probing = false
 	switch o {
 	case outcomeSuccess:
-		b.state = BreakerClosed
-		b.failures = 0
-		b.probing = false
+		b.state, b.failures = BreakerClosed, 0
 	case outcomeFailure:
-		b.failures++
-		if b.state == BreakerHalfOpen || b.failures >= b.threshold {
-			b.state = BreakerOpen
-			b.openedAt = b.now()
-			b.probing = false
+		if b.failures++; b.state == BreakerHalfOpen || b.failures >= b.threshold {
+			b.state, b.openedAt = BreakerOpen, b.now()
 		}
-	case outcomeNeutral:
-		b.probing = false
 	}
 }
 

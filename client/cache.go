@@ -22,9 +22,7 @@ type cache struct {
 	fill  *fill // the refill in flight, nil when none
 }
 
-// run is a stretch of cached IDs of one source and, for Snowflake IDs, one
-// lease; rev is the revision of the answer they came from (strict
-// namespaces).
+// run is a stretch of cached IDs of one source, lease and revision.
 type run struct {
 	src   Source
 	lease *LeaseToken
@@ -43,8 +41,7 @@ func newCache(c *Client, ns string, size int, lowWater float64) *cache {
 }
 
 // take hands out n IDs (n <= size), waiting for a refill when too few are
-// cached. Errors: the refill's error when it failed and too few IDs are
-// left, ctx's error, ErrClosed after Close.
+// cached. Errors: a failed refill's, ctx's, ErrClosed after Close.
 func (k *cache) take(ctx context.Context, n int) (Draw, error) {
 	for {
 		if k.c.closing.Load() {
@@ -85,7 +82,6 @@ func (k *cache) take(ctx context.Context, n int) (Draw, error) {
 	}
 }
 
-// takeLocked removes the n oldest cached IDs and returns them as a Draw.
 func (k *cache) takeLocked(n int) Draw {
 	d := Draw{Namespace: k.ns, IDs: make([]int64, 0, n)}
 	for len(d.IDs) < n {
@@ -94,7 +90,9 @@ func (k *cache) takeLocked(n int) Draw {
 		part := r.ids[:m]
 		d.IDs = append(d.IDs, part...)
 		if k.ns != "" {
-			d.Ranges = rangesOf(d.Ranges, part, r.src)
+			for _, id := range part {
+				d.Ranges = appendRange(d.Ranges, Range{First: id, Last: id, Source: r.src})
+			}
 		}
 		d.Source = mergeSource(d.Source, r.src)
 		if r.lease != nil {
@@ -136,8 +134,7 @@ func (k *cache) startLocked() (*fill, error) {
 	return f, nil
 }
 
-// appendLocked adds the IDs of a refill, one answer of one source and
-// lease, behind those still cached.
+// appendLocked adds the IDs of a refill behind those still cached.
 func (k *cache) appendLocked(d Draw) {
 	var lease *LeaseToken
 	if len(d.Leases) > 0 {

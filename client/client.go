@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idgen-project/idgen"
+	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/backoff"
 	"github.com/idgen-project/idgen/snowflake"
 )
@@ -25,49 +27,47 @@ const (
 	DefaultBackoffMax       = 2 * time.Second
 	DefaultMaxRetryAfter    = 30 * time.Second
 	DefaultAttemptTimeout   = 5 * time.Second
-	DefaultMaxCount         = 10000
+	DefaultMaxCount         = idgen.DefaultMaxCount // the server's default --max-count
 	DefaultBreakerThreshold = 5
 	DefaultBreakerCooldown  = 5 * time.Second
 	DefaultCacheLowWater    = 0.25
 )
 
-// maxBody bounds what the client reads of one response. The largest
-// answer idgen gives (10000 IDs with their ranges) is well below it.
+// maxBody bounds what the client reads of one response: above the largest
+// answer (idgen.MaxCountLimit IDs as JSON strings, 5.8 MB).
 const maxBody = 8 << 20
 
 // Options configure a Client. The zero value is ready to use; see the
 // Default constants for what each zero field stands for.
 type Options struct {
-	// HTTPClient sends the requests. Nil means a client of the package's
-	// own, with keep-alive connections; its Timeout should be zero, because
-	// AttemptTimeout bounds each attempt.
+	// Token is the bearer token (a token of the ids scope), sent with
+	// every request; empty for a node without tokens.
+	Token string
+
+	// HTTPClient sends the requests; nil means one of the package's own.
+	// Its Timeout should be zero: AttemptTimeout bounds each attempt.
 	HTTPClient *http.Client
 
 	// MaxAttempts is the number of attempts per call, the first included.
 	// Zero means DefaultMaxAttempts; 1 disables retries.
 	MaxAttempts int
-	// BackoffBase and BackoffMax bound the exponential backoff between
-	// attempts: the n-th retry waits between half and all of
-	// min(BackoffMax, BackoffBase·2^(n-1)), chosen at random (the
-	// module's one retry delay, internal/backoff; a BackoffBase below 1ms
-	// counts as 1ms).
+	// BackoffBase and BackoffMax bound the backoff between attempts: the
+	// n-th retry waits between half and all of
+	// min(BackoffMax, BackoffBase·2^(n-1)) (at least 1ms), at random.
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
-	// MaxRetryAfter is the longest Retry-After the client waits for. A
-	// server that asks for more gets its error returned at once.
+	// MaxRetryAfter is the longest Retry-After the client waits for; a
+	// longer one returns the server's error at once.
 	MaxRetryAfter time.Duration
 	// AttemptTimeout bounds one attempt, response body included.
 	AttemptTimeout time.Duration
 
-	// MaxCount is the most IDs asked for in one request: the server's
-	// --max-count. NextN and DrawNamespace split larger counts.
+	// MaxCount is the most IDs asked for in one request (the server's
+	// --max-count); larger counts are split.
 	MaxCount int
 
-	// Breaker configures the circuit breaker.
 	Breaker BreakerOptions
-
-	// Cache configures the local block cache, off by default.
-	Cache CacheOptions
+	Cache   CacheOptions // off by default
 
 	// UserAgent is sent with every request; empty means "idgen-go-client".
 	UserAgent string
@@ -84,10 +84,9 @@ type BreakerOptions struct {
 	Cooldown time.Duration
 }
 
-// CacheOptions configure the local block cache. Each cache fetches Block IDs
-// per request and refills in the background once fewer than LowWater·Block
-// are left. A call asking for more IDs than a block goes to the server
-// directly.
+// CacheOptions configure the local block cache: each fetches a block of IDs
+// per request and refills in the background once fewer than LowWater of a
+// block are left. A call for more than a block goes to the server.
 type CacheOptions struct {
 	// Snowflake is the block size for Next and NextN; zero leaves them
 	// uncached.
@@ -100,7 +99,7 @@ type CacheOptions struct {
 	LowWater float64
 }
 
-// Source says where the IDs of a namespace draw come from.
+// Source says where the IDs of a draw come from.
 type Source string
 
 // Sources of IDs.
@@ -125,25 +124,21 @@ type Draw struct {
 	IDs       []int64 // in the order handed out
 	Ranges    []Range // the contiguous runs the IDs form, in the same order; none for DrawSnowflakes
 	// Source is SourceSegment, SourceSnowflake when the namespace's
-	// Snowflake fallback served (the database was unreachable), or
-	// SourceMixed (see Range.Source).
+	// Snowflake fallback served, or SourceMixed (see Range.Source).
 	Source Source
-	// Leases are the fencing tokens of the Snowflake IDs of the draw: the
-	// worker leases that made them, in the order of the IDs, one per run of
-	// IDs from the same lease (a draw split over several requests, or taken
-	// from the cache across refills, may have more than one). Empty when
-	// the draw holds no Snowflake IDs.
+	// Leases are the fencing tokens of the Snowflake IDs: one per run of
+	// IDs from the same lease, in their order (more than one when a draw
+	// spans requests or cache refills).
 	Leases []LeaseToken
 	// Revision is, for a strict namespace, the highest revision of the
-	// answers the draw came from: the namespace's version after the fetch
-	// that took the IDs. The client has checked it (see
-	// StaleRevisionError). 0 for a buffered namespace and Snowflake IDs.
+	// answers the draw came from, checked (see StaleRevisionError); 0
+	// otherwise.
 	Revision int64
 }
 
 // LeaseToken is the fencing token of Snowflake IDs: the worker lease that
-// made them. Every claim of a worker ID increments its fencing version, so
-// for one datacenter and worker a greater FencingVersion is a later holder.
+// made them. For one datacenter and worker, a greater FencingVersion is a
+// later holder.
 type LeaseToken struct {
 	Datacenter     int64
 	Worker         int64
@@ -170,6 +165,7 @@ type Client struct {
 	clock     clock
 	breaker   *breaker
 	userAgent string
+	auth      string // the Authorization header; "" for none
 
 	maxAttempts    int
 	backoffBase    time.Duration
@@ -209,11 +205,16 @@ func newClient(baseURL string, opts Options, clk clock) (*Client, error) {
 		opts.Cache.Snowflake < 0 || opts.Cache.LowWater < 0 || opts.Cache.LowWater >= 1 {
 		return nil, fmt.Errorf("%w: negative option, or Cache.LowWater outside [0, 1)", ErrInvalidInput)
 	}
+	auth, err := bearer(opts.Token)
+	if err != nil {
+		return nil, err
+	}
 	c := &Client{
 		base:           base,
 		hc:             opts.HTTPClient,
 		clock:          clk,
 		userAgent:      orDefault(opts.UserAgent, "idgen-go-client"),
+		auth:           auth,
 		maxAttempts:    orDefault(opts.MaxAttempts, DefaultMaxAttempts),
 		backoffBase:    orDefault(opts.BackoffBase, DefaultBackoffBase),
 		backoffMax:     orDefault(opts.BackoffMax, DefaultBackoffMax),
@@ -256,8 +257,8 @@ func newClient(baseURL string, opts Options, clk clock) (*Client, error) {
 	return c, nil
 }
 
-// parseBaseURL checks a base URL, http(s)://host[:port][/prefix], and
-// returns it without a trailing slash. Errors wrap ErrInvalidInput.
+// parseBaseURL checks http(s)://host[:port][/prefix] and returns it without
+// a trailing slash.
 func parseBaseURL(baseURL string) (string, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
@@ -269,7 +270,18 @@ func parseBaseURL(baseURL string) (string, error) {
 	return strings.TrimRight(u.String(), "/"), nil
 }
 
-// orDefault returns v, or def when v is the zero value.
+// bearer returns the Authorization header of token, "" for none; its error
+// leaves the token out.
+func bearer(token string) (string, error) {
+	if token == "" {
+		return "", nil
+	}
+	if strings.ContainsFunc(token, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return "", fmt.Errorf("%w: the token must not hold spaces or control characters", ErrInvalidInput)
+	}
+	return "Bearer " + token, nil
+}
+
 func orDefault[T comparable](v, def T) T {
 	var zero T
 	if v == zero {
@@ -298,8 +310,7 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// goBackground registers a background refill with the client, which Close
-// waits for; it returns false once Close has been called.
+// goBackground registers a refill Close waits for; false after Close.
 func (c *Client) goBackground() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -329,14 +340,7 @@ func (c *Client) Next(ctx context.Context) (int64, error) {
 // over several requests. It returns an error wrapping ErrInvalidInput for
 // n < 1; other errors as Next.
 func (c *Client) NextN(ctx context.Context, n int) ([]int64, error) {
-	if n < 1 {
-		return nil, fmt.Errorf("%w: count %d, want at least 1", ErrInvalidInput, n)
-	}
-	if c.snowCache != nil && n <= c.snowCache.size {
-		d, err := c.snowCache.take(ctx, n)
-		return d.IDs, err
-	}
-	d, err := c.drawDirect(ctx, "", n)
+	d, err := c.DrawSnowflakes(ctx, n)
 	return d.IDs, err
 }
 
@@ -404,7 +408,6 @@ func (c *Client) Parse(ctx context.Context, id int64) (Parts, error) {
 	}, nil
 }
 
-// idsResponse is the body of GET /ids.
 type idsResponse struct {
 	IDs       []snowflake.ID `json:"ids"`
 	Namespace string         `json:"namespace"`
@@ -421,8 +424,7 @@ type idsResponse struct {
 	Revision int64 `json:"revision"`
 }
 
-// drawDirect asks the server for n IDs (of namespace ns, or Snowflake IDs
-// when ns is ""), in requests of at most maxCount.
+// drawDirect asks the server for n IDs, in requests of at most maxCount.
 func (c *Client) drawDirect(ctx context.Context, ns string, n int) (Draw, error) {
 	d := Draw{Namespace: ns, IDs: make([]int64, 0, n)}
 	for len(d.IDs) < n {
@@ -432,7 +434,9 @@ func (c *Client) drawDirect(ctx context.Context, ns string, n int) (Draw, error)
 			return Draw{}, err
 		}
 		d.IDs = append(d.IDs, part.IDs...)
-		d.Ranges = appendRanges(d.Ranges, part.Ranges)
+		for _, r := range part.Ranges {
+			d.Ranges = appendRange(d.Ranges, r)
+		}
 		d.Source = mergeSource(d.Source, part.Source)
 		d.Leases = appendLeases(d.Leases, part.Leases...)
 		d.Revision = max(d.Revision, part.Revision)
@@ -440,7 +444,7 @@ func (c *Client) drawDirect(ctx context.Context, ns string, n int) (Draw, error)
 	return d, nil
 }
 
-// fetch makes one GET /ids request (with its retries) for exactly n IDs.
+// fetch makes one GET /ids request (with retries) for exactly n IDs.
 func (c *Client) fetch(ctx context.Context, ns string, n int) (Draw, error) {
 	q := url.Values{}
 	q.Set("count", strconv.Itoa(n))
@@ -480,22 +484,22 @@ func (c *Client) fetch(ctx context.Context, ns string, n int) (Draw, error) {
 		d.Leases = []LeaseToken{{Datacenter: l.Datacenter, Worker: l.Worker, FencingVersion: l.FencingVersion}}
 	}
 	switch {
-	case ns == "":
-		// Snowflake IDs: ranges would say nothing useful.
+	case ns == "": // Snowflake IDs: ranges would say nothing useful
 	case len(r.Ranges) > 0:
 		d.Ranges = make([]Range, len(r.Ranges))
 		for i, rg := range r.Ranges {
 			d.Ranges[i] = Range{First: int64(rg.First), Last: int64(rg.Last), Source: src}
 		}
 	default:
-		d.Ranges = rangesOf(nil, d.IDs, src)
+		for _, id := range d.IDs {
+			d.Ranges = appendRange(d.Ranges, Range{First: id, Last: id, Source: src})
+		}
 	}
 	return d, nil
 }
 
-// get sends GET path (with its query) and decodes a 200 answer into out,
-// retrying as the Options say. Its errors name the request and wrap the
-// last attempt's error.
+// get sends GET path and decodes a 200 answer into out, retrying as the
+// Options say; its errors name the request and wrap the last attempt's.
 func (c *Client) get(ctx context.Context, path string, out any) error {
 	fail := func(attempts int, err error) error {
 		if attempts > 1 {
@@ -551,7 +555,6 @@ func (c *Client) get(ctx context.Context, path string, out any) error {
 	}
 }
 
-// joinLast adds the error of the previous attempt, if any, to err.
 func joinLast(err, last error) error {
 	if last == nil {
 		return err
@@ -559,8 +562,9 @@ func joinLast(err, last error) error {
 	return fmt.Errorf("%w (last attempt: %w)", err, last)
 }
 
-// attempt sends one request. Errors: *netError when no answer came,
-// *Error for a non-200 answer, ErrBadResponse for an unreadable 200.
+// attempt sends one request and decodes a 200 answer into out. Errors:
+// *netError without an answer, *Error for another status, ErrBadResponse
+// for a 200 too large or not JSON.
 func (c *Client) attempt(ctx context.Context, path string, out any) error {
 	actx, cancel := context.WithTimeout(ctx, c.attemptTimeout)
 	defer cancel()
@@ -570,28 +574,22 @@ func (c *Client) attempt(ctx context.Context, path string, out any) error {
 	}
 	req.Header.Set("Accept", "application/json, application/problem+json")
 	req.Header.Set("User-Agent", c.userAgent)
+	if c.auth != "" {
+		req.Header.Set("Authorization", c.auth)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return &netError{err}
 	}
-	return decodeAnswer(resp, http.StatusOK, maxBody, c.clock.Now, out)
-}
-
-// decodeAnswer reads an answer of at most limit bytes and closes its body,
-// and decodes an answer of status want into out. Errors: *netError when
-// the body could not be read, *Error for another status (its Retry-After
-// read at now()), ErrBadResponse for a body too large or not JSON.
-func decodeAnswer(resp *http.Response, want, limit int, now func() time.Time, out any) error {
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
-	if err != nil {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	switch {
+	case err != nil:
 		return &netError{fmt.Errorf("reading the response: %w", err)}
-	}
-	if resp.StatusCode != want {
-		return newError(resp.StatusCode, resp.Header, body, now())
-	}
-	if len(body) > limit {
-		return fmt.Errorf("%w: body larger than %d bytes", ErrBadResponse, limit)
+	case resp.StatusCode != http.StatusOK:
+		return newError(resp.StatusCode, resp.Header, body, c.clock.Now())
+	case len(body) > maxBody:
+		return fmt.Errorf("%w: body larger than %d bytes", ErrBadResponse, maxBody)
 	}
 	if err := json.Unmarshal(body, out); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadResponse, err)
@@ -599,27 +597,15 @@ func decodeAnswer(resp *http.Response, want, limit int, now func() time.Time, ou
 	return nil
 }
 
-// validNamespace checks a name the way the server does
-// (^[a-z0-9][a-z0-9_.-]{0,63}$), so a typo fails without a request.
+// validNamespace checks a name by the server's rule, without a request.
 func validNamespace(ns string) error {
-	ok := len(ns) >= 1 && len(ns) <= 64
-	for i := 0; ok && i < len(ns); i++ {
-		ch := ns[i]
-		switch {
-		case ch >= 'a' && ch <= 'z', ch >= '0' && ch <= '9':
-		case i > 0 && (ch == '_' || ch == '.' || ch == '-'):
-		default:
-			ok = false
-		}
-	}
-	if !ok {
-		return fmt.Errorf("%w: namespace %q: want ^[a-z0-9][a-z0-9_.-]{0,63}$", ErrInvalidInput, ns)
+	if err := allocator.ValidNamespace(ns); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
 	return nil
 }
 
-// redactURL drops anything that could be a credential from a URL for an
-// error message.
+// redactURL drops anything that could be a credential from a URL.
 func redactURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -628,32 +614,16 @@ func redactURL(s string) string {
 	return u.Redacted()
 }
 
-// rangesOf appends the contiguous runs of ids to rs.
-func rangesOf(rs []Range, ids []int64, src Source) []Range {
-	for _, id := range ids {
-		if n := len(rs); n > 0 && rs[n-1].Source == src && rs[n-1].Last+1 == id {
-			rs[n-1].Last = id
-			continue
-		}
-		rs = append(rs, Range{First: id, Last: id, Source: src})
+// appendRange appends r to rs, merging it into a last run it continues.
+func appendRange(rs []Range, r Range) []Range {
+	if n := len(rs); n > 0 && rs[n-1].Source == r.Source && rs[n-1].Last+1 == r.First {
+		rs[n-1].Last = r.Last
+		return rs
 	}
-	return rs
+	return append(rs, r)
 }
 
-// appendRanges appends more to rs, merging a run that continues the last.
-func appendRanges(rs, more []Range) []Range {
-	for _, r := range more {
-		if n := len(rs); n > 0 && rs[n-1].Source == r.Source && rs[n-1].Last+1 == r.First {
-			rs[n-1].Last = r.Last
-			continue
-		}
-		rs = append(rs, r)
-	}
-	return rs
-}
-
-// revisionSeen returns the highest revision seen for namespace ns, 0 for
-// none (or for Snowflake IDs, ns "").
+// revisionSeen returns the highest revision seen for ns, 0 for none.
 func (c *Client) revisionSeen(ns string) int64 {
 	if ns == "" {
 		return 0
@@ -663,10 +633,9 @@ func (c *Client) revisionSeen(ns string) int64 {
 	return c.revisions[ns]
 }
 
-// observeRevision checks the revision got of an answer for namespace ns
-// against seen, the highest revision known when the request was sent, and
-// remembers it. Answers to concurrent requests may arrive out of order, so
-// the check is against what was known at the send, not at the arrival.
+// observeRevision checks an answer's revision got against seen, the
+// highest known when the request was sent (answers to concurrent requests
+// may arrive out of order), and remembers it.
 func (c *Client) observeRevision(ns string, seen, got int64) error {
 	if got <= seen {
 		return &StaleRevisionError{Namespace: ns, Got: got, Previous: seen}
@@ -682,8 +651,7 @@ func (c *Client) observeRevision(ns string, seen, got int64) error {
 	return nil
 }
 
-// appendLeases appends the tokens more to ls, skipping one equal to the
-// last.
+// appendLeases appends more to ls, skipping one equal to the last.
 func appendLeases(ls []LeaseToken, more ...LeaseToken) []LeaseToken {
 	for _, l := range more {
 		if n := len(ls); n > 0 && ls[n-1] == l {
@@ -694,7 +662,6 @@ func appendLeases(ls []LeaseToken, more ...LeaseToken) []LeaseToken {
 	return ls
 }
 
-// mergeSource combines the sources of two parts of one draw.
 func mergeSource(a, b Source) Source {
 	switch {
 	case a == "":

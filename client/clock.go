@@ -7,13 +7,10 @@ import (
 	"github.com/idgen-project/idgen/internal/backoff"
 )
 
-// clock is the time source of retries and the circuit breaker. Tests
-// replace it to measure waits without spending them.
+// clock is the time source of retries and the breaker, for tests.
 type clock interface {
 	Now() time.Time
-	// Sleep waits for d or until ctx is done, whichever comes first, and
-	// returns ctx's error in the second case.
-	Sleep(ctx context.Context, d time.Duration) error
+	Sleep(ctx context.Context, d time.Duration) error // ctx's error if it ends first
 }
 
 type systemClock struct{}

@@ -19,44 +19,38 @@
 //
 // # Retries
 //
-// Every request idgen serves is a GET that changes nothing a retry could
-// repeat: a retried draw may leave a gap (IDs the server handed out but the
-// response never arrived), never a duplicate. A retry waits the larger of
-// the backoff and the server's Retry-After. When Retry-After is longer than
-// Options.MaxRetryAfter, or the wait would pass the context's deadline, the
-// call returns the server's error at once instead of waiting in vain.
+// A retried draw may leave a gap (IDs whose response never arrived), never
+// a duplicate. A retry waits the larger of the backoff and the server's
+// Retry-After; when Retry-After is above Options.MaxRetryAfter, or the wait
+// would pass the context's deadline, the call returns the error at once.
 //
 // # Fencing tokens
 //
 // DrawSnowflakes returns Snowflake IDs with the tokens of the worker leases
-// that made them (Draw.Leases: datacenter, worker, fencing version). For a
-// strict namespace, every answer carries the namespace's revision, which
-// grows with every fetch on any node; the client remembers the highest
-// revision it has seen per namespace and refuses an answer to a later
-// request whose revision is not above it with a *StaleRevisionError: a
-// node whose database went back in time, or a proxy that replayed an old
-// answer. Draw.Revision is the revision of an accepted draw.
+// that made them (Draw.Leases). For a strict namespace, every answer
+// carries the namespace's revision, which grows with every fetch on any
+// node; the client refuses an answer whose revision is not above the
+// highest it has seen with a *StaleRevisionError (a database gone back in
+// time, or a replayed answer).
 //
 // # Local block cache
 //
-// With Options.Cache set, the client fetches IDs a block at a time (count=N)
-// and hands them out in process, so most calls cost no request at all. When a
-// block runs low the next one is fetched in the background. Cached Snowflake
-// IDs are as unique as any others, but they are older by the time they are
-// handed out, so IDs from two cached clients are no longer ordered by the time
-// they were handed out; cached segment IDs come out in increasing order per
-// client, not across clients. IDs still cached when the Client is closed are
-// dropped and leave a gap. Leave the cache off where those matter.
+// With Options.Cache set, the client fetches IDs a block at a time and
+// hands them out in process, refilling in the background, so most calls
+// cost no request. Cached IDs are as unique as any others, but IDs from two
+// cached clients are no longer ordered by the time they were handed out
+// (segment IDs increase per client only), and IDs still cached at Close are
+// dropped (a gap). Leave the cache off where those matter.
 //
 // # Local generator
 //
 // NewGenerator makes Snowflake IDs in the caller's process, with no request
-// per ID: it holds a worker-ID lease through idgen's lease API (/v1/leases,
-// with a token of the leases scope) and runs the lease keeper an idgen node
-// runs, over a LeaseStore that speaks that API. It issues IDs only inside
-// the lease's fence and before its local deadline, heartbeats, moves to a
-// new lease when the old one is lost, and releases it with the last
-// timestamp used on Close:
+// per ID: it holds a worker-ID lease through idgen's lease API (a token of
+// the leases scope) and runs the lease keeper an idgen node runs. It issues
+// IDs only inside the lease's fence (above the previous holder's ceiling,
+// at most the one the database committed) and before its local deadline,
+// heartbeats, moves to a new lease when the old one is lost, and releases
+// it with the last timestamp used on Close:
 //
 //	g, err := client.NewGenerator(ctx, "http://idgen:8080", client.GeneratorOptions{Token: secret})
 //	if err != nil { … }
@@ -67,9 +61,10 @@
 //
 // # Errors
 //
-// Errors the service answers with are *Error values carrying the fields of
-// its application/problem+json body; errors.Is matches them against
-// ErrInvalid, ErrNotFound, ErrUnavailable and the other sentinel errors of
-// this package by their problem code. ErrCircuitOpen says the breaker refused
-// a call without sending it; network errors are wrapped with %w.
+// The service's errors are *Error values, which errors.Is matches against
+// ErrInvalid, ErrNotFound, ErrUnavailable and the other sentinels by their
+// code. ErrCircuitOpen says the breaker refused a call without sending it;
+// network errors are wrapped with %w.
 package client
+
+//go:generate go test -run ^TestTypeScriptCodes$ . -args -update

@@ -9,28 +9,39 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/internal/problem/problemjson"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// Sentinel errors. Those with a code match an *Error of that problem code
-// with errors.Is.
-var (
-	ErrInvalid      = errors.New("idgen: invalid request")       // code "invalid", 400
-	ErrUnauthorized = errors.New("idgen: unauthorized")          // code "unauthorized", 401
-	ErrForbidden    = errors.New("idgen: forbidden")             // code "forbidden", 403
-	ErrNotFound     = errors.New("idgen: not found")             // code "not_found", 404 (e.g. unknown namespace)
-	ErrConflict     = errors.New("idgen: conflict")              // code "conflict", 409
-	ErrTooLarge     = errors.New("idgen: request too large")     // code "too_large", 413
-	ErrTooMany      = errors.New("idgen: too many requests")     // code "too_many", 429
-	ErrUnavailable  = errors.New("idgen: unavailable")           // code "unavailable", 503
-	ErrInternal     = errors.New("idgen: internal server error") // code "internal", 500
+// codeErrors maps the codes of idgen.Codes to the sentinel errors.
+var codeErrors = map[string]error{}
 
-	// The lease API's codes (LeaseStore).
-	ErrNoWorkerAvailable = errors.New("idgen: no worker ID available") // code "no_worker_available", 409
-	ErrLeaseLost         = errors.New("idgen: lease lost")             // code "lease_lost", 409
-	ErrInvalidRelease    = errors.New("idgen: invalid release")        // code "invalid_release", 422
+func codeSentinel(code idgen.Code, text string) error {
+	err := errors.New(text)
+	codeErrors[string(code)] = err
+	return err
+}
+
+// Sentinel errors. Each of the first group stands for a code of idgen's
+// one table (idgen.Codes: HTTP status, gRPC code, retry-later), and an
+// *Error of that code matches it with errors.Is.
+var (
+	ErrInvalid            = codeSentinel(idgen.Invalid, "idgen: invalid request")
+	ErrUnauthorized       = codeSentinel(idgen.Unauthorized, "idgen: unauthorized")
+	ErrForbidden          = codeSentinel(idgen.Forbidden, "idgen: forbidden")
+	ErrNotFound           = codeSentinel(idgen.NotFound, "idgen: not found") // an unknown namespace, or an API that is off
+	ErrMethodNotAllowed   = codeSentinel(idgen.MethodNotAllowed, "idgen: method not allowed")
+	ErrConflict           = codeSentinel(idgen.Conflict, "idgen: conflict")
+	ErrNamespaceExhausted = codeSentinel(idgen.NamespaceExhausted, "idgen: namespace exhausted")
+	ErrNoWorkerAvailable  = codeSentinel(idgen.NoWorkerAvailable, "idgen: no worker ID available")
+	ErrLeaseLost          = codeSentinel(idgen.LeaseLost, "idgen: lease lost")
+	ErrLeaseNotHeld       = codeSentinel(idgen.LeaseNotHeld, "idgen: lease not held")
+	ErrTooLarge           = codeSentinel(idgen.TooLarge, "idgen: request too large")
+	ErrInvalidRelease     = codeSentinel(idgen.InvalidRelease, "idgen: invalid release")
+	ErrTooMany            = codeSentinel(idgen.TooMany, "idgen: too many requests")
+	ErrUnavailable        = codeSentinel(idgen.Unavailable, "idgen: unavailable")
+	ErrInternal           = codeSentinel(idgen.Internal, "idgen: internal server error")
 
 	// Why a Generator issued nothing: Next, NextN and Ready return errors
 	// that match ErrUnavailable and one of these (or a refusal of the
@@ -47,14 +58,12 @@ var (
 	ErrInvalidInput = errors.New("idgen client: invalid argument")
 )
 
-// StaleRevisionError is returned for an answer of a strict namespace
-// whose revision is not above Previous, the highest revision the client
-// had seen for the namespace when it sent the request. Every fetch of a
-// strict namespace, on any node, gets a greater revision than all before
-// it, so such an answer is stale or replayed: from a node whose database
-// went back in time (restored from a backup, or an unsafe failover), or a
-// proxy or cache that repeated an old answer. Its IDs may have been handed
-// out before and are not returned. Test for it with errors.As.
+// StaleRevisionError is returned for an answer of a strict namespace whose
+// revision is not above Previous. Every fetch of a strict namespace gets a
+// greater revision than all before it, so such an answer is stale or
+// replayed: a database gone back in time (a restored backup, an unsafe
+// failover) or a proxy that repeated an old answer. Its IDs may have been
+// handed out before and are not returned. Test for it with errors.As.
 type StaleRevisionError struct {
 	Namespace string
 	Got       int64 // the answer's revision
@@ -65,71 +74,52 @@ func (e *StaleRevisionError) Error() string {
 	return fmt.Sprintf("idgen client: namespace %q: stale answer: revision %d is not above %d, seen before", e.Namespace, e.Got, e.Previous)
 }
 
-// codeErrors maps the problem codes of the service to the sentinel errors.
-var codeErrors = map[string]error{
-	"invalid":      ErrInvalid,
-	"unauthorized": ErrUnauthorized,
-	"forbidden":    ErrForbidden,
-	"not_found":    ErrNotFound,
-	"conflict":     ErrConflict,
-	"too_large":    ErrTooLarge,
-	"too_many":     ErrTooMany,
-	"unavailable":  ErrUnavailable,
-	"internal":     ErrInternal,
-
-	"no_worker_available": ErrNoWorkerAvailable,
-	"lease_lost":          ErrLeaseLost,
-	"invalid_release":     ErrInvalidRelease,
+func codeInfo(code string) (idgen.CodeInfo, bool) {
+	row := idgen.Info(idgen.Code(code))
+	return row, string(row.Code) == code
 }
 
-// statusCodes gives the code of a response that carried no problem body
-// (a load balancer's 502, say).
-var statusCodes = map[int]string{
-	http.StatusBadRequest:            "invalid",
-	http.StatusUnauthorized:          "unauthorized",
-	http.StatusForbidden:             "forbidden",
-	http.StatusNotFound:              "not_found",
-	http.StatusConflict:              "conflict",
-	http.StatusRequestEntityTooLarge: "too_large",
-	http.StatusTooManyRequests:       "too_many",
-	http.StatusServiceUnavailable:    "unavailable",
-	http.StatusBadGateway:            "unavailable",
-	http.StatusGatewayTimeout:        "unavailable",
-	http.StatusInternalServerError:   "internal",
-	http.StatusUnprocessableEntity:   "invalid_release",
+// codeOfStatus is the code of an answer without a problem body: the first
+// of idgen.Codes with that status; unavailable for a proxy's 502 or 504.
+func codeOfStatus(status int) string {
+	if status == http.StatusBadGateway || status == http.StatusGatewayTimeout {
+		return string(idgen.Unavailable)
+	}
+	for _, row := range idgen.Codes() {
+		if row.HTTPStatus == status {
+			return string(row.Code)
+		}
+	}
+	return ""
 }
 
 // Error is an error answer of the idgen service: the fields of its
-// application/problem+json body (RFC 9457), the HTTP status and the
-// Retry-After the server advised, if any.
+// application/problem+json body and its Retry-After. An error of the lease
+// API (LeaseStore) fills them from its code's row of idgen.Codes, without a
+// Type.
 type Error struct {
 	Status int    // HTTP status code
 	Type   string // problem type URI, e.g. https://idgen.dev/problems/unavailable
 	Title  string // short summary of the problem type
 	Detail string // what went wrong with this request
-	Code   string // idgen's problem code: invalid, not_found, unavailable, …
-	// RetryAfter is the wait the server advised in a Retry-After header,
-	// zero when it sent none.
+	Code   string // idgen's code: invalid, not_found, unavailable, … (idgen.Codes)
+	// RetryAfter is the wait the server advised (Retry-After, or a gRPC
+	// error's RetryInfo), zero when it advised none.
 	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("idgen: ")
-	b.WriteString(strconv.Itoa(e.Status))
+	s := "idgen: " + strconv.Itoa(e.Status)
 	if e.Code != "" {
-		b.WriteString(" ")
-		b.WriteString(e.Code)
+		s += " " + e.Code
 	}
 	switch {
 	case e.Detail != "":
-		b.WriteString(": ")
-		b.WriteString(e.Detail)
+		s += ": " + e.Detail
 	case e.Title != "":
-		b.WriteString(": ")
-		b.WriteString(e.Title)
+		s += ": " + e.Title
 	}
-	return b.String()
+	return s
 }
 
 // Is reports whether target is the sentinel error of e's problem code, so
@@ -139,27 +129,26 @@ func (e *Error) Is(target error) bool {
 	return ok && s == target
 }
 
-// Temporary reports whether a later attempt may succeed: 429, 502, 503, 504.
+// Temporary reports whether idgen.Codes says to retry e's code later (an
+// unknown code is read from the status).
 func (e *Error) Temporary() bool {
-	switch e.Status {
-	case http.StatusTooManyRequests, http.StatusBadGateway,
-		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return true
+	row, ok := codeInfo(e.Code)
+	if !ok {
+		row, ok = codeInfo(codeOfStatus(e.Status))
 	}
-	return false
+	return ok && row.RetryLater
 }
 
-// newError builds the *Error for a non-2xx answer. A body that is not a
-// problem (a proxy's HTML page) leaves only the status and a code derived
-// from it.
+// newError builds the *Error of a non-2xx answer; a body that is no
+// problem (a proxy's page) leaves the status and its code.
 func newError(status int, h http.Header, body []byte, now time.Time) *Error {
 	e := &Error{Status: status, RetryAfter: parseRetryAfter(h.Get("Retry-After"), now)}
-	var p problemjson.Body
+	var p struct{ Type, Title, Detail, Code string }
 	if json.Unmarshal(body, &p) == nil {
 		e.Type, e.Title, e.Detail, e.Code = p.Type, p.Title, p.Detail, p.Code
 	}
 	if e.Code == "" {
-		e.Code = statusCodes[status]
+		e.Code = codeOfStatus(status)
 	}
 	if e.Title == "" {
 		e.Title = http.StatusText(status)
@@ -167,8 +156,7 @@ func newError(status int, h http.Header, body []byte, now time.Time) *Error {
 	return e
 }
 
-// parseRetryAfter reads a Retry-After header: delay-seconds or an HTTP
-// date. It returns 0 for an absent or malformed header.
+// parseRetryAfter reads delay-seconds or an HTTP date; 0 for none.
 func parseRetryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -189,14 +177,13 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	return 0
 }
 
-// netError marks a failure to get an answer at all: the connection was
-// refused or dropped, or the attempt timed out. Such attempts are retried.
+// netError marks an attempt that got no answer (refused, dropped, timed
+// out): it is retried.
 type netError struct{ err error }
 
 func (e *netError) Error() string { return e.err.Error() }
 func (e *netError) Unwrap() error { return e.err }
 
-// retryable reports whether err is worth another attempt.
 func retryable(err error) bool {
 	var ne *netError
 	if errors.As(err, &ne) {
@@ -206,8 +193,7 @@ func retryable(err error) bool {
 	return errors.As(err, &e) && e.Temporary()
 }
 
-// failure reports whether err says the service is unhealthy, which the
-// circuit breaker counts: network errors, 5xx and 429.
+// failure reports whether the breaker counts err: network errors, 5xx, 429.
 func failure(err error) bool {
 	var ne *netError
 	if errors.As(err, &ne) {

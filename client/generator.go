@@ -8,79 +8,67 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
 // MaxGeneratorHolderLen is the longest GeneratorOptions.Holder, in bytes:
-// the server stores "<token name>/<holder>" in at most
-// allocator.MaxHolderLen bytes.
-const MaxGeneratorHolderLen = allocator.MaxHolderLen - 65
+// the lease API's limit.
+const MaxGeneratorHolderLen = idgen.MaxHolderLen
 
 // WorkerRange is an inclusive range of worker IDs.
 type WorkerRange = allocator.WorkerRange
 
-// GeneratorOptions configure a Generator. The zero value, with a Token,
-// leases a worker ID of datacenter 0 from every worker ID of the layout,
-// with a 30 s ttl and a heartbeat every 10 s.
+// GeneratorOptions configure a Generator. Zero fields take the defaults of
+// an idgen node's keeper (allocator.KeeperSettings). Heartbeat, Margin,
+// MaxClockOffset and MaxBackwardWait are the generator's own, whatever the
+// acquire answer suggests: uniqueness rests on the fence the store
+// committed, and exclusivity on the local deadline (TTL − Margin after the
+// last successful request was sent), before the store's expiry.
 type GeneratorOptions struct {
 	// Token is the bearer token, with the leases scope.
 	Token string
 	// Datacenter is the datacenter ID, within the cluster's layout.
 	Datacenter int64
-	// Workers is the pool of worker IDs to lease from; nil means every
-	// worker ID of the layout.
+	// Workers is the pool to lease from, within the server's
+	// --lease-api-worker-ids; nil means all of it.
 	Workers *WorkerRange
-	// TTL is the lease's time to live: whole milliseconds, within the
-	// server's bounds (3 s to 5 min by default); zero means 30 s.
+	// TTL is the lease's time to live in whole milliseconds, within
+	// --lease-api-min-ttl and --lease-api-max-ttl; zero means
+	// allocator.DefaultLeaseTTL.
 	TTL time.Duration
-	// Heartbeat is the interval between heartbeats: at most TTL/2; zero
-	// means TTL/3.
-	Heartbeat time.Duration
-	// Margin is taken off the local deadline (the monotonic time before an
-	// acquire or heartbeat was sent, plus TTL): less than TTL/2; zero
-	// means TTL/10.
-	Margin time.Duration
-	// Holder names this process in the lease table, unique per process:
-	// printable ASCII without spaces, at most MaxGeneratorHolderLen bytes.
-	// Empty means host/pid/random. The server stores it as
-	// "<token name>/<holder>".
+	// Heartbeat is the interval between heartbeats (at most TTL/2) and
+	// Margin what is taken off the local deadline (under TTL/2); zero means
+	// allocator.DefaultHeartbeat and allocator.DefaultMargin of the TTL.
+	Heartbeat, Margin time.Duration
+	// Holder names this process in the lease table (stored as
+	// "api:<token name>/<holder>"): printable ASCII without spaces, at most
+	// MaxGeneratorHolderLen bytes; empty means host/pid/random.
 	Holder string
-	// MaxClockOffset: beyond this offset of the clock from the database's
-	// time the generator refuses to issue; zero means 5 s, the server's
-	// default. The server bounds every ceiling by its own limit whatever
-	// this one is.
-	MaxClockOffset time.Duration
-	// MaxBackwardWait is the largest backward step of the clock that is
-	// waited out; zero means 10 ms.
-	MaxBackwardWait time.Duration
+	// MaxClockOffset is the offset from the database's time beyond which
+	// the generator refuses to issue, and MaxBackwardWait the largest
+	// backward step of the clock waited out; zero means
+	// allocator.DefaultMaxClockOffset and snowflake.DefaultMaxBackwardWait.
+	MaxClockOffset, MaxBackwardWait time.Duration
 	// Clock is the wall clock the IDs carry; nil means the system's.
 	// Deadlines always run on the monotonic clock.
 	Clock snowflake.Clock
 	// Logger receives the lease's events (acquired, lost, heartbeat
 	// failures, released); nil discards them.
-	Logger *slog.Logger
-	// HTTPClient sends the lease requests; nil means one of the
-	// generator's own.
-	HTTPClient *http.Client
-	// UserAgent is sent with every request; empty means "idgen-go-client".
-	UserAgent string
+	Logger     *slog.Logger
+	HTTPClient *http.Client // nil means one of the generator's own
+	UserAgent  string       // empty means "idgen-go-client"
 	// NoWait makes NewGenerator return once the lease keeper runs, before
 	// it holds a lease: Next refuses with ErrNoLease until it does.
 	NoWait bool
 }
 
 // Generator makes Snowflake IDs in the caller's process under a worker
-// lease held through idgen's lease API: an allocator.Keeper, the one an
-// idgen node runs, over a LeaseStore. It issues an ID only with a
-// timestamp inside the lease's fence (above the previous holder's ceiling,
-// at most the ceiling the database committed) and only before its local
-// deadline (the monotonic time read before the last successful acquire or
-// heartbeat was sent, plus the ttl, minus the margin). It heartbeats every
-// Heartbeat; when the server answers that the lease is lost, it stops at
-// once and acquires another; on Close it releases the lease with the
-// timestamp of the last ID it issued, so that the next holder can start
-// right after it.
+// lease held through idgen's lease API: the allocator.Keeper an idgen node
+// runs, over a LeaseStore. It issues an ID only inside the lease's fence
+// and before its local deadline; it heartbeats, acquires another lease
+// when the server says it lost one, and releases it on Close.
 //
 // Next and NextN cost no request and no allocation: a Generator reaches
 // the layout's cap (4,096,000 IDs per second with 12 sequence bits). It is
@@ -91,18 +79,14 @@ type Generator struct {
 }
 
 // NewGenerator returns a generator leasing from the idgen service at
-// baseURL, such as "http://idgen:8080". It reads the cluster's layout,
-// starts the lease keeper and, unless opts.NoWait, waits until the keeper
-// holds its first lease.
+// baseURL, such as "http://idgen:8080": it reads the cluster's layout,
+// starts the keeper and, unless opts.NoWait, waits for its first lease.
 //
-// It returns an error wrapping ErrInvalidInput for bad options; the
-// server's *Error when it refuses the layout request or the first acquire
-// for good (a bad request, a token without the leases scope, the lease API
-// off: errors.Is matches ErrInvalid, ErrUnauthorized, ErrForbidden or
-// ErrNotFound); and, when ctx ends before a lease is held (the pool is
-// full, or the service unreachable), ctx's error joined with the last
-// failure. Other failures of the acquire are retried with backoff until
-// then.
+// Errors: ErrInvalidInput for bad options; the server's *Error when it
+// refuses the layout or the first acquire for good (matching ErrInvalid,
+// ErrUnauthorized, ErrForbidden or ErrNotFound); when ctx ends before a
+// lease is held, ctx's error joined with the last failure, other failures
+// being retried until then.
 func NewGenerator(ctx context.Context, baseURL string, opts GeneratorOptions) (*Generator, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -111,12 +95,14 @@ func NewGenerator(ctx context.Context, baseURL string, opts GeneratorOptions) (*
 	if err != nil {
 		return nil, err
 	}
+	// Without Workers the server's lease API picks from its own pool.
+	store.serverPool = opts.Workers == nil
 	layout, err := store.EnsureLayout(ctx, snowflake.Layout{})
 	if err != nil {
 		store.CloseIdleConnections()
 		return nil, err
 	}
-	w := &watchedStore{LeaseStore: store, claims: make(chan claimOutcome, 1)}
+	w := &watchedStore{LeaseStore: store, claims: make(chan error, 1)}
 	keeper, err := allocator.NewKeeper(w, allocator.KeeperSettings{
 		Layout:          layout,
 		DatacenterID:    opts.Datacenter,
@@ -149,35 +135,26 @@ func NewGenerator(ctx context.Context, baseURL string, opts GeneratorOptions) (*
 	return g, nil
 }
 
-// validate checks what the keeper's settings do not: the holder's
-// characters and the ttl's unit.
+// validate checks what the keeper's settings do not.
 func (o GeneratorOptions) validate() error {
 	if o.TTL%time.Millisecond != 0 {
 		return fmt.Errorf("%w: TTL %s is not a whole number of milliseconds", ErrInvalidInput, o.TTL)
 	}
-	if len(o.Holder) > MaxGeneratorHolderLen {
-		return fmt.Errorf("%w: Holder of %d bytes, want at most %d", ErrInvalidInput, len(o.Holder), MaxGeneratorHolderLen)
-	}
-	for i := 0; i < len(o.Holder); i++ {
-		if c := o.Holder[i]; c < 0x21 || c > 0x7e {
-			return fmt.Errorf("%w: Holder must be printable ASCII without spaces", ErrInvalidInput)
+	if o.Holder != "" {
+		if err := idgen.ValidHolder(o.Holder); err != nil {
+			return fmt.Errorf("%w: Holder: %v", ErrInvalidInput, err)
 		}
 	}
 	return nil
 }
 
-// waitLease waits until the keeper holds a lease, a claim fails for good,
-// or ctx ends.
-func (g *Generator) waitLease(ctx context.Context, claims <-chan claimOutcome) error {
+func (g *Generator) waitLease(ctx context.Context, claims <-chan error) error {
 	var last error
 	for {
 		select {
-		case c := <-claims:
-			err := c.err
+		case err := <-claims:
 			switch {
-			case err == nil:
-				// The keeper publishes the lease right after the claim
-				// returns.
+			case err == nil: // the keeper publishes the lease right after the claim
 				for !g.keeper.Status().Held {
 					select {
 					case <-ctx.Done():
@@ -199,34 +176,27 @@ func (g *Generator) waitLease(ctx context.Context, claims <-chan claimOutcome) e
 	}
 }
 
-// watchedStore is the generator's LeaseStore: it reports the outcome of
-// each claim to NewGenerator, which waits for the first lease.
+// watchedStore reports the outcome of each claim to NewGenerator.
 type watchedStore struct {
 	*LeaseStore
-	claims chan claimOutcome // the latest outcome; buffer of one
+	claims chan error // the latest outcome; buffer of one
 }
-
-// claimOutcome is how a claim ended: nil for a lease.
-type claimOutcome struct{ err error }
 
 func (w *watchedStore) Claim(ctx context.Context, req allocator.ClaimRequest) (allocator.ClaimResult, error) {
 	res, err := w.LeaseStore.Claim(ctx, req)
-	// Keep only the latest outcome: the keeper's loop is the one sender.
+	// Keep only the latest outcome; the keeper's loop is the one sender.
 	select {
 	case <-w.claims:
 	default:
 	}
-	w.claims <- claimOutcome{err}
+	w.claims <- err
 	return res, err
 }
 
-// Next returns a Snowflake ID. When the generator cannot prove its lease
-// it issues nothing and returns an error that matches ErrUnavailable and
-// says why: ErrNoLease (none held yet, lost, or the pool is full),
-// ErrLeaseExpired (the local deadline passed without a heartbeat),
-// ErrClockOffset, ErrClockBackward, a refusal of the fence
-// (snowflake.ErrBelowFloor, snowflake.ErrAboveCeiling, in a
-// *snowflake.RefusalError) or ErrGeneratorClosed.
+// Next returns a Snowflake ID. When the generator cannot prove its lease it
+// returns an error that matches ErrUnavailable and says why: ErrNoLease,
+// ErrLeaseExpired, ErrClockOffset, ErrClockBackward, a refusal of the fence
+// (a *snowflake.RefusalError) or ErrGeneratorClosed.
 func (g *Generator) Next() (int64, error) {
 	id, err := g.keeper.Next()
 	if err != nil {
@@ -235,22 +205,20 @@ func (g *Generator) Next() (int64, error) {
 	return int64(id), nil
 }
 
-// NextN appends n Snowflake IDs to dst and returns it. On an error (as
-// Next's) the IDs appended so far are returned with it. It allocates
-// nothing when dst has room for them.
+// NextN appends n Snowflake IDs to dst; on an error (as Next's) with those
+// appended so far. It allocates nothing when dst has room.
 func (g *Generator) NextN(dst []int64, n int) ([]int64, error) {
 	if n < 0 {
 		return dst, fmt.Errorf("%w: count %d", ErrInvalidInput, n)
 	}
-	dst, err := g.keeper.NextSnowflakes(dst, n)
+	dst, _, err := g.keeper.NextSnowflakesFenced(dst, n)
 	if err != nil {
 		return dst, refused(err)
 	}
 	return dst, nil
 }
 
-// Ready returns nil when the generator can issue IDs now, and otherwise an
-// error as Next's saying why not.
+// Ready returns nil when the generator can issue IDs now, else Next's error.
 func (g *Generator) Ready() error {
 	if err := g.keeper.Ready(); err != nil {
 		return refused(err)
@@ -262,26 +230,23 @@ func (g *Generator) Ready() error {
 func (g *Generator) Layout() snowflake.Layout { return g.keeper.Layout() }
 
 // Holder returns the holder name the generator sends; the server stores
-// it as "<token name>/<holder>".
+// it as "api:<token name>/<holder>".
 func (g *Generator) Holder() string { return g.keeper.Holder() }
 
-// Status returns a snapshot of the lease: the worker ID and fencing
-// version held, the fence, the time left until the local deadline, the
-// clock offset and the lease's counters.
+// Status returns a snapshot of the lease.
 func (g *Generator) Status() allocator.KeeperStatus { return g.keeper.Status() }
 
-// Close stops issuing and heartbeating, and releases the lease with the
-// timestamp of the last ID issued, so that the next holder of the worker
-// ID can start right after it; ctx bounds the release. A lease whose
-// release fails expires after its ttl. Calling Close again returns nil.
+// Close stops issuing and releases the lease with the timestamp of the
+// last ID issued, so that the next holder can start right after it; ctx
+// bounds the release (one that fails expires after its ttl). Calling Close
+// again returns nil.
 func (g *Generator) Close(ctx context.Context) error {
 	err := g.keeper.Close(ctx)
 	g.store.CloseIdleConnections()
 	return err
 }
 
-// refused wraps a refusal of the keeper so that it also matches
-// ErrUnavailable.
+// refused wraps a refusal of the keeper to match ErrUnavailable too.
 func refused(err error) error { return &refusal{err: err} }
 
 type refusal struct{ err error }

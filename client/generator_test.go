@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -10,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/testtime"
@@ -27,8 +28,8 @@ const (
 )
 
 // brokerTokens is the test broker's tokens file.
-var brokerTokens = leaseOwner + " leases " + httpapi.HashSecret(leaseToken) + "\n" +
-	"ids-only ids " + httpapi.HashSecret(idsToken) + "\n"
+var brokerTokens = leaseOwner + " leases " + idgen.HashSecret(leaseToken) + "\n" +
+	"ids-only ids " + idgen.HashSecret(idsToken) + "\n"
 
 // broker is an idgen node serving the lease API (its own keeper holds
 // worker 0), behind a fault injector.
@@ -75,12 +76,12 @@ func TestGeneratorIssuesUnderItsLease(t *testing.T) {
 	}
 	st := g.Status()
 	w := st.Lease.WorkerID
-	if !st.Held || w < 3 || w > 5 || st.Lease.Holder != leaseOwner+"/gen-a" {
-		t.Fatalf("status: %+v; want a lease of worker 3-5 held by %s/gen-a", st, leaseOwner)
+	if !st.Held || w < 3 || w > 5 || st.Lease.Holder != "api:"+leaseOwner+"/gen-a" {
+		t.Fatalf("status: %+v; want a lease of worker 3-5 held by api:%s/gen-a", st, leaseOwner)
 	}
 	row := testserver.LeaseRow(t, b.store, 0, w)
-	if row.Holder != leaseOwner+"/gen-a" || row.Owner != leaseOwner || row.FencingVersion != st.Lease.FencingVersion {
-		t.Fatalf("row: %+v; want holder %s/gen-a, owner %s, version %d", row, leaseOwner, leaseOwner, st.Lease.FencingVersion)
+	if row.Holder != "api:"+leaseOwner+"/gen-a" || row.Owner != leaseOwner || row.FencingVersion != st.Lease.FencingVersion {
+		t.Fatalf("row: %+v; want holder api:%s/gen-a, owner %s, version %d", row, leaseOwner, leaseOwner, st.Lease.FencingVersion)
 	}
 
 	ids := make([]int64, 0, 20000)
@@ -161,8 +162,8 @@ func TestGeneratorMovesOnWhenEvicted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(evs) != 1 || evs[0].Holder != leaseOwner+"/gen-e" || evs[0].Owner != leaseOwner || evs[0].FencingVersion != first.FencingVersion {
-		t.Errorf("lost events: %+v; want one of %s/gen-e at version %d with owner %s", evs, leaseOwner, first.FencingVersion, leaseOwner)
+	if len(evs) != 1 || evs[0].Holder != "api:"+leaseOwner+"/gen-e" || evs[0].Owner != leaseOwner || evs[0].FencingVersion != first.FencingVersion {
+		t.Errorf("lost events: %+v; want one of api:%s/gen-e at version %d with owner %s", evs, leaseOwner, first.FencingVersion, leaseOwner)
 	}
 }
 
@@ -295,7 +296,7 @@ func TestLeaseStoreErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Lease.WorkerID != 9 || res.Lease.Holder != leaseOwner+"/h" || res.PrevCeilingMS != res.Lease.FloorMS-1 || res.DBNow.IsZero() {
+	if res.Lease.WorkerID != 9 || res.Lease.Holder != "api:"+leaseOwner+"/h" || res.PrevCeilingMS != res.Lease.FloorMS-1 || res.DBNow.IsZero() {
 		t.Errorf("claim: %+v", res)
 	}
 	_, err = s.Claim(ctx, allocator.ClaimRequest{MinWorkerID: 9, MaxWorkerID: 9, Holder: "other", TTL: 3 * time.Second})
@@ -306,11 +307,18 @@ func TestLeaseStoreErrors(t *testing.T) {
 	if !errors.As(err, &e) || e.Status != 409 || e.RetryAfter < time.Second {
 		t.Errorf("claim of a full pool: %#v, want a 409 with Retry-After", e)
 	}
+	// A lease this store did not acquire has no secret here: lost, without
+	// a request.
 	_, _, err = s.Heartbeat(ctx, allocator.HeartbeatRequest{Key: res.Lease.LeaseKey, Holder: "h", FencingVersion: res.Lease.FencingVersion + 1, TTL: 3 * time.Second})
 	if !errors.Is(err, allocator.ErrLeaseLost) || !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("heartbeat at another version: %v", err)
 	}
-	_, err = s.Release(ctx, allocator.ReleaseRequest{Key: res.Lease.LeaseKey, Holder: "h", FencingVersion: res.Lease.FencingVersion, LastTimestampMS: res.Lease.CeilingMS + 1})
+	// The lease acquired is extended for the ttl asked.
+	ext, _, err := s.Heartbeat(ctx, allocator.HeartbeatRequest{Key: res.Lease.LeaseKey, Holder: "h", FencingVersion: res.Lease.FencingVersion, TTL: 4 * time.Second})
+	if err != nil || ext.FencingVersion != res.Lease.FencingVersion {
+		t.Fatalf("heartbeat: %+v, %v", ext, err)
+	}
+	_, err = s.Release(ctx, allocator.ReleaseRequest{Key: res.Lease.LeaseKey, Holder: "h", FencingVersion: res.Lease.FencingVersion, LastTimestampMS: ext.CeilingMS + 1})
 	if !errors.Is(err, allocator.ErrInvalidRelease) || !errors.Is(err, ErrInvalidRelease) {
 		t.Errorf("release above the ceiling: %v", err)
 	}
@@ -322,9 +330,18 @@ func TestLeaseStoreErrors(t *testing.T) {
 	if err != nil || len(evs) != 1 || evs[0].RequestID != "req-1" {
 		t.Errorf("acquire events: %+v, %v; want one with request ID req-1", evs, err)
 	}
+	// Released, the lease's secret is gone: a heartbeat of it is lost.
+	_, _, err = s.Heartbeat(ctx, allocator.HeartbeatRequest{Key: res.Lease.LeaseKey, Holder: "h", FencingVersion: res.Lease.FencingVersion, TTL: 3 * time.Second})
+	if !errors.Is(err, allocator.ErrLeaseLost) {
+		t.Errorf("heartbeat after the release: %v, want ErrLeaseLost", err)
+	}
 	// A transport failure is neither.
+	again, err := s.Claim(ctx, allocator.ClaimRequest{MinWorkerID: 9, MaxWorkerID: 9, Holder: "h", TTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
 	b.faults.injectDrops(1)
-	_, _, err = s.Heartbeat(ctx, allocator.HeartbeatRequest{Key: res.Lease.LeaseKey, Holder: "h", FencingVersion: 1, TTL: 3 * time.Second})
+	_, _, err = s.Heartbeat(ctx, allocator.HeartbeatRequest{Key: again.Lease.LeaseKey, Holder: "h", FencingVersion: again.Lease.FencingVersion, TTL: 3 * time.Second})
 	if err == nil || errors.Is(err, allocator.ErrLeaseLost) {
 		t.Errorf("heartbeat on a dropped connection: %v", err)
 	}
@@ -356,5 +373,55 @@ func TestGeneratorConcurrent(t *testing.T) {
 	slices.Sort(all)
 	if len(slices.Compact(all)) != 40000 {
 		t.Errorf("got %d unique IDs of 40000", len(slices.Compact(all)))
+	}
+}
+
+// TestLeaseStoreSpeaksConnect: every call of a LeaseStore is a call of the
+// generated LeaseService client, with the token, the request ID and the
+// store's User-Agent.
+func TestLeaseStoreSpeaksConnect(t *testing.T) {
+	b := startBroker(t)
+	var (
+		mu  sync.Mutex
+		got []string
+	)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, strings.Join([]string{r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("X-Request-ID"), r.Header.Get("User-Agent")}, " "))
+		mu.Unlock()
+		b.node.Handler().ServeHTTP(w, r)
+	}))
+	defer ts.Close()
+	s, err := NewLeaseStore(ts.URL, LeaseStoreOptions{Token: leaseToken, UserAgent: "ua"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.CloseIdleConnections()
+	ctx := context.Background()
+	if _, err := s.EnsureLayout(ctx, snowflake.Layout{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Claim(ctx, allocator.ClaimRequest{MinWorkerID: 7, MaxWorkerID: 7, Holder: "h", TTL: 3 * time.Second, RequestID: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := res.Lease
+	if _, _, err := s.Heartbeat(ctx, allocator.HeartbeatRequest{Key: l.LeaseKey, Holder: "h", FencingVersion: l.FencingVersion, TTL: 3 * time.Second, RequestID: "r2"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Release(ctx, allocator.ReleaseRequest{Key: l.LeaseKey, Holder: "h", FencingVersion: l.FencingVersion, RequestID: "r3"}); err != nil {
+		t.Fatal(err)
+	}
+	bearer := "Bearer " + leaseToken
+	want := []string{
+		"/idgen.v1.LeaseService/GetLayout " + bearer + "  ua",
+		"/idgen.v1.LeaseService/AcquireLease " + bearer + " r1 ua",
+		"/idgen.v1.LeaseService/HeartbeatLease " + bearer + " r2 ua",
+		"/idgen.v1.LeaseService/ReleaseLease " + bearer + " r3 ua",
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(got, want) {
+		t.Errorf("requests (path, Authorization, X-Request-ID, User-Agent):\n got %q\nwant %q", got, want)
 	}
 }

@@ -1,18 +1,21 @@
 package client
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/internal/leaseapi/leasejson"
+	idgenv1 "github.com/idgen-project/idgen/proto/idgen/v1"
+	"github.com/idgen-project/idgen/proto/idgen/v1/idgenv1connect"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -20,77 +23,75 @@ import (
 // context has no earlier deadline.
 const DefaultLeaseRequestTimeout = 10 * time.Second
 
-// maxLeaseBody bounds what a LeaseStore reads of one response.
 const maxLeaseBody = 64 << 10
 
-// LeaseStoreOptions configure a LeaseStore. The zero value is usable
-// against a server that needs no token (none does once the lease API is
-// on: give Token).
+// LeaseStoreOptions configure a LeaseStore.
 type LeaseStoreOptions struct {
-	// Token is the bearer token, with the leases scope.
-	Token string
-	// HTTPClient sends the requests; nil means one of the store's own.
-	HTTPClient *http.Client
+	Token      string       // the bearer token, with the leases scope
+	HTTPClient *http.Client // nil means one of the store's own
 	// RequestTimeout bounds each request, unless the context's deadline is
 	// earlier; zero means DefaultLeaseRequestTimeout.
 	RequestTimeout time.Duration
-	// UserAgent is sent with every request; empty means "idgen-go-client".
-	UserAgent string
+	UserAgent      string // empty means "idgen-go-client"
 }
 
-// LeaseStore is an allocator.LeaseStore over idgen's lease API
-// (/v1/leases, docs/leases.md): what a Generator runs its allocator.Keeper
-// on, so that a process holds a worker lease of a remote idgen cluster
-// with the keeper's own rules.
+// LeaseStore is an allocator.LeaseStore over idgen's lease API (the
+// LeaseService Connect client): what a Generator runs its allocator.Keeper
+// on. It is safe for concurrent use.
 //
-// It makes one attempt per call and never retries: the keeper retries
-// claims and heartbeats on its own schedule, and decides what a failure
-// means for the lease. Answers map to the keeper's errors: lease_lost
-// wraps allocator.ErrLeaseLost, no_worker_available
-// allocator.ErrNoWorkerAvailable and invalid_release
-// allocator.ErrInvalidRelease (each also matches ErrLeaseLost,
-// ErrNoWorkerAvailable or ErrInvalidRelease of this package); any other
-// answer is an *Error, and no answer at all a network error.
+// It makes one attempt per call: the keeper retries on its own schedule.
+// Refusals are *Error values; lease_lost, no_worker_available and
+// invalid_release also match allocator's ErrLeaseLost,
+// ErrNoWorkerAvailable and ErrInvalidRelease, which the keeper tests.
 //
-// The server, not the caller, decides some fields of the requests: it
-// qualifies the holder with the token's name ("<token name>/<holder>"),
-// records the token's name as the owner, and bounds ceilings by its own
-// allowed clock offset, so that ClaimRequest.Owner and MaxClockOffset and
-// HeartbeatRequest.Owner and MaxClockOffset are not sent. A RequestID is
-// sent as the X-Request-ID header.
-//
-// A LeaseStore is safe for concurrent use.
+// The server qualifies the holder, records the token's name as the owner
+// and bounds ceilings itself, so Owner, SecretHash and MaxClockOffset are
+// not sent. The store keeps each lease's secret in memory for its
+// heartbeats and release. A RequestID is sent as X-Request-ID.
 type LeaseStore struct {
-	base      string
-	auth      string // the Authorization header; "" for none
+	rpc       idgenv1connect.LeaseServiceClient
 	hc        *http.Client
 	ownHC     bool
+	auth      string // the Authorization header; "" for none
 	timeout   time.Duration
 	userAgent string
+
+	serverPool bool // claims name no pool: the server picks from its own
+
+	mu      sync.Mutex // guards secrets
+	secrets map[heldLease]string
 }
 
-// NewLeaseStore returns a LeaseStore for the idgen service at baseURL. It
-// returns an error wrapping ErrInvalidInput for a URL that is not http(s),
-// a token that cannot be sent in a header, or a negative timeout.
+type heldLease struct {
+	key     allocator.LeaseKey
+	version int64
+}
+
+// maxSecrets bounds the secrets a store keeps: a keeper holds one lease at
+// a time, and forgets a lease when it is released or lost.
+const maxSecrets = 64
+
+// NewLeaseStore returns a LeaseStore for the idgen service at baseURL, or
+// an error wrapping ErrInvalidInput for a URL that is not http(s), a token
+// that cannot be sent in a header, or a negative timeout.
 func NewLeaseStore(baseURL string, opts LeaseStoreOptions) (*LeaseStore, error) {
 	base, err := parseBaseURL(baseURL)
 	if err != nil {
 		return nil, err
 	}
-	if strings.ContainsFunc(opts.Token, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-		return nil, fmt.Errorf("%w: the token must not hold spaces or control characters", ErrInvalidInput)
+	auth, err := bearer(opts.Token)
+	if err != nil {
+		return nil, err
 	}
 	if opts.RequestTimeout < 0 {
 		return nil, fmt.Errorf("%w: negative RequestTimeout", ErrInvalidInput)
 	}
 	s := &LeaseStore{
-		base:      base,
 		hc:        opts.HTTPClient,
+		auth:      auth,
 		timeout:   orDefault(opts.RequestTimeout, DefaultLeaseRequestTimeout),
 		userAgent: orDefault(opts.UserAgent, "idgen-go-client"),
-	}
-	if opts.Token != "" {
-		s.auth = "Bearer " + opts.Token
+		secrets:   map[heldLease]string{},
 	}
 	if s.hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -98,6 +99,7 @@ func NewLeaseStore(baseURL string, opts LeaseStoreOptions) (*LeaseStore, error) 
 		s.hc = &http.Client{Transport: tr}
 		s.ownHC = true
 	}
+	s.rpc = idgenv1connect.NewLeaseServiceClient(s.hc, base, connect.WithReadMaxBytes(maxLeaseBody))
 	return s, nil
 }
 
@@ -109,210 +111,232 @@ func (s *LeaseStore) CloseIdleConnections() {
 	}
 }
 
-// The lease API's requests, as docs/leases.md and docs/openapi.yaml
-// describe them; its answers are those of internal/leaseapi/leasejson,
-// which the server encodes.
-type (
-	poolBody struct {
-		Min int64 `json:"min"`
-		Max int64 `json:"max"`
-	}
-	acquireBody struct {
-		Holder           string   `json:"holder"`
-		Datacenter       int64    `json:"datacenter"`
-		Workers          poolBody `json:"workers"`
-		TTLMS            int64    `json:"ttl_ms"`
-		CeilingMS        int64    `json:"ceiling_ms,omitempty"`
-		MaxPrevCeilingMS int64    `json:"max_prev_ceiling_ms,omitempty"`
-	}
-	heartbeatBody struct {
-		Holder         string `json:"holder"`
-		FencingVersion int64  `json:"fencing_version"`
-		TTLMS          int64  `json:"ttl_ms"`
-		CeilingMS      int64  `json:"ceiling_ms,omitempty"`
-	}
-	releaseBody struct {
-		Holder          string `json:"holder"`
-		FencingVersion  int64  `json:"fencing_version"`
-		LastTimestampMS int64  `json:"last_timestamp_ms"`
-	}
-)
-
-// EnsureLayout returns the layout the cluster records (GET
-// /v1/leases/layout). A remote holder cannot record a layout: layout is
-// not sent, and the caller compares what comes back with what it wants,
-// as allocator.Keeper.Start does.
+// EnsureLayout returns the layout the cluster records (GetLayout), which a
+// remote holder cannot record: the caller compares it with its own.
 func (s *LeaseStore) EnsureLayout(ctx context.Context, _ snowflake.Layout) (snowflake.Layout, error) {
-	var b leasejson.Layout
-	if err := s.call(ctx, http.MethodGet, "/v1/leases/layout", "", nil, http.StatusOK, &b); err != nil {
+	res, err := call(ctx, s, "GetLayout", "", s.rpc.GetLayout, &idgenv1.GetLayoutRequest{})
+	if err != nil {
 		return snowflake.Layout{}, err
 	}
-	l := b.Snowflake()
+	j := res.GetLayout()
+	l := snowflake.Layout{TimeBits: int(j.GetTimeBits()), DatacenterBits: int(j.GetDatacenterBits()), WorkerBits: int(j.GetWorkerBits()),
+		SequenceBits: int(j.GetSequenceBits()), Epoch: time.UnixMilli(j.GetEpochMs()).UTC()}
 	if err := l.Validate(); err != nil {
-		return snowflake.Layout{}, fmt.Errorf("%w: GET /v1/leases/layout: %w", ErrBadResponse, err)
+		return snowflake.Layout{}, fmt.Errorf("%w: GetLayout: %w", ErrBadResponse, err)
 	}
 	return l, nil
 }
 
-// Claim acquires a lease (POST /v1/leases). The result's Lease.Holder is
-// the holder as the server stored it, qualified with the token's name.
-// The server must grant exactly req.TTL: a grant of another ttl, or of a
-// worker ID outside the pool asked for, is refused with ErrBadResponse
-// (the lease it granted expires unused).
+// Claim acquires a lease (AcquireLease); Lease.Holder is as the server
+// stored it. A grant of another ttl or of a worker ID outside the pool is
+// refused with ErrBadResponse (and expires unused).
 func (s *LeaseStore) Claim(ctx context.Context, req allocator.ClaimRequest) (allocator.ClaimResult, error) {
 	if req.TTL%time.Millisecond != 0 {
 		return allocator.ClaimResult{}, fmt.Errorf("%w: ttl %s is not a whole number of milliseconds", ErrInvalidInput, req.TTL)
 	}
-	in := acquireBody{
-		Holder: req.Holder, Datacenter: req.DatacenterID, Workers: poolBody{req.MinWorkerID, req.MaxWorkerID},
-		TTLMS: req.TTL.Milliseconds(), CeilingMS: req.CeilingMS, MaxPrevCeilingMS: req.MaxPrevCeilingMS,
+	in := &idgenv1.AcquireLeaseRequest{
+		Holder: req.Holder, Datacenter: int32(req.DatacenterID),
+		TtlMs: req.TTL.Milliseconds(), CeilingMs: req.CeilingMS, MaxPrevCeilingMs: req.MaxPrevCeilingMS,
 	}
-	var g leasejson.Grant
-	if err := s.call(ctx, http.MethodPost, "/v1/leases", req.RequestID, in, http.StatusCreated, &g); err != nil {
+	if !s.serverPool {
+		in.Workers = &idgenv1.WorkerPool{Min: int32(req.MinWorkerID), Max: int32(req.MaxWorkerID)}
+	}
+	g, err := call(ctx, s, "AcquireLease", req.RequestID, s.rpc.AcquireLease, in)
+	if err != nil {
 		return allocator.ClaimResult{}, err
 	}
+	key := allocator.LeaseKey{DatacenterID: int64(g.GetDatacenter()), WorkerID: int64(g.GetWorker())}
 	switch {
-	case g.TTLMS != in.TTLMS:
-		return allocator.ClaimResult{}, fmt.Errorf("%w: POST /v1/leases: asked for a ttl of %d ms, granted %d", ErrBadResponse, in.TTLMS, g.TTLMS)
-	case g.Datacenter != req.DatacenterID || g.Worker < req.MinWorkerID || g.Worker > req.MaxWorkerID:
-		return allocator.ClaimResult{}, fmt.Errorf("%w: POST /v1/leases: asked for a worker ID of %d/%d-%d, granted %d/%d",
-			ErrBadResponse, req.DatacenterID, req.MinWorkerID, req.MaxWorkerID, g.Datacenter, g.Worker)
-	case g.FencingVersion < 1 || g.FloorMS < 1 || g.CeilingMS < g.FloorMS-1 || g.DBTimeMS <= 0 || g.ExpiresAtMS <= 0:
-		return allocator.ClaimResult{}, fmt.Errorf("%w: POST /v1/leases: version %d, floor %d, ceiling %d, db time %d, expiry %d",
-			ErrBadResponse, g.FencingVersion, g.FloorMS, g.CeilingMS, g.DBTimeMS, g.ExpiresAtMS)
+	case g.GetTtlMs() != in.TtlMs:
+		return allocator.ClaimResult{}, fmt.Errorf("%w: AcquireLease: asked for a ttl of %d ms, granted %d", ErrBadResponse, in.TtlMs, g.GetTtlMs())
+	case key.DatacenterID != req.DatacenterID || key.WorkerID < req.MinWorkerID || key.WorkerID > req.MaxWorkerID:
+		return allocator.ClaimResult{}, fmt.Errorf("%w: AcquireLease: asked for a worker ID of %d/%d-%d, granted %d/%d",
+			ErrBadResponse, req.DatacenterID, req.MinWorkerID, req.MaxWorkerID, key.DatacenterID, key.WorkerID)
+	case g.GetFencingVersion() < 1 || g.GetFloorMs() < 1 || g.GetCeilingMs() < g.GetFloorMs()-1 || g.GetDbTimeMs() <= 0 || g.GetExpiresAtMs() <= 0:
+		return allocator.ClaimResult{}, fmt.Errorf("%w: AcquireLease: version %d, floor %d, ceiling %d, db time %d, expiry %d",
+			ErrBadResponse, g.GetFencingVersion(), g.GetFloorMs(), g.GetCeilingMs(), g.GetDbTimeMs(), g.GetExpiresAtMs())
+	case g.GetLeaseSecret() == "":
+		return allocator.ClaimResult{}, fmt.Errorf("%w: AcquireLease: no lease_secret", ErrBadResponse)
 	}
-	dbNow := time.UnixMilli(g.DBTimeMS).UTC()
+	s.keepSecret(heldLease{key, g.GetFencingVersion()}, g.GetLeaseSecret())
+	dbNow := time.UnixMilli(g.GetDbTimeMs()).UTC()
 	res := allocator.ClaimResult{
 		Lease: allocator.Lease{
-			LeaseKey:       allocator.LeaseKey{DatacenterID: g.Datacenter, WorkerID: g.Worker},
-			Holder:         g.Holder,
-			FencingVersion: g.FencingVersion,
+			LeaseKey:       key,
+			Holder:         g.GetHolder(),
+			FencingVersion: g.GetFencingVersion(),
 			AcquiredAt:     dbNow,
 			HeartbeatAt:    dbNow,
-			ExpiresAt:      time.UnixMilli(g.ExpiresAtMS).UTC(),
-			CeilingMS:      g.CeilingMS,
-			FloorMS:        g.FloorMS,
+			ExpiresAt:      time.UnixMilli(g.GetExpiresAtMs()).UTC(),
+			CeilingMS:      g.GetCeilingMs(),
+			FloorMS:        g.GetFloorMs(),
 		},
-		PrevCeilingMS: g.FloorMS - 1,
+		PrevCeilingMS: g.GetFloorMs() - 1,
 		DBNow:         dbNow,
+		PrevHolder:    g.GetPreviousHolder(),
 	}
-	if p := g.PreviousHolder; p != nil {
-		res.PrevHolder = *p
-		if *p == g.Holder {
-			res.PrevHolder = req.Holder // a claim of one's own again
-		}
+	if res.PrevHolder != "" && res.PrevHolder == g.GetHolder() {
+		res.PrevHolder = req.Holder // a claim of one's own again
 	}
 	return res, nil
 }
 
-// Heartbeat extends a lease (POST /v1/leases/{dc}/{worker}/heartbeat).
-// The returned Lease carries the key, the holder as req names it, the
-// fencing version, the new ceiling and expiry, and the heartbeat time.
+// Heartbeat extends a lease (HeartbeatLease).
 func (s *LeaseStore) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (allocator.Lease, time.Time, error) {
 	if req.TTL%time.Millisecond != 0 {
 		return allocator.Lease{}, time.Time{}, fmt.Errorf("%w: ttl %s is not a whole number of milliseconds", ErrInvalidInput, req.TTL)
 	}
-	in := heartbeatBody{Holder: req.Holder, FencingVersion: req.FencingVersion, TTLMS: req.TTL.Milliseconds(), CeilingMS: req.CeilingMS}
-	var b leasejson.Extension
-	path := fmt.Sprintf("/v1/leases/%d/%d/heartbeat", req.Key.DatacenterID, req.Key.WorkerID)
-	if err := s.call(ctx, http.MethodPost, path, req.RequestID, in, http.StatusOK, &b); err != nil {
+	held := heldLease{req.Key, req.FencingVersion}
+	secret, err := s.secretOf(held, "HeartbeatLease")
+	if err != nil {
 		return allocator.Lease{}, time.Time{}, err
 	}
-	if b.FencingVersion != req.FencingVersion || b.DBTimeMS <= 0 {
-		return allocator.Lease{}, time.Time{}, fmt.Errorf("%w: POST %s: version %d (sent %d), db time %d",
-			ErrBadResponse, path, b.FencingVersion, req.FencingVersion, b.DBTimeMS)
+	in := &idgenv1.HeartbeatLeaseRequest{
+		Datacenter: int32(req.Key.DatacenterID), Worker: int32(req.Key.WorkerID), Holder: req.Holder,
+		FencingVersion: req.FencingVersion, LeaseSecret: secret, TtlMs: req.TTL.Milliseconds(), CeilingMs: req.CeilingMS,
 	}
-	dbNow := time.UnixMilli(b.DBTimeMS).UTC()
+	b, err := call(ctx, s, "HeartbeatLease", req.RequestID, s.rpc.HeartbeatLease, in)
+	if err != nil {
+		if errors.Is(err, allocator.ErrLeaseLost) {
+			s.forget(held)
+		}
+		return allocator.Lease{}, time.Time{}, err
+	}
+	if b.GetFencingVersion() != req.FencingVersion || b.GetDbTimeMs() <= 0 || b.GetTtlMs() != in.TtlMs {
+		return allocator.Lease{}, time.Time{}, fmt.Errorf("%w: HeartbeatLease: version %d (sent %d), ttl %d ms (sent %d), db time %d",
+			ErrBadResponse, b.GetFencingVersion(), req.FencingVersion, b.GetTtlMs(), in.TtlMs, b.GetDbTimeMs())
+	}
+	dbNow := time.UnixMilli(b.GetDbTimeMs()).UTC()
 	return allocator.Lease{
 		LeaseKey:       req.Key,
 		Holder:         req.Holder,
-		FencingVersion: b.FencingVersion,
+		FencingVersion: b.GetFencingVersion(),
 		HeartbeatAt:    dbNow,
-		ExpiresAt:      time.UnixMilli(b.ExpiresAtMS).UTC(),
-		CeilingMS:      b.CeilingMS,
+		ExpiresAt:      time.UnixMilli(b.GetExpiresAtMs()).UTC(),
+		CeilingMS:      b.GetCeilingMs(),
 	}, dbNow, nil
 }
 
-// Release gives a lease back (POST /v1/leases/{dc}/{worker}/release) and
-// returns the ceiling it left behind.
+// Release gives a lease back (ReleaseLease) and returns the ceiling it
+// left; a LastTimestampMS of 0 is sent as none_issued.
 func (s *LeaseStore) Release(ctx context.Context, req allocator.ReleaseRequest) (int64, error) {
-	in := releaseBody{Holder: req.Holder, FencingVersion: req.FencingVersion, LastTimestampMS: req.LastTimestampMS}
-	var b leasejson.Released
-	path := fmt.Sprintf("/v1/leases/%d/%d/release", req.Key.DatacenterID, req.Key.WorkerID)
-	if err := s.call(ctx, http.MethodPost, path, req.RequestID, in, http.StatusOK, &b); err != nil {
+	held := heldLease{req.Key, req.FencingVersion}
+	secret, err := s.secretOf(held, "ReleaseLease")
+	if err != nil {
 		return 0, err
 	}
-	return b.CeilingMS, nil
+	in := &idgenv1.ReleaseLeaseRequest{
+		Datacenter: int32(req.Key.DatacenterID), Worker: int32(req.Key.WorkerID), Holder: req.Holder,
+		FencingVersion: req.FencingVersion, LeaseSecret: secret,
+		LastTimestampMs: req.LastTimestampMS, NoneIssued: req.LastTimestampMS == 0,
+	}
+	b, err := call(ctx, s, "ReleaseLease", req.RequestID, s.rpc.ReleaseLease, in)
+	if err == nil || errors.Is(err, allocator.ErrLeaseLost) {
+		s.forget(held)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return b.GetCeilingMs(), nil
 }
 
-// RecordLeaseEvent checks ev and records nothing: the lease API has no
-// route to record events, because the broker records them itself, with the
-// token's name and the request ID. It records the acquire or takeover, and
-// the release, in the same transaction as the claim or release, and the
-// lost event when it answers a heartbeat with lease_lost, which is when the
-// keeper calls RecordLeaseEvent.
+// keepSecret remembers a lease's secret; past maxSecrets, the oldest
+// fencing versions go first.
+func (s *LeaseStore) keepSecret(l heldLease, secret string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.secrets) >= maxSecrets {
+		var oldest heldLease
+		first := true
+		for k := range s.secrets {
+			if first || k.version < oldest.version {
+				oldest, first = k, false
+			}
+		}
+		delete(s.secrets, oldest)
+	}
+	s.secrets[l] = secret
+}
+
+// secretOf returns a lease's secret, or for one the store did not acquire
+// (or forgot) an error wrapping allocator.ErrLeaseLost.
+func (s *LeaseStore) secretOf(l heldLease, method string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	secret, ok := s.secrets[l]
+	if !ok {
+		return "", fmt.Errorf("idgen client: LeaseService.%s: %w: worker %d/%d at version %d was not acquired through this LeaseStore (%w)",
+			method, ErrLeaseLost, l.key.DatacenterID, l.key.WorkerID, l.version, allocator.ErrLeaseLost)
+	}
+	return secret, nil
+}
+
+func (s *LeaseStore) forget(l heldLease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.secrets, l)
+}
+
+// RecordLeaseEvent checks ev and records nothing: the server records the
+// events of its lease API itself, with the token's name and request ID.
 func (s *LeaseStore) RecordLeaseEvent(_ context.Context, ev allocator.LeaseEvent) error {
 	return ev.Validate()
 }
 
-// call sends one request with a JSON body (when in is not nil) and
-// decodes an answer of status want into out. Errors name the request.
-func (s *LeaseStore) call(ctx context.Context, method, path, requestID string, in any, want int, out any) error {
-	err := s.attempt(ctx, method, path, requestID, in, want, out)
-	if err != nil {
-		return fmt.Errorf("idgen client: %s %s: %w", method, path, err)
-	}
-	return nil
-}
-
-func (s *LeaseStore) attempt(ctx context.Context, method, path, requestID string, in any, want int, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidInput, err)
-		}
-		body = bytes.NewReader(b)
-	}
+// call makes one call of the lease API, bounded by the store's timeout.
+func call[Req, Res any](ctx context.Context, s *LeaseStore, method, requestID string,
+	fn func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error), msg *Req,
+) (*Res, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, s.base+path, body)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidInput, err)
-	}
-	h := req.Header
-	h.Set("Accept", "application/json, application/problem+json")
+	req := connect.NewRequest(msg)
+	h := req.Header()
 	h.Set("User-Agent", s.userAgent)
-	if in != nil {
-		h.Set("Content-Type", "application/json")
-	}
 	if s.auth != "" {
 		h.Set("Authorization", s.auth)
 	}
 	if requestID != "" {
 		h.Set("X-Request-ID", requestID)
 	}
-	resp, err := s.hc.Do(req)
+	res, err := fn(ctx, req)
 	if err != nil {
-		return &netError{err}
+		return nil, fmt.Errorf("idgen client: LeaseService.%s: %w", method, errorOfCall(err))
 	}
-	err = decodeAnswer(resp, want, maxLeaseBody, time.Now, out)
-	if e := (*Error)(nil); errors.As(err, &e) {
-		return leaseError(e)
-	}
-	return err
+	return res.Msg, nil
 }
 
-// leaseError adds the keeper's sentinel to an answer of the lease API
-// that has one.
-func leaseError(e *Error) error {
+// errorOfCall returns what a failed call means: idgen's error (its code in
+// a google.rpc.ErrorInfo) is an *Error from the code's row of idgen.Codes
+// and the RetryInfo, matching the keeper's sentinel of a lease code; no
+// answer is a *netError; any other answer (a proxy's) the connect error.
+func errorOfCall(err error) error {
+	var ce *connect.Error
+	if !errors.As(err, &ce) || !connect.IsWireError(ce) {
+		return &netError{err}
+	}
+	e := &Error{Detail: ce.Message()}
+	for _, d := range ce.Details() {
+		switch v, _ := d.Value(); v := v.(type) {
+		case *errdetails.ErrorInfo:
+			if v.GetDomain() == idgen.ErrorDomain {
+				e.Code = strings.ToLower(v.GetReason())
+			}
+		case *errdetails.RetryInfo:
+			e.RetryAfter = v.GetRetryDelay().AsDuration()
+		}
+	}
+	row, ok := codeInfo(e.Code)
+	if !ok {
+		return err
+	}
+	e.Status, e.Title = row.HTTPStatus, row.Title
 	var sentinel error
-	switch e.Code {
-	case "lease_lost":
+	switch row.Code {
+	case idgen.LeaseLost:
 		sentinel = allocator.ErrLeaseLost
-	case "no_worker_available":
+	case idgen.NoWorkerAvailable:
 		sentinel = allocator.ErrNoWorkerAvailable
-	case "invalid_release":
+	case idgen.InvalidRelease:
 		sentinel = allocator.ErrInvalidRelease
 	default:
 		return e
@@ -320,8 +344,7 @@ func leaseError(e *Error) error {
 	return &domainError{sentinel: sentinel, err: e}
 }
 
-// domainError is an answer of the server that also matches an allocator
-// sentinel.
+// domainError is an *Error that also matches an allocator sentinel.
 type domainError struct {
 	sentinel error
 	err      *Error
@@ -331,8 +354,7 @@ func (e *domainError) Error() string   { return e.err.Error() }
 func (e *domainError) Unwrap() []error { return []error{e.sentinel, e.err} }
 
 // permanent reports whether a failed claim will fail again however often
-// it is retried: a refusal of the request itself (400), of the token
-// (401, 403), the lease API off (404), or an answer the client cannot use.
+// it is retried: 400, 401, 403, 404, or an answer the client cannot use.
 func permanent(err error) bool {
 	var e *Error
 	if errors.As(err, &e) {

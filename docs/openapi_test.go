@@ -19,8 +19,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
 )
@@ -109,8 +109,9 @@ const (
 // tokens is the content of its tokens file, "" for none.
 func newServer(t *testing.T, lease bool, token string, tokens ...string) *testserver.Server {
 	t.Helper()
-	o := testserver.Options{AdminToken: token, Keeper: allocator.KeeperSettings{TTL: 5 * time.Second},
-		Tokens: strings.Join(tokens, "\n")}
+	// The node claims worker 0 and the lease API grants 1-31.
+	o := testserver.Options{AdminToken: token, Keeper: allocator.KeeperSettings{TTL: 5 * time.Second,
+		WorkerIDs: &allocator.WorkerRange{Min: 0, Max: 0}}, Tokens: strings.Join(tokens, "\n")}
 	if !lease {
 		store := teststore.Open(t, "sqlite")
 		testserver.HoldWorker(t, store, 0) // for the whole test
@@ -228,9 +229,9 @@ func TestResponsesMatchSpec(t *testing.T) {
 	ts := newServer(t, true, adminToken)
 	down := newServer(t, false, "") // no lease, no admin API
 	withTokens := newServer(t, true, "",
-		"docs-ids ids "+httpapi.HashSecret(idsSecret),
-		"docs-admin admin "+httpapi.HashSecret(adminSecret),
-		"docs-leases leases "+httpapi.HashSecret(leasesSecret))
+		"docs-ids ids "+idgen.HashSecret(idsSecret),
+		"docs-admin admin "+idgen.HashSecret(adminSecret),
+		"docs-leases leases "+idgen.HashSecret(leasesSecret))
 	// A lease of another holder, for the eviction.
 	testserver.HoldWorker(t, ts.Store(), 5)
 
@@ -306,12 +307,14 @@ func TestResponsesMatchSpec(t *testing.T) {
 		{"acquire with a ttl out of bounds", "POST", "/v1/leases", "/v1/leases", `{"holder":"docs/2","ttl_ms":1}`, leasesSecret, 400},
 		{"acquire without the scope", "POST", "/v1/leases", "/v1/leases", `{"holder":"docs/2"}`, adminSecret, 403},
 		{"acquire too large", "POST", "/v1/leases", "/v1/leases", `{"holder":"` + strings.Repeat("x", 70<<10) + `"}`, leasesSecret, 413},
-		{"heartbeat", "POST", "/v1/leases/0/7/heartbeat", "/v1/leases/{datacenter}/{worker}/heartbeat", `{"holder":"docs/1","fencing_version":1,"ttl_ms":5000}`, leasesSecret, 200},
-		{"heartbeat another version", "POST", "/v1/leases/0/7/heartbeat", "/v1/leases/{datacenter}/{worker}/heartbeat", `{"holder":"docs/1","fencing_version":2}`, leasesSecret, 409},
-		{"heartbeat beyond the layout", "POST", "/v1/leases/0/32/heartbeat", "/v1/leases/{datacenter}/{worker}/heartbeat", `{"holder":"docs/1","fencing_version":1}`, leasesSecret, 400},
-		{"release a tampered timestamp", "POST", "/v1/leases/0/7/release", "/v1/leases/{datacenter}/{worker}/release", `{"holder":"docs/1","fencing_version":1,"last_timestamp_ms":99999999999999}`, leasesSecret, 422},
-		{"release", "POST", "/v1/leases/0/7/release", "/v1/leases/{datacenter}/{worker}/release", `{"holder":"docs/1","fencing_version":1,"last_timestamp_ms":0}`, leasesSecret, 200},
-		{"release again", "POST", "/v1/leases/0/7/release", "/v1/leases/{datacenter}/{worker}/release", `{"holder":"docs/1","fencing_version":1,"last_timestamp_ms":0}`, leasesSecret, 409},
+		{"heartbeat", "POST", "/v1/leases/0/7/heartbeat", "/v1/leases/{datacenter}/{worker}/heartbeat", `{"holder":"docs/1","fencing_version":1,"lease_secret":"$SECRET","ttl_ms":5000}`, leasesSecret, 200},
+		{"heartbeat another version", "POST", "/v1/leases/0/7/heartbeat", "/v1/leases/{datacenter}/{worker}/heartbeat", `{"holder":"docs/1","fencing_version":2,"lease_secret":"$SECRET","ttl_ms":5000}`, leasesSecret, 409},
+		{"heartbeat without a secret", "POST", "/v1/leases/0/7/heartbeat", "/v1/leases/{datacenter}/{worker}/heartbeat", `{"holder":"docs/1","fencing_version":1,"ttl_ms":5000}`, leasesSecret, 400},
+		{"heartbeat beyond the layout", "POST", "/v1/leases/0/32/heartbeat", "/v1/leases/{datacenter}/{worker}/heartbeat", `{"holder":"docs/1","fencing_version":1,"lease_secret":"$SECRET","ttl_ms":5000}`, leasesSecret, 400},
+		{"release a tampered timestamp", "POST", "/v1/leases/0/7/release", "/v1/leases/{datacenter}/{worker}/release", `{"holder":"docs/1","fencing_version":1,"lease_secret":"$SECRET","last_timestamp_ms":99999999999999}`, leasesSecret, 422},
+		{"release saying nothing", "POST", "/v1/leases/0/7/release", "/v1/leases/{datacenter}/{worker}/release", `{"holder":"docs/1","fencing_version":1,"lease_secret":"$SECRET"}`, leasesSecret, 400},
+		{"release", "POST", "/v1/leases/0/7/release", "/v1/leases/{datacenter}/{worker}/release", `{"holder":"docs/1","fencing_version":1,"lease_secret":"$SECRET","none_issued":true}`, leasesSecret, 200},
+		{"release again", "POST", "/v1/leases/0/7/release", "/v1/leases/{datacenter}/{worker}/release", `{"holder":"docs/1","fencing_version":1,"lease_secret":"$SECRET","none_issued":true}`, leasesSecret, 409},
 	}
 	downExchanges := []exchange{
 		{"lease API off", "GET", "/v1/leases/layout", "/v1/leases/layout", "", leasesSecret, 404},
@@ -343,8 +346,27 @@ func TestResponsesMatchSpec(t *testing.T) {
 	for _, ex := range tokenExchanges {
 		run(withTokens.URL, ex)
 	}
+	// The lease exchanges after the acquire send its lease secret, which
+	// they name $SECRET.
+	var secret string
 	for _, ex := range leaseExchanges {
-		run(withTokens.URL, ex)
+		ex.body = strings.ReplaceAll(ex.body, "$SECRET", secret)
+		t.Run(ex.name, func(t *testing.T) {
+			resp, data := send(t, withTokens.URL, ex) //nolint:bodyclose // send read and closed it
+			if resp.StatusCode < 300 {
+				covered[ex.method+" "+ex.op] = true
+			}
+			checkResponse(t, s, ex, resp, data)
+			if ex.name == "acquire" {
+				var g struct {
+					LeaseSecret string `json:"lease_secret"`
+				}
+				if err := json.Unmarshal(data, &g); err != nil || g.LeaseSecret == "" {
+					t.Fatalf("acquire: no lease_secret in %s (%v)", data, err)
+				}
+				secret = g.LeaseSecret
+			}
+		})
 	}
 	for _, op := range s.operations() {
 		if !covered[op] {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idgen-project/idgen/httpapi"
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/internal/testserver"
 )
 
@@ -15,11 +15,12 @@ import (
 // Retry-After header and a problem body.
 func TestRateLimitMatchesSpec(t *testing.T) {
 	s := loadSpec(t)
-	// One request an hour, so that the second is refused whatever the
-	// test's pace.
+	// One ID an hour, and one per request, so that the second is refused
+	// whatever the test's pace.
 	srv := testserver.MustStart(t, testserver.Options{
 		AdminToken: adminToken,
-		RateLimit:  httpapi.RateLimit{Rate: 1.0 / 3600, Burst: 1},
+		MaxCount:   1,
+		RateLimit:  idgen.RateLimit{Rate: 1.0 / 3600, Burst: 1},
 	})
 	for _, ex := range []exchange{
 		{"first ids", "GET", "/ids", "/ids", "", "", 200},
@@ -27,7 +28,7 @@ func TestRateLimitMatchesSpec(t *testing.T) {
 		{"decompose past the limit", "GET", "/ids/1", "/ids/{id}", "", "", 429},
 		{"first admin call", "GET", "/admin/leases", "/admin/leases", "", adminToken, 200},
 		{"admin past the limit", "GET", "/admin/namespaces", "/admin/namespaces", "", adminToken, 429},
-		{"v1 ids past the limit", "GET", "/api/v1/ids?count=2", "/api/v1/ids", "", "", 429},
+		{"v1 ids past the limit", "GET", "/api/v1/ids?count=1", "/api/v1/ids", "", "", 429},
 		{"v1 id past the limit", "POST", "/api/v1/id", "/api/v1/id", "", "", 429},
 		{"Leaf segment past the limit", "GET", "/api/segment/get/orders", "/api/segment/get/{key}", "", "", 429},
 		{"Leaf snowflake past the limit", "GET", "/api/snowflake/get/orders", "/api/snowflake/get/{key}", "", "", 429},

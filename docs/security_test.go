@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idgen-project/idgen/httpapi"
+	"github.com/idgen-project/idgen"
 )
 
 // TestSecurityMatchesServer: every operation of docs/openapi.yaml declares
@@ -18,7 +18,7 @@ func TestSecurityMatchesServer(t *testing.T) {
 	schemes := obj(obj(s["components"])["securitySchemes"])
 	srv := newServer(t, true, adminToken)
 	// The lease API is on only with a token of the leases scope.
-	leaseSrv := newServer(t, true, "", "docs-leases leases "+httpapi.HashSecret(leasesSecret))
+	leaseSrv := newServer(t, true, "", "docs-leases leases "+idgen.HashSecret(leasesSecret))
 
 	for _, op := range s.operations() {
 		method, path, _ := strings.Cut(op, " ")

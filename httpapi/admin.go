@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,15 +17,15 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// tokenDigest hashes an admin token so that tokens of any length compare
-// in constant time.
-func tokenDigest(token string) [32]byte { return sha256.Sum256([]byte(token)) }
+// The admin API under /admin/ (the admin scope): the lease table, its
+// audit trail and evictions, and the namespaces. Times are database time in
+// UTC, null for a NULL column; IDs are strings, as everywhere in the API.
 
-// leaseJSON is a row of worker_leases; times are database time, null when
-// the column is NULL.
+// leaseJSON is a row of worker_leases.
 type leaseJSON struct {
 	Datacenter     int64      `json:"datacenter"`
 	Worker         int64      `json:"worker"`
@@ -51,8 +50,8 @@ type bufferJSON struct {
 	Failing     bool  `json:"failing"`
 }
 
-// namespaceJSON is a row of segments plus this node's buffers (null when
-// this node has not used the namespace). max_id is a string, as every ID.
+// namespaceJSON is a row of segments and this node's buffers (null if
+// unused here).
 type namespaceJSON struct {
 	Name        string      `json:"name"`
 	MaxID       string      `json:"max_id"`
@@ -77,24 +76,27 @@ func timePtr(t time.Time) *time.Time {
 	return &t
 }
 
+func stringPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
 func toLeaseJSON(l allocator.Lease) leaseJSON {
-	out := leaseJSON{
+	return leaseJSON{
 		Datacenter:     l.DatacenterID,
 		Worker:         l.WorkerID,
+		Holder:         stringPtr(l.Holder),
+		Owner:          stringPtr(l.Owner),
 		FencingVersion: l.FencingVersion,
 		AcquiredAt:     timePtr(l.AcquiredAt),
 		HeartbeatAt:    timePtr(l.HeartbeatAt),
 		ExpiresAt:      timePtr(l.ExpiresAt),
 		ReleasedAt:     timePtr(l.ReleasedAt),
-		Owner:          stringPtr(l.Owner),
 		FloorMS:        l.FloorMS,
 		CeilingMS:      l.CeilingMS,
 	}
-	if l.Holder != "" {
-		h := l.Holder
-		out.Holder = &h
-	}
-	return out
 }
 
 func (s *Server) toNamespaceJSON(ns allocator.Namespace) namespaceJSON {
@@ -112,24 +114,16 @@ func (s *Server) toNamespaceJSON(ns allocator.Namespace) namespaceJSON {
 		Description: ns.Description,
 	}
 	if ns.MaxIDLimit > 0 {
-		limit := strconv.FormatInt(ns.MaxIDLimit, 10)
-		out.MaxIDLimit = &limit
+		out.MaxIDLimit = stringPtr(strconv.FormatInt(ns.MaxIDLimit, 10))
 	}
 	if st, ok := s.segments.NamespaceStats(ns.Name); ok {
-		out.Buffer = &bufferJSON{
-			Runway:      st.Runway,
-			Step:        st.Step,
-			Fetches:     st.Fetches,
-			FetchErrors: st.FetchErrors,
-			FallbackIDs: st.FallbackIDs,
-			Failing:     st.Failing,
-		}
+		out.Buffer = &bufferJSON{Runway: st.Runway, Step: st.Step, Fetches: st.Fetches,
+			FetchErrors: st.FetchErrors, FallbackIDs: st.FallbackIDs, Failing: st.Failing}
 	}
 	return out
 }
 
-// sendJSON encodes v with encoding/json; for the admin API and probes,
-// which are not on the hot path.
+// sendJSON encodes v with encoding/json, off the hot path.
 func (s *Server) sendJSON(c echo.Context, status int, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -152,15 +146,13 @@ func (s *Server) handleAdminNamespaces(c echo.Context) error {
 	return sendList(s, c, "namespaces", s.admin.ListNamespaces, s.toNamespaceJSON)
 }
 
-// sendList answers a listing of the admin API, {"<member>": [...]}: every
-// row that list returns, in the JSON of toJSON, an empty list as []. The
-// call is bounded by storeTimeout, and its error is storeError's.
+// sendList answers {"<member>": [...]} with the rows of list, none as [].
 func sendList[T, J any](s *Server, c echo.Context, member string, list func(context.Context) ([]T, error), toJSON func(T) J) error {
 	ctx, cancel := storeCtx(c)
 	defer cancel()
 	rows, err := list(ctx)
 	if err != nil {
-		return storeError(err)
+		return storeError(err, "")
 	}
 	out := make([]J, 0, len(rows))
 	for _, r := range rows {
@@ -179,13 +171,13 @@ func (s *Server) handleAdminNamespace(c echo.Context) error {
 	defer cancel()
 	ns, err := s.admin.GetNamespace(ctx, name)
 	if err != nil {
-		return storeError(err)
+		return storeError(err, name)
 	}
 	return s.sendJSON(c, http.StatusOK, s.toNamespaceJSON(ns))
 }
 
-// namespaceSettings are the settings a request may give a namespace: the
-// body of PATCH /admin/namespaces/:name, and part of a create.
+// namespaceSettings is the body of PATCH /admin/namespaces/:name, and part
+// of a create.
 type namespaceSettings struct {
 	Step        *int64  `json:"step"`
 	MinStep     *int64  `json:"min_step"`
@@ -195,16 +187,9 @@ type namespaceSettings struct {
 	Description *string `json:"description"`
 }
 
-// update is the change the settings ask for.
 func (r *namespaceSettings) update() allocator.NamespaceUpdate {
-	return allocator.NamespaceUpdate{
-		Step:        r.Step,
-		MinStep:     r.MinStep,
-		MaxStep:     r.MaxStep,
-		Mode:        (*allocator.Mode)(r.Mode),
-		Fallback:    (*allocator.Fallback)(r.Fallback),
-		Description: r.Description,
-	}
+	return allocator.NamespaceUpdate{Step: r.Step, MinStep: r.MinStep, MaxStep: r.MaxStep,
+		Mode: (*allocator.Mode)(r.Mode), Fallback: (*allocator.Fallback)(r.Fallback), Description: r.Description}
 }
 
 // createNamespaceRequest is the body of POST /admin/namespaces.
@@ -214,16 +199,21 @@ type createNamespaceRequest struct {
 	namespaceSettings
 }
 
-// handleAdminCreateNamespace serves POST /admin/namespaces: the settings
-// are those of allocator.NamespaceSpec, with its defaults and rules. A
-// namespace with the Snowflake fallback gets its max_id_limit from this
-// node's smallest Snowflake ID of now (allocator.FallbackLimit).
+// handleAdminCreateNamespace serves POST /admin/namespaces under
+// allocator.NamespaceSpec's rules; the Snowflake fallback's max_id_limit is
+// this node's smallest Snowflake ID of now.
 func (s *Server) handleAdminCreateNamespace(c echo.Context) error {
 	var req createNamespaceRequest
 	if err := decodeBody(c, &req); err != nil {
 		return err
 	}
-	ns, err := req.spec().Namespace(s.snowflakes.SmallestIDNow())
+	u := req.update()
+	spec := allocator.NamespaceSpec{Name: req.Name, Start: (*int64)(req.Start),
+		Step: u.Step, MinStep: u.MinStep, MaxStep: u.MaxStep, Mode: u.Mode, Fallback: u.Fallback}
+	if u.Description != nil {
+		spec.Description = *u.Description
+	}
+	ns, err := spec.Namespace(s.lease.SmallestIDNow())
 	if err != nil {
 		return err
 	}
@@ -231,10 +221,9 @@ func (s *Server) handleAdminCreateNamespace(c echo.Context) error {
 	defer cancel()
 	created, err := s.admin.CreateNamespace(ctx, ns)
 	if err != nil {
-		return storeError(err)
+		return storeError(err, ns.Name)
 	}
-	// A namespace created fresh has version 0; one revived from its
-	// tombstone goes on from the deleted one's version.
+	// One revived from its tombstone goes on from the deleted one's version.
 	msg := "namespace created"
 	if created.Version > 0 {
 		msg = "namespace revived"
@@ -245,22 +234,9 @@ func (s *Server) handleAdminCreateNamespace(c echo.Context) error {
 	return s.sendJSON(c, http.StatusCreated, s.toNamespaceJSON(created))
 }
 
-// spec is the namespace the request asks for.
-func (r *createNamespaceRequest) spec() allocator.NamespaceSpec {
-	u := r.update()
-	spec := allocator.NamespaceSpec{Name: r.Name, Start: (*int64)(r.Start),
-		Step: u.Step, MinStep: u.MinStep, MaxStep: u.MaxStep, Mode: u.Mode, Fallback: u.Fallback}
-	if u.Description != nil {
-		spec.Description = *u.Description
-	}
-	return spec
-}
-
-// handleAdminUpdateNamespace serves PATCH /admin/namespaces/:name: it
-// changes the settings the body names, under allocator.NamespaceUpdate's
-// rules (turning the Snowflake fallback on sets max_id_limit, as a create
-// does). A node that holds ranges of the namespace applies a new step or
-// mode at its next fetch.
+// handleAdminUpdateNamespace serves PATCH /admin/namespaces/:name under
+// allocator.NamespaceUpdate's rules. A node holding ranges of the
+// namespace applies a new step or mode at its next fetch.
 func (s *Server) handleAdminUpdateNamespace(c echo.Context) error {
 	name, perr := namespaceParam(c)
 	if perr != nil {
@@ -281,15 +257,14 @@ func (s *Server) handleAdminUpdateNamespace(c echo.Context) error {
 	defer cancel()
 	cur, err := s.admin.GetNamespace(ctx, name)
 	if err != nil {
-		return storeError(err)
+		return storeError(err, name)
 	}
-	_, u, err = u.Apply(cur, s.snowflakes.SmallestIDNow())
-	if err != nil {
+	if _, u, err = u.Apply(cur, s.lease.SmallestIDNow()); err != nil {
 		return err
 	}
 	updated, err := s.admin.UpdateNamespace(ctx, name, u)
 	if err != nil {
-		return storeError(err)
+		return storeError(err, name)
 	}
 	s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "namespace changed",
 		slog.String("namespace", updated.Name), slog.Int64("step", updated.Step), slog.Int64("min_step", updated.MinStep),
@@ -297,8 +272,34 @@ func (s *Server) handleAdminUpdateNamespace(c echo.Context) error {
 	return s.sendJSON(c, http.StatusOK, s.toNamespaceJSON(updated))
 }
 
+// handleAdminDeleteNamespace serves DELETE /admin/namespaces/:name: the
+// namespace is marked deleted, never removed, so that one created again
+// under its name starts above every ID it handed out.
+func (s *Server) handleAdminDeleteNamespace(c echo.Context) error {
+	name, perr := namespaceParam(c)
+	if perr != nil {
+		return perr
+	}
+	ctx, cancel := storeCtx(c)
+	defer cancel()
+	ns, err := s.admin.DeleteNamespace(ctx, name)
+	if errors.Is(err, allocator.ErrNamespaceNotFound) {
+		return &idgen.Error{Code: idgen.NotFound, Detail: fmt.Sprintf("namespace %q does not exist or was deleted already", name), Err: err}
+	} else if err != nil {
+		return storeError(err, name)
+	}
+	s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "namespace deleted",
+		slog.String("namespace", ns.Name), slog.Int64("max_id", ns.MaxID), slog.Int64("version", ns.Version))
+	return s.sendJSON(c, http.StatusOK, struct {
+		Name      string    `json:"name"`
+		MaxID     string    `json:"max_id"`
+		Version   int64     `json:"version"`
+		DeletedAt time.Time `json:"deleted_at"`
+	}{ns.Name, strconv.FormatInt(ns.MaxID, 10), ns.Version, ns.DeletedAt.UTC()})
+}
+
 // namespaceParam returns the :name path parameter, validated.
-func namespaceParam(c echo.Context) (string, *apiError) {
+func namespaceParam(c echo.Context) (string, *idgen.Error) {
 	name := c.Param("name")
 	if err := allocator.ValidNamespace(name); err != nil {
 		return "", invalidf("namespace must match ^[a-z0-9][a-z0-9_.-]{0,63}$")
@@ -306,22 +307,24 @@ func namespaceParam(c echo.Context) (string, *apiError) {
 	return name, nil
 }
 
-// storeError turns an error of a store call into a problem: the domain
-// errors keep their meaning, any other failure of the database is 503.
-func storeError(err error) error {
-	ae := fromDomain(err)
-	if ae.code == codeInternal && !errors.Is(err, context.Canceled) {
-		ae = &apiError{code: codeUnavailable, detail: "database unavailable: " + err.Error(), retryAfter: time.Second, err: err}
+// storeError is the problem of a failed store call on namespace name (""
+// for none): the domain's errors keep their meaning, any other is 503; the
+// store's words are logged, not shown.
+func storeError(err error, name string) error {
+	ae := idgen.ErrorOf(err, name)
+	if ae.Code == idgen.Internal && !errors.Is(err, context.Canceled) {
+		ae = &idgen.Error{Code: idgen.Unavailable, Detail: "the database is unavailable: retry later", RetryAfter: time.Second, Err: err}
 	}
 	return ae
 }
 
-// decodeBody decodes a JSON request body of at most MaxBodyBytes into v,
-// refusing unknown fields and trailing data.
+// decodeBody decodes a JSON request body of at most idgen.MaxRequestBytes
+// into v, refusing unknown fields and trailing data.
 func decodeBody(c echo.Context, v any) error {
 	req := c.Request()
-	if req.ContentLength > MaxBodyBytes {
-		return &apiError{code: codeTooLarge, detail: fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes)}
+	tooLarge := &idgen.Error{Code: idgen.TooLarge, Detail: fmt.Sprintf("request body larger than %d bytes", idgen.MaxRequestBytes)}
+	if req.ContentLength > idgen.MaxRequestBytes {
+		return tooLarge
 	}
 	if ct := req.Header.Get(echo.HeaderContentType); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -333,30 +336,23 @@ func decodeBody(c echo.Context, v any) error {
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	if err == nil {
-		if _, terr := dec.Token(); terr != io.EOF {
-			err = terr
-			if err == nil {
-				return invalidf("request body holds more than one JSON value")
-			}
+		if _, err = dec.Token(); err == nil {
+			return invalidf("request body holds more than one JSON value")
+		} else if err == io.EOF {
+			return nil
 		}
 	}
-	if err == nil {
-		return nil
-	}
-	var tooBig *http.MaxBytesError
 	var typeErr *json.UnmarshalTypeError
-	var syntaxErr *json.SyntaxError
 	switch {
-	case errors.As(err, &tooBig):
-		return &apiError{code: codeTooLarge, detail: fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes)}
+	case errors.As(err, new(*http.MaxBytesError)):
+		return tooLarge
 	case errors.Is(err, io.EOF):
 		return invalidf("empty request body; want a JSON object")
-	case errors.As(err, &typeErr):
-		if typeErr.Field != "" {
-			return invalidf("field %s: a JSON %s does not fit", typeErr.Field, typeErr.Value)
-		}
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return invalidf("field %s: a JSON %s does not fit", typeErr.Field, typeErr.Value)
+	case typeErr != nil:
 		return invalidf("request body must be a JSON object, not a %s", typeErr.Value)
-	case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.As(err, new(*json.SyntaxError)), errors.Is(err, io.ErrUnexpectedEOF):
 		return invalidf("malformed JSON in request body")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return invalidf("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
@@ -366,8 +362,8 @@ func decodeBody(c echo.Context, v any) error {
 	return invalidf("malformed request body")
 }
 
-// flexInt is an integer that JSON may give as a number or, like every ID
-// in idgen's API, as a decimal string.
+// flexInt is an integer given as a JSON number or, like every ID of the
+// API, a decimal string.
 type flexInt int64
 
 type flexIntError struct{ text string }
@@ -377,11 +373,7 @@ func (e *flexIntError) Error() string {
 }
 
 func (n *flexInt) UnmarshalJSON(b []byte) error {
-	text := string(b)
-	if len(b) >= 2 && b[0] == '"' && b[len(b)-1] == '"' {
-		text = text[1 : len(text)-1]
-	}
-	v, err := strconv.ParseInt(text, 10, 64)
+	v, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(string(b), `"`), `"`), 10, 64)
 	if err != nil {
 		return &flexIntError{text: string(b)}
 	}
@@ -395,8 +387,7 @@ const (
 	MaxEventsLimit     = 1000
 )
 
-// leaseEventJSON is a row of lease_events. owner and request_id are null
-// when the column is NULL.
+// leaseEventJSON is a row of lease_events.
 type leaseEventJSON struct {
 	ID             int64     `json:"id"`
 	Datacenter     int64     `json:"datacenter"`
@@ -410,22 +401,15 @@ type leaseEventJSON struct {
 	RequestID      *string   `json:"request_id"`
 }
 
-func stringPtr(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
 // eventsParams are the query parameters of GET /admin/lease-events.
 const eventsParams = "after, limit, datacenter, worker, holder, owner, kind, since, until"
 
 // parseEventsQuery parses the query of GET /admin/lease-events into a
-// filter whose Limit is one above the page size asked for, so that the
-// handler can tell whether a next page exists.
-func (s *Server) parseEventsQuery(c echo.Context) (allocator.LeaseEventFilter, int, *apiError) {
+// filter whose Limit is one above the page size returned, to tell whether
+// a next page exists.
+func (s *Server) parseEventsQuery(c echo.Context) (allocator.LeaseEventFilter, int, *idgen.Error) {
 	f := allocator.LeaseEventFilter{}
-	limit := DefaultEventsLimit
+	limit := int64(DefaultEventsLimit)
 	q, err := url.ParseQuery(c.Request().URL.RawQuery)
 	if err != nil {
 		return f, 0, invalidf("malformed query")
@@ -435,38 +419,33 @@ func (s *Server) parseEventsQuery(c echo.Context) (allocator.LeaseEventFilter, i
 			return f, 0, invalidf("%s given more than once", truncate(key, 32))
 		}
 		v := values[0]
-		intParam := func(lo, hi int64) (int64, *apiError) {
+		intParam := func(dst *int64, lo, hi int64) *idgen.Error {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < lo || n > hi {
-				return 0, invalidf("%s must be an integer from %d to %d", key, lo, hi)
+				return invalidf("%s must be an integer from %d to %d", key, lo, hi)
 			}
-			return n, nil
+			*dst = n
+			return nil
 		}
-		timeParam := func() (time.Time, *apiError) {
+		timeParam := func() (time.Time, *idgen.Error) {
 			t, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil {
-				return time.Time{}, invalidf("%s must be an RFC 3339 time such as 2026-03-01T12:00:00Z", key)
+				return t, invalidf("%s must be an RFC 3339 time such as 2026-03-01T12:00:00Z", key)
 			}
 			return t, nil
 		}
-		var perr *apiError
+		var perr *idgen.Error
 		switch key {
 		case "after":
-			f.AfterID, perr = intParam(0, math.MaxInt64)
+			perr = intParam(&f.AfterID, 0, math.MaxInt64)
 		case "limit":
-			var n int64
-			n, perr = intParam(1, MaxEventsLimit)
-			limit = int(n)
+			perr = intParam(&limit, 1, MaxEventsLimit)
 		case "datacenter":
-			var n int64
-			if n, perr = intParam(0, s.layout.MaxDatacenter()); perr == nil {
-				f.DatacenterID = &n
-			}
+			f.DatacenterID = new(int64)
+			perr = intParam(f.DatacenterID, 0, s.layout.MaxDatacenter())
 		case "worker":
-			var n int64
-			if n, perr = intParam(0, s.layout.MaxWorker()); perr == nil {
-				f.WorkerID = &n
-			}
+			f.WorkerID = new(int64)
+			perr = intParam(f.WorkerID, 0, s.layout.MaxWorker())
 		case "holder":
 			if v == "" || len(v) > allocator.MaxHolderLen {
 				perr = invalidf("holder must have 1 to %d bytes", allocator.MaxHolderLen)
@@ -478,8 +457,7 @@ func (s *Server) parseEventsQuery(c echo.Context) (allocator.LeaseEventFilter, i
 			}
 			f.Owner = v
 		case "kind":
-			f.Kind = allocator.EventKind(v)
-			if f.Kind.Validate() != nil {
+			if f.Kind = allocator.EventKind(v); f.Kind.Validate() != nil {
 				perr = invalidf("kind must be one of acquire, takeover, release, lost, evict")
 			}
 		case "since":
@@ -493,16 +471,15 @@ func (s *Server) parseEventsQuery(c echo.Context) (allocator.LeaseEventFilter, i
 			return f, 0, perr
 		}
 	}
-	f.Limit = limit + 1
+	f.Limit = int(limit) + 1
 	if err := f.Validate(); err != nil {
 		return f, 0, invalidf("%v", err)
 	}
-	return f, limit, nil
+	return f, int(limit), nil
 }
 
-// handleAdminLeaseEvents serves GET /admin/lease-events: the audit trail of
-// the lease table, oldest first, a page at a time. next_after is the
-// after of the next page, null on the last.
+// handleAdminLeaseEvents serves GET /admin/lease-events, oldest first, a
+// page at a time; next_after is null on the last.
 func (s *Server) handleAdminLeaseEvents(c echo.Context) error {
 	f, limit, perr := s.parseEventsQuery(c)
 	if perr != nil {
@@ -512,7 +489,7 @@ func (s *Server) handleAdminLeaseEvents(c echo.Context) error {
 	defer cancel()
 	events, err := s.admin.ListLeaseEvents(ctx, f)
 	if err != nil {
-		return storeError(err)
+		return storeError(err, "")
 	}
 	out := struct {
 		Events    []leaseEventJSON `json:"events"`
@@ -520,64 +497,44 @@ func (s *Server) handleAdminLeaseEvents(c echo.Context) error {
 	}{Events: make([]leaseEventJSON, 0, min(len(events), limit))}
 	if len(events) > limit {
 		events = events[:limit]
-		next := events[limit-1].ID
-		out.NextAfter = &next
+		out.NextAfter = &events[limit-1].ID
 	}
 	for _, ev := range events {
 		out.Events = append(out.Events, leaseEventJSON{
-			ID:             ev.ID,
-			Datacenter:     ev.DatacenterID,
-			Worker:         ev.WorkerID,
-			Holder:         ev.Holder,
-			FencingVersion: ev.FencingVersion,
-			Kind:           string(ev.Kind),
-			At:             ev.At.UTC(),
-			Detail:         ev.Detail,
-			Owner:          stringPtr(ev.Owner),
-			RequestID:      stringPtr(ev.RequestID),
+			ID: ev.ID, Datacenter: ev.DatacenterID, Worker: ev.WorkerID, Holder: ev.Holder, FencingVersion: ev.FencingVersion,
+			Kind: string(ev.Kind), At: ev.At.UTC(), Detail: ev.Detail, Owner: stringPtr(ev.Owner), RequestID: stringPtr(ev.RequestID),
 		})
 	}
 	return s.sendJSON(c, http.StatusOK, out)
 }
 
-// evictRequest is the body of POST /admin/leases/:datacenter/:worker/evict;
-// the body may be left out.
+// evictRequest is the optional body of POST
+// /admin/leases/:datacenter/:worker/evict.
 type evictRequest struct {
 	Reason *string `json:"reason"`
-	// FencingVersion, when given, is the version the operator saw: the
-	// eviction is refused (409 lease_lost) if the lease has moved on.
+	// FencingVersion, when given, is the version the operator saw: a lease
+	// that has moved on is not evicted (409 lease_lost).
 	FencingVersion *flexInt `json:"fencing_version"`
 }
 
 // leaseKeyParams returns the :datacenter and :worker path parameters,
-// checked against the layout by leaseapi.Broker.Key: the one check of a
-// lease's key, which the gRPC API's lease calls make too.
+// checked by idgen.LeaseKeyOf; one that is no integer is -1, refused as
+// out of range.
 func (s *Server) leaseKeyParams(c echo.Context) (allocator.LeaseKey, error) {
-	key, err := s.broker.Key(intPathParam(c, "datacenter"), intPathParam(c, "worker"))
-	if err != nil {
-		return key, leaseError(err)
+	param := func(name string) int64 {
+		n, err := strconv.ParseInt(c.Param(name), 10, 64)
+		if err != nil {
+			return -1
+		}
+		return n
 	}
-	return key, nil
+	return idgen.LeaseKeyOf(s.layout, param("datacenter"), param("worker"))
 }
 
-// intPathParam returns the path parameter name as an integer, or -1 when
-// it is not one: no lease key has it, so Broker.Key refuses it as out of
-// range, with the same message.
-func intPathParam(c echo.Context, name string) int64 {
-	n, err := strconv.ParseInt(c.Param(name), 10, 64)
-	if err != nil {
-		return -1
-	}
-	return n
-}
-
-// handleAdminEvict serves POST /admin/leases/:datacenter/:worker/evict: it
-// takes the lease from its holder (allocator.LeaseAdmin.Evict): the
-// fencing version goes up, so the holder's next heartbeat fails and it
-// stops issuing; the ceiling stays, so the next holder starts above
-// everything the evicted one may have issued. The evict event names the
-// caller and the request ID. A lease nobody holds is refused: 409
-// lease_not_held.
+// handleAdminEvict serves POST /admin/leases/:datacenter/:worker/evict
+// (allocator.LeaseAdmin.Evict): the fencing version goes up, so the
+// holder's next heartbeat fails, and the ceiling stays, so the next holder
+// starts above it. A lease nobody holds is 409 lease_not_held.
 func (s *Server) handleAdminEvict(c echo.Context) error {
 	key, err := s.leaseKeyParams(c)
 	if err != nil {
@@ -589,8 +546,8 @@ func (s *Server) handleAdminEvict(c echo.Context) error {
 			return err
 		}
 	}
-	caller, _ := callerOf(c)
-	req := allocator.EvictRequest{Key: key, Owner: caller.Name, RequestID: requestIDOf(c)}
+	caller := callerOf(c)
+	req := allocator.EvictRequest{Key: key, Owner: caller.Name, RequestID: caller.RequestID}
 	if body.Reason != nil {
 		req.Reason = *body.Reason
 	}
@@ -606,7 +563,7 @@ func (s *Server) handleAdminEvict(c echo.Context) error {
 	defer cancel()
 	lease, err := s.admin.Evict(ctx, req)
 	if err != nil {
-		return storeError(err)
+		return storeError(err, "")
 	}
 	s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "lease evicted",
 		slog.Int64("datacenter", key.DatacenterID), slog.Int64("worker", key.WorkerID),
@@ -618,33 +575,4 @@ func (s *Server) handleAdminEvict(c echo.Context) error {
 		FencingVersion int64 `json:"fencing_version"`
 		CeilingMS      int64 `json:"ceiling_ms"`
 	}{key.DatacenterID, key.WorkerID, lease.FencingVersion, lease.CeilingMS})
-}
-
-// handleAdminDeleteNamespace serves DELETE /admin/namespaces/:name: the
-// namespace is marked deleted (allocator.NamespaceAdmin.DeleteNamespace),
-// never removed, so that one created again under its name starts above
-// every ID it handed out. There is no table of namespace events: the
-// deletion is logged with the caller and the request ID.
-func (s *Server) handleAdminDeleteNamespace(c echo.Context) error {
-	name, perr := namespaceParam(c)
-	if perr != nil {
-		return perr
-	}
-	ctx, cancel := storeCtx(c)
-	defer cancel()
-	ns, err := s.admin.DeleteNamespace(ctx, name)
-	if err != nil {
-		if errors.Is(err, allocator.ErrNamespaceNotFound) {
-			return &apiError{code: codeNotFound, detail: fmt.Sprintf("namespace %q does not exist or was deleted already", name), err: err}
-		}
-		return storeError(err)
-	}
-	s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "namespace deleted",
-		slog.String("namespace", ns.Name), slog.Int64("max_id", ns.MaxID), slog.Int64("version", ns.Version))
-	return s.sendJSON(c, http.StatusOK, struct {
-		Name      string    `json:"name"`
-		MaxID     string    `json:"max_id"`
-		Version   int64     `json:"version"`
-		DeletedAt time.Time `json:"deleted_at"`
-	}{ns.Name, strconv.FormatInt(ns.MaxID, 10), ns.Version, ns.DeletedAt.UTC()})
 }

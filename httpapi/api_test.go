@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -117,7 +118,14 @@ func testHappyPaths(t *testing.T, dialect string) {
 	})
 
 	t.Run("readyz", func(t *testing.T) {
-		r := getOK[readyResponse](t, e, "/readyz")
+		// The node has an admin token: the holder and fencing version
+		// are shown to a request bearing it.
+		var r readyResponse
+		rec := e.admin("GET", "/readyz", "")
+		wantStatus(t, rec, 200)
+		if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
 		if !r.Ready || r.Reason != "" || r.Lease == nil || !r.Database.Reachable || r.Database.Error != "" || r.Durability != "ok" {
 			t.Fatalf("readyz: got %+v, want ready with a lease, a reachable database and durability ok", r)
 		}
@@ -125,6 +133,12 @@ func testHappyPaths(t *testing.T, dialect string) {
 			r.Lease.Holder != e.keeper.Holder() || r.Lease.ValidForMS <= 0 {
 			t.Errorf("readyz lease: got %+v, want worker %d, fencing version %d, holder %q, valid_for_ms > 0",
 				*r.Lease, st.Lease.WorkerID, st.Lease.FencingVersion, e.keeper.Holder())
+		}
+		// Without it, the same lease without them.
+		r = getOK[readyResponse](t, e, "/readyz")
+		if !r.Ready || r.Lease == nil || r.Lease.Worker != st.Lease.WorkerID || r.Lease.ValidForMS <= 0 ||
+			r.Lease.FencingVersion != 0 || r.Lease.Holder != "" {
+			t.Errorf("readyz without a token: got lease %+v, want worker %d and valid_for_ms without holder and fencing version", r.Lease, st.Lease.WorkerID)
 		}
 	})
 
@@ -290,7 +304,7 @@ func testHappyPaths(t *testing.T, dialect string) {
 	})
 
 	t.Run("status page", func(t *testing.T) {
-		rec := e.do("GET", "/", "")
+		rec := e.admin("GET", "/", "")
 		if rec.Code != 200 || rec.Header().Get("Content-Type") != "text/html; charset=UTF-8" {
 			t.Fatalf("GET /: got %d %q, want 200 text/html", rec.Code, rec.Header().Get("Content-Type"))
 		}
@@ -303,7 +317,21 @@ func testHappyPaths(t *testing.T, dialect string) {
 			`class="mine"`, "changed", "test-version",
 		} {
 			if !strings.Contains(body, want) {
-				t.Errorf("status page lacks %q", want)
+				t.Errorf("status page with the admin token lacks %q", want)
+			}
+		}
+		// Without the token: this node's lease, without its holder and
+		// fencing version, and neither the lease table nor the
+		// namespaces.
+		body = e.do("GET", "/", "").Body.String()
+		for _, want := range []string{`id="lease"`, `<dd class="worker">`, `id="leases-hidden"`, `id="namespaces-hidden"`, "test-version"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("status page without a token lacks %q", want)
+			}
+		}
+		for _, unwanted := range []string{e.keeper.Holder(), `class="fencing-version"`, `id="leases"`, `data-namespace="orders"`, "changed"} {
+			if strings.Contains(body, unwanted) {
+				t.Errorf("status page without a token shows %q", unwanted)
 			}
 		}
 	})

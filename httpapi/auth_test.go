@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idgen-project/idgen/httpapi"
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/internal/testserver"
 )
 
@@ -23,7 +23,7 @@ ids-caller    ids              %s
 leases-caller leases           %s
 admin-caller  admin            %s
 all-caller    ids,leases,admin %s   # every scope
-`, httpapi.HashSecret(secretIDs), httpapi.HashSecret(secretLeases), httpapi.HashSecret(secretAdmin), httpapi.HashSecret(secretAll))
+`, idgen.HashSecret(secretIDs), idgen.HashSecret(secretLeases), idgen.HashSecret(secretAdmin), idgen.HashSecret(secretAll))
 
 func bearer(secret string) []string { return []string{"Authorization", "Bearer " + secret} }
 
@@ -34,7 +34,7 @@ func TestScopes(t *testing.T) {
 	logs := &testserver.LogBuffer{}
 	withTokens := newEnv(t, envOptions{tokens: testTokens, token: testToken, logBuffer: logs})
 	withoutTokens := newEnv(t, envOptions{token: testToken, logBuffer: logs})
-	tokensNoAdmin := newEnv(t, envOptions{tokens: fmt.Sprintf("only-ids ids %s\n", httpapi.HashSecret(secretIDs)), logBuffer: logs})
+	tokensNoAdmin := newEnv(t, envOptions{tokens: fmt.Sprintf("only-ids ids %s\n", idgen.HashSecret(secretIDs)), logBuffer: logs})
 
 	// The routes of each family; /v1/leases/probe is no route, so a
 	// request that passes the lease API's check gets "no such route".

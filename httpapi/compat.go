@@ -1,8 +1,8 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -10,84 +10,62 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
 // Compatibility routes: the API shapes of the designs idgen replaces, so
-// that their callers switch by changing a base URL (docs/migration.md).
+// that their callers switch by changing a base URL (docs/migration.md):
+// the original idgen design's /api/v1/ids and /api/v1/id, Meituan Leaf's
+// /api/segment/get/{key} and /api/snowflake/get/{key} (the Snowflake key
+// ignored, as Leaf ignores it), and didi tinyid's /tinyid/id/nextIdSimple
+// and /tinyid/id/nextId (GET or POST; bizType a namespace, batchSize a
+// count capped at the node's maximum as tinyid caps it). Every route needs
+// the ids scope; tinyid's also take the secret from the token parameter,
+// where its callers send it (an Authorization header wins).
 //
-//   - GET /api/v1/ids?count=N and POST /api/v1/id: Snowflake IDs in the
-//     shapes of the original idgen design ({"ids":[{value_string,
-//     value_hex, breakdown}], "generated_at"} and {"id"}).
-//   - GET /api/segment/get/{key} and GET /api/snowflake/get/{key}: Meituan
-//     Leaf's routes. A segment key is a namespace; the Snowflake key is
-//     ignored, as Leaf ignores it. The ID is the whole text/plain body.
-//   - /tinyid/id/nextIdSimple and /tinyid/id/nextId (GET or POST, as
-//     tinyid accepts both): didi tinyid's routes. bizType is a namespace,
-//     batchSize a count (capped at the node's maximum count, as tinyid
-//     caps it at its batch.size.max). nextIdSimple answers the IDs
-//     comma-separated in text/plain; nextId in tinyid's envelope,
-//     {"data":[…],"code":200,"message":""}, with the IDs as JSON numbers.
-//
-// Every route needs the ids scope, as /ids does. The tinyid routes also
-// take the caller's secret from the token parameter, where tinyid's
-// callers send theirs (an Authorization header wins when both are given).
-//
-// Errors keep idgen's statuses (400, 401, 403, 404, 409, 503 with
-// Retry-After), where Leaf answered 500 to every failure and tinyid 200
-// with an empty body or an error code: the clients of both treat any
-// status but 200 as a failure. They are problem documents, but for
-// nextId, whose callers read its envelope: there data is null, code is
-// tinyid's 5 ("token is error") for 401 and 403 and 6 for the rest, and
-// message is the problem's detail.
+// Errors keep idgen's statuses, where Leaf answered 500 to every failure
+// and tinyid 200 with an error code: the clients of both treat any status
+// but 200 as a failure. They are problem documents, but for nextId, whose
+// callers read its envelope.
 
-// tinyid's envelope codes (its ErrorCode): success, a refused token and
-// every other failure.
+// tinyid's envelope codes (its ErrorCode): 5 ("token is error") for 401
+// and 403, 6 for the rest.
 const (
-	tinyidCodeOK         = 200
 	tinyidCodeTokenError = 5
 	tinyidCodeSysError   = 6
 )
 
-// addCompatRoutes registers the compatibility routes.
 func (s *Server) addCompatRoutes(e *echo.Echo) {
-	s.add(e.GET, "/api/v1/ids", s.guardIDs(s.handleV1IDs))
-	s.add(e.POST, "/api/v1/id", s.guardIDs(s.handleV1ID))
-	s.add(e.GET, "/api/segment/get/:key", s.guardIDs(s.handleLeafSegment))
-	s.add(e.GET, "/api/snowflake/get/:key", s.guardIDs(s.handleLeafSnowflake))
+	s.add(e.GET, "/api/v1/ids", s.handleV1IDs)
+	s.add(e.POST, "/api/v1/id", s.handleV1ID)
+	s.add(e.GET, "/api/segment/get/:key", s.handleLeaf)
+	s.add(e.GET, "/api/snowflake/get/:key", s.handleLeaf)
 	for _, add := range []addFunc{e.GET, e.POST} {
-		s.add(add, "/tinyid/id/nextIdSimple", s.guardTinyid(s.handleTinyidSimple))
-		s.add(add, "/tinyid/id/nextId", s.tinyidEnvelope(s.guardTinyid(s.handleTinyidNextID)))
+		s.add(add, "/tinyid/id/nextIdSimple", s.handleTinyidSimple)
+		s.add(add, "/tinyid/id/nextId", s.tinyidEnvelope(s.handleTinyidNextID))
 	}
 }
 
-// v1IDs is the body of GET /api/v1/ids.
-type v1IDs struct {
-	IDs         []v1ID `json:"ids"`
-	GeneratedAt string `json:"generated_at"`
-}
-
-// v1ID is one ID of GET /api/v1/ids: the ID in decimal and in hex (16
-// lower-case digits), and its parts under the node's layout.
+// v1ID is one ID of GET /api/v1/ids.
 type v1ID struct {
-	ValueString string      `json:"value_string"`
-	ValueHex    string      `json:"value_hex"`
-	Breakdown   v1Breakdown `json:"breakdown"`
+	ValueString string `json:"value_string"`
+	ValueHex    string `json:"value_hex"`
+	Breakdown   struct {
+		TimestampMS    int64 `json:"timestamp_ms"`
+		DatacenterID   int64 `json:"datacenter_id"`
+		WorkerID       int64 `json:"worker_id"`
+		SequenceNumber int64 `json:"sequence_number"`
+	} `json:"breakdown"`
 }
 
-// v1Breakdown is the decomposition of a v1ID; timestamp_ms is Unix
-// milliseconds.
-type v1Breakdown struct {
-	TimestampMS    int64 `json:"timestamp_ms"`
-	DatacenterID   int64 `json:"datacenter_id"`
-	WorkerID       int64 `json:"worker_id"`
-	SequenceNumber int64 `json:"sequence_number"`
-}
-
-// handleV1IDs serves GET /api/v1/ids?count=N: count Snowflake IDs (default
-// 1, at most the node's maximum count), count being the only parameter.
+// handleV1IDs serves GET /api/v1/ids?count=N (default 1), count being the
+// only parameter.
 func (s *Server) handleV1IDs(c echo.Context) error {
+	caller, err := s.authorize(c, idgen.ScopeIDs)
+	if err != nil {
+		return err
+	}
 	q, err := url.ParseQuery(c.Request().URL.RawQuery)
 	if err != nil {
 		return invalidf("malformed query")
@@ -101,36 +79,30 @@ func (s *Server) handleV1IDs(c echo.Context) error {
 			return invalidf("count given more than once")
 		}
 		var ok bool
-		if n, ok = parseCount(values[0], s.maxCount); !ok {
-			return invalidf("count must be an integer from 1 to %d", s.maxCount)
+		if n, ok = parseCount(values[0]); !ok {
+			return countError(s.svc.MaxCount())
 		}
 	}
-	ids, _, err := s.snowflakes.NextNFenced(make([]snowflake.ID, 0, n), n)
-	if err != nil {
-		return fromDomain(err)
+	var d idgen.Drawn
+	if err := s.svc.Draw(c.Request().Context(), caller, idgen.DrawRequest{Count: n}, &d); err != nil {
+		return err
 	}
-	s.metrics.issuedSnowflake.Add(float64(len(ids)))
-	body := v1IDs{IDs: make([]v1ID, len(ids)), GeneratedAt: s.now()}
-	for i, id := range ids {
-		p := s.layout.Decompose(id)
-		body.IDs[i] = v1ID{
-			ValueString: strconv.FormatInt(int64(id), 10),
-			ValueHex:    hex16(int64(id)),
-			Breakdown: v1Breakdown{
-				TimestampMS:    p.Time.UnixMilli(),
-				DatacenterID:   p.Datacenter,
-				WorkerID:       p.Worker,
-				SequenceNumber: p.Sequence,
-			},
-		}
+	ids := make([]v1ID, len(d.IDs))
+	for i, id := range d.IDs {
+		p := s.layout.Decompose(snowflake.ID(id))
+		ids[i].ValueString, ids[i].ValueHex = strconv.FormatInt(id, 10), fmt.Sprintf("%016x", id)
+		b := &ids[i].Breakdown
+		b.TimestampMS, b.DatacenterID, b.WorkerID, b.SequenceNumber = p.Time.UnixMilli(), p.Datacenter, p.Worker, p.Sequence
 	}
-	return s.writeJSONValue(c, http.StatusOK, body)
+	return s.sendJSON(c, http.StatusOK, struct {
+		IDs         []v1ID `json:"ids"`
+		GeneratedAt string `json:"generated_at"`
+	}{ids, s.clock.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00")})
 }
 
-// handleV1ID serves POST /api/v1/id: one Snowflake ID, {"id":"…"}. The
-// request body, if any, is not read.
+// handleV1ID serves POST /api/v1/id, {"id":"…"}, reading no body.
 func (s *Server) handleV1ID(c echo.Context) error {
-	id, err := s.oneSnowflake()
+	id, err := s.drawOne(c, "")
 	if err != nil {
 		return err
 	}
@@ -138,192 +110,105 @@ func (s *Server) handleV1ID(c echo.Context) error {
 	return s.writeJSON(c, http.StatusOK, append(b, "}\n"...))
 }
 
-// handleLeafSegment serves Leaf's GET /api/segment/get/{key}: the next ID
-// of namespace key, as text/plain.
-func (s *Server) handleLeafSegment(c echo.Context) error {
-	key := c.Param("key")
-	if err := allocator.ValidNamespace(key); err != nil {
-		return invalidf("key must be a namespace name matching ^[a-z0-9][a-z0-9_.-]{0,63}$")
+// handleLeaf serves Leaf's routes: one ID as text/plain.
+func (s *Server) handleLeaf(c echo.Context) error {
+	name := ""
+	if c.Path() == "/api/segment/get/:key" {
+		name = c.Param("key")
 	}
-	var batch allocator.Batch
-	if err := s.draw(c, key, 1, &batch); err != nil {
-		return err
-	}
-	return s.writeText(c, strconv.AppendInt(nil, batch.IDs[0], 10))
-}
-
-// handleLeafSnowflake serves Leaf's GET /api/snowflake/get/{key}: one
-// Snowflake ID, as text/plain. Like Leaf, it ignores the key.
-func (s *Server) handleLeafSnowflake(c echo.Context) error {
-	id, err := s.oneSnowflake()
+	id, err := s.drawOne(c, name)
 	if err != nil {
 		return err
 	}
-	return s.writeText(c, strconv.AppendInt(nil, id, 10))
+	return s.write(c, http.StatusOK, s.hdrText, strconv.AppendInt(nil, id, 10))
 }
 
-// handleTinyidSimple serves tinyid's nextIdSimple: the IDs of namespace
-// bizType, comma-separated, as text/plain.
+// handleTinyidSimple serves nextIdSimple: the IDs comma-separated, as
+// text/plain.
 func (s *Server) handleTinyidSimple(c echo.Context) error {
-	batch, err := s.tinyidDraw(c)
+	d, err := s.tinyidDraw(c)
 	if err != nil {
 		return err
 	}
-	var b []byte
-	for i, id := range batch.IDs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(b, id, 10)
-	}
-	return s.writeText(c, b)
+	return s.write(c, http.StatusOK, s.hdrText, appendIDs(nil, d.IDs))
 }
 
-// handleTinyidNextID serves tinyid's nextId: the IDs of namespace bizType
-// in tinyid's envelope, as JSON numbers.
+// handleTinyidNextID serves nextId: {"data":[…],"code":200,"message":""},
+// the IDs as JSON numbers.
 func (s *Server) handleTinyidNextID(c echo.Context) error {
-	batch, err := s.tinyidDraw(c)
+	d, err := s.tinyidDraw(c)
 	if err != nil {
 		return err
 	}
-	b := []byte(`{"data":[`)
-	for i, id := range batch.IDs {
+	b := appendIDs([]byte(`{"data":[`), d.IDs)
+	return s.writeJSON(c, http.StatusOK, append(b, `],"code":200,"message":""}`+"\n"...))
+}
+
+func appendIDs(b []byte, ids []int64) []byte {
+	for i, id := range ids {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = strconv.AppendInt(b, id, 10)
 	}
-	b = append(b, `],"code":200,"message":""}`+"\n"...)
-	return s.writeJSON(c, http.StatusOK, b)
+	return b
 }
 
-// tinyidDraw draws the IDs a tinyid request asks for: batchSize (default
-// 1; above the node's maximum count it is capped, as tinyid caps it) IDs
-// of namespace bizType. Other parameters are ignored, as tinyid ignores
-// them.
-func (s *Server) tinyidDraw(c echo.Context) (*allocator.Batch, error) {
-	form, perr := tinyidForm(c)
-	if perr != nil {
-		return nil, perr
+// tinyidDraw draws batchSize (default 1) IDs of namespace bizType; other
+// parameters are ignored, as tinyid ignores them.
+func (s *Server) tinyidDraw(c echo.Context) (*idgen.Drawn, error) {
+	req := c.Request()
+	if req.Method == http.MethodPost && req.Body != nil {
+		req.Body = http.MaxBytesReader(c.Response(), req.Body, idgen.MaxRequestBytes)
 	}
-	name := form.Get("bizType")
+	if err := req.ParseForm(); errors.As(err, new(*http.MaxBytesError)) {
+		return nil, &idgen.Error{Code: idgen.TooLarge, Detail: "request body larger than 64 KiB"}
+	} else if err != nil {
+		return nil, invalidf("malformed parameters")
+	}
+	values := req.Header[echo.HeaderAuthorization]
+	if secret := req.Form.Get("token"); len(values) == 0 && s.auth.HasTokens() && secret != "" {
+		values = []string{"Bearer " + secret}
+	}
+	caller, err := s.authorizeValues(c, values, idgen.ScopeIDs)
+	if err != nil {
+		return nil, err
+	}
+	name := req.Form.Get("bizType")
 	if name == "" {
 		return nil, invalidf("bizType is required: the namespace to draw from")
 	}
-	if err := allocator.ValidNamespace(name); err != nil {
-		return nil, invalidf("bizType must be a namespace name matching ^[a-z0-9][a-z0-9_.-]{0,63}$")
-	}
 	n := 1
-	if size := form.Get("batchSize"); size != "" {
+	if size := req.Form.Get("batchSize"); size != "" {
 		var ok bool
-		// Nine digits are enough to cap: a longer number is refused.
-		if n, ok = parseCount(size, allocator.MaxDrawCount); !ok {
+		if n, ok = parseCount(size); !ok {
 			return nil, invalidf("batchSize must be an integer of 1 or more")
 		}
-		n = min(n, s.maxCount)
+		n = min(n, s.svc.MaxCount())
 	}
-	batch := new(allocator.Batch)
-	if err := s.draw(c, name, n, batch); err != nil {
+	d := new(idgen.Drawn)
+	if err := s.svc.Draw(req.Context(), caller, idgen.DrawRequest{Namespace: name, Count: n}, d); err != nil {
 		return nil, err
 	}
-	return batch, nil
+	return d, nil
 }
 
-// tinyidForm returns the parameters of a tinyid request: those of the
-// query and, for a POST, of a form body (at most MaxBodyBytes).
-func tinyidForm(c echo.Context) (url.Values, *apiError) {
-	req := c.Request()
-	if req.Method == http.MethodPost && req.Body != nil {
-		req.Body = http.MaxBytesReader(c.Response(), req.Body, MaxBodyBytes)
-	}
-	if err := req.ParseForm(); err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, &apiError{code: codeTooLarge, detail: "request body larger than 64 KiB"}
-		}
-		return nil, invalidf("malformed parameters")
-	}
-	return req.Form, nil
-}
-
-// guardTinyid is guardIDs for the tinyid routes: with tokens, the caller's
-// secret comes from the Authorization header or, without one, from the
-// token parameter, and needs the ids scope. Without tokens the routes are
-// open and the token parameter is ignored. Past the caller's rate limit
-// (ratelimit.go) it answers 429, as guardIDs does.
-func (s *Server) guardTinyid(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		set := s.tokens.Load()
-		if set == nil {
-			if s.limiter != nil {
-				if perr := s.limiter.allowAddress(c.Request().RemoteAddr); perr != nil {
-					return perr
-				}
-			}
-			return next(c)
-		}
-		var tok Token
-		if len(c.Request().Header[echo.HeaderAuthorization]) > 0 {
-			t, perr := authenticate(c, set)
-			if perr != nil {
-				return perr
-			}
-			tok = t
-		} else {
-			form, perr := tinyidForm(c)
-			if perr != nil {
-				return perr
-			}
-			secret := form.Get("token")
-			if secret == "" {
-				c.Response().Header().Set(echo.HeaderWWWAuthenticate, bearerChallenge)
-				return &apiError{code: codeUnauthorized, detail: "this route needs a token parameter or an Authorization: Bearer <token> header"}
-			}
-			t, ok := set.lookup(secret)
-			if !ok {
-				c.Response().Header().Set(echo.HeaderWWWAuthenticate, bearerChallenge+`, error="invalid_token"`)
-				return &apiError{code: codeUnauthorized, detail: "unknown token"}
-			}
-			tok = t
-		}
-		if !tok.Scopes.Has(ScopeIDs) {
-			return &apiError{code: codeForbidden, detail: "token " + tok.Name + " lacks the ids scope"}
-		}
-		if s.limiter != nil {
-			if perr := s.limiter.allowToken(tok.Name); perr != nil {
-				return perr
-			}
-		}
-		return next(c)
-	}
-}
-
-// tinyidError is the envelope of a failed nextId.
-type tinyidError struct {
-	Data    *struct{} `json:"data"`
-	Code    int       `json:"code"`
-	Message string    `json:"message"`
-}
-
-// tinyidEnvelope answers the errors of next in tinyid's envelope instead
-// of a problem document, with the problem's status and headers.
+// tinyidEnvelope answers the errors of next in tinyid's envelope, with the
+// problem's status and headers: data null, message the detail.
 func (s *Server) tinyidEnvelope(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		err := next(c)
 		if err == nil || c.Response().Committed {
 			return err
 		}
-		ae := fromDomain(err)
-		status, _ := problemStatus(ae.code)
-		h := c.Response().Header()
-		if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests || ae.code == codeNoWorker {
-			h.Set("Retry-After", retryAfterSeconds(ae.retryAfter))
-		}
-		if status == http.StatusUnauthorized && h.Get(echo.HeaderWWWAuthenticate) == "" {
-			h.Set(echo.HeaderWWWAuthenticate, bearerChallenge)
-		}
-		body := tinyidError{Code: tinyidCodeSysError, Message: ae.detail}
-		switch status {
+		ae := idgen.ErrorOf(err, "")
+		info := problemHeaders(c.Response().Header(), ae)
+		body := struct {
+			Data    *struct{} `json:"data"`
+			Code    int       `json:"code"`
+			Message string    `json:"message"`
+		}{Code: tinyidCodeSysError, Message: ae.Detail}
+		switch info.HTTPStatus {
 		case http.StatusUnauthorized, http.StatusForbidden:
 			body.Code = tinyidCodeTokenError
 		case http.StatusInternalServerError:
@@ -331,71 +216,19 @@ func (s *Server) tinyidEnvelope(next echo.HandlerFunc) echo.HandlerFunc {
 				slog.String("method", c.Request().Method), slog.String("route", c.Path()), slog.Any("err", err))
 			body.Message = "internal error; see the server log"
 		}
-		return s.writeJSONValue(c, status, body)
+		return s.sendJSON(c, info.HTTPStatus, body)
 	}
 }
 
-// oneSnowflake issues one Snowflake ID, counted in the metrics.
-func (s *Server) oneSnowflake() (int64, error) {
-	var arr [1]snowflake.ID
-	ids, _, err := s.snowflakes.NextNFenced(arr[:0], 1)
+// drawOne draws one ID of namespace name, or a Snowflake ID for "".
+func (s *Server) drawOne(c echo.Context, name string) (int64, error) {
+	caller, err := s.authorize(c, idgen.ScopeIDs)
 	if err != nil {
-		return 0, fromDomain(err)
+		return 0, err
 	}
-	s.metrics.issuedSnowflake.Add(1)
-	return int64(ids[0]), nil
-}
-
-// draw fills out with n IDs of namespace name, counted in the metrics.
-func (s *Server) draw(c echo.Context, name string, n int, out *allocator.Batch) error {
-	if err := s.segments.Draw(c.Request().Context(), name, n, out); err != nil {
-		return fromDomain(err)
+	var d idgen.Drawn
+	if err := s.svc.Draw(c.Request().Context(), caller, idgen.DrawRequest{Namespace: name, Count: 1}, &d); err != nil {
+		return 0, err
 	}
-	if out.Source == allocator.SourceSnowflake {
-		s.metrics.issuedFallback.Add(float64(len(out.IDs)))
-	} else {
-		s.metrics.issuedSegment.Add(float64(len(out.IDs)))
-	}
-	return nil
-}
-
-// now is the time generated_at reports: the status page's clock, UTC, to
-// the millisecond.
-func (s *Server) now() string {
-	return s.statusCfg.Clock.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00")
-}
-
-// hex16 writes v, not negative, as 16 lower-case hex digits.
-func hex16(v int64) string {
-	const digits = "0123456789abcdef"
-	var b [16]byte
-	for i := 15; i >= 0; i-- {
-		b[i] = digits[v&0xf]
-		v >>= 4
-	}
-	return string(b[:])
-}
-
-// writeJSONValue sends v, encoded as JSON, as an uncacheable answer.
-func (s *Server) writeJSONValue(c echo.Context, status int, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return s.writeJSON(c, status, append(b, '\n'))
-}
-
-// writeText sends body as an uncacheable text/plain answer.
-func (s *Server) writeText(c echo.Context, body []byte) error {
-	w := c.Response()
-	h := w.Header()
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h["Cache-Control"] = s.hdrNoStore
-	h["X-Content-Type-Options"] = s.hdrNoSniff
-	w.WriteHeader(http.StatusOK)
-	if c.Request().Method == http.MethodHead {
-		return nil
-	}
-	_, err := w.Write(body)
-	return err
+	return d.IDs[0], nil
 }

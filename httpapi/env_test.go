@@ -14,12 +14,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/httpapi"
-	"github.com/idgen-project/idgen/internal/problem/problemjson"
+	"github.com/idgen-project/idgen/httpapi/statuspage"
+	"github.com/idgen-project/idgen/internal/metrics"
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/snowflake"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 const testToken = "s3cret-admin-token-for-tests"
@@ -38,6 +41,7 @@ type envOptions struct {
 	keeperTTL time.Duration
 	clock     snowflake.Clock  // the clock IDs carry; nil is the system's
 	layout    snowflake.Layout // the zero Layout is the default one
+	leaseAPI  idgen.LeaseSettings
 }
 
 // env is one idgen node (internal/testserver: a store, a lease keeper, a
@@ -49,6 +53,9 @@ type env struct {
 	keeper   *allocator.Keeper
 	segments *allocator.Segments
 	srv      *httpapi.Server
+	svc      *idgen.Service
+	auth     *idgen.Authorizer
+	page     *statuspage.Page
 	h        http.Handler
 }
 
@@ -73,29 +80,48 @@ func newEnv(tb testing.TB, o envOptions) *env {
 			RetryMin:     10 * time.Millisecond,
 			RetryMax:     100 * time.Millisecond,
 		},
-		Clock:  o.clock,
-		Logger: logger,
-		NoWait: o.noWait,
+		Clock:    o.clock,
+		Logger:   logger,
+		NoWait:   o.noWait,
+		LeaseAPI: o.leaseAPI,
 	})
-	return &env{tb: tb, store: s.Store(), keeper: s.Keeper(), segments: s.Segments(), srv: s.API(), h: s.Handler()}
+	return &env{tb: tb, store: s.Store(), keeper: s.Keeper(), segments: s.Segments(), srv: s.API(), svc: s.Service(), auth: s.Authorizer(),
+		page: s.Status(), h: s.Handler()}
 }
 
-// config returns a Config of the env's keeper, segments and store.
+// config returns a Config of the env's service, authorizer, keeper,
+// segments and store, and its node's status page.
 func (e *env) config() httpapi.Config {
-	cfg := httpapi.Config{Snowflakes: e.keeper, Lease: e.keeper, Segments: e.segments, Admin: e.store, Database: e.store}
-	if r, ok := e.store.(allocator.RetryCounter); ok {
-		cfg.Retries = r
+	return httpapi.Config{Service: e.svc, Auth: e.auth, Lease: e.keeper, Segments: e.segments, Admin: e.store, Database: e.store,
+		Status: e.page.Serve}
+}
+
+// service returns a second service on e's keeper and segments, with s.
+func (e *env) service(s idgen.Settings) *idgen.Service {
+	e.tb.Helper()
+	svc, err := idgen.NewService(e.keeper, e.segments, s)
+	if err != nil {
+		e.tb.Fatalf("idgen.NewService: %v", err)
 	}
-	return cfg
+	return svc
 }
 
 // handler builds a second server on e's keeper, segments and store, with
 // cfg (e.config() as the test changed it), and returns its handler.
 func (e *env) handler(cfg httpapi.Config) http.Handler {
 	e.tb.Helper()
+	// /metrics as the app builds it, of cfg's service.
+	reg := prometheus.NewRegistry()
+	cfg.Metrics = metrics.Handler(reg)
 	srv, err := httpapi.New(cfg)
 	if err != nil {
 		e.tb.Fatalf("httpapi.New: %v", err)
+	}
+	for _, c := range append(srv.Collectors(), metrics.Collectors(metrics.Config{Service: cfg.Service, Lease: e.keeper,
+		Segments: e.segments, Leases: e.store, Database: e.store})...) {
+		if err := reg.Register(c); err != nil {
+			e.tb.Fatal(err)
+		}
 	}
 	return srv.Handler()
 }
@@ -214,7 +240,7 @@ func wantStatus(tb testing.TB, rec *httptest.ResponseRecorder, want int) {
 		tb.Fatalf("status: got %d, want %d; body %s", rec.Code, want, rec.Body.String())
 	}
 	// Every answer, problems too, carries a request ID.
-	if id := rec.Header().Get("X-Request-ID"); !httpapi.ValidRequestID(id) {
+	if id := rec.Header().Get("X-Request-ID"); !idgen.ValidRequestID(id) {
 		tb.Fatalf("X-Request-ID: got %q, want a request ID", id)
 	}
 	ct := rec.Header().Get("Content-Type")
@@ -254,12 +280,12 @@ func problemCodes(status int) []string {
 // checkProblem checks a problem answer: its media type, and a body whose
 // status is the answer's and whose code and type are one the API documents
 // for that status.
-func checkProblem(tb testing.TB, status int, contentType string, body []byte) problemjson.Body {
+func checkProblem(tb testing.TB, status int, contentType string, body []byte) httpapi.Problem {
 	tb.Helper()
 	if contentType != "application/problem+json" {
 		tb.Fatalf("Content-Type: got %q, want application/problem+json (status %d, body %s)", contentType, status, body)
 	}
-	var p problemjson.Body
+	var p httpapi.Problem
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {

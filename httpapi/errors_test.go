@@ -11,7 +11,6 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/httpapi"
-	"github.com/idgen-project/idgen/internal/problem/problemjson"
 	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
 	"github.com/idgen-project/idgen/snowflake"
@@ -390,7 +389,7 @@ func TestNamespaceExhausted(t *testing.T) {
 		if ra := rec.Header().Get("Retry-After"); ra != "" {
 			t.Errorf("GET %s: Retry-After %q, want none: waiting does not help", target, ra)
 		}
-		var p problemjson.Body
+		var p httpapi.Problem
 		decode(t, rec, &p)
 		if p.Code != "namespace_exhausted" || p.Type != "https://idgen.dev/problems/namespace_exhausted" || p.Status != 409 ||
 			!strings.Contains(p.Detail, "exhausted") || !strings.Contains(p.Detail, `"top"`) {
@@ -432,7 +431,7 @@ func TestAdminFallbackLimit(t *testing.T) {
 	huge := strconv.FormatInt(int64(e.keeper.Layout().SmallestID(time.Now().Add(24*time.Hour))), 10)
 	rec = e.admin("POST", "/admin/namespaces", `{"name":"high","fallback":"snowflake","start":"`+huge+`"}`)
 	wantStatus(t, rec, 400)
-	var p problemjson.Body
+	var p httpapi.Problem
 	decode(t, rec, &p)
 	if !strings.Contains(p.Detail, "fallback") || !strings.Contains(p.Detail, "smallest Snowflake ID") {
 		t.Errorf("fallback with a counter above the Snowflake IDs: detail %q, want it to say why", p.Detail)
@@ -455,6 +454,52 @@ func TestAdminFallbackLimit(t *testing.T) {
 		decode(t, rec, &ns)
 		if got := limitOf(ns); got != limit {
 			t.Errorf("PATCH %s: max_id_limit %d, want the first one, %d", body, got, limit)
+		}
+	}
+}
+
+// TestNamespaceErrorsInCallersWords: the refusals of a namespace (unknown,
+// existing, exhausted, not servable now) say what failed in idgen's words,
+// naming the namespace, on every route that draws or reads one; the
+// store's own words ("sqlite: get namespace …", its connection error) go
+// to the log only, as they do over gRPC.
+func TestNamespaceErrorsInCallersWords(t *testing.T) {
+	logs := &testserver.LogBuffer{}
+	e := newEnv(t, envOptions{store: failingSegments{teststore.Open(t, "sqlite")}, token: testToken, logBuffer: logs})
+	e.createNamespace(allocator.Namespace{Name: "top", MaxID: math.MaxInt64, Step: 2})
+	e.createNamespace(allocator.Namespace{Name: "down", Step: 10})
+
+	for _, tc := range []struct {
+		method, target, body string
+		status               int
+		detail               string
+	}{
+		{"GET", "/ids?namespace=nope", "", 404, `namespace "nope" does not exist`},
+		{"GET", "/api/segment/get/nope", "", 404, `namespace "nope" does not exist`},
+		{"GET", "/admin/namespaces/nope", "", 404, `namespace "nope" does not exist`},
+		{"PATCH", "/admin/namespaces/nope", `{"step":20}`, 404, `namespace "nope" does not exist`},
+		{"POST", "/admin/namespaces", `{"name":"top"}`, 409, `namespace "top" exists already`},
+		{"GET", "/ids?namespace=top", "", 409, `namespace "top" is exhausted: fewer IDs are left below its limit than were asked for`},
+		{"GET", "/ids?namespace=down", "", 503, `namespace "down" cannot be served now: retry later or call another node`},
+		{"GET", "/api/segment/get/down", "", 503, `namespace "down" cannot be served now: retry later or call another node`},
+	} {
+		rec := e.admin(tc.method, tc.target, tc.body)
+		wantStatus(t, rec, tc.status)
+		p := checkProblem(t, rec.Code, rec.Header().Get("Content-Type"), rec.Body.Bytes())
+		if p.Detail != tc.detail {
+			t.Errorf("%s %s: got detail %q, want %q", tc.method, tc.target, p.Detail, tc.detail)
+		}
+	}
+	// tinyid's envelope carries the same words.
+	rec := e.do("GET", "/tinyid/id/nextId?bizType=nope&token=x", "")
+	if body := rec.Body.String(); rec.Code != 404 || !strings.Contains(body, `namespace \"nope\" does not exist`) || strings.Contains(body, "sqlite") {
+		t.Errorf("tinyid nextId of an unknown namespace: got %d %s, want 404 saying it does not exist", rec.Code, body)
+	}
+	// The store's words are in the log, for the operator.
+	for _, want := range []string{`msg="request refused" code=not_found route=/ids err="namespace \"nope\": sqlite: get namespace`,
+		`msg="request refused" code=unavailable route=/ids err="unavailable: namespace \"down\": injected: database unreachable"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log: want %s, got\n%s", want, logs.String())
 		}
 	}
 }

@@ -8,24 +8,23 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// scratch is the reusable memory of one /ids request: the JSON being built,
-// the Snowflake IDs and the segment batch. Server.scratch pools them, so a
-// request allocates nothing per ID once the pool has warmed up.
+// scratch is the pooled memory of one /ids request, so that a request
+// allocates nothing per ID once the pool has warmed up.
 type scratch struct {
-	buf   []byte
-	ids   []snowflake.ID
-	batch allocator.Batch
+	buf []byte
+	d   idgen.Drawn
 }
 
 // maxPooledBytes keeps a rare huge answer from pinning its memory in the pool.
 const maxPooledBytes = 4 << 20
 
 func (s *Server) putScratch(sc *scratch) {
-	if cap(sc.buf) > maxPooledBytes || cap(sc.ids)*8 > maxPooledBytes || cap(sc.batch.IDs)*8 > maxPooledBytes {
+	if cap(sc.buf) > maxPooledBytes || cap(sc.d.IDs)*8 > maxPooledBytes {
 		return
 	}
 	s.scratch.Put(sc)
@@ -39,9 +38,10 @@ type idsQuery struct {
 }
 
 // parseIDsQuery parses the raw query of GET /ids: count (default 1, digits
-// only, 1..maxCount), namespace and explain (true or false), each at most
-// once, and nothing else. It allocates only for escaped text and errors.
-func parseIDsQuery(raw string, maxCount int) (idsQuery, *apiError) {
+// only), namespace and explain (true or false), each at most once; the core
+// checks the count's range and the name. It allocates only for escaped
+// text and errors.
+func parseIDsQuery(raw string, maxCount int) (idsQuery, *idgen.Error) {
 	q := idsQuery{count: 1}
 	var seenCount, seenNamespace, seenExplain bool
 	for raw != "" {
@@ -64,9 +64,9 @@ func parseIDsQuery(raw string, maxCount int) (idsQuery, *apiError) {
 			if perr != nil {
 				return q, perr
 			}
-			n, ok := parseCount(v, maxCount)
+			n, ok := parseCount(v)
 			if !ok {
-				return q, invalidf("count must be an integer from 1 to %d", maxCount)
+				return q, countError(maxCount)
 			}
 			q.count = n
 		case "namespace":
@@ -74,8 +74,8 @@ func parseIDsQuery(raw string, maxCount int) (idsQuery, *apiError) {
 			if perr != nil {
 				return q, perr
 			}
-			if err := allocator.ValidNamespace(v); err != nil {
-				return q, invalidf("namespace must match ^[a-z0-9][a-z0-9_.-]{0,63}$")
+			if v == "" {
+				return q, invalidf("namespace is empty: leave the parameter out for Snowflake IDs")
 			}
 			q.namespace = v
 		case "explain":
@@ -101,9 +101,8 @@ func parseIDsQuery(raw string, maxCount int) (idsQuery, *apiError) {
 	return q, nil
 }
 
-// once marks the query parameter name seen, and refuses it if it was
-// seen already: each parameter of GET /ids may be given once.
-func once(seen *bool, name string) *apiError {
+// once marks the query parameter name seen, refusing it the second time.
+func once(seen *bool, name string) *idgen.Error {
 	if *seen {
 		return invalidf("%s given more than once", name)
 	}
@@ -111,9 +110,8 @@ func once(seen *bool, name string) *apiError {
 	return nil
 }
 
-// onceValue is once for a parameter whose value may be escaped: it
-// returns the value unescaped.
-func onceValue(seen *bool, name, value string) (string, *apiError) {
+// onceValue is once, returning the value unescaped.
+func onceValue(seen *bool, name, value string) (string, *idgen.Error) {
 	if perr := once(seen, name); perr != nil {
 		return "", perr
 	}
@@ -124,11 +122,10 @@ func onceValue(seen *bool, name, value string) (string, *apiError) {
 	return v, nil
 }
 
-// parseCount parses a count of digits only (no sign, no exponent) in
-// 1..maxCount.
-func parseCount(s string, maxCount int) (int, bool) {
+// parseCount parses a count of digits only (no sign, no exponent), at
+// least 1 and at most nine digits; the core checks its range.
+func parseCount(s string) (int, bool) {
 	if s == "" || len(s) > 9 {
-		// Nine digits cover every count up to allocator.MaxDrawCount.
 		return 0, false
 	}
 	n := 0
@@ -139,7 +136,12 @@ func parseCount(s string, maxCount int) (int, bool) {
 		}
 		n = n*10 + int(c-'0')
 	}
-	return n, 1 <= n && n <= maxCount
+	return n, n >= 1
+}
+
+// countError refuses a count in the core's words for one out of range.
+func countError(maxCount int) *idgen.Error {
+	return invalidf("count must be an integer from 1 to %d", maxCount)
 }
 
 // unescapeQuery decodes s as a query component, without allocating when
@@ -159,109 +161,82 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// handleIDs serves GET /ids: Snowflake IDs, or with namespace the IDs of a
-// namespace's counter. Snowflake IDs come with the fencing token of the
-// lease that made them ("lease"), a strict namespace's IDs with the
+// handleIDs serves GET /ids: Snowflake IDs with the fencing token of their
+// lease ("lease"), or a namespace's IDs with, for a strict one, the
 // revision of the fetch that took them ("revision").
 func (s *Server) handleIDs(c echo.Context) error {
-	q, perr := parseIDsQuery(c.Request().URL.RawQuery, s.maxCount)
+	caller, err := s.authorize(c, idgen.ScopeIDs)
+	if err != nil {
+		return err
+	}
+	q, perr := parseIDsQuery(c.Request().URL.RawQuery, s.svc.MaxCount())
 	if perr != nil {
 		return perr
 	}
 	sc := s.scratch.Get().(*scratch)
 	defer s.putScratch(sc)
-	if q.namespace != "" {
-		return s.serveNamespace(c, q, sc)
+	// The segment allocator bounds a draw's wait itself
+	// (SegmentSettings.MaxWait), and only when it waits: a deadline here
+	// would cost every request.
+	d := &sc.d
+	if err := s.svc.Draw(c.Request().Context(), caller, idgen.DrawRequest{Namespace: q.namespace, Count: q.count}, d); err != nil {
+		return err
 	}
-
-	ids, lease, err := s.snowflakes.NextNFenced(sc.ids[:0], q.count)
-	sc.ids = ids[:0]
-	if err != nil {
-		// IDs issued before the refusal are dropped: they are unique and
-		// nobody will ever see them.
-		return fromDomain(err)
-	}
-	s.metrics.issuedSnowflake.Add(float64(len(ids)))
-
 	b := append(sc.buf[:0], `{"ids":[`...)
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendQuotedInt(b, int64(id))
-	}
-	b = append(b, `],"source":"snowflake"`...)
-	b = appendLease(b, lease)
-	if q.explain {
-		b = append(b, `,"explain":[`...)
-		for i, id := range ids {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = s.appendDecomposition(b, id)
-		}
-		b = append(b, ']')
-	}
-	b = append(b, "}\n"...)
-	sc.buf = b
-	return s.writeJSON(c, http.StatusOK, b)
-}
-
-// serveNamespace answers GET /ids?namespace=NS.
-func (s *Server) serveNamespace(c echo.Context, q idsQuery, sc *scratch) error {
-	// The segment allocator bounds the wait itself (SegmentSettings.MaxWait),
-	// and only when a draw waits: a deadline here would cost every request.
-	err := s.segments.Draw(c.Request().Context(), q.namespace, q.count, &sc.batch)
-	if err != nil {
-		return fromDomain(err)
-	}
-	batch := &sc.batch
-	source := "segment"
-	if batch.Source == allocator.SourceSnowflake {
-		source = "snowflake"
-		s.metrics.issuedFallback.Add(float64(len(batch.IDs)))
-	} else {
-		s.metrics.issuedSegment.Add(float64(len(batch.IDs)))
-	}
-
-	b := append(sc.buf[:0], `{"ids":[`...)
-	for i, id := range batch.IDs {
+	for i, id := range d.IDs {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = appendQuotedInt(b, id)
 	}
-	// The name passed ValidNamespace: it needs no JSON escaping.
-	b = append(b, `],"namespace":"`...)
-	b = append(b, q.namespace...)
-	b = append(b, `","source":"`...)
-	b = append(b, source...)
-	b = append(b, `","ranges":[`...)
-	for i, r := range batch.Ranges {
-		if i > 0 {
-			b = append(b, ',')
+	if q.namespace == "" {
+		b = append(b, `],"source":"snowflake"`...)
+		b = appendLease(b, d.Lease)
+		if q.explain {
+			b = append(b, `,"explain":[`...)
+			for i, id := range d.IDs {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = appendDecomposition(b, snowflake.ID(id), s.layout.Decompose(snowflake.ID(id)))
+			}
+			b = append(b, ']')
 		}
-		b = append(b, `{"first":`...)
-		b = appendQuotedInt(b, r.First)
-		b = append(b, `,"last":`...)
-		b = appendQuotedInt(b, r.Last)
-		b = append(b, '}')
-	}
-	b = append(b, ']')
-	switch {
-	case batch.Source == allocator.SourceSnowflake:
-		b = appendLease(b, batch.Lease)
-	case batch.Revision > 0:
-		// A strict namespace: the revision its fetch left.
-		b = appendInt(b, `,"revision":`, batch.Revision)
+	} else {
+		// The name passed the core's check: it needs no JSON escaping.
+		b = append(b, `],"namespace":"`...)
+		b = append(b, q.namespace...)
+		b = append(b, `","source":"`...)
+		if d.Source == idgen.SourceFallback {
+			b = append(b, `snowflake","ranges":[`...)
+		} else {
+			b = append(b, `segment","ranges":[`...)
+		}
+		for i, r := range d.Ranges {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"first":`...)
+			b = appendQuotedInt(b, r.First)
+			b = append(b, `,"last":`...)
+			b = appendQuotedInt(b, r.Last)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+		switch {
+		case d.Source == idgen.SourceFallback:
+			b = appendLease(b, d.Lease)
+		case d.Revision > 0:
+			// A strict namespace: the revision its fetch left.
+			b = appendInt(b, `,"revision":`, d.Revision)
+		}
 	}
 	b = append(b, "}\n"...)
 	sc.buf = b
 	return s.writeJSON(c, http.StatusOK, b)
 }
 
-// appendLease appends the fencing token of Snowflake IDs, the lease that
-// made them: ,"lease":{"datacenter":…,"worker":…,"fencing_version":…}.
+// appendLease appends ,"lease":{"datacenter":…,"worker":…,"fencing_version":…}.
 func appendLease(b []byte, t allocator.LeaseToken) []byte {
 	b = appendInt(b, `,"lease":{"datacenter":`, t.DatacenterID)
 	b = appendInt(b, `,"worker":`, t.WorkerID)
@@ -269,32 +244,36 @@ func appendLease(b []byte, t allocator.LeaseToken) []byte {
 	return append(b, '}')
 }
 
-// appendInt appends text, the JSON up to a member's value, and the
-// member's integer value v.
+// appendInt appends text, the JSON up to a member's value, and v.
 func appendInt(b []byte, text string, v int64) []byte {
 	b = append(b, text...)
 	return strconv.AppendInt(b, v, 10)
 }
 
-// handleParse serves GET /ids/:id, the decomposition of a Snowflake ID
-// under this node's layout.
+// handleParse serves GET /ids/:id, the decomposition of a Snowflake ID.
 func (s *Server) handleParse(c echo.Context) error {
+	caller, err := s.authorize(c, idgen.ScopeIDs)
+	if err != nil {
+		return err
+	}
 	raw := c.Param("id")
 	id, err := snowflake.ParseID(raw)
 	if err != nil {
 		return invalidf("%q is not a Snowflake ID: a decimal integer from 0 to %d", truncate(raw, 32), int64(1<<63-1))
 	}
+	p, err := s.svc.Decode(caller, int64(id))
+	if err != nil {
+		return err
+	}
 	var arr [256]byte
-	b := s.appendDecomposition(arr[:0], id)
+	b := appendDecomposition(arr[:0], id, p)
 	b = append(b, '\n')
 	return s.writeJSON(c, http.StatusOK, b)
 }
 
-// appendDecomposition appends the JSON object describing id:
+// appendDecomposition appends
 // {"id":"…","time":"…","timestamp_ms":…,"datacenter":…,"worker":…,"sequence":…}.
-// timestamp_ms is Unix milliseconds, the same instant as time.
-func (s *Server) appendDecomposition(b []byte, id snowflake.ID) []byte {
-	p := s.layout.Decompose(id)
+func appendDecomposition(b []byte, id snowflake.ID, p snowflake.Parts) []byte {
 	b = append(b, `{"id":`...)
 	b = appendQuotedInt(b, int64(id))
 	b = append(b, `,"time":"`...)
@@ -312,11 +291,15 @@ func appendQuotedInt(b []byte, v int64) []byte {
 	return append(b, '"')
 }
 
-// writeJSON sends body as an uncacheable JSON answer.
 func (s *Server) writeJSON(c echo.Context, status int, body []byte) error {
+	return s.write(c, status, s.hdrJSON, body)
+}
+
+// write sends body as an uncacheable answer of the content type given.
+func (s *Server) write(c echo.Context, status int, contentType []string, body []byte) error {
 	w := c.Response()
 	h := w.Header()
-	h["Content-Type"] = s.hdrJSON
+	h["Content-Type"] = contentType
 	h["Cache-Control"] = s.hdrNoStore
 	h["X-Content-Type-Options"] = s.hdrNoSniff
 	w.WriteHeader(status)

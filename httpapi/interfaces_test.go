@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/allocator/mysql"
 	"github.com/idgen-project/idgen/allocator/postgres"
@@ -11,9 +12,10 @@ import (
 // The allocator's types satisfy the interfaces the server declares; a
 // method that changes on either side stops the build here.
 var (
-	_ httpapi.SnowflakeIssuer = (*allocator.Keeper)(nil)
+	_ idgen.Snowflakes        = (*allocator.Keeper)(nil)
 	_ httpapi.LeaseReporter   = (*allocator.Keeper)(nil)
-	_ httpapi.SegmentDrawer   = (*allocator.Segments)(nil)
+	_ idgen.Segments          = (*allocator.Segments)(nil)
+	_ httpapi.SegmentReporter = (*allocator.Segments)(nil)
 
 	_ httpapi.AdminStore = allocator.Store(nil)
 	_ httpapi.Pinger     = allocator.Store(nil)

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
 )
@@ -23,7 +23,7 @@ func TestValidRequestID(t *testing.T) {
 		"":                       false, strings.Repeat("x", 129): false, "a b": false, "a\tb": false, "a\nb": false,
 		"é": false, "a\x00": false, "a\x7f": false,
 	} {
-		if got := httpapi.ValidRequestID(id); got != want {
+		if got := idgen.ValidRequestID(id); got != want {
 			t.Errorf("ValidRequestID(%q): got %v, want %v", id, got, want)
 		}
 	}
@@ -118,8 +118,8 @@ func TestRequestID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(events) != 1 || events[0].RequestID != "req-evict" || events[0].Owner != httpapi.AdminTokenName {
-		t.Errorf("evict events: got %+v, want one with request ID req-evict and owner %s", events, httpapi.AdminTokenName)
+	if len(events) != 1 || events[0].RequestID != "req-evict" || events[0].Owner != idgen.AdminTokenName {
+		t.Errorf("evict events: got %+v, want one with request ID req-evict and owner %s", events, idgen.AdminTokenName)
 	}
 }
 

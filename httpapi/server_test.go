@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/stores"
@@ -54,8 +55,8 @@ func TestHTTPServerLimits(t *testing.T) {
 	base, srv := serve(t, e)
 
 	if srv.MaxHeaderBytes != httpapi.MaxHeaderBytes || srv.ReadHeaderTimeout != 5*time.Second ||
-		srv.ReadTimeout != 15*time.Second || srv.WriteTimeout != 30*time.Second || srv.IdleTimeout != 120*time.Second {
-		t.Errorf("server limits: got header %d, timeouts %v/%v/%v/%v; want 16384, 5s/15s/30s/120s",
+		srv.ReadTimeout != 10*time.Second || srv.WriteTimeout != 30*time.Second || srv.IdleTimeout != 120*time.Second {
+		t.Errorf("server limits: got header %d, timeouts %v/%v/%v/%v; want 16384, 5s/10s/30s/120s",
 			srv.MaxHeaderBytes, srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout)
 	}
 	client := &http.Client{Timeout: 10 * time.Second}
@@ -121,7 +122,7 @@ func TestHTTPServerLimits(t *testing.T) {
 	t.Run("admin body at the limit", func(t *testing.T) {
 		// Padding with spaces keeps the JSON valid and the description short.
 		body := `{"name":"fits"}`
-		body += strings.Repeat(" ", httpapi.MaxBodyBytes-len(body))
+		body += strings.Repeat(" ", idgen.MaxRequestBytes-len(body))
 		req, _ := http.NewRequest("POST", base+"/admin/namespaces", bytes.NewReader([]byte(body)))
 		req.Header.Set("Authorization", "Bearer "+testToken)
 		resp := send(req)
@@ -140,13 +141,12 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		name   string
 		change func(*httpapi.Config)
 	}{
-		{"no Snowflakes", func(c *httpapi.Config) { c.Snowflakes = nil }},
+		{"no Service", func(c *httpapi.Config) { c.Service = nil }},
+		{"no Auth", func(c *httpapi.Config) { c.Auth = nil }},
 		{"no Lease", func(c *httpapi.Config) { c.Lease = nil }},
 		{"no Segments", func(c *httpapi.Config) { c.Segments = nil }},
 		{"no Admin", func(c *httpapi.Config) { c.Admin = nil }},
 		{"no Database", func(c *httpapi.Config) { c.Database = nil }},
-		{"negative max count", func(c *httpapi.Config) { c.MaxCount = -1 }},
-		{"max count too large", func(c *httpapi.Config) { c.MaxCount = allocator.MaxDrawCount + 1 }},
 	} {
 		cfg := e.config()
 		tc.change(&cfg)

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/tracing"
 )
@@ -65,7 +66,7 @@ func TestRequestSpans(t *testing.T) {
 			got[string(kv.Key)] = kv.Value.AsInterface()
 		}
 		if s.Name != tc.wantName || s.SpanKind != trace.SpanKindServer ||
-			got[httpapi.TraceAttrRequestID] != tc.requestID || got["http.response.status_code"] != int64(tc.wantStatus) {
+			got[idgen.TraceAttrRequestID] != tc.requestID || got["http.response.status_code"] != int64(tc.wantStatus) {
 			t.Errorf("GET %s: got span %q kind %v attributes %v; want %q, server, request ID %s, status %d",
 				tc.target, s.Name, s.SpanKind, got, tc.wantName, tc.requestID, tc.wantStatus)
 		}

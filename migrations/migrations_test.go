@@ -459,8 +459,10 @@ func TestRemoteLeasesMigration(t *testing.T) {
 			mustExec(`DELETE FROM lease_events WHERE id = 3`) // pruned: its ID must not come back
 			mustExec(`INSERT INTO segments (namespace, max_id, step, min_step, max_step, description) VALUES ('orders', 500, 10, 10, 10, '')`)
 
-			if _, err := p.UpTo(ctx, 4); err != nil {
-				t.Fatalf("up to 4: %v", err)
+			// Up to the latest version: the store's code reads and writes
+			// the columns of every migration.
+			if _, err := p.Up(ctx); err != nil {
+				t.Fatalf("up from 3: %v", err)
 			}
 			s, err := stores.Open(ctx, dsn)
 			if err != nil {
@@ -544,6 +546,66 @@ func TestRemoteLeasesMigration(t *testing.T) {
 			}
 			if err := db.QueryRowContext(ctx, `SELECT max_id FROM segments WHERE namespace = 'orders'`).Scan(&n); err != nil || n != 500 {
 				t.Errorf("down to 3: deleted namespace orders: max_id %d, %v; want it back at 500", n, err)
+			}
+			if _, err := p.Up(ctx); err != nil {
+				t.Fatalf("up again: %v", err)
+			}
+		})
+	}
+}
+
+// TestLeaseSecretsMigration applies 00005 to a lease held through the API
+// before it: the row keeps its holder and owner with no secret, and a
+// heartbeat without a secret still matches it (the broker, which always
+// sends one, finds it lost, and its holder acquires afresh). The secret's
+// CHECK holds where the dialect has one, and the migration goes down and up
+// again.
+func TestLeaseSecretsMigration(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(string(d.dialect), func(t *testing.T) {
+			ctx := t.Context()
+			dsn := testDSN(t, d.dialect)
+			db := rawDBAt(t, d.dialect, dsn)
+			p, err := migrations.NewProvider(d.dialect, rawDBAt(t, d.dialect, dsn))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			if _, err := p.UpTo(ctx, 4); err != nil {
+				t.Fatalf("up to 4: %v", err)
+			}
+			if _, err := db.ExecContext(ctx, `INSERT INTO worker_leases
+				(datacenter_id, worker_id, holder, owner, fencing_version, expires_at, ts_ceiling_ms, ts_floor_ms)
+				VALUES (0, 0, 'svc/h1', 'svc', 1, '2999-01-01 00:00:00.000', 5000, 1)`); err != nil {
+				t.Fatalf("insert a lease of the API: %v", err)
+			}
+			if _, err := p.UpTo(ctx, 5); err != nil {
+				t.Fatalf("up to 5: %v", err)
+			}
+			s, err := stores.Open(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			hb := allocator.HeartbeatRequest{Key: allocator.LeaseKey{}, Holder: "svc/h1", FencingVersion: 1, TTL: time.Minute, Owner: "svc",
+				SecretHash: strings.Repeat("0", allocator.SecretHashLen)}
+			if _, _, err := s.Heartbeat(ctx, hb); !errors.Is(err, allocator.ErrLeaseLost) {
+				t.Errorf("heartbeat with a secret of a lease granted before secrets: got %v, want ErrLeaseLost", err)
+			}
+			hb.SecretHash = ""
+			if _, _, err := s.Heartbeat(ctx, hb); err != nil {
+				t.Errorf("heartbeat without a secret of a lease granted before secrets: %v", err)
+			}
+			if d.dialect != migrations.DialectMySQL {
+				if _, err := db.ExecContext(ctx, `UPDATE worker_leases SET secret_sha256 = 'short' WHERE worker_id = 0`); err == nil {
+					t.Errorf("a secret hash of 5 characters: want a CHECK violation")
+				}
+			}
+			if _, err := p.DownTo(ctx, 4); err != nil {
+				t.Fatalf("down to 4: %v", err)
+			}
+			if _, err := db.ExecContext(ctx, `SELECT secret_sha256 FROM worker_leases`); err == nil {
+				t.Errorf("down to 4: worker_leases.secret_sha256 still there")
 			}
 			if _, err := p.Up(ctx); err != nil {
 				t.Fatalf("up again: %v", err)

@@ -17,9 +17,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/httpapi"
-	"github.com/idgen-project/idgen/internal/problem"
 	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
 	idgenv1 "github.com/idgen-project/idgen/proto/idgen/v1"
@@ -160,8 +159,9 @@ func TestStockClient(t *testing.T) {
 	if n := scrape(t, srv.URL, "idgen_grpc_stream_messages_sent_total"); n != 11 {
 		t.Errorf("idgen_grpc_stream_messages_sent_total: got %v, want 11", n)
 	}
-	if n := scrape(t, srv.URL, `idgen_grpc_ids_issued_total{source="snowflake"}`); n != 10505 {
-		t.Errorf("idgen_grpc_ids_issued_total snowflake: got %v, want 10505", n)
+	// The core counts what every transport hands out; only gRPC drew here.
+	if n := scrape(t, srv.URL, `idgen_ids_issued_total{source="snowflake"}`); n != 10505 {
+		t.Errorf("idgen_ids_issued_total snowflake: got %v, want 10505", n)
 	}
 
 	health := healthpb.NewHealthClient(conn)
@@ -193,7 +193,7 @@ func TestStockClient(t *testing.T) {
 // checkStatus checks a gRPC error's code and its ErrorInfo (reason the
 // problem code in upper case, domain idgen.dev), and that it carries a
 // RetryInfo exactly when retry is set.
-func checkStatus(t *testing.T, err error, wantCode codes.Code, wantProblem problem.Code, retry bool) {
+func checkStatus(t *testing.T, err error, wantCode codes.Code, wantProblem idgen.Code, retry bool) {
 	t.Helper()
 	s := status.Convert(err)
 	if s.Code() != wantCode {
@@ -209,8 +209,8 @@ func checkStatus(t *testing.T, err error, wantCode codes.Code, wantProblem probl
 			ri = v
 		}
 	}
-	if info == nil || info.GetReason() != strings.ToUpper(string(wantProblem)) || info.GetDomain() != problem.Domain {
-		t.Errorf("ErrorInfo: got %v, want reason %s domain %s", info, strings.ToUpper(string(wantProblem)), problem.Domain)
+	if info == nil || info.GetReason() != strings.ToUpper(string(wantProblem)) || info.GetDomain() != idgen.ErrorDomain {
+		t.Errorf("ErrorInfo: got %v, want reason %s domain %s", info, strings.ToUpper(string(wantProblem)), idgen.ErrorDomain)
 	}
 	if (ri != nil) != retry || (ri != nil && ri.GetRetryDelay().AsDuration() <= 0) {
 		t.Errorf("RetryInfo: got %v, want one: %v", ri, retry)
@@ -224,7 +224,7 @@ const (
 
 // tokensFile gives one token the ids scope and another the leases scope.
 func tokensFile() string {
-	return fmt.Sprintf("ids-caller ids %s\nlease-caller leases %s\n", httpapi.HashSecret(secretIDs), httpapi.HashSecret(secretLeases))
+	return fmt.Sprintf("ids-caller ids %s\nlease-caller leases %s\n", idgen.HashSecret(secretIDs), idgen.HashSecret(secretLeases))
 }
 
 // scrape returns the value of an unlabelled-or-labelled metric line of
@@ -253,7 +253,9 @@ func scrape(t *testing.T, base, name string) float64 {
 // and changes nothing: the namespace's counter does not move and no ID is
 // handed out.
 func TestBadInput(t *testing.T) {
-	srv := testserver.MustStart(t, testserver.Options{Tokens: tokensFile(), MaxCount: 100})
+	// The node claims worker 0; the lease API grants the others.
+	srv := testserver.MustStart(t, testserver.Options{Tokens: tokensFile(), MaxCount: 100,
+		Keeper: allocator.KeeperSettings{WorkerIDs: &allocator.WorkerRange{Min: 0, Max: 0}}})
 	step := int64(10)
 	srv.CreateNamespace(t, allocator.NamespaceSpec{Name: "orders", Step: &step})
 	conn := dial(t, srv.Addr().String())
@@ -269,26 +271,30 @@ func TestBadInput(t *testing.T) {
 		proc    string
 		req     any
 		code    codes.Code
-		problem problem.Code
+		problem idgen.Code
 	}{
-		{"count 0", secretIDs, procNextIds, &idgenv1.NextIdsRequest{Namespace: "orders", Count: 0}, codes.InvalidArgument, problem.Invalid},
-		{"count above the cap", secretIDs, procNextIds, &idgenv1.NextIdsRequest{Namespace: "orders", Count: 101}, codes.InvalidArgument, problem.Invalid},
-		{"snowflake count above the cap", secretIDs, procNextIds, &idgenv1.NextIdsRequest{Count: 101}, codes.InvalidArgument, problem.Invalid},
-		{"negative count", secretIDs, procNextIds, &idgenv1.NextIdsRequest{Count: -1}, codes.InvalidArgument, problem.Invalid},
-		{"malformed namespace", secretIDs, procNextIds, &idgenv1.NextIdsRequest{Namespace: "Orders!", Count: 1}, codes.InvalidArgument, problem.Invalid},
-		{"unknown namespace", secretIDs, procNextIds, &idgenv1.NextIdsRequest{Namespace: "nope", Count: 1}, codes.NotFound, problem.NotFound},
-		{"missing token", "", procNextIds, &idgenv1.NextIdsRequest{Namespace: "orders", Count: 1}, codes.Unauthenticated, problem.Unauthorized},
-		{"unknown token", "not-a-token", procNextIds, &idgenv1.NextIdsRequest{Namespace: "orders", Count: 1}, codes.Unauthenticated, problem.Unauthorized},
-		{"wrong scope", secretLeases, procNextIds, &idgenv1.NextIdsRequest{Namespace: "orders", Count: 1}, codes.PermissionDenied, problem.Forbidden},
-		{"wrong scope parse", secretLeases, procParse, &idgenv1.ParseRequest{Id: 1}, codes.PermissionDenied, problem.Forbidden},
-		{"negative id", secretIDs, procParse, &idgenv1.ParseRequest{Id: -1}, codes.InvalidArgument, problem.Invalid},
-		{"lease service wrong scope", secretIDs, procGetLayout, &idgenv1.GetLayoutRequest{}, codes.PermissionDenied, problem.Forbidden},
-		{"lease service missing token", "", procAcquire, &idgenv1.AcquireLeaseRequest{Holder: "h"}, codes.Unauthenticated, problem.Unauthorized},
-		{"acquire ttl too short", secretLeases, procAcquire, &idgenv1.AcquireLeaseRequest{Holder: "h", TtlMs: 10}, codes.InvalidArgument, problem.Invalid},
-		{"acquire pool outside the layout", secretLeases, procAcquire, &idgenv1.AcquireLeaseRequest{Holder: "h", Workers: &idgenv1.WorkerPool{Min: 0, Max: 32}}, codes.InvalidArgument, problem.Invalid},
-		{"acquire holder with a space", secretLeases, procAcquire, &idgenv1.AcquireLeaseRequest{Holder: "a b"}, codes.InvalidArgument, problem.Invalid},
-		{"heartbeat of a lease never held", secretLeases, procHeartbeat, &idgenv1.HeartbeatLeaseRequest{Worker: 30, Holder: "h", FencingVersion: 1}, codes.Aborted, problem.LeaseLost},
-		{"release with version 0", secretLeases, procRelease, &idgenv1.ReleaseLeaseRequest{Worker: 30, Holder: "h"}, codes.InvalidArgument, problem.Invalid},
+		{"count 0", secretIDs, procNextIds, &idgenv1.NextIdsRequest{Namespace: "orders", Count: 0}, codes.InvalidArgument, idgen.Invalid},
+		{"count above the cap", secretIDs, procNextIds, &idgenv1.NextIdsRequest{Namespace: "orders", Count: 101}, codes.InvalidArgument, idgen.Invalid},
+		{"snowflake count above the cap", secretIDs, procNextIds, &idgenv1.NextIdsRequest{Count: 101}, codes.InvalidArgument, idgen.Invalid},
+		{"negative count", secretIDs, procNextIds, &idgenv1.NextIdsRequest{Count: -1}, codes.InvalidArgument, idgen.Invalid},
+		{"malformed namespace", secretIDs, procNextIds, &idgenv1.NextIdsRequest{Namespace: "Orders!", Count: 1}, codes.InvalidArgument, idgen.Invalid},
+		{"unknown namespace", secretIDs, procNextIds, &idgenv1.NextIdsRequest{Namespace: "nope", Count: 1}, codes.NotFound, idgen.NotFound},
+		{"missing token", "", procNextIds, &idgenv1.NextIdsRequest{Namespace: "orders", Count: 1}, codes.Unauthenticated, idgen.Unauthorized},
+		{"unknown token", "not-a-token", procNextIds, &idgenv1.NextIdsRequest{Namespace: "orders", Count: 1}, codes.Unauthenticated, idgen.Unauthorized},
+		{"wrong scope", secretLeases, procNextIds, &idgenv1.NextIdsRequest{Namespace: "orders", Count: 1}, codes.PermissionDenied, idgen.Forbidden},
+		{"wrong scope parse", secretLeases, procParse, &idgenv1.ParseRequest{Id: 1}, codes.PermissionDenied, idgen.Forbidden},
+		{"negative id", secretIDs, procParse, &idgenv1.ParseRequest{Id: -1}, codes.InvalidArgument, idgen.Invalid},
+		{"lease service wrong scope", secretIDs, procGetLayout, &idgenv1.GetLayoutRequest{}, codes.PermissionDenied, idgen.Forbidden},
+		{"lease service missing token", "", procAcquire, &idgenv1.AcquireLeaseRequest{Holder: "h"}, codes.Unauthenticated, idgen.Unauthorized},
+		{"acquire ttl too short", secretLeases, procAcquire, &idgenv1.AcquireLeaseRequest{Holder: "h", TtlMs: 10}, codes.InvalidArgument, idgen.Invalid},
+		{"acquire pool outside the layout", secretLeases, procAcquire, &idgenv1.AcquireLeaseRequest{Holder: "h", Workers: &idgenv1.WorkerPool{Min: 0, Max: 32}}, codes.InvalidArgument, idgen.Invalid},
+		{"acquire holder with a space", secretLeases, procAcquire, &idgenv1.AcquireLeaseRequest{Holder: "a b"}, codes.InvalidArgument, idgen.Invalid},
+		{"acquire in the node's worker IDs", secretLeases, procAcquire, &idgenv1.AcquireLeaseRequest{Holder: "h", Workers: &idgenv1.WorkerPool{Min: 0, Max: 1}}, codes.InvalidArgument, idgen.Invalid},
+		{"heartbeat of a lease never held", secretLeases, procHeartbeat, &idgenv1.HeartbeatLeaseRequest{Worker: 30, Holder: "h", FencingVersion: 1, TtlMs: 30000, LeaseSecret: strings.Repeat("s", 43)}, codes.Aborted, idgen.LeaseLost},
+		{"heartbeat without a secret", secretLeases, procHeartbeat, &idgenv1.HeartbeatLeaseRequest{Worker: 30, Holder: "h", FencingVersion: 1, TtlMs: 30000}, codes.InvalidArgument, idgen.Invalid},
+		{"heartbeat without a ttl", secretLeases, procHeartbeat, &idgenv1.HeartbeatLeaseRequest{Worker: 30, Holder: "h", FencingVersion: 1, LeaseSecret: strings.Repeat("s", 43)}, codes.InvalidArgument, idgen.Invalid},
+		{"release with version 0", secretLeases, procRelease, &idgenv1.ReleaseLeaseRequest{Worker: 30, Holder: "h"}, codes.InvalidArgument, idgen.Invalid},
+		{"release saying nothing", secretLeases, procRelease, &idgenv1.ReleaseLeaseRequest{Worker: 30, Holder: "h", FencingVersion: 1, LeaseSecret: strings.Repeat("s", 43)}, codes.InvalidArgument, idgen.Invalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out idgenv1.NextIdsResponse // never filled: every call fails
@@ -301,15 +307,15 @@ func TestBadInput(t *testing.T) {
 		secret  string
 		req     *idgenv1.StreamIdsRequest
 		code    codes.Code
-		problem problem.Code
+		problem idgen.Code
 	}{
-		{"stream batch 0", secretIDs, &idgenv1.StreamIdsRequest{Namespace: "orders", BatchSize: 0}, codes.InvalidArgument, problem.Invalid},
-		{"stream batch above the cap", secretIDs, &idgenv1.StreamIdsRequest{Namespace: "orders", BatchSize: 101}, codes.InvalidArgument, problem.Invalid},
-		{"stream negative total", secretIDs, &idgenv1.StreamIdsRequest{Namespace: "orders", BatchSize: 1, Total: -1}, codes.InvalidArgument, problem.Invalid},
-		{"stream malformed namespace", secretIDs, &idgenv1.StreamIdsRequest{Namespace: "a b", BatchSize: 1}, codes.InvalidArgument, problem.Invalid},
-		{"stream unknown namespace", secretIDs, &idgenv1.StreamIdsRequest{Namespace: "nope", BatchSize: 1}, codes.NotFound, problem.NotFound},
-		{"stream missing token", "", &idgenv1.StreamIdsRequest{Namespace: "orders", BatchSize: 1}, codes.Unauthenticated, problem.Unauthorized},
-		{"stream wrong scope", secretLeases, &idgenv1.StreamIdsRequest{Namespace: "orders", BatchSize: 1}, codes.PermissionDenied, problem.Forbidden},
+		{"stream batch 0", secretIDs, &idgenv1.StreamIdsRequest{Namespace: "orders", BatchSize: 0}, codes.InvalidArgument, idgen.Invalid},
+		{"stream batch above the cap", secretIDs, &idgenv1.StreamIdsRequest{Namespace: "orders", BatchSize: 101}, codes.InvalidArgument, idgen.Invalid},
+		{"stream negative total", secretIDs, &idgenv1.StreamIdsRequest{Namespace: "orders", BatchSize: 1, Total: -1}, codes.InvalidArgument, idgen.Invalid},
+		{"stream malformed namespace", secretIDs, &idgenv1.StreamIdsRequest{Namespace: "a b", BatchSize: 1}, codes.InvalidArgument, idgen.Invalid},
+		{"stream unknown namespace", secretIDs, &idgenv1.StreamIdsRequest{Namespace: "nope", BatchSize: 1}, codes.NotFound, idgen.NotFound},
+		{"stream missing token", "", &idgenv1.StreamIdsRequest{Namespace: "orders", BatchSize: 1}, codes.Unauthenticated, idgen.Unauthorized},
+		{"stream wrong scope", secretLeases, &idgenv1.StreamIdsRequest{Namespace: "orders", BatchSize: 1}, codes.PermissionDenied, idgen.Forbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			msgs, err := streamAll(withToken(ctx, tc.secret), conn, tc.req)
@@ -359,9 +365,9 @@ func TestUnavailable(t *testing.T) {
 	conn := dial(t, srv.Addr().String())
 	var out idgenv1.NextIdsResponse
 	err := conn.Invoke(t.Context(), procNextIds, &idgenv1.NextIdsRequest{Count: 1}, &out)
-	checkStatus(t, err, codes.Unavailable, problem.Unavailable, true)
+	checkStatus(t, err, codes.Unavailable, idgen.Unavailable, true)
 	_, err = streamAll(t.Context(), conn, &idgenv1.StreamIdsRequest{BatchSize: 10, Total: 10})
-	checkStatus(t, err, codes.Unavailable, problem.Unavailable, true)
+	checkStatus(t, err, codes.Unavailable, idgen.Unavailable, true)
 	h, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
 	if err != nil || h.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Errorf("health without a lease: got %v, %v; want NOT_SERVING", h.GetStatus(), err)
@@ -370,7 +376,8 @@ func TestUnavailable(t *testing.T) {
 
 // TestLeaseService acquires, heartbeats and releases a lease over gRPC:
 // the holder is qualified with the caller's token name, which the lease
-// table records as the owner.
+// table records as the owner, and every later call sends the lease secret
+// of the acquire answer.
 func TestLeaseService(t *testing.T) {
 	srv := testserver.MustStart(t, testserver.Options{Tokens: tokensFile(),
 		Keeper: allocator.KeeperSettings{WorkerIDs: &allocator.WorkerRange{Min: 0, Max: 0}}})
@@ -388,9 +395,11 @@ func TestLeaseService(t *testing.T) {
 	if err := conn.Invoke(ctx, procAcquire, &idgenv1.AcquireLeaseRequest{Holder: "proc-1", Workers: &idgenv1.WorkerPool{Min: 5, Max: 6}}, &acq); err != nil {
 		t.Fatal(err)
 	}
-	if acq.GetHolder() != "lease-caller/proc-1" || acq.GetWorker() < 5 || acq.GetWorker() > 6 || acq.GetFencingVersion() < 1 || acq.GetCeilingMs() < acq.GetFloorMs() {
-		t.Fatalf("AcquireLease: got %v, want holder lease-caller/proc-1 on worker 5 or 6", &acq)
+	if acq.GetHolder() != "api:lease-caller/proc-1" || acq.GetWorker() < 5 || acq.GetWorker() > 6 || acq.GetFencingVersion() < 1 ||
+		acq.GetCeilingMs() < acq.GetFloorMs() || len(acq.GetLeaseSecret()) != 43 {
+		t.Fatalf("AcquireLease: got %v, want holder api:lease-caller/proc-1 on worker 5 or 6 with a lease secret", &acq)
 	}
+	secret := acq.GetLeaseSecret()
 	rows, err := srv.Store().ListLeases(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -398,29 +407,40 @@ func TestLeaseService(t *testing.T) {
 	found := false
 	for _, r := range rows {
 		if r.WorkerID == int64(acq.GetWorker()) {
-			found = r.Holder == "lease-caller/proc-1" && r.Owner == "lease-caller" && r.FencingVersion == acq.GetFencingVersion()
+			found = r.Holder == "api:lease-caller/proc-1" && r.Owner == "lease-caller" && r.FencingVersion == acq.GetFencingVersion()
 		}
 	}
 	if !found {
-		t.Errorf("lease table after AcquireLease: got %+v, want worker %d held by lease-caller/proc-1, owner lease-caller", rows, acq.GetWorker())
+		t.Errorf("lease table after AcquireLease: got %+v, want worker %d held by api:lease-caller/proc-1, owner lease-caller", rows, acq.GetWorker())
 	}
+	hbReq := &idgenv1.HeartbeatLeaseRequest{Worker: acq.GetWorker(), Holder: "proc-1", FencingVersion: acq.GetFencingVersion(),
+		LeaseSecret: secret, TtlMs: acq.GetTtlMs()}
 	var hb idgenv1.HeartbeatLeaseResponse
-	if err := conn.Invoke(ctx, procHeartbeat, &idgenv1.HeartbeatLeaseRequest{Worker: acq.GetWorker(), Holder: "proc-1", FencingVersion: acq.GetFencingVersion()}, &hb); err != nil {
+	if err := conn.Invoke(ctx, procHeartbeat, hbReq, &hb); err != nil {
 		t.Fatal(err)
 	}
-	if hb.GetFencingVersion() != acq.GetFencingVersion() || hb.GetCeilingMs() < acq.GetCeilingMs() {
-		t.Errorf("HeartbeatLease: got %v, want version %d and a ceiling of at least %d", &hb, acq.GetFencingVersion(), acq.GetCeilingMs())
+	if hb.GetFencingVersion() != acq.GetFencingVersion() || hb.GetCeilingMs() < acq.GetCeilingMs() || hb.GetTtlMs() != acq.GetTtlMs() {
+		t.Errorf("HeartbeatLease: got %v, want version %d, a ceiling of at least %d and ttl %d", &hb, acq.GetFencingVersion(), acq.GetCeilingMs(), acq.GetTtlMs())
 	}
-	// A release above the ceiling is refused and changes nothing.
+	// A release above the ceiling is refused and changes nothing; so is
+	// one that says neither its last timestamp nor that none was issued.
 	var rel idgenv1.ReleaseLeaseResponse
-	err = conn.Invoke(ctx, procRelease, &idgenv1.ReleaseLeaseRequest{Worker: acq.GetWorker(), Holder: "proc-1", FencingVersion: acq.GetFencingVersion(), LastTimestampMs: hb.GetCeilingMs() + 1}, &rel)
-	checkStatus(t, err, codes.FailedPrecondition, problem.InvalidRelease, false)
-	if err := conn.Invoke(ctx, procRelease, &idgenv1.ReleaseLeaseRequest{Worker: acq.GetWorker(), Holder: "proc-1", FencingVersion: acq.GetFencingVersion()}, &rel); err != nil {
+	err = conn.Invoke(ctx, procRelease, &idgenv1.ReleaseLeaseRequest{Worker: acq.GetWorker(), Holder: "proc-1", FencingVersion: acq.GetFencingVersion(),
+		LeaseSecret: secret, LastTimestampMs: hb.GetCeilingMs() + 1}, &rel)
+	checkStatus(t, err, codes.FailedPrecondition, idgen.InvalidRelease, false)
+	err = conn.Invoke(ctx, procRelease, &idgenv1.ReleaseLeaseRequest{Worker: acq.GetWorker(), Holder: "proc-1", FencingVersion: acq.GetFencingVersion(),
+		LeaseSecret: secret}, &rel)
+	checkStatus(t, err, codes.InvalidArgument, idgen.Invalid, false)
+	if err := conn.Invoke(ctx, procRelease, &idgenv1.ReleaseLeaseRequest{Worker: acq.GetWorker(), Holder: "proc-1", FencingVersion: acq.GetFencingVersion(),
+		LeaseSecret: secret, NoneIssued: true}, &rel); err != nil {
 		t.Fatal(err)
+	}
+	if rel.GetCeilingMs() != acq.GetFloorMs()-1 {
+		t.Errorf("release with none issued: ceiling %d, want the floor - 1, %d", rel.GetCeilingMs(), acq.GetFloorMs()-1)
 	}
 	// Released, the lease is no longer this holder's.
-	err = conn.Invoke(ctx, procHeartbeat, &idgenv1.HeartbeatLeaseRequest{Worker: acq.GetWorker(), Holder: "proc-1", FencingVersion: acq.GetFencingVersion()}, &hb)
-	checkStatus(t, err, codes.Aborted, problem.LeaseLost, false)
+	err = conn.Invoke(ctx, procHeartbeat, hbReq, &hb)
+	checkStatus(t, err, codes.Aborted, idgen.LeaseLost, false)
 }
 
 // TestLeaseServiceOff: without tokens the lease service is off, as the
@@ -430,5 +450,5 @@ func TestLeaseServiceOff(t *testing.T) {
 	conn := dial(t, srv.Addr().String())
 	var out idgenv1.GetLayoutResponse
 	err := conn.Invoke(t.Context(), procGetLayout, &idgenv1.GetLayoutRequest{}, &out)
-	checkStatus(t, err, codes.NotFound, problem.NotFound, false)
+	checkStatus(t, err, codes.NotFound, idgen.NotFound, false)
 }

@@ -2,13 +2,10 @@ package rpcapi
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"connectrpc.com/grpchealth"
 
-	"github.com/idgen-project/idgen/httpapi"
-	"github.com/idgen-project/idgen/internal/problem"
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/proto/idgen/v1/idgenv1connect"
 )
 
@@ -27,7 +24,7 @@ func (h healthChecker) Check(_ context.Context, req *grpchealth.CheckRequest) (*
 	case idgenv1connect.LeaseServiceName:
 		serving = serving && s.leaseAPIOn()
 	default:
-		return nil, problem.ConnectError(problem.NotFound, fmt.Sprintf("unknown service %q", req.Service), 0)
+		return nil, connectError(idgen.Errorf(idgen.NotFound, "unknown service %q", req.Service))
 	}
 	if serving {
 		return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil
@@ -35,15 +32,8 @@ func (h healthChecker) Check(_ context.Context, req *grpchealth.CheckRequest) (*
 	return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
 }
 
-// leaseAPIOn reports whether LeaseService would serve a caller with the
-// right token: it has a broker, and a token has the leases scope (the
-// check of a call without a token then refuses it as unauthorized, not as
-// not_found).
+// leaseAPIOn reports whether LeaseService has a broker and a token of the
+// leases scope exists.
 func (s *Server) leaseAPIOn() bool {
-	if s.leases == nil || !s.leases.On() || s.auth == nil {
-		return false
-	}
-	_, err := s.auth.Authorize(nil, httpapi.ScopeLeases)
-	var ae *httpapi.AuthError
-	return !errors.As(err, &ae) || ae.Code != problem.NotFound
+	return s.leases != nil && s.auth.On(idgen.ScopeLeases)
 }

@@ -2,41 +2,25 @@ package rpcapi
 
 import (
 	"context"
-	"errors"
 
 	"connectrpc.com/connect"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/internal/leaseapi"
-	"github.com/idgen-project/idgen/internal/problem"
 	idgenv1 "github.com/idgen-project/idgen/proto/idgen/v1"
 )
 
 // leaseService implements idgenv1connect.LeaseServiceHandler over the
-// lease API's broker: the same checks, bounds and store calls as the HTTP
-// lease API, with the caller's token name as the owner.
+// broker, as the HTTP lease API does.
 type leaseService struct{ s *Server }
 
-// caller returns the broker's caller of a call, or the NOT_FOUND of a
-// lease API that is off.
-func (l leaseService) caller(ctx context.Context) (leaseapi.Caller, error) {
-	if l.s.leases == nil || !l.s.leases.On() {
-		return leaseapi.Caller{}, problem.ConnectError(problem.NotFound, "the lease API is off on this node", 0)
+// caller returns the caller of a call, or NOT_FOUND when the lease API is
+// off.
+func (l leaseService) caller(ctx context.Context) (idgen.Caller, error) {
+	if l.s.leases == nil {
+		return idgen.Caller{}, connectError(&idgen.Error{Code: idgen.NotFound, Detail: "the lease API is off on this node"})
 	}
-	ci := callInfoOf(ctx)
-	return leaseapi.Caller{Name: ci.caller.Name, RequestID: ci.requestID}, nil
-}
-
-// leaseError turns a refusal of the broker into the call's error.
-func (s *Server) leaseError(ctx context.Context, err error) error {
-	var le *leaseapi.Error
-	if errors.As(err, &le) {
-		if le.Code == problem.Internal {
-			return s.internal(ctx, "lease", err)
-		}
-		return problem.ConnectError(le.Code, le.Detail, le.RetryAfter)
-	}
-	return s.domainError(ctx, err)
+	return callInfoOf(ctx).caller, nil
 }
 
 func (l leaseService) layout() *idgenv1.Layout {
@@ -65,16 +49,16 @@ func (l leaseService) AcquireLease(ctx context.Context, req *connect.Request[idg
 		return nil, err
 	}
 	m := req.Msg
-	ar := leaseapi.AcquireRequest{
+	ar := idgen.AcquireRequest{
 		Holder: m.GetHolder(), Datacenter: int64(m.GetDatacenter()), TTLMS: m.GetTtlMs(),
 		CeilingMS: m.GetCeilingMs(), MaxPrevCeilingMS: m.GetMaxPrevCeilingMs(),
 	}
 	if w := m.GetWorkers(); w != nil {
-		ar.Workers = &leaseapi.Pool{Min: int64(w.GetMin()), Max: int64(w.GetMax())}
+		ar.Workers = &allocator.WorkerRange{Min: int64(w.GetMin()), Max: int64(w.GetMax())}
 	}
 	g, err := l.s.leases.Acquire(ctx, caller, ar)
 	if err != nil {
-		return nil, l.s.leaseError(ctx, err)
+		return nil, l.s.errorOf(ctx, err, "")
 	}
 	lease := g.Lease
 	return connect.NewResponse(&idgenv1.AcquireLeaseResponse{
@@ -82,6 +66,7 @@ func (l leaseService) AcquireLease(ctx context.Context, req *connect.Request[idg
 		Worker:            int32(lease.WorkerID),
 		FencingVersion:    lease.FencingVersion,
 		Holder:            lease.Holder,
+		LeaseSecret:       g.Secret,
 		FloorMs:           g.FloorMS,
 		CeilingMs:         lease.CeilingMS,
 		PreviousHolder:    g.PrevHolder,
@@ -96,16 +81,15 @@ func (l leaseService) AcquireLease(ctx context.Context, req *connect.Request[idg
 	}), nil
 }
 
-// leaseCall starts a call on one lease, heartbeat or release: its caller
-// (see caller) and the lease's key, checked against the layout.
-func (l leaseService) leaseCall(ctx context.Context, datacenter, worker int32) (leaseapi.Caller, allocator.LeaseKey, error) {
+// leaseCall starts a heartbeat or release: its caller and the lease's key.
+func (l leaseService) leaseCall(ctx context.Context, datacenter, worker int32) (idgen.Caller, allocator.LeaseKey, error) {
 	caller, err := l.caller(ctx)
 	if err != nil {
 		return caller, allocator.LeaseKey{}, err
 	}
 	key, err := l.s.leases.Key(int64(datacenter), int64(worker))
 	if err != nil {
-		return caller, key, l.s.leaseError(ctx, err)
+		return caller, key, l.s.errorOf(ctx, err, "")
 	}
 	return caller, key, nil
 }
@@ -117,17 +101,19 @@ func (l leaseService) HeartbeatLease(ctx context.Context, req *connect.Request[i
 	if err != nil {
 		return nil, err
 	}
-	ext, err := l.s.leases.Heartbeat(ctx, caller, leaseapi.HeartbeatRequest{
-		Key: key, Holder: m.GetHolder(), FencingVersion: m.GetFencingVersion(), TTLMS: m.GetTtlMs(), CeilingMS: m.GetCeilingMs(),
+	ext, err := l.s.leases.Heartbeat(ctx, caller, idgen.HeartbeatRequest{
+		Key: key, Holder: m.GetHolder(), FencingVersion: m.GetFencingVersion(), Secret: m.GetLeaseSecret(),
+		TTLMS: m.GetTtlMs(), CeilingMS: m.GetCeilingMs(),
 	})
 	if err != nil {
-		return nil, l.s.leaseError(ctx, err)
+		return nil, l.s.errorOf(ctx, err, "")
 	}
 	return connect.NewResponse(&idgenv1.HeartbeatLeaseResponse{
 		FencingVersion: ext.Lease.FencingVersion,
 		CeilingMs:      ext.Lease.CeilingMS,
 		ExpiresAtMs:    ext.Lease.ExpiresAt.UnixMilli(),
 		DbTimeMs:       ext.DBTime.UnixMilli(),
+		TtlMs:          ext.TTL.Milliseconds(),
 	}), nil
 }
 
@@ -138,11 +124,12 @@ func (l leaseService) ReleaseLease(ctx context.Context, req *connect.Request[idg
 	if err != nil {
 		return nil, err
 	}
-	ceiling, err := l.s.leases.Release(ctx, caller, leaseapi.ReleaseRequest{
-		Key: key, Holder: m.GetHolder(), FencingVersion: m.GetFencingVersion(), LastTimestampMS: m.GetLastTimestampMs(),
+	ceiling, err := l.s.leases.Release(ctx, caller, idgen.ReleaseRequest{
+		Key: key, Holder: m.GetHolder(), FencingVersion: m.GetFencingVersion(), Secret: m.GetLeaseSecret(),
+		LastTimestampMS: m.GetLastTimestampMs(), NoneIssued: m.GetNoneIssued(),
 	})
 	if err != nil {
-		return nil, l.s.leaseError(ctx, err)
+		return nil, l.s.errorOf(ctx, err, "")
 	}
 	return connect.NewResponse(&idgenv1.ReleaseLeaseResponse{CeilingMs: ceiling}), nil
 }

@@ -15,9 +15,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
-	"github.com/idgen-project/idgen/internal/problem"
 	"github.com/idgen-project/idgen/internal/teststore"
 	idgenv1 "github.com/idgen-project/idgen/proto/idgen/v1"
 	"github.com/idgen-project/idgen/rpcapi"
@@ -36,12 +36,12 @@ type gatedIssuer struct {
 	next  atomic.Int64
 }
 
-func (g *gatedIssuer) NextNFenced(dst []snowflake.ID, n int) ([]snowflake.ID, allocator.LeaseToken, error) {
+func (g *gatedIssuer) NextSnowflakesFenced(dst []int64, n int) ([]int64, allocator.LeaseToken, error) {
 	<-g.gate
 	g.calls.Add(1)
 	first := g.next.Add(int64(n)) - int64(n) + 1
 	for i := range int64(n) {
-		dst = append(dst, snowflake.ID(first+i))
+		dst = append(dst, first+i)
 	}
 	return dst, allocator.LeaseToken{DatacenterID: 0, WorkerID: 1, FencingVersion: 1}, nil
 }
@@ -53,6 +53,18 @@ type noSegments struct{}
 
 func (noSegments) Draw(context.Context, string, int, *allocator.Batch) error {
 	return allocator.ErrNamespaceNotFound
+}
+
+// withService returns cfg with a service drawing from snowflakes and
+// noSegments, on a node without tokens.
+func withService(t *testing.T, cfg rpcapi.Config, snowflakes idgen.Snowflakes) rpcapi.Config {
+	t.Helper()
+	svc, err := idgen.NewService(snowflakes, noSegments{}, idgen.Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Service, cfg.Auth = svc, idgen.NewAuthorizer("", nil)
+	return cfg
 }
 
 // serveRPC serves s's handler with h2c on a loopback port; done tells when
@@ -95,7 +107,7 @@ func serveRPC(t *testing.T, s *rpcapi.Server) (addr string, done, returned <-cha
 // makes no further batch: at most the one under way when the cancel came.
 func TestCancelStopsGeneration(t *testing.T) {
 	issuer := &gatedIssuer{gate: make(chan struct{})}
-	s, err := rpcapi.New(rpcapi.Config{Snowflakes: issuer, Segments: noSegments{}})
+	s, err := rpcapi.New(withService(t, rpcapi.Config{}, issuer))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +208,7 @@ func TestDrainOnClose(t *testing.T) {
 			break
 		}
 	}
-	checkStatus(t, last, codes.Unavailable, problem.Unavailable, true)
+	checkStatus(t, last, codes.Unavailable, idgen.Unavailable, true)
 	if err := <-closed; err != nil {
 		t.Errorf("Close with a stream open: got %v, want nil", err)
 	}

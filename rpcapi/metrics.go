@@ -6,23 +6,19 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
-
-	idgenv1 "github.com/idgen-project/idgen/proto/idgen/v1"
 )
 
-// metrics is the gRPC API's Prometheus metrics and the interceptor that
-// feeds them. The app registers Collectors with the HTTP API's /metrics.
+// metrics is the gRPC API's Prometheus metrics and their interceptor.
 type metrics struct {
-	requests  *prometheus.CounterVec   // procedure, code
-	duration  *prometheus.HistogramVec // procedure
-	sent      *prometheus.CounterVec   // procedure
-	streams   prometheus.Gauge
-	issuedVec *prometheus.CounterVec // source
-	issuedBy  [4]prometheus.Counter  // children of issuedVec, by idgenv1.Source
+	serverOnly
+	requests *prometheus.CounterVec   // procedure, code
+	duration *prometheus.HistogramVec // procedure
+	sent     *prometheus.CounterVec   // procedure
+	streams  prometheus.Gauge
 }
 
 func newMetrics() *metrics {
-	m := &metrics{
+	return &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idgen_grpc_requests_total",
 			Help: "gRPC, gRPC-Web and Connect calls answered, by procedure (/idgen.v1.IdService/NextIds) and status code (ok, invalid_argument, unavailable, …).",
@@ -41,32 +37,15 @@ func newMetrics() *metrics {
 			Help: "Server streams open now.",
 		}),
 	}
-	m.issuedVec = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "idgen_grpc_ids_issued_total",
-		Help: "IDs handed out over gRPC (NextIds and StreamIds), by source: snowflake, segment or fallback.",
-	}, []string{"source"})
-	m.issuedBy[idgenv1.Source_SOURCE_SNOWFLAKE] = m.issuedVec.WithLabelValues("snowflake")
-	m.issuedBy[idgenv1.Source_SOURCE_SEGMENT] = m.issuedVec.WithLabelValues("segment")
-	m.issuedBy[idgenv1.Source_SOURCE_FALLBACK] = m.issuedVec.WithLabelValues("fallback")
-	m.issuedBy[idgenv1.Source_SOURCE_UNSPECIFIED] = m.issuedVec.WithLabelValues("unspecified")
-	return m
 }
 
 // Collectors returns the gRPC API's metrics, for the registry /metrics
 // serves.
 func (s *Server) Collectors() []prometheus.Collector {
 	m := s.metrics
-	return []prometheus.Collector{m.requests, m.duration, m.sent, m.streams, m.issuedVec}
+	return []prometheus.Collector{m.requests, m.duration, m.sent, m.streams}
 }
 
-// issued counts n IDs handed out from source.
-func (m *metrics) issued(source idgenv1.Source, n int) {
-	if int(source) < len(m.issuedBy) {
-		m.issuedBy[source].Add(float64(n))
-	}
-}
-
-// done records the status and duration of one call.
 func (m *metrics) done(procedure string, start time.Time, err error) {
 	code := "ok"
 	if err != nil {
@@ -85,10 +64,6 @@ func (m *metrics) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	}
 }
 
-func (m *metrics) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return next
-}
-
 func (m *metrics) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		start := time.Now()
@@ -101,7 +76,6 @@ func (m *metrics) WrapStreamingHandler(next connect.StreamingHandlerFunc) connec
 	}
 }
 
-// countingConn counts the messages a handler sends.
 type countingConn struct {
 	connect.StreamingHandlerConn
 	sent prometheus.Counter

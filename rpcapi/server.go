@@ -1,22 +1,17 @@
 // Package rpcapi is idgen's gRPC API: the services of proto/idgen/v1
-// (IdService and LeaseService), standard gRPC health checking and server
-// reflection, served with connect-go over gRPC, gRPC-Web and the Connect
-// protocol. The app mounts it on the listener of the HTTP API (Mount), so
-// one port serves both, with the same tokens and scopes (through the HTTP
-// API's Authorize), the same problem codes (internal/problem maps them to
-// gRPC status codes, each error carrying a google.rpc.ErrorInfo and, for
-// codes to retry later, a google.rpc.RetryInfo) and the same /metrics.
-//
-// Server starts no goroutine of its own. Drain ends the open streams with
-// UNAVAILABLE (and refuses new ones) so that the HTTP server's shutdown is
-// not held up by a stream that would run until its caller cancels; Wait
-// returns once every call has returned.
+// (IdService and LeaseService), gRPC health checking and server
+// reflection, served by connect-go over gRPC, gRPC-Web and the Connect
+// protocol on the HTTP API's listener (Mount). It only decodes, calls the
+// core (package idgen: Service, Authorizer, Broker) and encodes: tokens,
+// scopes, the rate limit, counts, lease rules and error codes are the
+// core's, as for the HTTP API. Tokens are checked from a call's headers
+// before a byte of its body is read, and bodies are capped as sent and as
+// decompressed (gate.go).
 package rpcapi
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -29,124 +24,74 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/httpapi"
-	"github.com/idgen-project/idgen/internal/leaseapi"
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/proto/idgen/v1/idgenv1connect"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// DefaultMaxCount is the largest count or batch size of a call when
-// Config.MaxCount is zero: the HTTP API's default.
-const DefaultMaxCount = httpapi.DefaultMaxCount
-
 // Errors of New.
 var (
-	ErrNoSnowflakes = errors.New("rpcapi: Config.Snowflakes is nil")
-	ErrNoSegments   = errors.New("rpcapi: Config.Segments is nil")
-	ErrMaxCount     = errors.New("rpcapi: max count out of range")
+	ErrNoService = errors.New("rpcapi: Config.Service is nil")
+	ErrNoAuth    = errors.New("rpcapi: Config.Auth is nil")
 )
 
-// The interfaces below are what the services call, each declared by the
-// handlers that use it: *allocator.Keeper is a SnowflakeIssuer and a
-// ReadyChecker, *allocator.Segments a SegmentDrawer, *httpapi.Server an
-// Authorizer and *leaseapi.Broker a LeaseBroker.
-
-// SnowflakeIssuer issues Snowflake IDs (NextIds and StreamIds without a
-// namespace) and knows their layout (Parse, GetLayout).
-type SnowflakeIssuer interface {
-	// NextNFenced appends n Snowflake IDs to dst and returns the lease
-	// they were made under, or an error wrapping allocator.ErrUnavailable
-	// when the node cannot prove its lease.
-	NextNFenced(dst []snowflake.ID, n int) ([]snowflake.ID, allocator.LeaseToken, error)
-	// Layout returns the Snowflake layout of the IDs.
-	Layout() snowflake.Layout
-}
-
-// SegmentDrawer serves the IDs of namespaces' counters.
-type SegmentDrawer interface {
-	// Draw fills out with n IDs of namespace name.
-	Draw(ctx context.Context, name string, n int, out *allocator.Batch) error
-}
-
 // ReadyChecker says whether the node can issue Snowflake IDs: the health
-// service's status of IdService.
+// service's status of IdService. The node's *allocator.Keeper is one.
 type ReadyChecker interface {
 	Ready() error
 }
 
-// Authorizer checks a call's Authorization header against the node's
-// tokens for the scope of the service called, as the HTTP routes do.
-type Authorizer interface {
-	// Authorize returns the caller, or an *httpapi.AuthError.
-	Authorize(authorization []string, scope httpapi.Scopes) (httpapi.Caller, error)
-	// Admit applies the per-caller rate limit to a call Authorize let
-	// through, peerAddr naming a caller without a token: nil, or an
-	// *httpapi.AuthError with code too_many and its RetryAfter.
-	Admit(caller httpapi.Caller, scope httpapi.Scopes, peerAddr string) error
-}
-
-// LeaseBroker runs the lease API's calls: the same checks and store calls
-// as the HTTP lease API under /v1/leases.
-type LeaseBroker interface {
-	// On reports whether the lease API is on.
-	On() bool
-	// Key checks a lease's datacenter and worker IDs against the layout.
-	Key(datacenter, worker int64) (allocator.LeaseKey, error)
-	Acquire(ctx context.Context, caller leaseapi.Caller, req leaseapi.AcquireRequest) (leaseapi.Grant, error)
-	Heartbeat(ctx context.Context, caller leaseapi.Caller, req leaseapi.HeartbeatRequest) (leaseapi.Extension, error)
-	Release(ctx context.Context, caller leaseapi.Caller, req leaseapi.ReleaseRequest) (int64, error)
-}
-
 // Config configures a Server.
 type Config struct {
-	// Snowflakes issues Snowflake IDs: the node's *allocator.Keeper.
-	Snowflakes SnowflakeIssuer
-	// Segments serves namespace IDs: the node's *allocator.Segments.
-	Segments SegmentDrawer
+	// Service draws the IDs of NextIds and StreamIds, and decides their
+	// count and rate limits.
+	Service *idgen.Service
+	// Auth decides who may call IdService (scope ids) and LeaseService
+	// (scope leases).
+	Auth *idgen.Authorizer
+	// Leases runs LeaseService's calls; nil, or a broker that is not On,
+	// leaves LeaseService off (NOT_FOUND).
+	Leases *idgen.Broker
 	// Ready, when not nil, decides the health status of IdService (and of
 	// the whole server, service ""): the node's keeper.
 	Ready ReadyChecker
-	// Auth, when not nil, checks every call of IdService (scope ids) and
-	// LeaseService (scope leases). Nil leaves IdService open and
-	// LeaseService off (NOT_FOUND), as the HTTP API without tokens.
-	Auth Authorizer
-	// Leases runs LeaseService's calls; nil, or a broker that is not On,
-	// leaves LeaseService off (NOT_FOUND).
-	Leases LeaseBroker
-	// MaxCount is the largest count of NextIds and batch size of
-	// StreamIds: 1 to allocator.MaxDrawCount, 0 for DefaultMaxCount.
-	MaxCount int
 	// Logger receives internal errors; nil discards them.
 	Logger *slog.Logger
 	// Tracer, when not nil, traces the calls of idgen's services
 	// (tracing.go); nil traces nothing and costs nothing.
 	Tracer trace.Tracer
+	// StreamSendTimeout bounds each send of a StreamIds stream: a caller
+	// that has not taken a message after this long loses the stream. 0
+	// means DefaultStreamSendTimeout.
+	StreamSendTimeout time.Duration
 }
 
 // Server serves the gRPC API. Build it with New, serve Handler (or Mount),
-// and at shutdown call Drain, then Wait.
+// and at shutdown call Drain, then Wait. It starts no goroutine of its own.
 type Server struct {
-	snowflakes SnowflakeIssuer
-	segments   SegmentDrawer
-	ready      ReadyChecker
-	auth       Authorizer
-	leases     LeaseBroker
-	maxCount   int
-	layout     snowflake.Layout
-	log        *slog.Logger
-	metrics    *metrics
+	svc         *idgen.Service
+	auth        *idgen.Authorizer
+	leases      *idgen.Broker // nil: LeaseService is off
+	ready       ReadyChecker
+	sendTimeout time.Duration
+	layout      snowflake.Layout
+	log         *slog.Logger
+	metrics     *metrics
 
-	mux *http.ServeMux
+	mux        *http.ServeMux
+	gate       http.Handler
+	errors     *connect.ErrorWriter
+	procedures map[string]bool // of idgen's services, for the metrics
 
-	// drained is closed by Drain; idle is closed once Drain was called
-	// and no call is under way. callsMu guards closed and calls.
+	// drained is closed by Drain; idle once Drain was called and no call
+	// is under way. callsMu guards closed, calls and inflight.
 	drainOnce sync.Once
 	drained   chan struct{}
 	idle      chan struct{}
 	callsMu   sync.Mutex
-	closed    bool // Drain was called
-	calls     int  // calls under way
+	closed    bool
+	calls     int // calls of idgen's services under way
+	inflight  map[*call]struct{}
 
 	pool sync.Pool // *scratch
 }
@@ -154,51 +99,54 @@ type Server struct {
 // New returns a Server for cfg.
 func New(cfg Config) (*Server, error) {
 	switch {
-	case cfg.Snowflakes == nil:
-		return nil, ErrNoSnowflakes
-	case cfg.Segments == nil:
-		return nil, ErrNoSegments
-	case cfg.MaxCount < 0 || cfg.MaxCount > allocator.MaxDrawCount:
-		return nil, fmt.Errorf("%w: %d, want 1 to %d", ErrMaxCount, cfg.MaxCount, allocator.MaxDrawCount)
+	case cfg.Service == nil:
+		return nil, ErrNoService
+	case cfg.Auth == nil:
+		return nil, ErrNoAuth
 	}
 	s := &Server{
-		snowflakes: cfg.Snowflakes,
-		segments:   cfg.Segments,
-		ready:      cfg.Ready,
-		auth:       cfg.Auth,
-		leases:     cfg.Leases,
-		maxCount:   cfg.MaxCount,
-		layout:     cfg.Snowflakes.Layout(),
-		log:        cfg.Logger,
-		drained:    make(chan struct{}),
-		idle:       make(chan struct{}),
+		svc:         cfg.Service,
+		auth:        cfg.Auth,
+		leases:      cfg.Leases,
+		ready:       cfg.Ready,
+		sendTimeout: cfg.StreamSendTimeout,
+		layout:      cfg.Service.Layout(),
+		log:         cfg.Logger,
+		drained:     make(chan struct{}),
+		idle:        make(chan struct{}),
+		inflight:    make(map[*call]struct{}),
 	}
-	if s.maxCount == 0 {
-		s.maxCount = DefaultMaxCount
+	if s.sendTimeout <= 0 {
+		s.sendTimeout = DefaultStreamSendTimeout
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	if s.leases != nil && !s.leases.On() {
+		s.leases = nil
+	}
 	s.pool.New = func() any { return new(scratch) }
 	s.metrics = newMetrics()
 
-	// The metrics interceptor is the outermost, so that refusals by the
-	// auth interceptor are counted too.
-	interceptors := []connect.Interceptor{s.metrics, s.lifecycle(), authInterceptor{s}}
+	// The metrics interceptor is the outermost, so that every refusal
+	// past the gate (which counts its own) is counted too.
+	interceptors := []connect.Interceptor{s.metrics, s.lifecycle()}
 	if cfg.Tracer != nil {
-		// Inside the auth interceptor: the span gets the call's request
-		// ID and caller.
 		interceptors = append(interceptors, tracingInterceptor{tracer: cfg.Tracer, prop: propagation.TraceContext{}})
 	}
-	opts := connect.WithInterceptors(interceptors...)
+	opts := handlerOptions(interceptors...)
+	open := handlerOptions(s.metrics)
 	mux := http.NewServeMux()
 	mux.Handle(idgenv1connect.NewIdServiceHandler(idService{s}, opts))
 	mux.Handle(idgenv1connect.NewLeaseServiceHandler(leaseService{s}, opts))
-	mux.Handle(grpchealth.NewHandler(healthChecker{s}, connect.WithInterceptors(s.metrics)))
+	mux.Handle(grpchealth.NewHandler(healthChecker{s}, open))
 	reflector := grpcreflect.NewStaticReflector(Services()...)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector, connect.WithInterceptors(s.metrics)))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, connect.WithInterceptors(s.metrics)))
+	mux.Handle(grpcreflect.NewHandlerV1(reflector, open))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, open))
 	s.mux = mux
+	s.errors = connect.NewErrorWriter(open)
+	s.procedures = procedures()
+	s.gate = http.HandlerFunc(s.serveGate)
 	return s, nil
 }
 
@@ -212,11 +160,9 @@ func Services() []string {
 	}
 }
 
-// Handler returns the handler of the gRPC API: every path under
-// /<service>/ of the services above and of reflection.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the handler of the gRPC API's paths, behind the gate.
+func (s *Server) Handler() http.Handler { return s.gate }
 
-// rpcPrefixes are the paths the gRPC API answers: "/<service>/".
 func rpcPrefixes() []string {
 	return []string{
 		"/" + idgenv1connect.IdServiceName + "/",
@@ -228,27 +174,15 @@ func rpcPrefixes() []string {
 }
 
 // Mount returns a handler that serves the gRPC API's paths and passes
-// every other request to next (the HTTP API). Paths starting with a
-// service name cannot clash with the HTTP API's routes, which never
-// contain a dot in their first segment.
-//
-// The HTTP server's read and write deadlines bound a whole request; a
-// stream of IDs runs until its total or its caller's cancel, so the
-// deadlines are lifted for streaming calls: Drain, not a timeout, ends
-// them at shutdown.
+// every other request to next (the HTTP API), whose routes never contain
+// a dot in their first segment.
 func (s *Server) Mount(next http.Handler) http.Handler {
 	prefixes := rpcPrefixes()
-	stream := "/" + idgenv1connect.IdServiceName + "/StreamIds"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
 		for _, prefix := range prefixes {
 			if strings.HasPrefix(p, prefix) {
-				if p == stream {
-					rc := http.NewResponseController(w)
-					_ = rc.SetWriteDeadline(time.Time{})
-					_ = rc.SetReadDeadline(time.Time{})
-				}
-				s.mux.ServeHTTP(w, r)
+				s.gate.ServeHTTP(w, r)
 				return
 			}
 		}
@@ -256,16 +190,21 @@ func (s *Server) Mount(next http.Handler) http.Handler {
 	})
 }
 
-// Drain ends the streams under way with UNAVAILABLE ("the node is shutting
-// down") and makes every later call of IdService and LeaseService fail the
-// same way; the health service reports NOT_SERVING from then on. It does
-// not wait: see Wait. Calling it again does nothing.
+// Drain ends the streams under way with UNAVAILABLE (one blocked on a
+// caller that does not read, after drainGrace) and the calls still waiting
+// for their request at once, so that nothing holds the HTTP server's
+// shutdown up; later calls fail with UNAVAILABLE, and health reports
+// NOT_SERVING. It does not wait (see Wait); calling it again does nothing.
 func (s *Server) Drain() {
 	s.drainOnce.Do(func() {
 		s.callsMu.Lock()
 		s.closed = true
 		if s.calls == 0 {
 			close(s.idle)
+		}
+		now := time.Now()
+		for c := range s.inflight {
+			c.drain(now)
 		}
 		s.callsMu.Unlock()
 		close(s.drained)
@@ -283,7 +222,6 @@ func (s *Server) Wait(ctx context.Context) error {
 	}
 }
 
-// draining reports whether Drain was called.
 func (s *Server) draining() bool {
 	select {
 	case <-s.drained:

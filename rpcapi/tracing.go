@@ -12,28 +12,20 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/idgen-project/idgen/httpapi"
+	"github.com/idgen-project/idgen"
 )
 
-// Call tracing.
-//
-// With Config.Tracer, every call of idgen's services that passed the auth
-// interceptor gets a server span named after its procedure
-// ("idgen.v1.IdService/NextIds"), a child of the caller's trace when the
-// call carries a W3C traceparent, with the request ID and the caller on it
-// and, for a failed call, its gRPC status code; the store calls the call
-// causes are its children. Whether it is recorded is the tracer
-// provider's sampler's decision, as for the HTTP routes. Without a Tracer
-// the interceptor is not installed.
-
-// tracingInterceptor starts the server span of each call.
+// tracingInterceptor gives every call of idgen's services past the gate a
+// server span named after its procedure ("idgen.v1.IdService/NextIds"), a
+// child of the caller's traceparent, with the request ID, the caller and,
+// for a failure, the gRPC status code.
 type tracingInterceptor struct {
+	serverOnly
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
 }
 
-// start starts the span of a call to procedure whose request headers are
-// h, in the context ctx that the auth interceptor made.
+// start starts the span of a call in the context the gate made.
 func (ti tracingInterceptor) start(ctx context.Context, procedure string, h http.Header) (context.Context, trace.Span) {
 	ctx = ti.prop.Extract(ctx, propagation.HeaderCarrier(h))
 	ctx, span := ti.tracer.Start(ctx, strings.TrimPrefix(procedure, "/"), trace.WithSpanKind(trace.SpanKindServer))
@@ -42,18 +34,17 @@ func (ti tracingInterceptor) start(ctx context.Context, procedure string, h http
 		span.SetAttributes(
 			attribute.String("rpc.system", "grpc"),
 			attribute.String("rpc.method", procedure),
-			attribute.String(httpapi.TraceAttrRequestID, ci.requestID),
+			attribute.String(idgen.TraceAttrRequestID, ci.caller.RequestID),
 		)
 		if ci.caller.Name != "" {
-			span.SetAttributes(attribute.String("idgen.caller", ci.caller.Name))
+			span.SetAttributes(attribute.String(idgen.TraceAttrCaller, ci.caller.Name))
 		}
 	}
 	return ctx, span
 }
 
-// end records the call's outcome on its span and ends it: the gRPC status
-// code of a failure, and an error status for the codes that mean the
-// server failed.
+// end records a failure's gRPC status code on span, an error status for
+// the codes that mean the server failed, and ends it.
 func end(span trace.Span, err error) {
 	if err != nil && span.IsRecording() {
 		code := connect.CodeOf(err)
@@ -78,10 +69,6 @@ func (ti tracingInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc
 		end(span, err)
 		return resp, err
 	}
-}
-
-func (ti tracingInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return next
 }
 
 func (ti tracingInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {

@@ -10,9 +10,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
-	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/tracing"
 	idgenv1 "github.com/idgen-project/idgen/proto/idgen/v1"
@@ -60,7 +60,7 @@ func TestTracing(t *testing.T) {
 		a[kv.Key] = kv.Value
 	}
 	if call.SpanKind != trace.SpanKindServer || call.SpanContext.TraceID().String() != parentTrace ||
-		a[httpapi.TraceAttrRequestID].AsString() != "grpc-trace-1" || a["idgen.caller"].AsString() != "ids-caller" {
+		a[idgen.TraceAttrRequestID].AsString() != "grpc-trace-1" || a["idgen.caller"].AsString() != "ids-caller" {
 		t.Errorf("NextIds span: got kind %v, trace %s, attributes %v; want a server span in trace %s with request ID grpc-trace-1 and caller ids-caller",
 			call.SpanKind, call.SpanContext.TraceID(), call.Attributes, parentTrace)
 	}

@@ -180,7 +180,7 @@ func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocato
 		}
 		row := w.row
 		row.FencingVersion++
-		row.Holder, row.Owner = "", ""
+		row.Holder, row.Owner, row.SecretHash = "", "", ""
 		row.ExpiresAt = maxTime(now, w.row.HeartbeatAt)
 		committed, uncertain, err := s.freeWorker(ctx, cli, "evict", k, w, row, eventRecord{
 			DatacenterID: k.DatacenterID, WorkerID: k.WorkerID, Holder: prev.Holder, FencingVersion: prev.FencingVersion,

@@ -19,6 +19,7 @@ func (k keyspace) layout() string   { return string(k) + "layout" }
 func (k keyspace) eventSeq() string { return string(k) + "meta/event-seq" }
 func (k keyspace) events() string   { return string(k) + "events/" }
 func (k keyspace) leases() string   { return string(k) + "leases/" }
+func (k keyspace) holders() string  { return string(k) + "holders/" }
 func (k keyspace) segments() string { return string(k) + "segments/" }
 func (k keyspace) goose() string    { return string(k) + "meta/goose/" }
 func (k keyspace) probe() string    { return string(k) + "meta/durability-probe" }
@@ -52,6 +53,9 @@ type leaseRecord struct {
 	// 0 (absent in records written before floors were) is unknown.
 	FloorMS int64  `json:"ts_floor_ms,omitempty"`
 	Owner   string `json:"owner,omitempty"`
+	// SecretHash is secret_sha256: the SHA-256 (hex) of the lease secret
+	// of a lease-API holder; "" for idgen's own nodes and when free.
+	SecretHash string `json:"secret_sha256,omitempty"`
 }
 
 func (r leaseRecord) lease() allocator.Lease {

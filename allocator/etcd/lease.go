@@ -70,18 +70,32 @@ func leaseSeconds(ttl time.Duration) int64 {
 // pool is what a claim reads of a pool of worker IDs, in one snapshot.
 type pool struct {
 	rows    []*mvccpb.KeyValue          // worker records, by worker ID
-	holders map[string]*mvccpb.KeyValue // holder keys by key
+	holders map[string]*mvccpb.KeyValue // holder keys by key (every holder key with all)
 	seq     *mvccpb.KeyValue            // the event sequence, nil before the first event
+	// all is every worker record of the store, read only for a claim
+	// whose owner's leases are capped.
+	all []*mvccpb.KeyValue
 }
 
 // readPool reads the worker records and holder keys of a pool and the event
-// sequence at one revision.
-func (s *Store) readPool(ctx context.Context, cli *clientv3.Client, dc, minID, maxID int64) (pool, error) {
-	resp, err := cli.Txn(ctx).Then(
+// sequence at one revision; with all, every worker record and holder key.
+// Every claim appends an event and so compares the event sequence when it
+// commits: what a claim counted in this snapshot cannot change before it
+// commits.
+func (s *Store) readPool(ctx context.Context, cli *clientv3.Client, dc, minID, maxID int64, all bool) (pool, error) {
+	holders := clientv3.OpGet(s.keys.holder(dc, minID), clientv3.WithRange(s.keys.holder(dc, maxID+1)))
+	if all {
+		holders = clientv3.OpGet(s.keys.holders(), clientv3.WithPrefix())
+	}
+	ops := []clientv3.Op{
 		clientv3.OpGet(s.keys.worker(dc, minID), clientv3.WithRange(s.keys.worker(dc, maxID+1))),
-		clientv3.OpGet(s.keys.holder(dc, minID), clientv3.WithRange(s.keys.holder(dc, maxID+1))),
+		holders,
 		clientv3.OpGet(s.keys.eventSeq()),
-	).Commit()
+	}
+	if all {
+		ops = append(ops, clientv3.OpGet(s.keys.leases(), clientv3.WithPrefix()))
+	}
+	resp, err := cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		return pool{}, fmt.Errorf("etcd: read worker IDs %d/%d..%d: %w", dc, minID, maxID, err)
 	}
@@ -92,7 +106,30 @@ func (s *Store) readPool(ctx context.Context, cli *clientv3.Client, dc, minID, m
 	if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) == 1 {
 		p.seq = kvs[0]
 	}
+	if all {
+		p.all = resp.Responses[3].GetResponseRange().Kvs
+	}
 	return p, nil
+}
+
+// owned counts the leases of p.all that owner holds at store time now,
+// other than one holder holds: a record naming owner, with a live holder
+// key and an expiry after now.
+func (s *Store) owned(p pool, owner, holder string, now time.Time) (int, error) {
+	n := 0
+	for _, kv := range p.all {
+		var row leaseRecord
+		if err := decode(string(kv.Key), kv.Value, &row); err != nil {
+			return 0, err
+		}
+		if row.Owner != owner || row.Holder == "" || row.Holder == holder || !now.Before(row.ExpiresAt) {
+			continue
+		}
+		if p.holders[s.keys.holder(row.DatacenterID, row.WorkerID)] != nil {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // nextEvent returns the compare that the event sequence is still as read,
@@ -221,9 +258,23 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 	}()
 	var res allocator.ClaimResult
 	err := s.retry(ctx, "claim", func(ctx context.Context, cli *clientv3.Client) (bool, error) {
-		p, err := s.readPool(ctx, cli, req.DatacenterID, req.MinWorkerID, req.MaxWorkerID)
+		capped := req.MaxOwnerLeases > 0 && req.Owner != ""
+		p, err := s.readPool(ctx, cli, req.DatacenterID, req.MinWorkerID, req.MaxWorkerID, capped)
 		if err != nil {
 			return false, err
+		}
+		if capped {
+			now, err := s.storeNow(ctx)
+			if err != nil {
+				return false, err
+			}
+			n, err := s.owned(p, req.Owner, req.Holder, now)
+			if err != nil {
+				return false, err
+			}
+			if n >= req.MaxOwnerLeases {
+				return false, fmt.Errorf("etcd: %s holds %d leases, at most %d: %w", req.Owner, n, req.MaxOwnerLeases, allocator.ErrTooManyLeases)
+			}
 		}
 		type candidate struct {
 			row    leaseRecord
@@ -242,7 +293,7 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 				if err := decode(string(hkv.Key), hkv.Value, &h); err != nil {
 					return false, err
 				}
-				if h.Holder != req.Holder || row.Holder != req.Holder {
+				if h.Holder != req.Holder || row.Holder != req.Holder || row.Owner != req.Owner {
 					continue // held by a live lease of another holder
 				}
 			}
@@ -274,7 +325,7 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 		}
 		prev := c.row
 		row := prev
-		row.Holder, row.Owner = req.Holder, req.Owner
+		row.Holder, row.Owner, row.SecretHash = req.Holder, req.Owner, req.SecretHash
 		row.FencingVersion = prev.FencingVersion + 1
 		row.AcquiredAt, row.HeartbeatAt, row.ExpiresAt, row.ReleasedAt = now, now, now.Add(req.TTL), time.Time{}
 		row.FloorMS = prev.CeilingMS + 1
@@ -425,12 +476,23 @@ func (s *Store) readWorker(ctx context.Context, cli *clientv3.Client, key alloca
 	return w, nil
 }
 
-// heldBy reports whether w's record and live holder key both name holder
-// at version.
-func (w worker) heldBy(holder string, version int64) bool {
-	return w.kv != nil && w.hkv != nil &&
-		w.row.Holder == holder && w.row.FencingVersion == version &&
-		w.holder.Holder == holder && w.holder.FencingVersion == version
+// check returns nil when w's record and live holder key both name holder
+// at version, the record names owner and secret (a secret's hash), and
+// its expiry lies after store time now; else the error lost words with a
+// reason, wrapping allocator.ErrLeaseSecret too when only the owner or
+// the secret differ. etcd's lease, rounded up to whole seconds and to
+// etcd's minimum ttl, may outlive the ttl promised; the holder may not.
+func (w worker) check(holder string, version int64, owner, secret string, now time.Time, lost func(string) error) error {
+	switch {
+	case w.kv == nil || w.hkv == nil || w.row.Holder != holder || w.row.FencingVersion != version ||
+		w.holder.Holder != holder || w.holder.FencingVersion != version:
+		return lost("not held")
+	case !now.Before(w.row.ExpiresAt):
+		return lost("expired at " + w.row.ExpiresAt.Format(time.RFC3339Nano))
+	case w.row.Owner != owner || w.row.SecretHash != secret:
+		return fmt.Errorf("%w (%w)", lost("held with another owner or secret"), allocator.ErrLeaseSecret)
+	}
+	return nil
 }
 
 // Heartbeat implements allocator.LeaseStore.Heartbeat, documented there.
@@ -467,17 +529,12 @@ func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (
 		if err != nil {
 			return false, err
 		}
-		if !w.heldBy(req.Holder, req.FencingVersion) {
-			return false, lost("not held")
-		}
 		now, err := s.storeNow(ctx)
 		if err != nil {
 			return false, err
 		}
-		if !now.Before(w.row.ExpiresAt) {
-			// etcd's lease, rounded up to whole seconds and to etcd's
-			// minimum ttl, may outlive the ttl promised; the holder may not.
-			return false, lost("expired at " + w.row.ExpiresAt.Format(time.RFC3339Nano))
+		if err := w.check(req.Holder, req.FencingVersion, req.Owner, req.SecretHash, now, lost); err != nil {
+			return false, err
 		}
 		lease := clientv3.LeaseID(w.hkv.Lease)
 		move := ttlSec != w.holder.LeaseTTL
@@ -532,8 +589,9 @@ func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (
 }
 
 // Release implements allocator.LeaseStore.Release, documented there: it
-// frees the lease whether or not its etcd lease has expired, as long as
-// nobody claimed it since, deletes the holder key (revoking its etcd lease)
+// frees the lease while it is held as a heartbeat finds it held (the
+// record and the live holder key name the holder, and its expiry has not
+// passed by store time), deletes the holder key (revoking its etcd lease)
 // and sets the ceiling allocator.ReleaseCeiling computes from the record's
 // floor and ceiling, never raising it.
 func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int64, error) {
@@ -557,13 +615,17 @@ func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int6
 			ceiling = w.row.CeilingMS
 			return true, nil
 		}
-		if w.kv == nil || w.row.Holder != req.Holder || w.row.FencingVersion != req.FencingVersion ||
-			(w.hkv != nil && (w.holder.Holder != req.Holder || w.holder.FencingVersion != req.FencingVersion)) {
-			return false, fmt.Errorf("etcd: release of worker %d/%d by %q at version %d: %w",
-				k.DatacenterID, k.WorkerID, req.Holder, req.FencingVersion, allocator.ErrLeaseLost)
+		lost := func(why string) error {
+			return fmt.Errorf("etcd: release of worker %d/%d by %q at version %d: %s: %w",
+				k.DatacenterID, k.WorkerID, req.Holder, req.FencingVersion, why, allocator.ErrLeaseLost)
 		}
 		now, err := s.storeNow(ctx)
 		if err != nil {
+			return false, err
+		}
+		// As for a heartbeat: an expired lease is held no longer, taken
+		// over or not.
+		if err := w.check(req.Holder, req.FencingVersion, req.Owner, req.SecretHash, now, lost); err != nil {
 			return false, err
 		}
 		left, err := allocator.ReleaseCeiling(w.row.FloorMS, w.row.CeilingMS, req.LastTimestampMS)
@@ -572,7 +634,7 @@ func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int6
 				k.DatacenterID, k.WorkerID, req.Holder, req.FencingVersion, err)
 		}
 		row := w.row
-		row.Holder, row.Owner = "", ""
+		row.Holder, row.Owner, row.SecretHash = "", "", ""
 		row.ReleasedAt = maxTime(now, w.row.HeartbeatAt)
 		row.ExpiresAt = row.ReleasedAt
 		row.CeilingMS = left

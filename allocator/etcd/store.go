@@ -77,6 +77,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/dburl"
 )
 
 var (
@@ -118,6 +119,9 @@ type Store struct {
 // documentation) and checks that it answers a linearizable read. Errors
 // name the DSN without its password.
 func Open(ctx context.Context, dsn string) (*Store, error) {
+	if err := dburl.Check(dsn); err != nil {
+		return nil, fmt.Errorf("etcd: invalid DSN (not shown): %w", err)
+	}
 	safe := redact(dsn)
 	cfg, err := parseDSN(dsn)
 	if err != nil {

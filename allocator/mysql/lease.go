@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -72,17 +73,46 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 		return allocator.ClaimResult{}, err
 	}
 	return sqltx.Get(ctx, s.tx, func(tx *sql.Tx) (allocator.ClaimResult, error) {
+		owned := func() (n int64, err error) {
+			err = tx.QueryRowContext(ctx, sqlstore.OwnedQuery(sqlstore.Question, "UTC_TIMESTAMP(6)"), req.Owner, req.Holder).Scan(&n)
+			return n, err
+		}
+		// Under SERIALIZABLE, InnoDB makes every read in a transaction a
+		// locking read: a read of the whole pool would take a shared lock
+		// on each row it passes and keep them while it waits for a row
+		// another transaction holds, so that the heartbeats of those rows'
+		// holders would wait behind this claim. A heartbeat stuck inside
+		// its transaction (a paused node, until the server ends its
+		// session) would then take every holder's heartbeats down with it.
+		// So the row is chosen by a plain read outside the transaction,
+		// which locks nothing, and only that row is read again, locked,
+		// inside it, where its being free or expired is decided; if it no
+		// longer is, the claim starts again.
 		pick := func() (sqlstore.Candidate, error) {
-			return sqlstore.ScanCandidate(tx.QueryRowContext(ctx, `
+			c, err := sqlstore.ScanCandidate(s.db.QueryRowContext(ctx, `
 				SELECT worker_id, holder, fencing_version, ts_ceiling_ms
 				FROM worker_leases
 				WHERE datacenter_id = ? AND worker_id BETWEEN ? AND ?
-				  AND (holder IS NULL OR expires_at <= UTC_TIMESTAMP(6) OR holder = ?)
+				  AND (holder IS NULL OR expires_at <= UTC_TIMESTAMP(6) OR (holder = ? AND owner <=> ?))
 				  AND (? = 0 OR ts_ceiling_ms <= ?)
 				ORDER BY ts_ceiling_ms, worker_id
 				LIMIT 1`,
-				req.DatacenterID, req.MinWorkerID, req.MaxWorkerID, req.Holder,
+				req.DatacenterID, req.MinWorkerID, req.MaxWorkerID, req.Holder, sqlstore.NullText(req.Owner),
 				req.MaxPrevCeilingMS, req.MaxPrevCeilingMS))
+			if err != nil {
+				return c, err
+			}
+			c, err = sqlstore.ScanCandidate(tx.QueryRowContext(ctx, `
+				SELECT worker_id, holder, fencing_version, ts_ceiling_ms
+				FROM worker_leases
+				WHERE datacenter_id = ? AND worker_id = ?
+				  AND (holder IS NULL OR expires_at <= UTC_TIMESTAMP(6) OR (holder = ? AND owner <=> ?))
+				  AND (? = 0 OR ts_ceiling_ms <= ?)`,
+				req.DatacenterID, c.WorkerID, req.Holder, sqlstore.NullText(req.Owner), req.MaxPrevCeilingMS, req.MaxPrevCeilingMS))
+			if errors.Is(err, sql.ErrNoRows) {
+				return c, errRetry // taken or extended since the plain read
+			}
+			return c, err
 		}
 		take := func(c sqlstore.Candidate) (allocator.Lease, time.Time, error) {
 			// The fencing version we read is compared again: should the row
@@ -94,6 +124,7 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 				UPDATE worker_leases SET
 					holder = ?,
 					owner = ?,
+					secret_sha256 = ?,
 					fencing_version = fencing_version + 1,
 					acquired_at = UTC_TIMESTAMP(6),
 					heartbeat_at = UTC_TIMESTAMP(6),
@@ -102,7 +133,7 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 					ts_floor_ms = ts_ceiling_ms + 1,
 					ts_ceiling_ms = `+boundedCeiling+`
 				WHERE datacenter_id = ? AND worker_id = ? AND fencing_version = ?`,
-				req.Holder, sqlstore.NullText(req.Owner), req.TTL.Milliseconds()*1000, req.CeilingMS, req.TTL.Milliseconds()+req.MaxClockOffset.Milliseconds(),
+				req.Holder, sqlstore.NullText(req.Owner), sqlstore.NullText(req.SecretHash), req.TTL.Milliseconds()*1000, req.CeilingMS, req.TTL.Milliseconds()+req.MaxClockOffset.Milliseconds(),
 				req.DatacenterID, c.WorkerID, c.Version)
 			key := allocator.LeaseKey{DatacenterID: req.DatacenterID, WorkerID: c.WorkerID}
 			if err != nil {
@@ -114,7 +145,7 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 			lease, _, err := getLease(ctx, tx, key)
 			return lease, lease.AcquiredAt, err
 		}
-		return dialect.Claim(req, pick, take, func(ev allocator.LeaseEvent) error { return insertEvent(ctx, tx, ev) })
+		return dialect.Claim(req, owned, pick, take, func(ev allocator.LeaseEvent) error { return insertEvent(ctx, tx, ev) })
 	})
 }
 
@@ -163,14 +194,16 @@ func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (
 				expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
 				ts_ceiling_ms = `+boundedCeiling+`
 			WHERE datacenter_id = ? AND worker_id = ?
-			  AND holder = ? AND fencing_version = ? AND expires_at > UTC_TIMESTAMP(6)`,
+			  AND holder = ? AND fencing_version = ? AND expires_at > UTC_TIMESTAMP(6)
+			  AND owner <=> ? AND secret_sha256 <=> ?`,
 			req.TTL.Milliseconds()*1000, req.CeilingMS, req.TTL.Milliseconds()+req.MaxClockOffset.Milliseconds(),
-			req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion)
+			req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion,
+			sqlstore.NullText(req.Owner), sqlstore.NullText(req.SecretHash))
 		if err == nil && n == 0 {
 			err = sql.ErrNoRows // no row matched: the lease is lost
 		}
 		if err != nil {
-			return allocator.Lease{}, time.Time{}, dialect.HeartbeatError(req, err)
+			return allocator.Lease{}, time.Time{}, dialect.HeartbeatError(req, err, held(ctx, tx, req.Key, req.Holder, req.FencingVersion))
 		}
 		return getLease(ctx, tx, req.Key)
 	})
@@ -188,14 +221,17 @@ func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int6
 			return tx.QueryRowContext(ctx, `
 				SELECT ts_floor_ms, ts_ceiling_ms FROM worker_leases
 				WHERE datacenter_id = ? AND worker_id = ? AND holder = ? AND fencing_version = ?
+				  AND expires_at > UTC_TIMESTAMP(6) AND owner <=> ? AND secret_sha256 <=> ?
 				FOR UPDATE`,
-				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion)
+				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion,
+				sqlstore.NullText(req.Owner), sqlstore.NullText(req.SecretHash))
 		}
 		write := func(ceiling int64) error {
 			_, err := tx.ExecContext(ctx, `
 				UPDATE worker_leases SET
 					holder = NULL,
 					owner = NULL,
+					secret_sha256 = NULL,
 					released_at = UTC_TIMESTAMP(6),
 					expires_at = UTC_TIMESTAMP(6),
 					ts_ceiling_ms = ?
@@ -203,8 +239,18 @@ func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int6
 				ceiling, req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion)
 			return err
 		}
-		return dialect.Release(req, read, write, func(ev allocator.LeaseEvent) error { return insertEvent(ctx, tx, ev) })
+		return dialect.Release(req, read, held(ctx, tx, req.Key, req.Holder, req.FencingVersion), write,
+			func(ev allocator.LeaseEvent) error { return insertEvent(ctx, tx, ev) })
 	})
+}
+
+// held returns the held step of sqlstore's HeartbeatError and Release, in
+// tx.
+func held(ctx context.Context, tx *sql.Tx, key allocator.LeaseKey, holder string, version int64) func() (int64, error) {
+	return func() (n int64, err error) {
+		err = tx.QueryRowContext(ctx, sqlstore.HeldQuery(sqlstore.Question, "UTC_TIMESTAMP(6)"), key.DatacenterID, key.WorkerID, holder, version).Scan(&n)
+		return n, err
+	}
 }
 
 // RecordLeaseEvent implements allocator.LeaseStore.RecordLeaseEvent,
@@ -233,6 +279,7 @@ func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocato
 					fencing_version = fencing_version + 1,
 					holder = NULL,
 					owner = NULL,
+					secret_sha256 = NULL,
 					expires_at = UTC_TIMESTAMP(6)
 				WHERE datacenter_id = ? AND worker_id = ? AND fencing_version = ?`,
 				req.Key.DatacenterID, req.Key.WorkerID, prev.FencingVersion)

@@ -45,6 +45,26 @@ const (
 	defaultMaxIdleConns = 8
 )
 
+// idleTxTimeoutParam is MariaDB's session setting that ends a session left
+// idle inside a transaction. MySQL has none.
+const idleTxTimeoutParam = "idle_transaction_timeout"
+
+// errUnknownVariable is the server's error 1193, ER_UNKNOWN_SYSTEM_VARIABLE.
+const errUnknownVariable = 1193
+
+// DefaultIdleTransactionTimeout is the idle_transaction_timeout (seconds) of
+// idgen's sessions on MariaDB unless the DSN sets one, as on PostgreSQL
+// (postgres.DefaultIdleInTransactionTimeout). idgen sends a transaction's
+// statements back to back, so a session idle inside one has lost its
+// client: a node paused (SIGSTOP, a frozen VM) or cut off by a silent
+// network in the middle of a heartbeat. Without it the server keeps that
+// transaction, and the lease row's lock, until the client comes back or TCP
+// keepalive notices (hours by default): no other node can claim the worker
+// ID after the lease expires. The server now ends such a session after this
+// long and releases its locks. A DSN parameter idle_transaction_timeout=0
+// turns it off.
+const DefaultIdleTransactionTimeout = "5"
+
 // Store is idgen's Store on MySQL or MariaDB. It is safe for concurrent use.
 type Store struct {
 	db        *sql.DB
@@ -60,15 +80,39 @@ type Store struct {
 // mysql://user:pass@host:3306/idgen?tls=true. Query parameters are
 // go-sql-driver/mysql's (timeout, readTimeout, tls, …; others become session
 // variables). Whatever the DSN says, times are read and written in UTC, and
-// UPDATE reports the rows it matched. Open checks that the server answers.
-// Errors name the DSN without its password.
+// UPDATE reports the rows it matched; on MariaDB, sessions left idle in a
+// transaction end after DefaultIdleTransactionTimeout unless the DSN says
+// otherwise. Open checks that the server answers. Errors name the DSN
+// without its password.
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	db, connector, safe, err := connect(ctx, dsn, func(db *sql.DB) {
-		db.SetConnMaxLifetime(defaultConnLifetime)
-		db.SetMaxIdleConns(defaultMaxIdleConns)
-	})
+	cfg, safe, err := parseDSN(dsn)
 	if err != nil {
 		return nil, err
+	}
+	setup := func(db *sql.DB) {
+		db.SetConnMaxLifetime(defaultConnLifetime)
+		db.SetMaxIdleConns(defaultMaxIdleConns)
+	}
+	db, connector, err := connectConfig(ctx, cfg, safe, setup)
+	if err != nil {
+		return nil, err
+	}
+	if _, set := cfg.Params[idleTxTimeoutParam]; !set {
+		// Setting a variable the server does not have fails the
+		// connection: ask first (MySQL answers 1193), then connect again
+		// with it.
+		var v sql.NullInt64
+		err := db.QueryRowContext(ctx, "SELECT @@SESSION."+idleTxTimeoutParam).Scan(&v)
+		if err == nil {
+			_ = db.Close()
+			cfg.Params[idleTxTimeoutParam] = DefaultIdleTransactionTimeout
+			if db, connector, err = connectConfig(ctx, cfg, safe, setup); err != nil {
+				return nil, err
+			}
+		} else if !sqltx.HasCode(err, func(e *gomysql.MySQLError) uint16 { return e.Number }, errUnknownVariable) {
+			_ = db.Close()
+			return nil, fmt.Errorf("mysql: connect to %s: read %s: %w", safe, idleTxTimeoutParam, err)
+		}
 	}
 	tx := sqltx.New(sqltx.DB(db, &sql.TxOptions{Isolation: sql.LevelSerializable}),
 		sqltx.Settings{Name: "mysql", Retryable: retryable})
@@ -83,22 +127,32 @@ func connect(ctx context.Context, dsn string, setup func(*sql.DB)) (*sql.DB, dri
 	if err != nil {
 		return nil, nil, "", err
 	}
+	db, connector, err := connectConfig(ctx, cfg, safe, setup)
+	return db, connector, safe, err
+}
+
+// connectConfig is connect with the DSN parsed: cfg, and safe, the DSN
+// without its password.
+func connectConfig(ctx context.Context, cfg *gomysql.Config, safe string, setup func(*sql.DB)) (*sql.DB, driver.Connector, error) {
 	connector, err := gomysql.NewConnector(cfg)
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("mysql: invalid DSN %s: %w", safe, err)
+		return nil, nil, fmt.Errorf("mysql: invalid DSN %s: %w", safe, err)
 	}
 	db := sql.OpenDB(connector)
 	setup(db)
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
-		return nil, nil, "", fmt.Errorf("mysql: connect to %s: %w", safe, err)
+		return nil, nil, fmt.Errorf("mysql: connect to %s: %w", safe, err)
 	}
-	return db, connector, safe, nil
+	return db, connector, nil
 }
 
 // parseDSN turns idgen's mysql:// URL into a driver configuration, and
 // returns the URL without its password for messages.
 func parseDSN(dsn string) (*gomysql.Config, string, error) {
+	if err := dburl.Check(dsn); err != nil {
+		return nil, "", fmt.Errorf("mysql: invalid DSN (not shown): %w", err)
+	}
 	u, err := url.Parse(dsn)
 	if err != nil || u.Scheme != "mysql" || u.Opaque != "" {
 		// The DSN cannot be shown: the password may be anywhere in it.

@@ -67,16 +67,20 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 		return allocator.ClaimResult{}, err
 	}
 	return sqltx.Get(ctx, s.tx, func(tx pgx.Tx) (allocator.ClaimResult, error) {
+		owned := func() (n int64, err error) {
+			err = tx.QueryRow(ctx, sqlstore.OwnedQuery(sqlstore.Dollar, "now()"), req.Owner, req.Holder).Scan(&n)
+			return n, err
+		}
 		pick := func() (sqlstore.Candidate, error) {
 			return sqlstore.ScanCandidate(tx.QueryRow(ctx, `
 				SELECT worker_id, holder, fencing_version, ts_ceiling_ms
 				FROM worker_leases
 				WHERE datacenter_id = $1 AND worker_id BETWEEN $2 AND $3
-				  AND (holder IS NULL OR expires_at <= now() OR holder = $4)
+				  AND (holder IS NULL OR expires_at <= now() OR (holder = $4 AND owner IS NOT DISTINCT FROM $6))
 				  AND ($5::bigint = 0 OR ts_ceiling_ms <= $5::bigint)
 				ORDER BY ts_ceiling_ms, worker_id
 				LIMIT 1`,
-				req.DatacenterID, req.MinWorkerID, req.MaxWorkerID, req.Holder, req.MaxPrevCeilingMS))
+				req.DatacenterID, req.MinWorkerID, req.MaxWorkerID, req.Holder, req.MaxPrevCeilingMS, sqlstore.NullText(req.Owner)))
 		}
 		take := func(c sqlstore.Candidate) (allocator.Lease, time.Time, error) {
 			// The fencing version we read is compared again: should the row
@@ -85,6 +89,7 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 				UPDATE worker_leases SET
 					holder = $3,
 					owner = $8,
+					secret_sha256 = $9,
 					fencing_version = fencing_version + 1,
 					acquired_at = now(),
 					heartbeat_at = now(),
@@ -95,7 +100,7 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 				WHERE datacenter_id = $1 AND worker_id = $2 AND fencing_version = $6
 				RETURNING `+leaseColumns+`, now()`,
 				req.DatacenterID, c.WorkerID, req.Holder, req.TTL.Milliseconds(), req.CeilingMS, c.Version,
-				req.MaxClockOffset.Milliseconds(), sqlstore.NullText(req.Owner)))
+				req.MaxClockOffset.Milliseconds(), sqlstore.NullText(req.Owner), sqlstore.NullText(req.SecretHash)))
 			if errors.Is(err, pgx.ErrNoRows) {
 				return allocator.Lease{}, time.Time{}, errRetry
 			}
@@ -105,7 +110,7 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 			}
 			return lease, now, nil
 		}
-		return dialect.Claim(req, pick, take, func(ev allocator.LeaseEvent) error { return insertEvent(ctx, tx, ev) })
+		return dialect.Claim(req, owned, pick, take, func(ev allocator.LeaseEvent) error { return insertEvent(ctx, tx, ev) })
 	})
 }
 
@@ -149,10 +154,11 @@ func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (
 				ts_ceiling_ms = `+boundedCeiling+`
 			WHERE datacenter_id = $1 AND worker_id = $2
 			  AND holder = $3 AND fencing_version = $6 AND expires_at > now()
+			  AND owner IS NOT DISTINCT FROM $8 AND secret_sha256 IS NOT DISTINCT FROM $9
 			RETURNING `+leaseColumns+`, clock_timestamp()`,
 			req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.TTL.Milliseconds(), req.CeilingMS,
-			req.FencingVersion, req.MaxClockOffset.Milliseconds()))
-		return lease, now, dialect.HeartbeatError(req, err)
+			req.FencingVersion, req.MaxClockOffset.Milliseconds(), sqlstore.NullText(req.Owner), sqlstore.NullText(req.SecretHash)))
+		return lease, now, dialect.HeartbeatError(req, err, held(ctx, tx, req.Key, req.Holder, req.FencingVersion))
 	})
 }
 
@@ -168,14 +174,17 @@ func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int6
 			return tx.QueryRow(ctx, `
 				SELECT ts_floor_ms, ts_ceiling_ms FROM worker_leases
 				WHERE datacenter_id = $1 AND worker_id = $2 AND holder = $3 AND fencing_version = $4
+				  AND expires_at > now() AND owner IS NOT DISTINCT FROM $5 AND secret_sha256 IS NOT DISTINCT FROM $6
 				FOR UPDATE`,
-				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion)
+				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion,
+				sqlstore.NullText(req.Owner), sqlstore.NullText(req.SecretHash))
 		}
 		write := func(ceiling int64) error {
 			_, err := tx.Exec(ctx, `
 				UPDATE worker_leases SET
 					holder = NULL,
 					owner = NULL,
+					secret_sha256 = NULL,
 					released_at = now(),
 					expires_at = now(),
 					ts_ceiling_ms = $5
@@ -183,8 +192,18 @@ func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int6
 				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, ceiling)
 			return err
 		}
-		return dialect.Release(req, read, write, func(ev allocator.LeaseEvent) error { return insertEvent(ctx, tx, ev) })
+		return dialect.Release(req, read, held(ctx, tx, req.Key, req.Holder, req.FencingVersion), write,
+			func(ev allocator.LeaseEvent) error { return insertEvent(ctx, tx, ev) })
 	})
+}
+
+// held returns the held step of sqlstore's HeartbeatError and Release, in
+// tx.
+func held(ctx context.Context, tx pgx.Tx, key allocator.LeaseKey, holder string, version int64) func() (int64, error) {
+	return func() (n int64, err error) {
+		err = tx.QueryRow(ctx, sqlstore.HeldQuery(sqlstore.Dollar, "now()"), key.DatacenterID, key.WorkerID, holder, version).Scan(&n)
+		return n, err
+	}
 }
 
 // RecordLeaseEvent implements allocator.LeaseStore.RecordLeaseEvent,
@@ -215,6 +234,7 @@ func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocato
 					fencing_version = fencing_version + 1,
 					holder = NULL,
 					owner = NULL,
+					secret_sha256 = NULL,
 					expires_at = now()
 				WHERE datacenter_id = $1 AND worker_id = $2 AND fencing_version = $3
 				RETURNING `+leaseColumns+`, now()`,

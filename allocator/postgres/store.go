@@ -61,6 +61,9 @@ const DefaultIdleInTransactionTimeout = "5000"
 // pool_max_conns and the other pgxpool parameters size the pool. Open checks
 // that the server answers. Errors name the DSN without its password.
 func Open(ctx context.Context, dsn string) (*Store, error) {
+	if err := dburl.Check(dsn); err != nil {
+		return nil, fmt.Errorf("postgres: invalid DSN (not shown): %w", err)
+	}
 	safe := dburl.Redact(dsn)
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {

@@ -71,16 +71,20 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 		if err != nil {
 			return allocator.ClaimResult{}, fmt.Errorf("sqlite: create worker IDs %d/%d..%d: %w", req.DatacenterID, req.MinWorkerID, req.MaxWorkerID, err)
 		}
+		owned := func() (n int64, err error) {
+			err = tx.QueryRowContext(ctx, sqlstore.OwnedQuery(sqlstore.Question, "?3"), req.Owner, req.Holder, now).Scan(&n)
+			return n, err
+		}
 		pick := func() (sqlstore.Candidate, error) {
 			return sqlstore.ScanCandidate(tx.QueryRowContext(ctx, `
 				SELECT worker_id, holder, fencing_version, ts_ceiling_ms
 				FROM worker_leases
 				WHERE datacenter_id = ?1 AND worker_id BETWEEN ?2 AND ?3
-				  AND (holder IS NULL OR expires_at <= ?4 OR holder = ?5)
+				  AND (holder IS NULL OR expires_at <= ?4 OR (holder = ?5 AND owner IS ?7))
 				  AND (?6 = 0 OR ts_ceiling_ms <= ?6)
 				ORDER BY ts_ceiling_ms, worker_id
 				LIMIT 1`,
-				req.DatacenterID, req.MinWorkerID, req.MaxWorkerID, now, req.Holder, req.MaxPrevCeilingMS))
+				req.DatacenterID, req.MinWorkerID, req.MaxWorkerID, now, req.Holder, req.MaxPrevCeilingMS, sqlstore.NullText(req.Owner)))
 		}
 		take := func(c sqlstore.Candidate) (allocator.Lease, time.Time, error) {
 			t, err := parseTime(now)
@@ -91,6 +95,7 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 				UPDATE worker_leases SET
 					holder = ?3,
 					owner = ?9,
+					secret_sha256 = ?10,
 					fencing_version = fencing_version + 1,
 					acquired_at = ?4,
 					heartbeat_at = ?4,
@@ -101,7 +106,7 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 				WHERE datacenter_id = ?1 AND worker_id = ?2 AND fencing_version = ?7
 				RETURNING `+leaseColumns,
 				req.DatacenterID, c.WorkerID, req.Holder, now, ttlModifier(req.TTL), req.CeilingMS, c.Version,
-				ceilingBound(t, req.TTL, req.MaxClockOffset), sqlstore.NullText(req.Owner)))
+				ceilingBound(t, req.TTL, req.MaxClockOffset), sqlstore.NullText(req.Owner), sqlstore.NullText(req.SecretHash)))
 			if err != nil {
 				// The write lock is ours since BEGIN IMMEDIATE: the row we
 				// just read cannot have changed, and no row is an error.
@@ -110,7 +115,7 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 			}
 			return lease, t, nil
 		}
-		return dialect.Claim(req, pick, take, func(ev allocator.LeaseEvent) error { return insertEvent(ctx, tx, ev, now) })
+		return dialect.Claim(req, owned, pick, take, func(ev allocator.LeaseEvent) error { return insertEvent(ctx, tx, ev, now) })
 	})
 }
 
@@ -129,10 +134,12 @@ func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (
 				ts_ceiling_ms = max(ts_ceiling_ms, min(?7, ?8))
 			WHERE datacenter_id = ?1 AND worker_id = ?2
 			  AND holder = ?3 AND fencing_version = ?4 AND expires_at > ?5
+			  AND owner IS ?9 AND secret_sha256 IS ?10
 			RETURNING `+leaseColumns,
 			req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion,
-			nowText, ttlModifier(req.TTL), req.CeilingMS, ceilingBound(now, req.TTL, req.MaxClockOffset)))
-		return lease, now, dialect.HeartbeatError(req, err)
+			nowText, ttlModifier(req.TTL), req.CeilingMS, ceilingBound(now, req.TTL, req.MaxClockOffset),
+			sqlstore.NullText(req.Owner), sqlstore.NullText(req.SecretHash)))
+		return lease, now, dialect.HeartbeatError(req, err, held(ctx, tx, nowText, req.Key, req.Holder, req.FencingVersion))
 	})
 }
 
@@ -147,14 +154,17 @@ func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int6
 		read := func() sqlstore.Scanner {
 			return tx.QueryRowContext(ctx, `
 				SELECT ts_floor_ms, ts_ceiling_ms FROM worker_leases
-				WHERE datacenter_id = ?1 AND worker_id = ?2 AND holder = ?3 AND fencing_version = ?4`,
-				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion)
+				WHERE datacenter_id = ?1 AND worker_id = ?2 AND holder = ?3 AND fencing_version = ?4
+				  AND expires_at > ?5 AND owner IS ?6 AND secret_sha256 IS ?7`,
+				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, now,
+				sqlstore.NullText(req.Owner), sqlstore.NullText(req.SecretHash))
 		}
 		write := func(ceiling int64) error {
 			_, err := tx.ExecContext(ctx, `
 				UPDATE worker_leases SET
 					holder = NULL,
 					owner = NULL,
+					secret_sha256 = NULL,
 					released_at = ?5,
 					expires_at = ?5,
 					ts_ceiling_ms = ?6
@@ -162,8 +172,18 @@ func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int6
 				req.Key.DatacenterID, req.Key.WorkerID, req.Holder, req.FencingVersion, now, ceiling)
 			return err
 		}
-		return dialect.Release(req, read, write, func(ev allocator.LeaseEvent) error { return insertEvent(ctx, tx, ev, now) })
+		return dialect.Release(req, read, held(ctx, tx, now, req.Key, req.Holder, req.FencingVersion), write,
+			func(ev allocator.LeaseEvent) error { return insertEvent(ctx, tx, ev, now) })
 	})
+}
+
+// held returns the held step of sqlstore's HeartbeatError and Release, in
+// tx at the transaction's time now.
+func held(ctx context.Context, tx *sql.Tx, now string, key allocator.LeaseKey, holder string, version int64) func() (int64, error) {
+	return func() (n int64, err error) {
+		err = tx.QueryRowContext(ctx, sqlstore.HeldQuery(sqlstore.Question, "?5"), key.DatacenterID, key.WorkerID, holder, version, now).Scan(&n)
+		return n, err
+	}
 }
 
 // RecordLeaseEvent implements allocator.LeaseStore.RecordLeaseEvent,
@@ -198,6 +218,7 @@ func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocato
 					fencing_version = fencing_version + 1,
 					holder = NULL,
 					owner = NULL,
+					secret_sha256 = NULL,
 					expires_at = ?4
 				WHERE datacenter_id = ?1 AND worker_id = ?2 AND fencing_version = ?3
 				RETURNING `+leaseColumns,

@@ -336,6 +336,9 @@ func testInvalidClaims(t *testing.T, s allocator.Store) {
 		{"owner too long", func(r *allocator.ClaimRequest) { r.Owner = strings.Repeat("o", allocator.MaxOwnerLen+1) }},
 		{"owner not UTF-8", func(r *allocator.ClaimRequest) { r.Owner = "orders-\xff" }},
 		{"request ID too long", func(r *allocator.ClaimRequest) { r.RequestID = strings.Repeat("r", allocator.MaxRequestIDLen+1) }},
+		{"secret hash too short", func(r *allocator.ClaimRequest) { r.SecretHash = "abc" }},
+		{"secret hash upper case", func(r *allocator.ClaimRequest) { r.SecretHash = strings.Repeat("A", allocator.SecretHashLen) }},
+		{"negative lease cap", func(r *allocator.ClaimRequest) { r.MaxOwnerLeases = -1 }},
 	} {
 		req := valid
 		tc.change(&req)
@@ -489,6 +492,7 @@ func testInvalidHeartbeatRelease(t *testing.T, s allocator.Store) {
 		{"negative version", func(r *allocator.HeartbeatRequest) { r.FencingVersion = -1 }},
 		{"owner not UTF-8", func(r *allocator.HeartbeatRequest) { r.Owner = "\xc3" }},
 		{"request ID too long", func(r *allocator.HeartbeatRequest) { r.RequestID = strings.Repeat("r", allocator.MaxRequestIDLen+1) }},
+		{"secret hash malformed", func(r *allocator.HeartbeatRequest) { r.SecretHash = "secret" }},
 	} {
 		req := hb
 		tc.change(&req)
@@ -507,6 +511,7 @@ func testInvalidHeartbeatRelease(t *testing.T, s allocator.Store) {
 		{"negative version", func(r *allocator.ReleaseRequest) { r.FencingVersion = -1 }},
 		{"owner too long", func(r *allocator.ReleaseRequest) { r.Owner = strings.Repeat("o", allocator.MaxOwnerLen+1) }},
 		{"request ID not UTF-8", func(r *allocator.ReleaseRequest) { r.RequestID = "req-\xff" }},
+		{"secret hash malformed", func(r *allocator.ReleaseRequest) { r.SecretHash = strings.Repeat("g", allocator.SecretHashLen) }},
 	} {
 		req := rel
 		tc.change(&req)
@@ -522,8 +527,9 @@ func testInvalidHeartbeatRelease(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testHeartbeatAfterExpiry checks that an expired lease cannot be extended,
-// even when nobody took it over, and that it can still be released.
+// testHeartbeatAfterExpiry checks that an expired lease can be neither
+// extended nor released, even when nobody took it over: a heartbeat and a
+// release agree on whether a lease is still held.
 func testHeartbeatAfterExpiry(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	l := claim(t, s, allocator.ClaimRequest{DatacenterID: 5, MinWorkerID: 0, MaxWorkerID: 0, Holder: "a", TTL: shortTTL, CeilingMS: 10}).Lease
@@ -546,12 +552,15 @@ func testHeartbeatAfterExpiry(t *testing.T, s allocator.Store) {
 	if got := listLeases(t, s)[0]; got.Holder != "a" || got.CeilingMS != 10 || !got.ExpiresAt.Equal(l.ExpiresAt) {
 		t.Errorf("failed heartbeat changed the row: holder %q ceiling %d expires %v, want \"a\" 10 %v", got.Holder, got.CeilingMS, got.ExpiresAt, l.ExpiresAt)
 	}
-	// Release is fenced on the holder and version only.
-	if _, err := s.Release(ctx, allocator.ReleaseRequest{Key: l.LeaseKey, Holder: "a", FencingVersion: l.FencingVersion, LastTimestampMS: 5}); err != nil {
-		t.Errorf("release of an expired lease nobody took: %v", err)
+	events := len(AllLeaseEvents(t, s))
+	if _, err := s.Release(ctx, allocator.ReleaseRequest{Key: l.LeaseKey, Holder: "a", FencingVersion: l.FencingVersion, LastTimestampMS: 5}); !errors.Is(err, allocator.ErrLeaseLost) {
+		t.Errorf("release of an expired lease nobody took: got %v, want ErrLeaseLost", err)
 	}
-	if got := listLeases(t, s)[0]; got.Holder != "" || got.CeilingMS != 5 {
-		t.Errorf("after release: holder %q ceiling %d, want none 5", got.Holder, got.CeilingMS)
+	if got := listLeases(t, s)[0]; got.Holder != "a" || got.CeilingMS != 10 || !got.ReleasedAt.IsZero() {
+		t.Errorf("failed release changed the row: holder %q ceiling %d released %v, want \"a\" 10 NULL", got.Holder, got.CeilingMS, got.ReleasedAt)
+	}
+	if n := len(AllLeaseEvents(t, s)); n != events {
+		t.Errorf("a refused release recorded %d events", n-events)
 	}
 }
 
@@ -780,7 +789,8 @@ func claim(t *testing.T, s allocator.Store, req allocator.ClaimRequest) allocato
 // test. It returns the ceiling left behind.
 func release(t *testing.T, s allocator.Store, l allocator.Lease, last int64) int64 {
 	t.Helper()
-	c, err := s.Release(t.Context(), allocator.ReleaseRequest{Key: l.LeaseKey, Holder: l.Holder, FencingVersion: l.FencingVersion, LastTimestampMS: last})
+	c, err := s.Release(t.Context(), allocator.ReleaseRequest{Key: l.LeaseKey, Holder: l.Holder, FencingVersion: l.FencingVersion,
+		LastTimestampMS: last, Owner: l.Owner})
 	if err != nil {
 		t.Fatalf("Release(%d/%d by %s, last %d): %v", l.DatacenterID, l.WorkerID, l.Holder, last, err)
 	}

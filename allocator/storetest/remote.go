@@ -92,7 +92,7 @@ func testReleaseBelowFloor(t *testing.T, s allocator.Store) {
 	events := len(AllLeaseEvents(t, s))
 	for _, last := range []int64{1, 4999, 5000, 8001} {
 		c, err := s.Release(ctx, allocator.ReleaseRequest{Key: l.LeaseKey, Holder: "b", FencingVersion: l.FencingVersion,
-			LastTimestampMS: last, Owner: "x", RequestID: "r"})
+			LastTimestampMS: last, RequestID: "r"})
 		if !errors.Is(err, allocator.ErrInvalidRelease) || errors.Is(err, allocator.ErrLeaseLost) {
 			t.Errorf("release with last timestamp %d (floor 5001, ceiling 8000): got %d, %v; want ErrInvalidRelease", last, c, err)
 		}
@@ -194,7 +194,7 @@ func testEvict(t *testing.T, s allocator.Store) {
 	res := claim(t, s, allocator.ClaimRequest{DatacenterID: 2, MinWorkerID: 5, MaxWorkerID: 5, Holder: "orders-api/h1", TTL: longTTL,
 		CeilingMS: 1000, Owner: "orders-api"})
 	held, _, err := s.Heartbeat(ctx, allocator.HeartbeatRequest{Key: res.Lease.LeaseKey, Holder: "orders-api/h1",
-		FencingVersion: res.Lease.FencingVersion, TTL: longTTL, CeilingMS: 2000})
+		FencingVersion: res.Lease.FencingVersion, TTL: longTTL, CeilingMS: 2000, Owner: "orders-api"})
 	if err != nil {
 		t.Fatalf("Heartbeat: %v", err)
 	}
@@ -548,4 +548,175 @@ func PruneInBatches(t *testing.T, s allocator.Store, batch int) {
 	if got := AllLeaseEvents(t, s); len(got) != 1 || got[0].ID != last.ID {
 		t.Errorf("after the prune: events %v, want just %d", ids(got), last.ID)
 	}
+}
+
+// Two lease secrets' hashes, as the lease API makes them.
+var (
+	secretA = strings.Repeat("a1", allocator.SecretHashLen/2)
+	secretB = strings.Repeat("b2", allocator.SecretHashLen/2)
+)
+
+// testOwnerAndSecretFence: a heartbeat or release matches a row only with
+// the owner and the secret hash its claim wrote, besides the holder and
+// the fencing version; a mismatch is a lost lease (ErrLeaseSecret too: the
+// holder still holds it) and changes nothing. A node's row (no owner, no
+// secret) is matched only by a request without either, and the secret goes
+// with the holder at release and eviction.
+func testOwnerAndSecretFence(t *testing.T, s allocator.Store) {
+	ctx := t.Context()
+	api := claim(t, s, allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 0, MaxWorkerID: 0, Holder: "api:svc/h1", TTL: longTTL,
+		CeilingMS: 1000, Owner: "svc", SecretHash: secretA}).Lease
+	node := claim(t, s, allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 1, MaxWorkerID: 1, Holder: "svc/node1", TTL: longTTL,
+		CeilingMS: 1000}).Lease
+	type who struct{ owner, secret string }
+	for _, tc := range []struct {
+		name  string
+		lease allocator.Lease
+		bad   []who
+		good  who
+	}{
+		{"api holder", api, []who{{"", ""}, {"svc", ""}, {"", secretA}, {"svc", secretB}, {"other", secretA}}, who{"svc", secretA}},
+		{"node", node, []who{{"svc", ""}, {"", secretA}, {"svc", secretA}}, who{"", ""}},
+	} {
+		l := tc.lease
+		for _, b := range tc.bad {
+			hb := allocator.HeartbeatRequest{Key: l.LeaseKey, Holder: l.Holder, FencingVersion: l.FencingVersion, TTL: longTTL,
+				CeilingMS: 5000, Owner: b.owner, SecretHash: b.secret}
+			if _, _, err := s.Heartbeat(ctx, hb); !errors.Is(err, allocator.ErrLeaseLost) || !errors.Is(err, allocator.ErrLeaseSecret) {
+				t.Errorf("%s: heartbeat with owner %q secret %.4q: got %v, want ErrLeaseLost and ErrLeaseSecret", tc.name, b.owner, b.secret, err)
+			}
+			rel := allocator.ReleaseRequest{Key: l.LeaseKey, Holder: l.Holder, FencingVersion: l.FencingVersion, Owner: b.owner, SecretHash: b.secret}
+			if _, err := s.Release(ctx, rel); !errors.Is(err, allocator.ErrLeaseLost) || !errors.Is(err, allocator.ErrLeaseSecret) {
+				t.Errorf("%s: release with owner %q secret %.4q: got %v, want ErrLeaseLost and ErrLeaseSecret", tc.name, b.owner, b.secret, err)
+			}
+		}
+		// At another version the lease is not the caller's, secret or not.
+		other := allocator.HeartbeatRequest{Key: l.LeaseKey, Holder: l.Holder, FencingVersion: l.FencingVersion + 1, TTL: longTTL,
+			Owner: tc.good.owner, SecretHash: tc.good.secret}
+		if _, _, err := s.Heartbeat(ctx, other); !errors.Is(err, allocator.ErrLeaseLost) || errors.Is(err, allocator.ErrLeaseSecret) {
+			t.Errorf("%s: heartbeat at another version: got %v, want ErrLeaseLost alone", tc.name, err)
+		}
+		for _, got := range listLeases(t, s) {
+			if got.LeaseKey == l.LeaseKey && (got.Holder != l.Holder || got.CeilingMS != 1000 || !got.ExpiresAt.Equal(l.ExpiresAt)) {
+				t.Errorf("%s: refused calls changed the row: holder %q ceiling %d expires %v, want %q 1000 %v",
+					tc.name, got.Holder, got.CeilingMS, got.ExpiresAt, l.Holder, l.ExpiresAt)
+			}
+		}
+		hb := allocator.HeartbeatRequest{Key: l.LeaseKey, Holder: l.Holder, FencingVersion: l.FencingVersion, TTL: longTTL,
+			CeilingMS: 1500, Owner: tc.good.owner, SecretHash: tc.good.secret}
+		if _, _, err := s.Heartbeat(ctx, hb); err != nil {
+			t.Errorf("%s: heartbeat with the claim's owner and secret: %v", tc.name, err)
+		}
+		rel := allocator.ReleaseRequest{Key: l.LeaseKey, Holder: l.Holder, FencingVersion: l.FencingVersion, LastTimestampMS: 1200,
+			Owner: tc.good.owner, SecretHash: tc.good.secret}
+		if c, err := s.Release(ctx, rel); err != nil || c != 1200 {
+			t.Errorf("%s: release with the claim's owner and secret: got ceiling %d, %v; want 1200", tc.name, c, err)
+		}
+	}
+	if n := len(AllLeaseEvents(t, s)); n != 4 {
+		t.Errorf("got %d events, want 2 claims and 2 releases (refused calls record none)", n)
+	}
+
+	// The secret goes with the holder: after a release, and after an
+	// eviction, a node claims the row and is matched without any secret.
+	for _, evict := range []bool{false, true} {
+		res := claim(t, s, allocator.ClaimRequest{DatacenterID: 1, MinWorkerID: 0, MaxWorkerID: 0, Holder: "api:svc/h2", TTL: longTTL,
+			Owner: "svc", SecretHash: secretB})
+		if evict {
+			if _, err := s.Evict(ctx, allocator.EvictRequest{Key: res.Lease.LeaseKey, Owner: "operator"}); err != nil {
+				t.Fatalf("Evict: %v", err)
+			}
+		} else if _, err := s.Release(ctx, allocator.ReleaseRequest{Key: res.Lease.LeaseKey, Holder: res.Lease.Holder,
+			FencingVersion: res.Lease.FencingVersion, Owner: "svc", SecretHash: secretB}); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		n := claim(t, s, allocator.ClaimRequest{DatacenterID: 1, MinWorkerID: 0, MaxWorkerID: 0, Holder: "node-2", TTL: longTTL}).Lease
+		if _, _, err := s.Heartbeat(ctx, allocator.HeartbeatRequest{Key: n.LeaseKey, Holder: n.Holder, FencingVersion: n.FencingVersion, TTL: longTTL}); err != nil {
+			t.Errorf("heartbeat of a node's claim after the API holder's lease ended (evicted %v): %v", evict, err)
+		}
+		release(t, s, n, 0)
+	}
+}
+
+// testNodeHolderNeverAPIHolder: a claim of its own again counts only for
+// the same holder with the same owner, so that a lease-API caller whose
+// holder name equals a node's cannot claim the node's live lease.
+func testNodeHolderNeverAPIHolder(t *testing.T, s allocator.Store) {
+	ctx := t.Context()
+	req := allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 3, MaxWorkerID: 3, Holder: "svc/node1", TTL: longTTL, CeilingMS: 100}
+	node := claim(t, s, req)
+	req.Owner, req.SecretHash = "svc", secretA
+	if res, err := s.Claim(ctx, req); !errors.Is(err, allocator.ErrNoWorkerAvailable) {
+		t.Errorf("claim of a node's live lease under its holder name by an owner: got %+v, %v; want ErrNoWorkerAvailable", res.Lease, err)
+	}
+	if got := listLeases(t, s)[0]; got.Holder != "svc/node1" || got.Owner != "" || got.FencingVersion != node.Lease.FencingVersion {
+		t.Errorf("row after the refused claim: holder %q owner %q version %d, want svc/node1, no owner, %d",
+			got.Holder, got.Owner, got.FencingVersion, node.Lease.FencingVersion)
+	}
+}
+
+// testMaxOwnerLeases: a claim with MaxOwnerLeases fails with
+// ErrTooManyLeases, changing nothing, once its owner holds that many live
+// leases; the holder's own lease claimed again, expired leases, other
+// owners' leases and nodes' leases do not count.
+func testMaxOwnerLeases(t *testing.T, s allocator.Store) {
+	ctx := t.Context()
+	capped := func(holder string, dc int64, ttl time.Duration) allocator.ClaimRequest {
+		return allocator.ClaimRequest{DatacenterID: dc, MinWorkerID: 0, MaxWorkerID: 7, Holder: holder, TTL: ttl,
+			Owner: "svc", SecretHash: secretA, MaxOwnerLeases: 2}
+	}
+	// An expired lease of svc, a live one of another owner and a node's.
+	short := claim(t, s, capped("api:svc/old", 2, shortTTL)).Lease
+	claim(t, s, allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 0, MaxWorkerID: 7, Holder: "api:other/h", TTL: longTTL, Owner: "other"})
+	claim(t, s, allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 0, MaxWorkerID: 7, Holder: "node-1", TTL: longTTL})
+	deadline := time.Now().Add(expiryWait)
+	for claim(t, s, allocator.ClaimRequest{DatacenterID: 9, MinWorkerID: 0, MaxWorkerID: 0, Holder: "probe", TTL: longTTL}).DBNow.Before(short.ExpiresAt.Add(time.Millisecond)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("store time did not pass %v within %v", short.ExpiresAt, expiryWait)
+		}
+		time.Sleep(pollEvery)
+	}
+	first := claim(t, s, capped("api:svc/h1", 0, longTTL)).Lease
+	claim(t, s, capped("api:svc/h2", 1, longTTL)) // another datacenter counts too
+	before := listLeases(t, s)
+	events := len(AllLeaseEvents(t, s))
+	if res, err := s.Claim(ctx, capped("api:svc/h3", 0, longTTL)); !errors.Is(err, allocator.ErrTooManyLeases) {
+		t.Fatalf("third live lease of svc with a cap of 2: got worker %d, %v; want ErrTooManyLeases", res.Lease.WorkerID, err)
+	}
+	if after := listLeases(t, s); !slices.Equal(after, before) {
+		t.Errorf("refused claim changed the table:\n got %+v\nwant %+v", after, before)
+	}
+	if n := len(AllLeaseEvents(t, s)); n != events {
+		t.Errorf("refused claim recorded %d events", n-events)
+	}
+	// A claim of one's own again is not one more lease.
+	again := claim(t, s, capped("api:svc/h1", 0, longTTL)).Lease
+	if again.WorkerID != first.WorkerID || again.FencingVersion != first.FencingVersion+1 {
+		t.Errorf("claim again by h1 at the cap: got worker %d version %d, want %d %d", again.WorkerID, again.FencingVersion, first.WorkerID, first.FencingVersion+1)
+	}
+	// No cap, or another owner: not refused.
+	free := capped("api:svc/h4", 0, longTTL)
+	free.MaxOwnerLeases = 0
+	claim(t, s, free)
+	other := capped("api:other/h2", 0, longTTL)
+	other.Owner = "other"
+	claim(t, s, other)
+	// A released lease no longer counts: with svc at 3 live leases, one
+	// released leaves 2, still the cap; two released leave room for one.
+	if _, err := s.Release(ctx, allocator.ReleaseRequest{Key: again.LeaseKey, Holder: again.Holder, FencingVersion: again.FencingVersion,
+		Owner: "svc", SecretHash: secretA}); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if _, err := s.Claim(ctx, capped("api:svc/h5", 0, longTTL)); !errors.Is(err, allocator.ErrTooManyLeases) {
+		t.Errorf("claim with svc at 2 live leases and a cap of 2: got %v, want ErrTooManyLeases", err)
+	}
+	for _, l := range listLeases(t, s) {
+		if l.Holder == "api:svc/h4" {
+			if _, err := s.Release(ctx, allocator.ReleaseRequest{Key: l.LeaseKey, Holder: l.Holder, FencingVersion: l.FencingVersion,
+				Owner: "svc", SecretHash: secretA}); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+		}
+	}
+	claim(t, s, capped("api:svc/h5", 0, longTTL))
 }

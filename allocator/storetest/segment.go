@@ -594,7 +594,7 @@ func testConcurrentFetches(t *testing.T, s allocator.Store) {
 		wg.Go(func() {
 			for i := range perWorker {
 				n := int64(1 + (w+i)%5) // sizes 1..5, mixed across workers
-				seg, err := s.FetchSegment(ctx, "orders", n)
+				seg, err := fetchAgainOnFailure(ctx, s, "orders", n)
 				if err != nil {
 					fail(fmt.Errorf("worker %d fetch %d: %w", w, i, err))
 					return
@@ -633,6 +633,27 @@ func testConcurrentFetches(t *testing.T, s allocator.Store) {
 	if got.MaxID != next-1 || got.Version != workers*perWorker {
 		t.Errorf("after %d fetches: got max_id %d version %d, want %d and %d",
 			workers*perWorker, got.MaxID, got.Version, next-1, workers*perWorker)
+	}
+}
+
+// fetchTries bounds the tries of one fetch in fetchAgainOnFailure.
+const fetchTries = 10
+
+// fetchAgainOnFailure fetches n IDs of name, trying again, up to
+// fetchTries times, after a failure that another try may cure. Sixteen
+// fetches queued on one row's lock can wait longer than the store waits for
+// it on a loaded machine (MySQL's innodb_lock_wait_timeout, SQLite's busy
+// timeout), and the fetch then fails having written nothing, as
+// allocator.SegmentStore allows: the segment allocator fetches again, and
+// so does the test. A failed fetch that wrote anyway would leave a gap,
+// which the checks of the ranges catch.
+func fetchAgainOnFailure(ctx context.Context, s allocator.Store, name string, n int64) (allocator.Segment, error) {
+	for try := 1; ; try++ {
+		seg, err := s.FetchSegment(ctx, name, n)
+		if err == nil || try == fetchTries || ctx.Err() != nil || errors.Is(err, allocator.ErrNamespaceNotFound) ||
+			errors.Is(err, allocator.ErrNamespaceExhausted) || errors.Is(err, allocator.ErrInvalidNamespace) {
+			return seg, err
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
+	"github.com/idgen-project/idgen/internal/dburl"
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/snowflake"
 )
@@ -79,8 +80,8 @@ Flags of every command (environment variable in brackets):
 
 // newAdminFlags returns the flag set of the administrative command cmd,
 // with --dsn.
-func newAdminFlags(cmd string) *flagSet {
-	f := newFlagSet(cmd)
+func newAdminFlags(cmd string) *settings {
+	f := newSettings(cmd)
 	f.dsn = f.fs.String("dsn", "sqlite:idgen.db", "")
 	return f
 }
@@ -89,6 +90,9 @@ func newAdminFlags(cmd string) *flagSet {
 func openStore(ctx context.Context, cmd, dsn string) (stores.Store, error) {
 	if stores.Dialect(dsn) == "" {
 		return nil, usagef(cmd, "invalid --dsn: want postgres://, mysql://, sqlite: or etcd:// (the DSN is not shown: it may hold a password)")
+	}
+	if err := dburl.Check(dsn); err != nil {
+		return nil, usagef(cmd, "invalid --dsn (not shown): %v", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, app.DefaultOpenTimeout)
 	defer cancel()
@@ -116,7 +120,7 @@ func withStore(ctx context.Context, cmd, dsn string, do func(stores.Store) error
 // exits 2 without opening it) and sets what do needs, then runs do on the
 // database --dsn names (withStore). The secrets of the DSN are scrubbed
 // from every error after the parse.
-func adminRun(ctx context.Context, f *flagSet, args []string, e env, prepare func(pos []string) error, do func(stores.Store) error) error {
+func adminRun(ctx context.Context, f *settings, args []string, e env, prepare func(pos []string) error, do func(stores.Store) error) error {
 	pos, err := f.parse(args, e)
 	if err != nil {
 		return err

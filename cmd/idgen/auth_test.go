@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen-project/idgen/httpapi"
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/testserver"
 )
@@ -76,10 +76,10 @@ func TestTokensNew(t *testing.T) {
 		if raw, err := base64.RawURLEncoding.DecodeString(secret); err != nil || len(raw) != 32 {
 			t.Errorf("secret %q: want 32 bytes of base64url (%v)", secret, err)
 		}
-		if want := "orders-api ids,leases " + httpapi.HashSecret(secret); line != want {
+		if want := "orders-api ids,leases " + idgen.HashSecret(secret); line != want {
 			t.Errorf("line: got %q, want %q", line, want)
 		}
-		if _, err := httpapi.ParseTokens("new", []byte(line+"\n")); err != nil {
+		if _, err := idgen.ParseTokens("new", []byte(line+"\n")); err != nil {
 			t.Errorf("the line does not parse: %v", err)
 		}
 		if strings.Contains(r.stderr, secret) {
@@ -203,7 +203,7 @@ func TestServeTokens(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tokens")
 	const alpha, beta = "alpha-secret-for-serve", "beta-secret-for-serve"
-	if err := os.WriteFile(path, []byte("alpha ids "+httpapi.HashSecret(alpha)+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("alpha ids "+idgen.HashSecret(alpha)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	hup := make(chan chan<- os.Signal, 1)
@@ -247,7 +247,7 @@ func TestServeTokens(t *testing.T) {
 			t.Errorf("GET /ids with %q: got %d, want %d", secret, got, want)
 		}
 	}
-	if err := os.WriteFile(path, []byte("beta ids "+httpapi.HashSecret(beta)+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("beta ids "+idgen.HashSecret(beta)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var c chan<- os.Signal
@@ -285,7 +285,7 @@ func TestServeTokens(t *testing.T) {
 // TestParseServeTokens checks how serve's tokens and retention flags reach
 // the node's configuration.
 func TestParseServeTokens(t *testing.T) {
-	content := "alpha ids " + httpapi.HashSecret("a") + "\n"
+	content := "alpha ids " + idgen.HashSecret("a") + "\n"
 	for _, tc := range []struct {
 		name      string
 		args      []string

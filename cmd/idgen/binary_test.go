@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/app"
+	"github.com/idgen-project/idgen/internal/etcdtest"
 	"github.com/idgen-project/idgen/internal/testproc"
 	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
@@ -43,6 +49,24 @@ func buildBinary(t *testing.T, tags ...string) string {
 func runBinary(t *testing.T, bin, dir string, env []string, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
+	cmd.Dir, cmd.Env = dir, env
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("run %s %q: %v", bin, args, err)
+	}
+	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+}
+
+// runBinaryBounded is runBinary with the process killed after bound, a
+// bound on a hang.
+func runBinaryBounded(t *testing.T, bound time.Duration, bin, dir string, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), bound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir, cmd.Env = dir, env
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -295,5 +319,176 @@ func TestBinaryTestClock(t *testing.T) {
 	}
 	if code := p.terminate(); code != 0 {
 		t.Errorf("got exit code %d after SIGTERM, want 0\n%s", code, p.logs)
+	}
+}
+
+// TestBinaryDSNNotEncoded runs every command of the built binary that takes
+// a DSN with one whose password holds an '@' (or a '/' or '#') not
+// percent-encoded, given as a flag and in the environment: each exits 2 with
+// one line saying to write '@' as %40, before touching any database, and
+// no part of the password shows. The drivers and idgen's masker would split
+// such a DSN at different '@' signs (pgx looked up the host
+// "SECRETTAIL@127.0.0.1" and said so).
+func TestBinaryDSNNotEncoded(t *testing.T) {
+	const tail = "SECRETTAIL"
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	port := closedPort(t)
+	good := "mysql://root@127.0.0.1:" + port + "/leaf"
+	bad := []string{
+		"postgres://alice:abc@" + tail + "@127.0.0.1:" + port + "/x",
+		"mysql://alice:abc@" + tail + "@127.0.0.1:" + port + "/x",
+		"etcd://alice:abc@" + tail + "@127.0.0.1:" + port + "/x",
+		"etcd://alice:abc/" + tail + "@127.0.0.1:" + port + "/x",
+		"postgres://alice:abc#" + tail + "@127.0.0.1:" + port + "/x",
+	}
+	commands := [][]string{
+		{"serve", "--listen", "127.0.0.1:0"},
+		{"migrate", "up"},
+		{"migrate", "status"},
+		{"leases"},
+		{"leases", "events"},
+		{"leases", "evict", "0", "1"},
+		{"namespaces", "list"},
+		{"namespaces", "create", "orders"},
+		{"namespaces", "delete", "orders"},
+		{"namespaces", "import", "leaf", "--from", good},
+	}
+	for _, dsn := range bad {
+		var runs [][]string
+		if !strings.HasPrefix(dsn, "etcd") { // --from is postgres:// or mysql://
+			runs = append(runs, []string{"namespaces", "import", "leaf", "--dsn", "sqlite:" + filepath.Join(dir, "idgen.db"), "--from", dsn})
+		}
+		for _, args := range commands {
+			runs = append(runs, append(slices.Clone(args), "--dsn", dsn), append(slices.Clone(args), "IDGEN_DSN="+dsn))
+		}
+		for _, args := range runs {
+			env := testproc.Env()
+			if last := args[len(args)-1]; strings.HasPrefix(last, "IDGEN_DSN=") {
+				args, env = args[:len(args)-1], append(env, last)
+			}
+			code, stdout, stderr := runBinaryBounded(t, 2*app.DefaultOpenTimeout, bin, dir, env, args...)
+			ls := lines(stderr)
+			if code != 2 || len(ls) != 2 || !strings.Contains(ls[0], "as %40") {
+				t.Errorf("idgen %q (%s): got exit code %d, stderr %q; want 2 and one line saying to write @ as %%40",
+					args, env[len(env)-1], code, stderr)
+			}
+			if strings.Contains(stdout+stderr, tail) {
+				t.Errorf("idgen %q: the password shows: stdout %q, stderr %q", args, stdout, stderr)
+			}
+		}
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+		t.Errorf("a refused DSN touched a database: %s holds %v (%v)", dir, entries, err)
+	}
+}
+
+// TestBinaryPortTaken runs the built binary's serve on an address another
+// socket holds: it exits 1 with one line naming the address, and leaves the
+// database as it found it: a SQLite file is not even created (no
+// migration), and a migrated PostgreSQL database gets no lease and no lease
+// event (before, the node migrated, claimed a lease and released it, and
+// only then failed to listen).
+func TestBinaryPortTaken(t *testing.T) {
+	bin := buildBinary(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	addr := taken.Addr().String()
+	dir := t.TempDir()
+	sqliteFile := filepath.Join(dir, "idgen.db")
+	pg := teststore.DSN(t, "postgres")
+	if code, _, stderr := runBinaryBounded(t, 2*app.DefaultOpenTimeout, bin, dir, testproc.Env(), "migrate", "up", "--dsn", pg); code != 0 {
+		t.Fatalf("migrate up: exit code %d, %s", code, stderr)
+	}
+	for _, dsn := range []string{"sqlite:" + sqliteFile, pg} {
+		code, stdout, stderr := runBinaryBounded(t, 2*app.DefaultOpenTimeout, bin, dir, testproc.Env("IDGEN_DSN="+dsn), "serve", "--listen", addr)
+		ls := lines(stderr)
+		last := ls[len(ls)-1]
+		if code != 1 || !strings.HasPrefix(last, "idgen: ") || !strings.Contains(last, addr) || !strings.Contains(last, "address already in use") {
+			t.Errorf("serve on the taken %s (%s): got exit code %d, last line %q; want 1 and the listen error", addr, dsn[:6], code, last)
+		}
+		if stdout != "" || strings.Contains(stderr, "database migrated") || strings.Contains(stderr, "msg=\"lease") {
+			t.Errorf("serve on a taken address did more than fail: stdout %q, stderr:\n%s", stdout, stderr)
+		}
+	}
+	if _, err := os.Stat(sqliteFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("serve on a taken address created the SQLite database: stat: %v", err)
+	}
+	store := teststore.OpenDSN(t, pg)
+	leases, err := store.ListLeases(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := store.ListLeaseEvents(t.Context(), allocator.LeaseEventFilter{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leases) != 0 || len(events) != 0 {
+		t.Errorf("serve on a taken address wrote to PostgreSQL: leases %+v, events %+v; want none", leases, events)
+	}
+}
+
+// TestBinaryStoreInternalsNotShown runs the built binary on an etcd
+// cluster of its own with an admin token, kills the cluster, and checks
+// that /readyz and the status page tell a request without a token
+// "database unreachable" and not the store's address or key prefix, nor
+// the node's holder; a request with the admin token sees the store's
+// error; the log has it once, however many probes found it.
+func TestBinaryStoreInternalsNotShown(t *testing.T) {
+	const token = "Admin7okenOfTheBinaryTest"
+	cluster := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	const prefix = "internals-prefix-of-the-test"
+	dsn := cluster.DSN(prefix)
+	endpoint := cluster.Endpoints()[0]
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	p := startBinary(t, bin, dir, testproc.Env("IDGEN_DSN="+dsn, "IDGEN_ADMIN_TOKEN="+token), "--holder", "internals-node")
+	n := p.node()
+	n.waitReady()
+	cluster.Kill(0)
+
+	type readiness struct {
+		Database struct {
+			Reachable bool   `json:"reachable"`
+			Error     string `json:"error"`
+		} `json:"database"`
+	}
+	deadline := time.Now().Add(startTimeout) // a bound on a hang: etcd's client notices the loss within seconds
+	var body []byte
+	for probes := 0; ; probes++ {
+		var code int
+		code, _, body = n.get("/readyz")
+		var r readiness
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatalf("/readyz: %d %s: %v", code, body, err)
+		}
+		if !r.Database.Reachable && probes >= 3 {
+			if r.Database.Error != "database unreachable" && r.Database.Error != "the database did not answer in time" {
+				t.Errorf("/readyz without a token, etcd down: got database.error %q, want it in words", r.Database.Error)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still finds etcd reachable %s after it was killed: %s", startTimeout, body)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	_, _, page := n.get("/")
+	for what, b := range map[string][]byte{"/readyz": body, "/": page} {
+		for _, leak := range []string{endpoint, prefix, "internals-node", "etcd://"} {
+			if strings.Contains(string(b), leak) {
+				t.Errorf("%s without a token shows %q:\n%s", what, leak, b)
+			}
+		}
+	}
+	_, _, admin := n.do(http.MethodGet, "/readyz", http.Header{"Authorization": {"Bearer " + token}})
+	if !strings.Contains(string(admin), prefix) || !strings.Contains(string(admin), "internals-node") {
+		t.Errorf("/readyz with the admin token: got %s, want the store's error and the holder", admin)
+	}
+	if got := strings.Count(p.logs.String(), `msg="database ping failed"`); got != 1 {
+		t.Errorf("log: got %d lines saying the ping failed, want 1:\n%s", got, p.logs)
 	}
 }

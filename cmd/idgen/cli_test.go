@@ -86,6 +86,13 @@ func TestUsageErrors(t *testing.T) {
 		{"flag before command", []string{"--nope"}, nil, "unknown flag --nope", "idgen"},
 		{"help of unknown command", []string{"help", "frobnicate"}, nil, `unknown command "frobnicate"`, "idgen"},
 		{"unknown flag", []string{"serve", "--nope"}, nil, "flag provided but not defined: -nope", "idgen serve"},
+		// One parser for every command: a bad value or a missing one reads
+		// the same whichever command it is given to.
+		{"serve bad value", []string{"serve", "--lease-margin", "soon"}, nil, `invalid value "soon" for flag -lease-margin: parse error`, "idgen serve"},
+		{"events bad value", []string{"leases", "events", "--limit", "soon"}, nil, `invalid value "soon" for flag -limit: parse error`, "idgen leases events"},
+		{"serve missing value", []string{"serve", "--lease-ttl"}, nil, "flag needs an argument: -lease-ttl", "idgen serve"},
+		{"create missing value", []string{"namespaces", "create", "orders", "--step"}, nil, "flag needs an argument: -step", "idgen namespaces create"},
+		{"serve bad bool", []string{"serve", "--migrate=perhaps"}, nil, `invalid boolean value "perhaps" for -migrate: parse error`, "idgen serve"},
 		{"serve argument", []string{"serve", "extra"}, nil, `unexpected argument "extra"`, "idgen serve"},
 		{"worker-ids reversed", []string{"serve", "--worker-ids", "7-3"}, nil, "range 7-3 is empty", "idgen serve"},
 		{"worker-ids not a range", []string{"serve", "--worker-ids", "abc"}, nil, "want a range of worker IDs", "idgen serve"},
@@ -100,24 +107,31 @@ func TestUsageErrors(t *testing.T) {
 		{"layout too short-lived", []string{"serve", "--layout", "30/5/5/23"}, nil, "invalid --layout/--epoch", "idgen serve"},
 		{"epoch not a time", []string{"serve", "--epoch", "yesterday"}, nil, "RFC 3339", "idgen serve"},
 		{"datacenter beyond layout", []string{"serve", "--datacenter", "32"}, nil, "the layout allows 0 to 31", "idgen serve"},
-		{"heartbeat too long", []string{"serve", "--heartbeat", "20s"}, nil, "heartbeat 20s (--heartbeat): want more than 0 and at most half of the lease TTL 30s", "idgen serve"},
-		{"heartbeat too long for the ttl", []string{"serve", "--lease-ttl", "2s", "--heartbeat", "1001ms"}, nil, "at most half of the lease TTL 2s", "idgen serve"},
-		{"heartbeat negative", []string{"serve", "--heartbeat", "-1s"}, nil, "heartbeat -1s (--heartbeat)", "idgen serve"},
-		{"lease-ttl too short", []string{"serve", "--lease-ttl", "10ms"}, nil, "lease TTL 10ms (--lease-ttl): want at least 1s", "idgen serve"},
+		{"heartbeat too long", []string{"serve", "--heartbeat", "20s"}, nil, "invalid --heartbeat 20s: want more than 0 and at most half of --lease-ttl 30s", "idgen serve"},
+		{"heartbeat too long for the ttl", []string{"serve", "--lease-ttl", "2s", "--heartbeat", "1001ms"}, nil, "invalid --heartbeat 1.001s: want more than 0 and at most half of --lease-ttl 2s", "idgen serve"},
+		{"heartbeat negative", []string{"serve", "--heartbeat", "-1s"}, nil, "invalid --heartbeat -1s", "idgen serve"},
+		{"lease-ttl too short", []string{"serve", "--lease-ttl", "10ms"}, nil, "invalid --lease-ttl 10ms: want at least 1s", "idgen serve"},
 		{"lease-ttl just too short", []string{"serve", "--lease-ttl", "999ms"}, nil, "want at least 1s", "idgen serve"},
-		{"holder too long", []string{"serve", "--holder", strings.Repeat("h", 256)}, nil, "holder of 256 bytes (--holder): want at most 255", "idgen serve"},
+		{"holder too long", []string{"serve", "--holder", strings.Repeat("h", 256)}, nil, "invalid --holder of 256 bytes: want at most 255", "idgen serve"},
 		{"max-count zero", []string{"serve", "--max-count", "0"}, nil, "invalid --max-count 0", "idgen serve"},
-		{"max-count negative", []string{"serve", "--max-count", "-1"}, nil, "invalid max count -1 (--max-count)", "idgen serve"},
+		{"max-count negative", []string{"serve", "--max-count", "-1"}, nil, "invalid --max-count -1: want 1 to 262144", "idgen serve"},
+		{"max-count above the limit", []string{"serve", "--max-count", "262145"}, nil, "invalid --max-count 262145: want 1 to 262144", "idgen serve"},
+		{"max-count of the old limit", []string{"serve", "--max-count", "16777216"}, nil, "want 1 to 262144", "idgen serve"},
 		{"lease-ttl zero", []string{"serve", "--lease-ttl", "0"}, nil, "invalid --lease-ttl 0s (IDGEN_LEASE_TTL): want more than 0; leave it out for the default", "idgen serve"},
 		{"lease-ttl zero in the environment", []string{"serve"}, map[string]string{"IDGEN_LEASE_TTL": "0s"}, "invalid --lease-ttl 0s", "idgen serve"},
 		{"heartbeat zero", []string{"serve", "--heartbeat", "0"}, nil, "invalid --heartbeat 0s (IDGEN_HEARTBEAT): want more than 0; leave it out for the default", "idgen serve"},
 		{"heartbeat zero in the environment", []string{"serve"}, map[string]string{"IDGEN_HEARTBEAT": "0"}, "invalid --heartbeat 0s", "idgen serve"},
 		{"shutdown-timeout zero", []string{"serve", "--shutdown-timeout", "0s"}, nil, "invalid --shutdown-timeout 0s", "idgen serve"},
-		{"shutdown-timeout negative", []string{"serve", "--shutdown-timeout", "-1s"}, nil, "invalid shutdown timeout -1s (--shutdown-timeout)", "idgen serve"},
+		{"shutdown-timeout negative", []string{"serve", "--shutdown-timeout", "-1s"}, nil, "invalid --shutdown-timeout -1s: want more than 0", "idgen serve"},
 		{"addr-file in a missing directory", []string{"serve", "--addr-file", "/nonexistent/dir/addr", "--listen", "127.0.0.1:0"}, nil, "invalid --addr-file", "idgen serve"},
 		{"log-format", []string{"serve", "--log-format", "xml"}, nil, "want text or json", "idgen serve"},
 		{"listen without port", []string{"serve", "--listen", "localhost"}, nil, "want host:port", "idgen serve"},
 		{"dsn scheme", []string{"serve", "--dsn", "redis://127.0.0.1:6379"}, nil, "want postgres://, mysql://, sqlite: or etcd://", "idgen serve"},
+		{"dsn @ not encoded", []string{"serve", "--dsn", "postgres://alice:abc@s3cret@127.0.0.1:5432/x"}, nil, "write an '@' in a user name, password, database name or parameter as %40", "idgen serve"},
+		{"dsn @ not encoded in the environment", []string{"serve"}, map[string]string{"IDGEN_DSN": "etcd://alice:abc@s3cret@127.0.0.1:2379/x"}, "as %40", "idgen serve"},
+		{"migrate dsn @ not encoded", []string{"migrate", "up", "--dsn", "mysql://alice:abc@s3cret@127.0.0.1:3306/x"}, nil, "invalid --dsn (not shown)", "idgen migrate"},
+		{"leases dsn @ not encoded", []string{"leases"}, map[string]string{"IDGEN_DSN": "postgres://alice:abc/s3cret@127.0.0.1:5432/x"}, "as %40", "idgen leases"},
+		{"import from @ not encoded", []string{"namespaces", "import", "leaf", "--from", "mysql://alice:abc@s3cret@127.0.0.1:3306/x"}, nil, "invalid --from (not shown)", "idgen namespaces import"},
 		{"bad environment value", []string{"serve"}, map[string]string{"IDGEN_LEASE_TTL": "abc"}, "invalid value for IDGEN_LEASE_TTL", "idgen serve"},
 		{"bad environment bool", []string{"serve"}, map[string]string{"IDGEN_MIGRATE": "perhaps"}, "invalid value for IDGEN_MIGRATE", "idgen serve"},
 		{"migrate without command", []string{"migrate"}, nil, "want one of up, down or status", "idgen migrate"},
@@ -199,6 +213,9 @@ func TestUsageErrors(t *testing.T) {
 			}
 			if !strings.Contains(got[0], tt.want) {
 				t.Errorf("got message %q, want it to contain %q", got[0], tt.want)
+			}
+			if f := fieldName.FindString(got[0]); f != "" {
+				t.Errorf("got message %q, which names the field %s; want its flag", got[0], f)
 			}
 			// Nothing that may be a secret is echoed.
 			for _, secret := range []string{"hunter2", "s3cret"} {
@@ -300,14 +317,14 @@ func TestServeFlagsDocumented(t *testing.T) {
 	n := 0
 	sf.f.fs.VisitAll(func(fl *flag.Flag) {
 		if sf.f.noEnv[fl.Name] {
-			if strings.Contains(serveUsage(), "--"+fl.Name) {
+			if strings.Contains(usageOf("serve"), "--"+fl.Name) {
 				t.Errorf("serve --help shows the test-only flag --%s", fl.Name)
 			}
 			return
 		}
 		n++
 		for _, want := range []string{"--" + fl.Name + " ", "[" + envName(fl.Name) + "]"} {
-			if !strings.Contains(serveUsage(), want) {
+			if !strings.Contains(usageOf("serve"), want) {
 				t.Errorf("serve --help does not mention %q", want)
 			}
 		}

@@ -133,19 +133,6 @@ func (f form) sub() string {
 	return w[1]
 }
 
-// title is the form without its flags, "idgen namespaces import
-// leaf|tinyid": the heading of its section of docs/cli.md.
-func (f form) title() string {
-	var w []string
-	for _, s := range strings.Fields(f.synopsis) {
-		if strings.HasPrefix(s, "[") || strings.HasPrefix(s, "-") {
-			break
-		}
-		w = append(w, s)
-	}
-	return "idgen " + strings.Join(w, " ")
-}
-
 // usageOf returns the --help of cmd, as the commands name themselves in
 // their messages ("leases", "leases evict", "namespaces create"): the
 // form's own when it has one, else its command's.
@@ -191,41 +178,3 @@ idgen serve also reads a YAML file (--config), which both beat.
 
 Run 'idgen <command> --help' for a command's flags.
 `
-
-// commandsMarkdown renders the command table of docs/cli.md and README.md:
-// a row per form, its synopsis linked to its section of docs/cli.md, at
-// cliDoc ("" in docs/cli.md itself).
-func commandsMarkdown(cliDoc string) string {
-	var b strings.Builder
-	b.WriteString("| command | what it does |\n|---|---|\n")
-	for _, c := range commands() {
-		for _, f := range c.forms {
-			fmt.Fprintf(&b, "| [`idgen %s`](%s#%s) | %s |\n", cell(f.synopsis), cliDoc, slug(f.title()), cell(f.summary))
-		}
-	}
-	return b.String()
-}
-
-// formMarkdown renders the start of a form's section of docs/cli.md: its
-// title as the heading, then its synopsis.
-func formMarkdown(f form) string {
-	return "## " + f.title() + "\n\n```\nidgen " + f.synopsis + "\n```\n"
-}
-
-// cell escapes the pipes of s for a Markdown table cell.
-func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
-
-// slug is the anchor GitHub gives the heading h: lower case, punctuation
-// dropped, spaces turned into hyphens.
-func slug(h string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(h) {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
-			b.WriteRune(r)
-		case r == ' ':
-			b.WriteByte('-')
-		}
-	}
-	return b.String()
-}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -159,42 +160,44 @@ func TestConfigBadValues(t *testing.T) {
 		want string
 	}{
 		{"lease-margin zero", []string{"--lease-margin", "0"}, nil, "invalid --lease-margin 0s (IDGEN_LEASE_MARGIN): want more than 0"},
-		{"lease-margin half the ttl", []string{"--lease-margin", "15s"}, nil, "margin 15s (--lease-margin): want at least 0 and less than half of the lease TTL 30s"},
-		{"lease-margin negative", []string{"--lease-margin=-1s"}, nil, "margin -1s (--lease-margin)"},
+		{"lease-margin half the ttl", []string{"--lease-margin", "15s"}, nil, "invalid --lease-margin 15s: want at least 0 and less than half of --lease-ttl 30s"},
+		{"lease-margin negative", []string{"--lease-margin=-1s"}, nil, "invalid --lease-margin -1s"},
 		{"lease-margin not a duration", []string{"--lease-margin", "soon"}, nil, "lease-margin"},
 		{"max-clock-offset zero", []string{"--max-clock-offset", "0s"}, nil, "invalid --max-clock-offset 0s"},
-		{"max-clock-offset negative", []string{"--max-clock-offset=-2s"}, nil, "(--max-clock-offset): want at least 0"},
+		{"max-clock-offset negative", []string{"--max-clock-offset=-2s"}, nil, "invalid --max-clock-offset -2s: want at least 0"},
 		{"max-backward-wait negative", []string{"--max-backward-wait=-1ms"}, nil, "invalid --max-backward-wait -1ms (IDGEN_MAX_BACKWARD_WAIT): want 0 (never wait) or more"},
-		{"max-backward-wait too long", []string{"--max-backward-wait", "2s"}, nil, "max backward wait 2s (--max-backward-wait): want at most 1s"},
+		{"max-backward-wait too long", []string{"--max-backward-wait", "2s"}, nil, "invalid --max-backward-wait 2s: want at most 1s"},
 		{"random-sequence-start not a bool", nil, map[string]string{"IDGEN_RANDOM_SEQUENCE_START": "sometimes"}, "invalid value for IDGEN_RANDOM_SEQUENCE_START"},
 		{"prefetch threshold zero", []string{"--segment-prefetch-threshold", "0"}, nil, "invalid --segment-prefetch-threshold 0"},
-		{"prefetch threshold above 1", []string{"--segment-prefetch-threshold", "1.5"}, nil, "prefetch threshold 1.5 (--segment-prefetch-threshold): want more than 0 and at most 1"},
-		{"prefetch threshold negative", []string{"--segment-prefetch-threshold=-0.1"}, nil, "prefetch threshold -0.1"},
-		{"prefetch threshold NaN", []string{"--segment-prefetch-threshold", "NaN"}, nil, "prefetch threshold NaN"},
+		{"prefetch threshold above 1", []string{"--segment-prefetch-threshold", "1.5"}, nil, "invalid --segment-prefetch-threshold 1.5: want more than 0 and at most 1"},
+		{"prefetch threshold negative", []string{"--segment-prefetch-threshold=-0.1"}, nil, "invalid --segment-prefetch-threshold -0.1"},
+		{"prefetch threshold NaN", []string{"--segment-prefetch-threshold", "NaN"}, nil, "invalid --segment-prefetch-threshold NaN"},
 		{"prefetch threshold not a number", nil, map[string]string{"IDGEN_SEGMENT_PREFETCH_THRESHOLD": "ten percent"}, "invalid value for IDGEN_SEGMENT_PREFETCH_THRESHOLD"},
 		{"grow-below zero", []string{"--segment-grow-below", "0"}, nil, "invalid --segment-grow-below 0s"},
-		{"grow-below negative", []string{"--segment-grow-below=-1m"}, nil, "grow-below window -1m0s (--segment-grow-below)"},
+		{"grow-below negative", []string{"--segment-grow-below=-1m"}, nil, "invalid --segment-grow-below -1m0s: want more than 0"},
 		{"shrink-above zero", []string{"--segment-shrink-above", "0s"}, nil, "invalid --segment-shrink-above 0s"},
-		{"windows crossed", []string{"--segment-grow-below", "40m"}, nil, "grow below 40m0s (--segment-grow-below) must be less than shrink above 30m0s"},
-		{"windows equal", []string{"--segment-grow-below", "10m", "--segment-shrink-above", "10m"}, nil, "must be less than shrink above 10m0s"},
-		{"rate-limit negative", []string{"--rate-limit=-1"}, nil, "invalid rate limit (--rate-limit, --rate-burst): rate -1"},
+		{"windows crossed", []string{"--segment-grow-below", "40m"}, nil, "invalid --segment-grow-below 40m0s: want less than --segment-shrink-above 30m0s"},
+		{"windows equal", []string{"--segment-grow-below", "10m", "--segment-shrink-above", "10m"}, nil, "want less than --segment-shrink-above 10m0s"},
+		{"rate-limit negative", []string{"--rate-limit=-1"}, nil, "invalid --rate-limit -1: want IDs per second"},
 		{"rate-limit not a number", nil, map[string]string{"IDGEN_RATE_LIMIT": "lots"}, "invalid value for IDGEN_RATE_LIMIT"},
-		{"rate-burst negative", []string{"--rate-limit", "10", "--rate-burst=-1"}, nil, "invalid rate limit (--rate-limit, --rate-burst)"},
-		{"rate-limit-addresses negative", []string{"--rate-limit", "10", "--rate-limit-addresses=-5"}, nil, "--rate-limit-addresses"},
-		{"trace-sample-ratio above 1", []string{"--trace-sample-ratio", "2"}, nil, "invalid trace sample ratio 2 (--trace-sample-ratio): want 0 to 1"},
+		{"rate-burst negative", []string{"--rate-limit", "10", "--rate-burst=-1"}, nil, "invalid --rate-burst -1: want 0 (the default) or more"},
+		{"rate-limit-addresses negative", []string{"--rate-limit", "10", "--rate-limit-addresses=-5"}, nil, "invalid --rate-limit-addresses -5: want 0 (the default) or more"},
+		{"trace-sample-ratio above 1", []string{"--trace-sample-ratio", "2"}, nil, "invalid --trace-sample-ratio 2: want 0 to 1"},
 		{"tracing not a bool", file("tracing: maybe\n"), nil, "invalid value for tracing"},
 		{"config file missing", []string{"--config", filepath.Join(dir, "nope.yaml")}, nil, "cannot read the configuration file"},
 		{"config file from the environment missing", nil, map[string]string{"IDGEN_CONFIG": filepath.Join(dir, "nope.yaml")}, "cannot read the configuration file"},
 		{"config file not YAML", file("lease-ttl: [30s\n"), nil, "configuration file"},
 		{"config file unknown key", file("lease_ttl: 30s\n"), nil, `unknown key "lease_ttl"`},
 		{"config file nested key", file("lease:\n  ttl: 30s\n"), nil, `unknown key "lease.ttl"`},
+		{"config file list", file("lease-ttl: [30s, 40s]\n"), nil, "invalid value for lease-ttl: want one value"},
+		{"config file not a map", file("lease-ttl 30s\n"), nil, "want a map of settings"},
 		{"config file names a config", file("config: other.yaml\n"), nil, `unknown key "config"`},
 		{"config file print-config", file("print-config: true\n"), nil, `unknown key "print-config"`},
 		{"config file bad duration", file("lease-ttl: soon\n"), nil, "invalid value for lease-ttl"},
 		{"config file empty value", file("heartbeat:\n"), nil, "invalid value for heartbeat"},
 		{"config file zero ttl", file("lease-ttl: 0s\n"), nil, "invalid --lease-ttl 0s"},
 		{"config file bad layout", file("layout: 41/5/5/13\n"), nil, "bit widths sum to 64"},
-		{"config file bad threshold", file("segment-prefetch-threshold: 2\n"), nil, "prefetch threshold 2"},
+		{"config file bad threshold", file("segment-prefetch-threshold: 2\n"), nil, "invalid --segment-prefetch-threshold 2"},
 		{"config file bad dsn", file("dsn: redis://h:6379\n"), map[string]string{"IDGEN_DSN": ""}, "want postgres://"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -212,6 +215,9 @@ func TestConfigBadValues(t *testing.T) {
 			}
 			if !strings.Contains(got[0], tc.want) {
 				t.Errorf("got message %q, want it to contain %q", got[0], tc.want)
+			}
+			if f := fieldName.FindString(got[0]); f != "" {
+				t.Errorf("got message %q, which names the field %s; want its flag", got[0], f)
 			}
 			if r.stdout != "" {
 				t.Errorf("got stdout %q, want nothing", r.stdout)
@@ -310,3 +316,27 @@ func printedLine(out, key string) string {
 func itoa(n int) string     { return strconv.Itoa(n) }
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 func btoa(b bool) string    { return strconv.FormatBool(b) }
+
+// TestPublicStatusDetailsDefault: --public-status-details left out is on
+// for a node without tokens and without an admin token, off for one with
+// either; given, it wins. --print-config shows the value in force.
+func TestPublicStatusDetailsDefault(t *testing.T) {
+	hash := strings.Repeat("ab", 32)
+	for _, tc := range []struct {
+		name string
+		args []string
+		vars map[string]string
+		want string
+	}{
+		{"no tokens", nil, nil, "public-status-details: true  # default"},
+		{"admin token", []string{"--admin-token", "t0ken-of-admin"}, nil, "public-status-details: false  # default"},
+		{"tokens", nil, map[string]string{"IDGEN_TOKENS": "orders-api ids " + hash}, "public-status-details: false  # default"},
+		{"admin token, given", []string{"--admin-token", "t0ken-of-admin", "--public-status-details"}, nil, "public-status-details: true  # --public-status-details"},
+		{"no tokens, refused", nil, map[string]string{"IDGEN_PUBLIC_STATUS_DETAILS": "false"}, "public-status-details: false  # IDGEN_PUBLIC_STATUS_DETAILS"},
+	} {
+		r := cli(t, tc.vars, append([]string{"serve", "--print-config"}, tc.args...)...)
+		if r.code != 0 || !slices.Contains(lines(r.stdout), tc.want) {
+			t.Errorf("%s: serve --print-config: got exit code %d, stdout:\n%s\nwant the line %q", tc.name, r.code, r.stdout, tc.want)
+		}
+	}
+}

@@ -114,3 +114,86 @@ func checkRegions(t *testing.T, path string, regions []region) {
 		}
 	}
 }
+
+// title is the form without its flags, "idgen namespaces import
+// leaf|tinyid": the heading of its section of docs/cli.md.
+func (f form) title() string {
+	var w []string
+	for _, s := range strings.Fields(f.synopsis) {
+		if strings.HasPrefix(s, "[") || strings.HasPrefix(s, "-") {
+			break
+		}
+		w = append(w, s)
+	}
+	return "idgen " + strings.Join(w, " ")
+}
+
+// commandsMarkdown renders the command table of docs/cli.md and README.md:
+// a row per form, its synopsis linked to its section of docs/cli.md, at
+// cliDoc ("" in docs/cli.md itself).
+func commandsMarkdown(cliDoc string) string {
+	var b strings.Builder
+	b.WriteString("| command | what it does |\n|---|---|\n")
+	for _, c := range commands() {
+		for _, f := range c.forms {
+			fmt.Fprintf(&b, "| [`idgen %s`](%s#%s) | %s |\n", cell(f.synopsis), cliDoc, slug(f.title()), cell(f.summary))
+		}
+	}
+	return b.String()
+}
+
+// formMarkdown renders the start of a form's section of docs/cli.md: its
+// title as the heading, then its synopsis.
+func formMarkdown(f form) string {
+	return "## " + f.title() + "\n\n```\nidgen " + f.synopsis + "\n```\n"
+}
+
+// cell escapes the pipes of s for a Markdown table cell.
+func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+// slug is the anchor GitHub gives the heading h: lower case, punctuation
+// dropped, spaces turned into hyphens.
+func slug(h string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(h) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		case r == ' ':
+			b.WriteByte('-')
+		}
+	}
+	return b.String()
+}
+
+// markdown renders the settings as docs/cli.md lists them: a table per group.
+func (d *settings) markdown() string {
+	var b strings.Builder
+	group := ""
+	for _, s := range d.shown() {
+		if s.group != group {
+			if group != "" {
+				b.WriteString("\n")
+			}
+			group = s.group
+			fmt.Fprintf(&b, "**%s**\n\n| flag and file key | variable | default | meaning |\n|---|---|---|---|\n", group)
+		}
+		flagText := "--" + s.name
+		if s.arg != "" {
+			flagText += " " + s.arg
+		}
+		def := s.defaultOf()
+		switch {
+		case def == "":
+			def = "none"
+		case s.defText == "":
+			def = "`" + def + "`"
+		}
+		key := "`" + s.name + "`"
+		if s.noFile {
+			key = "(not in the file)"
+		}
+		fmt.Fprintf(&b, "| `%s`<br>%s | `%s` | %s | %s |\n", flagText, key, envName(s.name), def, strings.ReplaceAll(s.help, "|", `\|`))
+	}
+	return b.String()
+}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
+	"github.com/idgen-project/idgen/internal/dburl"
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/testdb"
 	"github.com/idgen-project/idgen/internal/testserver"
@@ -820,7 +821,7 @@ func TestSecretsNeverShown(t *testing.T) {
 				r := cliCtx(ctx, t, vars, argv...)
 				cancel()
 				if r.code == 0 {
-					t.Errorf("idgen %q with DSN %s: got exit code 0, want an error", args, stores.Redact(dsn))
+					t.Errorf("idgen %q with DSN %s: got exit code 0, want an error", args, dburl.Redact(dsn))
 					continue
 				}
 				for what, s := range map[string]string{"stdout": r.stdout, "stderr": r.stderr, "error": fmt.Sprint(r.err)} {

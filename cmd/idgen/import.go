@@ -78,6 +78,12 @@ func namespacesImport(ctx context.Context, args []string, e env) (err error) {
 	if d := dburl.DialectOf(*from); d != dburl.Postgres && d != dburl.MySQL {
 		return usagef(cmd, "invalid --from: want a postgres:// or mysql:// URL (the DSN is not shown: it may hold a password)")
 	}
+	if err := dburl.Check(*from); err != nil {
+		return usagef(cmd, "invalid --from (not shown): %v", err)
+	}
+	if err := dburl.Check(*dsn); err != nil {
+		return usagef(cmd, "invalid --dsn (not shown): %v", err)
+	}
 
 	db, err := peerimport.Open(ctx, *from)
 	if err != nil {

@@ -30,8 +30,8 @@ func TestServeLeaseAPIFlags(t *testing.T) {
 	}{
 		{[]string{"--lease-api-min-ttl", "0"}, "invalid --lease-api-min-ttl 0s (IDGEN_LEASE_API_MIN_TTL)"},
 		{[]string{"--lease-api-max-ttl", "0s"}, "invalid --lease-api-max-ttl 0s (IDGEN_LEASE_API_MAX_TTL)"},
-		{[]string{"--lease-api-min-ttl", "500ms"}, "(--lease-api-min-ttl)"},
-		{[]string{"--lease-api-min-ttl", "10s", "--lease-api-max-ttl", "5s"}, "(--lease-api-max-ttl)"},
+		{[]string{"--lease-api-min-ttl", "500ms"}, "invalid --lease-api-min-ttl 500ms: want whole milliseconds, at least 1s"},
+		{[]string{"--lease-api-min-ttl", "10s", "--lease-api-max-ttl", "5s"}, "invalid --lease-api-max-ttl 5s: want whole milliseconds, at least --lease-api-min-ttl 10s"},
 		{[]string{"--lease-api-max-ttl", "soon"}, "lease-api-max-ttl"},
 	} {
 		_, err := parseServe(tc.args, envOf(nil))

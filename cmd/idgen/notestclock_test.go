@@ -22,7 +22,7 @@ func TestNoTestClockFlags(t *testing.T) {
 			t.Errorf("idgen %q: got exit code %d, stderr %q; want 2 and an unknown flag", args, r.code, r.stderr)
 		}
 	}
-	if strings.Contains(serveUsage(), "test-clock") {
+	if strings.Contains(usageOf("serve"), "test-clock") {
 		t.Errorf("serve --help mentions the test clock")
 	}
 }

@@ -30,7 +30,7 @@ const versionHelp = `Print idgen's version, the commit it was built from and the
 // runParse is idgen parse.
 func runParse(_ context.Context, args []string, e env) error {
 	const cmd = "parse"
-	f := newFlagSet(cmd)
+	f := newSettings(cmd)
 	bits := defaultLayoutFlag()
 	f.fs.Var(&bits, "layout", "")
 	epoch := timeFlag{snowflake.DefaultEpoch}
@@ -65,7 +65,7 @@ func runParse(_ context.Context, args []string, e env) error {
 
 // runVersion is idgen version.
 func runVersion(_ context.Context, args []string, e env) error {
-	f := newFlagSet("version")
+	f := newSettings("version")
 	pos, err := f.parse(args, e)
 	if err != nil {
 		return err

@@ -7,16 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 )
 
-// run is the whole program but for the process around it: it runs the
-// command args[0] with the arguments that follow, reading the environment
-// through getenv and writing to stdout and stderr. Cancelling ctx (SIGINT or SIGTERM in main) shuts a
-// running server down gracefully. The error it returns decides the exit code
-// (see exitCode): nil or flag.ErrHelp is 0, a *usageError is 2, anything
-// else is 1.
+// run is the whole program but for the process around it: the command
+// args[0] with the arguments that follow, the environment read through
+// getenv. Cancelling ctx shuts a running server down gracefully. The error
+// decides the exit code (exitCode).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	return runEnv(ctx, args, env{getenv: getenv, stdin: strings.NewReader(""), stdout: stdout, stderr: stderr})
 }
@@ -162,81 +159,4 @@ func exitCode(err error, stderr io.Writer) int {
 // oneLine folds a multi-line message (errors.Join) onto one line.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
-}
-
-// flagSet is a command's flags, parsed from the command line and then from
-// the environment: flag beats IDGEN_<NAME> beats the default. --help prints
-// usageOf(cmd), whose flags are written by hand.
-type flagSet struct {
-	cmd   string // for messages and --help: "migrate", "namespaces create"
-	fs    *flag.FlagSet
-	noEnv map[string]bool // flags without an environment variable
-	dsn   *string         // --dsn of an administrative command (newAdminFlags), else nil
-}
-
-// newFlagSet returns an empty flag set for command cmd.
-func newFlagSet(cmd string) *flagSet {
-	fs := flag.NewFlagSet("idgen "+cmd, flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors come back as a *usageError
-	fs.Usage = func() {}
-	return &flagSet{cmd: cmd, fs: fs, noEnv: map[string]bool{}}
-}
-
-// envName is the environment variable for flag name: IDGEN_LEASE_TTL for lease-ttl.
-func envName(name string) string {
-	return "IDGEN_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-}
-
-// parse parses args, which may mix flags and positional arguments (flags
-// after "--" are positional), then fills every flag not given on the command
-// line from its environment variable. It returns the positional arguments.
-// On --help it writes usageOf(f.cmd) to e.stdout and returns flag.ErrHelp.
-func (f *flagSet) parse(args []string, e env) ([]string, error) {
-	var pos []string
-	for {
-		if err := f.fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprint(e.stdout, usageOf(f.cmd))
-				return nil, flag.ErrHelp
-			}
-			return nil, usagef(f.cmd, "%s", err)
-		}
-		rest := f.fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
-			pos = append(pos, rest...)
-			break
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-	given := map[string]bool{}
-	f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
-	var names []string
-	f.fs.VisitAll(func(fl *flag.Flag) {
-		if !given[fl.Name] && !f.noEnv[fl.Name] {
-			names = append(names, fl.Name)
-		}
-	})
-	sort.Strings(names)
-	for _, name := range names {
-		v := e.getenv(envName(name))
-		if v == "" {
-			continue
-		}
-		if err := f.fs.Set(name, v); err != nil {
-			return nil, usagef(f.cmd, "invalid value for %s: %v", envName(name), err)
-		}
-	}
-	return pos, nil
-}
-
-// isSet reports whether flag name was given on the command line or in the
-// environment (after parse).
-func (f *flagSet) isSet(name string) bool {
-	set := false
-	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
-	return set
 }

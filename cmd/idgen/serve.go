@@ -3,15 +3,16 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
-	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/dburl"
 	"github.com/idgen-project/idgen/internal/tracing"
 	"github.com/idgen-project/idgen/snowflake"
@@ -27,10 +28,6 @@ On SIGTERM or SIGINT it stops accepting connections, finishes the requests in
 flight, gives back the unused tails of its segment ranges, releases its lease
 and exits 0. On SIGHUP it reloads its --tokens-file.
 `
-
-// serveUsage is idgen serve's --help, its flags rendered from their
-// definitions.
-func serveUsage() string { return usageOf("serve") }
 
 // serveConfig is the validated configuration of idgen serve: the node's
 // (app.Config, whose Logger, Clock and Version serve fills in) and the
@@ -58,17 +55,22 @@ type serveFlags struct {
 	f            *settings
 	c            serveConfig
 	workers      workerRangeFlag
+	apiWorkers   workerRangeFlag
 	bits         layoutFlag
 	epoch        timeFlag
 	logFormat    choiceFlag
 	logLevel     choiceFlag
 	retention    time.Duration
 	backwardWait time.Duration
+	// publicDetails is --public-status-details; left out, the node
+	// decides (app.Config.StatusDetailsPublic).
+	publicDetails bool
 }
 
 // newServeFlags defines serve's settings with their defaults, in the
 // order --help and docs/cli.md list them. A new setting is one line here
-// (and its field in app.Config or serveConfig).
+// (and its field in app.Config or serveConfig, and in fieldFlags when the
+// errors of its field name it).
 func newServeFlags() *serveFlags {
 	sf := &serveFlags{
 		f:         newSettings("serve"),
@@ -84,8 +86,9 @@ func newServeFlags() *serveFlags {
 		"address to listen on, `host:port`; port 0 picks a free port (see `--addr-file`)")
 	d.String(&sf.c.addrFile, "addr-file", "PATH", "",
 		"once listening, write the address served on, `host:port` and a newline, to PATH, atomically; removed at start and at exit")
-	d.Int(&c.MaxCount, "max-count", "N", httpapi.DefaultMaxCount,
-		"largest `count` one request may ask for (1 to 16777216)").positiveValue()
+	d.Int(&c.MaxCount, "max-count", "N", idgen.DefaultMaxCount,
+		fmt.Sprintf("largest `count` one request may ask for, of any transport: 1 to %d, so that the largest answer, "+
+			"built whole in memory, fits in what a node is given", idgen.MaxCountLimit)).positiveValue()
 	d.Duration(&c.ShutdownTimeout, "shutdown-timeout", "D", app.DefaultShutdownTimeout,
 		"bound on each shutdown step (finishing requests, returning segment tails, releasing the lease)").positiveValue()
 
@@ -105,7 +108,7 @@ func newServeFlags() *serveFlags {
 	d.Var(&sf.workers, "worker-ids", "A-B",
 		"the pool this node claims its worker ID from: a range `A-B` or one ID `N`, of at most 65536 IDs "+
 			"(a layout of more than 16 worker bits needs a range)").
-		defaultText("every worker ID of the layout, `0-31` with the default one")
+		defaultText("every worker ID of the layout outside `--lease-api-worker-ids`, `0-31` with the default layout and no lease API pool")
 	d.Var(&sf.bits, "layout", "T/D/W/S",
 		"bit widths of time/datacenter/worker/sequence; they must sum to 63, and the timestamp must last at least 10 more years")
 	d.Var(&sf.epoch, "epoch", "TIME", "the instant timestamp 0 stands for, RFC 3339")
@@ -115,7 +118,7 @@ func newServeFlags() *serveFlags {
 		"interval between lease heartbeats; more than 0 and at most half of `--lease-ttl`, "+
 			"so that a failed heartbeat can be tried again before the lease runs out").
 		positiveValue().defaultText("a third of `--lease-ttl` (`10s`)")
-	d.String(&c.Keeper.Holder, "holder", "NAME", "", "this node's name in the lease table, at most 255 bytes").
+	d.String(&c.Keeper.Holder, "holder", "NAME", "", "this node's name in the lease table, at most 255 bytes, not starting with `api:` (the lease API's holders)").
 		defaultText("`host/pid/random`")
 	d.Duration(&sf.retention, "lease-events-retention", "D", app.DefaultLeaseEventsRetention,
 		"how long lease events are kept: a background loop deletes older ones, hourly; `0` keeps them forever").
@@ -150,10 +153,20 @@ func newServeFlags() *serveFlags {
 		positiveValue().defaultText("`30m`")
 
 	d.group = "Lease API"
-	d.Duration(&c.LeaseAPI.MinTTL, "lease-api-min-ttl", "D", app.DefaultLeaseAPIMinTTL,
+	d.Duration(&c.LeaseAPI.MinTTL, "lease-api-min-ttl", "D", idgen.DefaultLeaseMinTTL,
 		"shortest lease the lease API (`/v1/leases`) grants; at least `1s`, whole milliseconds").positiveValue()
-	d.Duration(&c.LeaseAPI.MaxTTL, "lease-api-max-ttl", "D", app.DefaultLeaseAPIMaxTTL,
+	d.Duration(&c.LeaseAPI.MaxTTL, "lease-api-max-ttl", "D", idgen.DefaultLeaseMaxTTL,
 		"longest lease the lease API grants; at least `--lease-api-min-ttl`").positiveValue().defaultText("`5m`")
+	d.Var(&sf.apiWorkers, "lease-api-worker-ids", "A-B",
+		"the pool the lease API grants worker IDs from, in every datacenter: a range `A-B` or one ID `N`, never overlapping `--worker-ids`; "+
+			"give every node of a cluster the same two pools").
+		defaultText("the worker IDs of the layout outside `--worker-ids` (the larger side); none, so no lease is granted, when neither is set")
+	d.Int(&c.LeaseAPI.MaxLeases, "lease-api-max-leases", "N", idgen.DefaultLeaseMaxLeases,
+		"most live leases one caller (token) may hold through the lease API; past it an acquire answers 429 `too_many`").positiveValue()
+	d.Float(&c.LeaseAPI.AcquireRate, "lease-api-acquire-rate", "R", idgen.DefaultLeaseAcquireRate,
+		"acquires per second each caller may send to the lease API, on average, per node; heartbeats and releases are never limited").positiveValue()
+	d.Int(&c.LeaseAPI.AcquireBurst, "lease-api-acquire-burst", "N", idgen.DefaultLeaseAcquireBurst,
+		"acquires a caller may send at once after a quiet spell").positiveValue()
 
 	d.group = "Callers"
 	d.String(&c.AdminToken, "admin-token", "TOKEN", "",
@@ -165,13 +178,19 @@ func newServeFlags() *serveFlags {
 			"a malformed file refuses the start and, on a reload, leaves the tokens in effect. "+
 			"`IDGEN_TOKENS` may hold the file's content instead (never reloaded; not both). Without either, `/ids` is open")
 
+	d.Bool(&sf.publicDetails, "public-status-details", false,
+		"show every caller of `/readyz` and the status page the lease holders, fencing versions and namespaces; "+
+			"a request with a token of the `admin` scope (or the admin token) sees them either way. "+
+			"What failed is said in words to all; the store's own error text only to the `admin` scope, and in the log").
+		defaultText("on without `--admin-token` and tokens, off with either")
 	d.Float(&c.RateLimit.Rate, "rate-limit", "R", 0,
 		"requests per second each caller may send to `/ids`, `/ids/{id}`, the compatibility routes, the admin API "+
 			"and gRPC's IdService, on average, per node: per token name with tokens, else per client address "+
-			"(IPv6 by /64); past it the answer is 429 with `Retry-After`. The lease API is never limited; `0` is off")
+			"(IPv6 by /64); past it the answer is 429 with `Retry-After`. The lease API has its own limit on acquires "+
+			"(`--lease-api-acquire-rate`); `0` is off")
 	d.Int(&c.RateLimit.Burst, "rate-burst", "N", 0,
 		"requests a caller may send at once after a quiet spell").defaultText("`--rate-limit` rounded up")
-	d.Int(&c.RateLimit.MaxAddresses, "rate-limit-addresses", "N", httpapi.DefaultRateLimitAddresses,
+	d.Int(&c.RateLimit.MaxAddresses, "rate-limit-addresses", "N", idgen.DefaultRateLimitAddresses,
 		"most client addresses whose rate is tracked at once (callers without a token); past it, idle ones are forgotten first")
 
 	d.group = "Tracing"
@@ -250,6 +269,9 @@ func parseServe(args []string, e env) (serveConfig, error) {
 	if err := c.logLevel.UnmarshalText([]byte(sf.logLevel.v)); err != nil {
 		return serveConfig{}, usagef(cmd, "invalid --log-level: %v", err)
 	}
+	if sf.f.isSet("public-status-details") {
+		c.app.PublicStatusDetails = &sf.publicDetails
+	}
 	if c.app.Keeper.Layout, err = layoutOf(sf.bits, sf.epoch); err != nil {
 		return serveConfig{}, usagef(cmd, "invalid --layout/--epoch: %v", err)
 	}
@@ -257,26 +279,39 @@ func parseServe(args []string, e env) (serveConfig, error) {
 		r := sf.workers.r
 		c.app.Keeper.WorkerIDs = &r
 	}
+	if sf.apiWorkers.set {
+		r := sf.apiWorkers.r
+		c.app.LeaseAPI.WorkerIDs = &r
+	}
 	// The keeper's and the segments' settings decide the clock, lease and
 	// segment rules; resolved here so that the heartbeat and the margin
 	// left out become their share of the ttl.
 	if c.app.Keeper, err = c.app.Keeper.Resolve(); err != nil {
-		return serveConfig{}, usagef(cmd, "%v", err)
+		return serveConfig{}, fieldUsage(cmd, err)
+	}
+	if c.app.LeaseAPI, c.app.Keeper, err = c.app.LeaseAPI.Resolve(c.app.Keeper); err != nil {
+		return serveConfig{}, fieldUsage(cmd, err)
 	}
 	if c.app.Segments, err = c.app.Segments.Resolve(); err != nil {
-		return serveConfig{}, usagef(cmd, "%v", err)
+		return serveConfig{}, fieldUsage(cmd, err)
 	}
 	if err := c.app.Validate(); err != nil {
-		return serveConfig{}, usagef(cmd, "%v", err)
+		return serveConfig{}, fieldUsage(cmd, err)
 	}
 	if c.printConfig {
-		if !sf.workers.set {
-			// Shown as the pool in force.
+		// Shown as the pools in force.
+		if r := c.app.Keeper.WorkerIDs; r != nil {
+			sf.workers = workerRangeFlag{r: *r, set: true}
+		} else {
 			sf.workers = workerRangeFlag{r: allocator.WorkerRange{Min: 0, Max: c.app.Keeper.Layout.MaxWorker()}, set: true}
+		}
+		if r := c.app.LeaseAPI.WorkerIDs; r != nil {
+			sf.apiWorkers = workerRangeFlag{r: *r, set: true}
 		}
 		if c.app.Keeper.MaxBackwardWait < 0 {
 			sf.backwardWait = 0
 		}
+		sf.publicDetails = c.app.StatusDetailsPublic() // as in force
 		c.printed = sf.f.printConfig(c.app.Tokens != "")
 	}
 	return *c, nil
@@ -302,7 +337,10 @@ func runServe(ctx context.Context, args []string, e env) error {
 		_, err := io.WriteString(e.stdout, sc.scrub(c.printed))
 		return err
 	}
-	return sc.err(serve(ctx, c, newLogger(sc.writer(e.stderr), c.logFormat, c.logLevel), e.hangups))
+	if err := serve(ctx, c, newLogger(sc.writer(e.stderr), c.logFormat, c.logLevel), e.hangups); err != nil {
+		return sc.err(flagWorded{err})
+	}
+	return nil
 }
 
 // serve runs an idgen node (app.App) until ctx is cancelled, then shuts it

@@ -10,21 +10,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/peterbourgon/ff/v4"
-	"github.com/peterbourgon/ff/v4/ffyaml"
+	"go.yaml.in/yaml/v3"
 )
 
 // A command's settings come from four places, the first that has one
 // winning: the command line (--lease-ttl 1m), the environment
 // (IDGEN_LEASE_TTL=1m), the configuration file named by --config or
-// IDGEN_CONFIG (lease-ttl: 1m) and the default. Each setting is defined
-// once, with its flag, and the usage text (--help), docs/cli.md's tables
-// and --print-config are all rendered from those definitions.
-//
-// The flags are parsed by github.com/peterbourgon/ff/v4 and the file is
-// read by its YAML parser. The environment is applied here rather than by
-// ff, which reads os.Getenv: idgen's commands take their environment as a
-// function, so that tests run in parallel with environments of their own.
+// IDGEN_CONFIG (lease-ttl: 1m, idgen serve only) and the default. Every
+// command parses its flags with the standard flag package through
+// settings.parse, and every bad value is a *usageError. Serve's settings
+// are defined with their help (the definers below), from which --help,
+// docs/cli.md's tables and --print-config are rendered; the other
+// commands define plain flags on fs and write their --help by hand.
 
 // source says where a setting's value came from.
 type source string
@@ -51,25 +48,33 @@ type setting struct {
 	positive    bool                // zero given anywhere is refused: a zero means "the default" only when left out
 	noFile      bool                // not a key of the configuration file (--config, --print-config)
 	hidden      bool                // not in the usage, the docs nor --print-config, no variable and no key (the test clock)
-
-	src source
 }
 
-// settings are a command's settings, in the order the usage lists them.
+// settings are a command's flags, and its settings in the order the usage
+// lists them.
 type settings struct {
-	cmd   string // for messages and --help: "serve"
+	cmd   string // for messages and --help: "serve", "namespaces create"
 	list  []*setting
 	group string // the group of the settings defined next
-	// fs holds the flag values; ff parses the command line into it.
-	fs *flag.FlagSet
-	// noEnv names the hidden settings, which have no variable.
+	fs    *flag.FlagSet
+	// noEnv names the flags without a variable.
 	noEnv map[string]bool
+	// src says where each flag's value came from (after parse).
+	src map[string]source
+	// dsn is --dsn of an administrative command (newAdminFlags), else nil.
+	dsn *string
 }
 
 func newSettings(cmd string) *settings {
 	fs := flag.NewFlagSet("idgen "+cmd, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	return &settings{cmd: cmd, fs: fs, noEnv: map[string]bool{}}
+	fs.SetOutput(io.Discard) // errors come back as a *usageError
+	fs.Usage = func() {}
+	return &settings{cmd: cmd, fs: fs, noEnv: map[string]bool{}, src: map[string]source{}}
+}
+
+// envName is the environment variable for flag name: IDGEN_LEASE_TTL for lease-ttl.
+func envName(name string) string {
+	return "IDGEN_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
 // add defines a setting for the flag name just defined on d.fs.
@@ -119,14 +124,6 @@ func (d *settings) Var(v flag.Value, name, arg, help string) *setting {
 	return d.add(name, arg, help)
 }
 
-// Hidden defines a setting of the command line only, left out of the
-// usage, the docs and --print-config, without a variable or a file key.
-func (d *settings) Hidden(v flag.Value, name string) {
-	d.fs.Var(v, name, "")
-	d.list = append(d.list, &setting{name: name, value: v, hidden: true, noFile: true})
-	d.noEnv[name] = true
-}
-
 func (s *setting) defaultText(t string) *setting { s.defText = t; return s }
 func (s *setting) secretValue() *setting {
 	return s.maskedBy(func(string) string { return redacted })
@@ -145,78 +142,113 @@ func (d *settings) lookup(name string) *setting {
 	return nil
 }
 
-// parse sets every setting from args, then the environment, then the file
-// named by the setting "config" (when the command has one), each filling
-// only what the one before left unset. It returns the positional
+// parse sets every flag from args, which may mix flags and positional
+// arguments (those after "--" are all positional), then the flags still
+// unset from the environment, then from the file named by the setting
+// "config" (when the command has one). It returns the positional
 // arguments; on --help it writes usageOf(d.cmd) to e.stdout and returns
 // flag.ErrHelp. Every bad value is a *usageError naming where it came from.
 func (d *settings) parse(args []string, e env) ([]string, error) {
-	ffs := ff.NewFlagSetFrom("idgen "+d.cmd, d.fs)
-	if err := ffs.Parse(args); err != nil {
-		switch {
-		case errors.Is(err, ff.ErrHelp):
-			fmt.Fprint(e.stdout, usageOf(d.cmd))
-			return nil, flag.ErrHelp
-		case errors.Is(err, ff.ErrUnknownFlag):
-			// ff says `unknown flag "nope"`; the other commands, on the
-			// standard flag package, say it this way.
-			name, _ := strconv.Unquote(strings.TrimSpace(strings.TrimPrefix(err.Error(), ff.ErrUnknownFlag.Error())))
-			return nil, usagef(d.cmd, "flag provided but not defined: -%s", name)
+	var pos []string
+	for {
+		if err := d.fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(e.stdout, usageOf(d.cmd))
+				return nil, flag.ErrHelp
+			}
+			return nil, usagef(d.cmd, "%s", err)
 		}
-		return nil, usagef(d.cmd, "invalid flag %v", err)
+		rest := d.fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
 	}
-	_ = ffs.WalkFlags(func(f ff.Flag) error {
-		if name, _ := f.GetLongName(); f.IsSet() {
-			d.lookup(name).src = fromFlag
+	d.fs.Visit(func(f *flag.Flag) { d.src[f.Name] = fromFlag })
+	var err error
+	d.fs.VisitAll(func(f *flag.Flag) {
+		if err != nil || d.isSet(f.Name) || d.noEnv[f.Name] {
+			return
 		}
-		return nil
+		if v := e.getenv(envName(f.Name)); v != "" {
+			if err = f.Value.Set(v); err != nil {
+				err = usagef(d.cmd, "invalid value for %s: %v", envName(f.Name), err)
+			}
+			d.src[f.Name] = fromEnv
+		}
 	})
-	for _, s := range d.list {
-		if s.src != fromDefault || s.hidden {
-			continue
-		}
-		v := e.getenv(envName(s.name))
-		if v == "" {
-			continue
-		}
-		if err := s.value.Set(v); err != nil {
-			return nil, usagef(d.cmd, "invalid value for %s: %v", envName(s.name), err)
-		}
-		s.src = fromEnv
+	if err != nil {
+		return nil, err
 	}
 	if c := d.lookup("config"); c != nil && c.value.String() != "" {
 		if err := d.readFile(c.value.String()); err != nil {
 			return nil, err
 		}
 	}
-	return ffs.GetArgs(), nil
+	return pos, nil
 }
+
+// isSet reports whether flag name was given, on the command line, in the
+// environment or in the file (after parse).
+func (d *settings) isSet(name string) bool { return d.src[name] != fromDefault }
 
 // readFile sets the settings still unset from the YAML file at path: a
 // map of keys, the flags' names, to values.
 func (d *settings) readFile(path string) error {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return usagef(d.cmd, "cannot read the configuration file (--config, IDGEN_CONFIG): %v", err)
 	}
-	defer f.Close()
-	err = ffyaml.Parse(f, func(key, value string) error {
-		s := d.lookup(key)
-		if s == nil || s.noFile {
-			return fmt.Errorf("unknown key %q", key)
-		}
-		if s.src != fromDefault {
-			return nil // given on the command line or in the environment
-		}
-		if err := s.value.Set(value); err != nil {
-			return fmt.Errorf("invalid value for %s: %w", key, err)
-		}
-		s.src = fromFile
-		return nil
-	})
+	var doc yaml.Node
+	if err = yaml.Unmarshal(data, &doc); err == nil && len(doc.Content) > 0 {
+		err = d.setFromYAML("", doc.Content[0])
+	}
 	if err != nil {
 		return usagef(d.cmd, "configuration file %s: %v", path, err)
 	}
+	return nil
+}
+
+// setFromYAML sets the setting key from n, the key's node in the file; a
+// nested map's keys are joined to key with dots, which names no setting.
+// The value is the scalar as written.
+func (d *settings) setFromYAML(key string, n *yaml.Node) error {
+	switch {
+	case n.Kind == yaml.AliasNode:
+		return d.setFromYAML(key, n.Alias)
+	case n.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if err := d.setFromYAML(strings.TrimPrefix(key+"."+n.Content[i].Value, "."), n.Content[i+1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	case key == "":
+		return errors.New("want a map of settings, such as lease-ttl: 1m")
+	}
+	s := d.lookup(key)
+	if s == nil || s.noFile {
+		return fmt.Errorf("unknown key %q", key)
+	}
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("invalid value for %s: want one value", key)
+	}
+	if d.isSet(key) {
+		return nil // given on the command line or in the environment
+	}
+	v := n.Value
+	if n.Tag == "!!null" {
+		v = ""
+	}
+	if err := s.value.Set(v); err != nil {
+		return fmt.Errorf("invalid value for %s: %w", key, err)
+	}
+	d.src[key] = fromFile
 	return nil
 }
 
@@ -225,7 +257,7 @@ func (d *settings) readFile(path string) error {
 // refused rather than silently replaced.
 func (d *settings) checkPositive() error {
 	for _, s := range d.list {
-		if v := s.value.String(); s.positive && s.src != fromDefault && (v == "0" || v == "0s") {
+		if v := s.value.String(); s.positive && d.isSet(s.name) && (v == "0" || v == "0s") {
 			return usagef(d.cmd, "invalid --%s %s (%s): want more than 0; leave it out for the default", s.name, v, envName(s.name))
 		}
 	}
@@ -279,38 +311,6 @@ func (d *settings) flagsUsage() string {
 		for _, l := range lines[1:] {
 			fmt.Fprintf(&b, "%*s%s\n", col, "", l)
 		}
-	}
-	return b.String()
-}
-
-// markdown renders the settings as docs/cli.md lists them: a table per group.
-func (d *settings) markdown() string {
-	var b strings.Builder
-	group := ""
-	for _, s := range d.shown() {
-		if s.group != group {
-			if group != "" {
-				b.WriteString("\n")
-			}
-			group = s.group
-			fmt.Fprintf(&b, "**%s**\n\n| flag and file key | variable | default | meaning |\n|---|---|---|---|\n", group)
-		}
-		flagText := "--" + s.name
-		if s.arg != "" {
-			flagText += " " + s.arg
-		}
-		def := s.defaultOf()
-		switch {
-		case def == "":
-			def = "none"
-		case s.defText == "":
-			def = "`" + def + "`"
-		}
-		key := "`" + s.name + "`"
-		if s.noFile {
-			key = "(not in the file)"
-		}
-		fmt.Fprintf(&b, "| `%s`<br>%s | `%s` | %s | %s |\n", flagText, key, envName(s.name), def, strings.ReplaceAll(s.help, "|", `\|`))
 	}
 	return b.String()
 }
@@ -371,7 +371,7 @@ func (d *settings) printConfig(withTokens bool) string {
 			v = s.mask(v)
 		}
 		from := "default"
-		switch s.src {
+		switch d.src[s.name] {
 		case fromFlag:
 			from = "--" + s.name
 		case fromEnv:

@@ -38,39 +38,15 @@ type testClock struct {
 
 // define adds the test clock's flags to serve's flags.
 func (tc *testClock) define(d *settings) {
-	d.Hidden(durationValue{&tc.offset}, "test-clock-offset")
-	d.Hidden(stringValue{&tc.file}, "test-clock-file")
-}
-
-// durationValue and stringValue are flag values without a default.
-type durationValue struct{ p *time.Duration }
-
-func (v durationValue) String() string {
-	if v.p == nil {
-		return ""
+	d.fs.DurationVar(&tc.offset, "test-clock-offset", 0, "")
+	d.fs.StringVar(&tc.file, "test-clock-file", "", "")
+	for _, name := range []string{"test-clock-offset", "test-clock-file"} {
+		// A hidden setting: left out of the usage, the docs and
+		// --print-config, without a variable or a file key.
+		d.list = append(d.list, &setting{name: name, value: d.fs.Lookup(name).Value, hidden: true, noFile: true})
+		d.noEnv[name] = true
 	}
-	return v.p.String()
 }
-
-func (v durationValue) Set(s string) error {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return errors.New("want a Go duration such as -2s")
-	}
-	*v.p = d
-	return nil
-}
-
-type stringValue struct{ p *string }
-
-func (v stringValue) String() string {
-	if v.p == nil {
-		return ""
-	}
-	return *v.p
-}
-
-func (v stringValue) Set(s string) error { *v.p = s; return nil }
 
 // start returns the clock the node's IDs carry, nil (the system clock)
 // when neither flag is set, and the function that stops its file watcher.

@@ -8,7 +8,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/idgen-project/idgen/httpapi"
+	"github.com/idgen-project/idgen"
+	"github.com/idgen-project/idgen/allocator"
 )
 
 const tokensHelp = `Make the tokens of idgen's callers (idgen serve --tokens-file). A tokens file
@@ -43,7 +44,7 @@ func runTokens(ctx context.Context, args []string, e env) error {
 // that it shows neither in the shell's history nor in the process list.
 func tokensHash(_ context.Context, args []string, e env) error {
 	const cmd = "tokens hash"
-	f := newFlagSet(cmd)
+	f := newSettings(cmd)
 	pos, err := f.parse(args, e)
 	if err != nil {
 		return err
@@ -65,7 +66,7 @@ func tokensHash(_ context.Context, args []string, e env) error {
 	case !bearerSafe(secret):
 		return usagef(cmd, "the secret must be one line of printable ASCII without spaces: it is sent as Authorization: Bearer <secret>")
 	}
-	fmt.Fprintln(e.stdout, httpapi.HashSecret(string(secret)))
+	fmt.Fprintln(e.stdout, idgen.HashSecret(string(secret)))
 	return nil
 }
 
@@ -83,7 +84,7 @@ func bearerSafe(secret []byte) bool {
 // tokensNew is idgen tokens new NAME SCOPES.
 func tokensNew(_ context.Context, args []string, e env) error {
 	const cmd = "tokens new"
-	f := newFlagSet(cmd)
+	f := newSettings(cmd)
 	pos, err := f.parse(args, e)
 	if err != nil {
 		return err
@@ -93,13 +94,13 @@ func tokensNew(_ context.Context, args []string, e env) error {
 	}
 	name := pos[0]
 	switch {
-	case !httpapi.ValidTokenName(name):
+	case !idgen.ValidTokenName(name):
 		return usagef(cmd, "invalid NAME %q: want 1 to %d characters of a-z, 0-9, '_', '.' and '-', starting with a letter or digit",
-			name, httpapi.MaxTokenNameLen)
-	case name == httpapi.AdminTokenName:
+			name, allocator.MaxNameLen)
+	case name == idgen.AdminTokenName:
 		return usagef(cmd, "invalid NAME: %s is reserved for the --admin-token credential", name)
 	}
-	scopes, err := httpapi.ParseScopes(pos[1])
+	scopes, err := idgen.ParseScopes(pos[1])
 	if err != nil {
 		return usagef(cmd, "invalid SCOPES: %v", err)
 	}
@@ -108,7 +109,7 @@ func tokensNew(_ context.Context, args []string, e env) error {
 		return fmt.Errorf("make a secret: %w", err)
 	}
 	secret := base64.RawURLEncoding.EncodeToString(raw)
-	fmt.Fprintf(e.stdout, "secret: %s\nline:   %s %s %s\n", secret, name, scopes, httpapi.HashSecret(secret))
+	fmt.Fprintf(e.stdout, "secret: %s\nline:   %s %s %s\n", secret, name, scopes, idgen.HashSecret(secret))
 	fmt.Fprintf(e.stderr, "The secret is shown only now: hand it to the caller, who sends it as\n"+
 		"Authorization: Bearer <secret>. Add the line to the tokens file: idgen serve\n"+
 		"picks it up within seconds, or at once on SIGHUP.\n")

@@ -486,6 +486,16 @@ func TestChartConfigMirrorsFlags(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("values.schema.json config: got %v, want idgen serve's flags %v", got, want)
 	}
+	// The largest max-count the schema admits is the binary's.
+	var maxCount struct {
+		Maximum int `json:"maximum"`
+	}
+	if err := json.Unmarshal(cfg.Properties["max-count"], &maxCount); err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`(?s)--max-count N\s.*?\b1 to\s+([0-9]+)\b`).FindStringSubmatch(serve); m == nil || m[1] != strconv.Itoa(maxCount.Maximum) {
+		t.Errorf("values.schema.json admits max-count up to %d, idgen serve --help says %v", maxCount.Maximum, m)
+	}
 
 	// Every flag set, with a valid value, reaches the variable serve reads.
 	values := dsnValues + `config:
@@ -503,8 +513,13 @@ func TestChartConfigMirrorsFlags(t *testing.T) {
   allow-unsafe-durability: true
   addr-file: /var/run/idgen/addr
   tokens-file: /etc/idgen/tokens
+  public-status-details: true
   lease-api-min-ttl: 5s
   lease-api-max-ttl: 10m
+  lease-api-worker-ids: 16-31
+  lease-api-max-leases: 4
+  lease-api-acquire-rate: 2
+  lease-api-acquire-burst: 5
   lease-events-retention: 240h
   lease-margin: 4s
   max-clock-offset: 2s
@@ -514,7 +529,7 @@ func TestChartConfigMirrorsFlags(t *testing.T) {
   segment-grow-below: 10m
   segment-shrink-above: 40m
   rate-limit: 100
-  rate-burst: 200
+  rate-burst: 500
   rate-limit-addresses: 1000
   tracing: true
   trace-sample-ratio: 0.5
@@ -669,6 +684,7 @@ func TestChartValues(t *testing.T) {
 		{"bad log format", dsnValues + "config: {log-format: xml}\n", "log-format"},
 		{"negative datacenter", dsnValues + "config: {datacenter: -1}\n", "datacenter"},
 		{"bad worker range", dsnValues + "config: {worker-ids: \"0..15\"}\n", "worker-ids"},
+		{"max-count above the binary's limit", dsnValues + "config: {max-count: 262145}\n", "max-count"},
 		{"no replicas", dsnValues + "replicaCount: 0\n", "replicaCount"},
 		{"unknown secret field", dsnValues + "secret: {password: x}\n", "password"},
 	} {

@@ -2,7 +2,8 @@
 //
 // It uses Debian's chromium package (/usr/bin/chromium) or the binary named
 // by IDGEN_CHROMIUM. When none is installed the test is skipped with a
-// message saying how to install it, or fails when
+// message saying how to install it, and the skip is reported for the
+// summary at the end of make test (missing.Report), or fails when
 // IDGEN_TEST_REQUIRE_CHROMIUM=1 (as in CI).
 package browsertest
 
@@ -13,6 +14,8 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/idgen-project/idgen/internal/testdb/missing"
 )
 
 // The environment variables browsertest reads.
@@ -38,6 +41,7 @@ func Chromium(tb testing.TB) string {
 	if os.Getenv(EnvRequire) == "1" {
 		tb.Fatal(msg + " (" + EnvRequire + "=1)")
 	}
+	missing.ReportSkip(tb, "chromium", "no Chromium found")
 	tb.Skip(msg)
 	return ""
 }

@@ -1,5 +1,4 @@
-// Package dburl knows the shape of idgen's DSNs, the database URLs given to
-// --dsn, without opening anything:
+// Package dburl knows the shape of idgen's DSNs without opening anything:
 //
 //	postgres://user:pass@host:5432/db?sslmode=disable   (also postgresql://)
 //	mysql://user:pass@host:3306/db
@@ -7,14 +6,20 @@
 //	etcd://user:pass@host1:2379,host2:2379,host3:2379/prefix   (etcds:// for TLS)
 //
 // It is the one place that decides which database a DSN names (DialectOf),
-// what of a DSN may be shown (Redact), and which parts of it are secrets
-// (Secrets), so that the stores, internal/stores and the command line agree
-// on all three. It imports no database driver.
+// whether the drivers agree on where its password is (Check), what of it
+// may be shown (Redact) and which parts are secrets (Secrets). It imports
+// no database driver.
+//
+// It is not net/url (nor a library on it, such as xo/dburl): net/url ends
+// the user information at the last '@' where pgx ends it at the first,
+// and its Redacted leaves a ?password= parameter in clear.
 package dburl
 
 import (
+	"errors"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -49,75 +54,170 @@ func DialectOf(dsn string) Dialect {
 	return ""
 }
 
-// Redact returns dsn fit for a log line or an error message: a URL with its
-// password, and any secret query parameter (see Secrets), replaced by Mask;
-// a sqlite: DSN (a file name, no secret) unchanged; anything else (opaque or
-// unparsable) reduced to a placeholder, since it may hold a password in a
-// form not recognised. An etcd DSN's list of members, which net/url cannot
-// parse when it holds bracketed IPv6 addresses, is kept as it is.
-func Redact(dsn string) string {
-	switch DialectOf(dsn) {
-	case SQLite:
-		return dsn
-	case Etcd:
-		return redactHostList(dsn)
+// ErrNotEncoded is returned by Check for a URL DSN with an '@' that is not
+// the one between the user information and the host.
+var ErrNotEncoded = errors.New("the DSN holds an '@' that is not percent-encoded: write an '@' in a user name, password, " +
+	"database name or parameter as %40 (and a '/', '?' or '#' in a user name or password as %2F, %3F or %23)")
+
+// Check refuses a URL DSN (postgres://, mysql://, etcd://, any scheme://)
+// that idgen's stores and their drivers could split differently, with
+// ErrNotEncoded: one holding an '@' other than a single one between the
+// user information and the host, before any '/', '?' or '#'. pgx (like
+// libpq) ends the user information at the first '@' before a '/', net/url
+// (the MySQL store) and the etcd store at the last one before the path or
+// the query: given postgres://alice:abc@tail@host/db, pgx would connect to
+// the host "tail@host" and print it. Once Check passes, they all find the
+// same user information, and Redact masks what they take as the password.
+// A sqlite: DSN, a file name, is never refused.
+func Check(dsn string) error {
+	if DialectOf(dsn) == SQLite {
+		return nil
 	}
-	return redactURL(dsn)
+	_, rest, ok := strings.Cut(dsn, "://")
+	if !ok {
+		return nil // not a URL: no store takes it
+	}
+	at := strings.IndexByte(rest, '@')
+	if at < 0 {
+		return nil
+	}
+	if strings.LastIndexByte(rest, '@') != at || strings.ContainsAny(rest[:at], "/?#") {
+		return ErrNotEncoded
+	}
+	return nil
 }
 
-// hostListStandIn replaces an etcd DSN's member list while net/url parses
-// the rest.
-const hostListStandIn = "members.invalid"
-
-// redactHostList is Redact for a DSN whose host part is a comma-separated
-// list of members: the list (which holds no secret) is set aside, the rest
-// redacted as a URL, and the list put back.
-func redactHostList(dsn string) string {
-	scheme, rest, _ := strings.Cut(dsn, "://")
+// Redact returns dsn fit for a log line or an error message: a URL with its
+// password, and the value of any secret parameter (see Secrets), replaced
+// by Mask, the rest as written; a sqlite: DSN (a file name, no secret)
+// unchanged; anything else (not a URL, a URL that Check refuses, or one
+// whose host list is malformed) reduced to a placeholder, since it may
+// hold a password in a place not recognised. Parameters are split at ';'
+// and '#' too, which net/url would drop and pgx keep inside a value, and
+// are judged by their percent-decoded name (pass%77ord is password).
+func Redact(dsn string) string {
+	if DialectOf(dsn) == SQLite {
+		return dsn
+	}
+	scheme, rest, ok := strings.Cut(dsn, "://")
+	if !ok || !validScheme(scheme) {
+		return "(DSN not shown)"
+	}
+	if Check(dsn) != nil {
+		return scheme + "://(DSN not shown: not percent-encoded)"
+	}
+	userinfo := ""
+	if at := strings.IndexByte(rest, '@'); at >= 0 {
+		userinfo, rest = rest[:at], rest[at+1:]
+		if user, _, hasPassword := strings.Cut(userinfo, ":"); hasPassword {
+			userinfo = user + ":" + Mask
+		}
+		userinfo += "@"
+	}
 	end := strings.IndexAny(rest, "/?#")
 	if end < 0 {
 		end = len(rest)
 	}
-	authority, tail := rest[:end], rest[end:]
-	userinfo, hosts := "", authority
-	if i := strings.LastIndex(authority, "@"); i >= 0 {
-		userinfo, hosts = authority[:i+1], authority[i+1:]
+	hosts, tail := rest[:end], rest[end:]
+	if !validHosts(hosts) {
+		return scheme + "://(DSN not shown: unparsable)"
 	}
-	if hosts == "" || strings.Contains(hosts, hostListStandIn) {
-		return redactURL(dsn)
+	if i := strings.IndexAny(tail, "?#"); i >= 0 {
+		tail = tail[:i+1] + maskParams(tail[i+1:])
 	}
-	out := redactURL(scheme + "://" + userinfo + hostListStandIn + tail)
-	if !strings.Contains(out, "://") || strings.Contains(out, "(DSN not shown") {
-		return out
-	}
-	return strings.Replace(out, hostListStandIn, hosts, 1)
+	return scheme + "://" + userinfo + hosts + tail
 }
 
-// redactURL is Redact for a DSN that is a URL.
-func redactURL(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || u.Opaque != "" || u.Scheme == "" || u.Host == "" {
-		if i := strings.Index(dsn, "://"); i > 0 && i < 16 && err != nil {
-			return dsn[:i+3] + "(DSN not shown: unparsable)"
+// validScheme reports whether s is a URL scheme of at most 15 characters.
+func validScheme(s string) bool {
+	if s == "" || len(s) > 15 {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+		case i > 0 && (r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.'):
+		default:
+			return false
 		}
-		return "(DSN not shown)"
 	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), Mask)
+	return true
+}
+
+// validHosts reports whether hosts is a comma-separated list, possibly
+// empty, of host, host:port or [IPv6]:port with a port of digits only: a
+// password written where a host belongs ("user:s3cret/…" without an '@')
+// is a port of letters, and is not shown.
+func validHosts(hosts string) bool {
+	if hosts == "" {
+		return true
 	}
-	if q := u.Query(); len(q) > 0 {
-		changed := false
-		for k := range q {
-			if secretParam(k) {
-				q.Set(k, Mask)
-				changed = true
+	for _, h := range strings.Split(hosts, ",") {
+		var port string
+		if strings.HasPrefix(h, "[") {
+			end := strings.IndexByte(h, ']')
+			if end < 0 {
+				return false
+			}
+			rest := h[end+1:]
+			if rest != "" && rest[0] != ':' {
+				return false
+			}
+			port = strings.TrimPrefix(rest, ":")
+		} else {
+			var name string
+			name, port, _ = strings.Cut(h, ":")
+			if strings.ContainsAny(name, "[]: ") {
+				return false
 			}
 		}
-		if changed {
-			u.RawQuery = q.Encode()
+		if strings.Trim(port, "0123456789") != "" {
+			return false
 		}
 	}
-	return u.String()
+	return true
+}
+
+// maskParams returns query, a URL's parameters as written, with the value
+// of every secret parameter replaced by Mask.
+func maskParams(query string) string {
+	var b strings.Builder
+	for query != "" {
+		i := strings.IndexAny(query, "&;#")
+		pair, sep := query, ""
+		if i >= 0 {
+			pair, sep, query = query[:i], query[i:i+1], query[i+1:]
+		} else {
+			query = ""
+		}
+		if key, _, hasValue := strings.Cut(pair, "="); hasValue && secretParam(decodeLenient(key)) {
+			pair = key + "=" + Mask
+		}
+		b.WriteString(pair + sep)
+	}
+	return b.String()
+}
+
+// decodeLenient percent-decodes s where it can, leaving a malformed escape
+// as written, and turns '+' into a space, so that a parameter's name is
+// recognised whichever way a driver decodes it.
+func decodeLenient(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 2
+				continue
+			}
+		}
+		if s[i] == '+' {
+			b.WriteByte(' ')
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 var (

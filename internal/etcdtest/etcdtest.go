@@ -134,7 +134,8 @@ func unavailable(tb testing.TB, cause error) {
 	missing.Server(tb, fmt.Sprintf("etcdtest: no etcd cluster for this test: set %s to an etcd binary "+
 		"(Debian: apt-get install etcd-server, then %s=/usr/bin/etcd), set %s to a running cluster "+
 		"(etcd://host:2379,host:2379), or let the test build the pinned server (needs the go command "+
-		"and the module proxy): %v", EnvBinary, EnvBinary, EnvDSN, cause), nil)
+		"and the module proxy): %v", EnvBinary, EnvBinary, EnvDSN, cause),
+		func() { missing.ReportSkip(tb, "etcd", "no etcd cluster: "+cause.Error()) })
 }
 
 // newName returns a fresh random prefix name, starting with a short form of

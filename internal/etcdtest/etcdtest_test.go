@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -201,7 +202,9 @@ func TestUnavailable(t *testing.T) {
 	}{{"", true}, {"0", true}, {"1", false}} {
 		t.Run("require="+tc.require, func(t *testing.T) {
 			t.Setenv(EnvRequire, tc.require)
-			f := &missing.Recorder{}
+			report := filepath.Join(t.TempDir(), "report")
+			t.Setenv(missing.EnvReport, report)
+			f := &missing.Recorder{TB: t}
 			unavailable(f, errors.New("no etcd here"))
 			got := f.SkipMsg
 			if !tc.wantSkip {
@@ -214,6 +217,16 @@ func TestUnavailable(t *testing.T) {
 				if !strings.Contains(got, want) {
 					t.Errorf("message %q does not mention %q", got, want)
 				}
+			}
+			// A skip is reported, with why, for make test's summary; a
+			// failure is not (the run fails anyway).
+			lines, _ := os.ReadFile(report)
+			want := ""
+			if tc.wantSkip {
+				want = "skip\tetcd\t" + t.Name() + "\tno etcd cluster: no etcd here\n"
+			}
+			if string(lines) != want {
+				t.Errorf("report: got %q, want %q", lines, want)
 			}
 		})
 	}

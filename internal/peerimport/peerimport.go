@@ -1,13 +1,9 @@
 // Package peerimport reads the segment tables of Meituan Leaf (leaf_alloc)
 // and didi tinyid (tiny_id_info) and plans the idgen namespaces that take
-// over from them: one per row, named after its biz_tag or biz_type, whose
-// first ID lies strictly above the row's max_id. idgen namespaces import
-// runs it; docs/migration.md walks through a migration.
-//
-// Leaf hands out the IDs of a range below its max_id, tinyid up to and
-// including it; in both every ID handed out is at or below max_id, so a
-// namespace that starts at max_id + 1 (plus an optional gap, for a source
-// that may still fetch while the import runs) never meets them.
+// over from them (idgen namespaces import; docs/migration.md): one per row,
+// named after its biz_tag or biz_type. Both hand out IDs at or below a
+// row's max_id, so a namespace that starts at max_id + 1 (plus an optional
+// gap, for a source still fetching) never meets them.
 package peerimport
 
 import (
@@ -55,7 +51,6 @@ func (s Source) DefaultTable() string {
 	return "leaf_alloc"
 }
 
-// nameColumn is the column of the key: biz_tag or biz_type.
 func (s Source) nameColumn() string {
 	if s == Tinyid {
 		return "biz_type"
@@ -65,25 +60,17 @@ func (s Source) nameColumn() string {
 
 // Errors of the package.
 var (
-	// ErrUnknownSource: a source other than leaf and tinyid.
-	ErrUnknownSource = errors.New("unknown source")
-	// ErrInvalidTable: a table name that is not a plain identifier.
-	ErrInvalidTable = errors.New("invalid table name")
-	// ErrUnusableRows wraps the problems of rows Plan cannot import.
-	ErrUnusableRows = errors.New("rows that cannot be imported")
-	// ErrConflict: namespaces that exist below the source's max_id.
-	ErrConflict = errors.New("existing namespaces in the way")
-	// ErrUnsupportedSource: a source DSN other than postgres:// and
-	// mysql://.
-	ErrUnsupportedSource = errors.New("unsupported source database")
+	ErrUnknownSource     = errors.New("unknown source")                 // not leaf or tinyid
+	ErrInvalidTable      = errors.New("invalid table name")             // not a plain identifier
+	ErrUnusableRows      = errors.New("rows that cannot be imported")   // wraps the rows Plan refuses
+	ErrConflict          = errors.New("existing namespaces in the way") // below the source's max_id
+	ErrUnsupportedSource = errors.New("unsupported source database")    // not postgres:// or mysql://
 )
 
 // Row is one row of a source table, as far as the import uses it.
 type Row struct {
-	// Name is the biz_tag (Leaf) or biz_type (tinyid).
-	Name string
-	// MaxID is the largest ID the row's counter has reserved.
-	MaxID int64
+	Name  string // biz_tag (Leaf) or biz_type (tinyid)
+	MaxID int64  // the largest ID the row's counter has reserved
 	// Step is the range size (Leaf: the smallest of its dynamic step); 0
 	// when tinyid's nullable step is NULL.
 	Step int64
@@ -94,8 +81,7 @@ type Row struct {
 	Description string
 }
 
-// tableRE is a table name idgen puts in a statement: an unquoted
-// identifier, optionally qualified by a schema or database.
+// tableRE is an unquoted identifier, optionally qualified by a schema.
 var tableRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}(\.[A-Za-z_][A-Za-z0-9_]{0,63})?$`)
 
 // Read returns every row of the source's table (table, or the source's
@@ -159,23 +145,20 @@ type Options struct {
 
 // Item is the namespace planned for one row.
 type Item struct {
-	Row Row
-	// Spec is the namespace to create: Start is Row.MaxID + 1 + the gap.
-	Spec allocator.NamespaceSpec
-	// Notes say where the namespace differs from the row.
-	Notes []string
+	Row   Row
+	Spec  allocator.NamespaceSpec // Start is Row.MaxID + 1 + the gap
+	Notes []string                // where the namespace differs from the row
 }
 
 // Start returns the first ID of the item's namespace.
 func (it Item) Start() int64 { return *it.Spec.Start }
 
 // Plan returns the namespace of each row, or an error wrapping
-// ErrUnusableRows that lists every row it cannot import (and plans
-// nothing): a name that is not an idgen namespace name, a negative max_id
-// or one too close to the largest int64, a name given twice, or a tinyid
-// row with a delta other than 1 without AcceptDelta. A step below 1 (tinyid's
-// NULL) becomes idgen's default, one above allocator.MaxStepLimit the
-// limit; a note says so.
+// ErrUnusableRows that lists every row it cannot import: a name idgen
+// refuses or given twice, a max_id negative or too close to the largest
+// int64, a tinyid delta above 1 without AcceptDelta. A step below 1
+// (tinyid's NULL) becomes idgen's default, one above allocator.MaxStepLimit
+// the limit, with a note.
 func Plan(src Source, rows []Row, o Options) ([]Item, error) {
 	var problems []string
 	if o.Gap < 0 {
@@ -245,9 +228,13 @@ func Plan(src Source, rows []Row, o Options) ([]Item, error) {
 	return items, nil
 }
 
-// Open connects to the source database dsn names: postgres:// or
-// mysql://, as idgen's --dsn. Errors name the DSN without its password.
+// Open connects to the source database dsn names (postgres:// or mysql://,
+// as idgen's --dsn). Its errors never show the password; a DSN dburl.Check
+// refuses is refused unseen (dburl.ErrNotEncoded).
 func Open(ctx context.Context, dsn string) (*sql.DB, error) {
+	if err := dburl.Check(dsn); err != nil {
+		return nil, fmt.Errorf("invalid DSN (not shown): %w", err)
+	}
 	switch dburl.DialectOf(dsn) {
 	case dburl.Postgres:
 		return postgres.OpenDB(ctx, dsn)
@@ -269,26 +256,19 @@ type Action string
 
 // The actions.
 const (
-	// Create: no namespace of that name; it is created.
-	Create Action = "create"
-	// Keep: the namespace exists and already continues above the row
-	// (its next ID is at least the planned start); it is left as it is.
-	Keep Action = "keep"
-	// Raise: the namespace exists below the planned start, and Check was
-	// asked to raise it: its counter is advanced to start − 1 by a fetch
-	// whose IDs are thrown away. Its settings stay as they are.
-	Raise Action = "raise"
-	// Conflict: the namespace exists below the planned start and was not
-	// to be raised; nothing is done.
-	Conflict Action = "conflict"
+	Create Action = "create" // no namespace of that name
+	Keep   Action = "keep"   // it exists, its next ID at least the planned start
+	// Raise: it exists below the planned start and is to be raised: its
+	// counter is advanced to start − 1 by a fetch whose IDs are thrown away.
+	Raise    Action = "raise"
+	Conflict Action = "conflict" // it exists below the start, not to be raised
 )
 
 // Step is one item with what the import does for it.
 type Step struct {
 	Item
-	Action Action
-	// Existing is the namespace as found, for Keep, Raise and Conflict.
-	Existing allocator.Namespace
+	Action   Action
+	Existing allocator.Namespace // as found, for Keep, Raise and Conflict
 }
 
 // Check decides the action of each item against the namespaces of store,
@@ -323,11 +303,10 @@ func Check(ctx context.Context, store Namespaces, items []Item, raise bool) ([]S
 	return steps, nil
 }
 
-// Apply carries out the steps of Check: it creates the namespaces to
-// create and raises the ones to raise, in order, and stops at the first
-// failure, returning how many steps it carried out. A namespace created
-// meanwhile by someone else fails its step with an error wrapping
-// allocator.ErrNamespaceExists: run the import again.
+// Apply carries out the steps of Check in order, stopping at the first
+// failure, and returns how many it carried out. A namespace created
+// meanwhile by someone else fails with allocator.ErrNamespaceExists: run
+// the import again.
 func Apply(ctx context.Context, store Namespaces, steps []Step) (int, error) {
 	for i, st := range steps {
 		switch st.Action {

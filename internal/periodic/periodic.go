@@ -1,8 +1,6 @@
-// Package periodic runs the node's background loops: the status page's
-// history sampler, the tokens file reloader, the lease events pruner and
-// the test clock's file watcher. Each is a Loop, started by its owner,
-// which stops it and waits for it when the node stops: no loop outlives
-// the part of idgen that started it.
+// Package periodic runs the node's background loops (the history sampler,
+// the tokens reloader, the lease events pruner, the test clock's watcher),
+// each a Loop that its owner starts, stops and waits for.
 package periodic
 
 import (
@@ -17,10 +15,9 @@ type Loop struct {
 	done   chan struct{} // closed when the goroutine has returned
 }
 
-// Start starts a Loop that calls run after first (at once when first is
-// 0), then interval after each call returns: calls never overlap, and a
-// slow call puts the next one off rather than having it follow at once.
-// The ctx run gets is cancelled by Stop, so a call under way can give up.
+// Start starts a Loop that calls run after first, then interval after each
+// call returns, so calls never overlap and a slow one puts the next off.
+// Stop cancels the ctx run gets.
 func Start(first, interval time.Duration, run func(ctx context.Context)) *Loop {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Loop{cancel: cancel, done: make(chan struct{})}
@@ -43,16 +40,15 @@ func (l *Loop) loop(ctx context.Context, first, interval time.Duration, run func
 	}
 }
 
-// Stop stops the loop, cancelling the ctx of a call under way, and waits
-// for its goroutine to return. Calling it again returns at once.
+// Stop stops the loop and waits for its goroutine; calling it again
+// returns at once.
 func (l *Loop) Stop() {
 	l.cancel()
 	<-l.done
 }
 
-// StopWithin is Stop with the wait bounded by ctx: it returns ctx's error
-// when the goroutine has not returned by then (it returns later, once the
-// call under way does).
+// StopWithin is Stop with the wait bounded by ctx, whose error it returns
+// if the goroutine has not returned by then.
 func (l *Loop) StopWithin(ctx context.Context) error {
 	l.cancel()
 	select {
@@ -63,6 +59,5 @@ func (l *Loop) StopWithin(ctx context.Context) error {
 	}
 }
 
-// Done returns a channel that is closed when the loop's goroutine has
-// returned.
+// Done is closed when the loop's goroutine has returned.
 func (l *Loop) Done() <-chan struct{} { return l.done }

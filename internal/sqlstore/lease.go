@@ -13,8 +13,7 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// scanLayout reads the row of snowflake_layout, its columns time_bits,
-// datacenter_bits, worker_bits, sequence_bits and epoch_ms in that order.
+// scanLayout reads the row of layoutQuery.
 func scanLayout(row Scanner) (snowflake.Layout, error) {
 	var (
 		got     snowflake.Layout
@@ -27,16 +26,13 @@ func scanLayout(row Scanner) (snowflake.Layout, error) {
 	return got, nil
 }
 
-// layoutQuery reads the row of snowflake_layout, with the columns
-// scanLayout reads; every dialect writes it alike.
 const layoutQuery = `
 	SELECT time_bits, datacenter_bits, worker_bits, sequence_bits, epoch_ms
 	FROM snowflake_layout WHERE id = 1`
 
 // EnsureLayout runs the steps of allocator.LeaseStore.EnsureLayout in the
 // caller's transaction: record inserts layout (the default for a zero one)
-// unless a layout is recorded already, and read runs the SELECT it is
-// given, which returns the recorded row, in the same transaction.
+// unless one is recorded, and read runs the SELECT it is given.
 func (d Dialect) EnsureLayout(layout snowflake.Layout, record func(snowflake.Layout) error, read func(query string) Scanner) (snowflake.Layout, error) {
 	if layout.IsZero() {
 		layout = snowflake.DefaultLayout()
@@ -52,8 +48,7 @@ func (d Dialect) EnsureLayout(layout snowflake.Layout, record func(snowflake.Lay
 }
 
 // Candidate is the row of worker_leases a claim picked, as it was before
-// the claim: its worker ID, holder ("" for none), fencing version and
-// ceiling.
+// the claim; Holder is "" for none.
 type Candidate struct {
 	WorkerID, Version, CeilingMS int64
 	Holder                       string
@@ -72,13 +67,23 @@ func ScanCandidate(row Scanner) (Candidate, error) {
 }
 
 // Claim runs the steps of allocator.LeaseStore.Claim in the caller's
-// transaction, once the pool's rows exist: pick reads the row to claim (or
-// returns d.NoRows when none is free), take writes the claim over it and
-// returns the lease it left and the database time (its errors, and
-// sqltx.ErrRetry when the row changed, are returned as they are), and
-// record inserts the claim's event.
-func (d Dialect) Claim(req allocator.ClaimRequest, pick func() (Candidate, error),
+// transaction, once the pool's rows exist: owned (OwnedQuery) counts
+// req.Owner's unexpired leases, only when req.MaxOwnerLeases caps them;
+// pick reads the row to claim (d.NoRows when none is free); take writes the
+// claim and returns the lease and the database time (its errors, such as
+// sqltx.ErrRetry, are returned as they are); record inserts the event.
+func (d Dialect) Claim(req allocator.ClaimRequest, owned func() (int64, error), pick func() (Candidate, error),
 	take func(Candidate) (allocator.Lease, time.Time, error), record func(allocator.LeaseEvent) error) (allocator.ClaimResult, error) {
+	if req.MaxOwnerLeases > 0 && req.Owner != "" {
+		n, err := owned()
+		if err != nil {
+			return allocator.ClaimResult{}, fmt.Errorf("%s: count the leases of %s: %w", d.Name, req.Owner, err)
+		}
+		if n >= int64(req.MaxOwnerLeases) {
+			return allocator.ClaimResult{}, fmt.Errorf("%s: %s holds %d leases, at most %d: %w",
+				d.Name, req.Owner, n, req.MaxOwnerLeases, allocator.ErrTooManyLeases)
+		}
+	}
 	c, err := pick()
 	if errors.Is(err, d.NoRows) {
 		return allocator.ClaimResult{}, fmt.Errorf("%s: datacenter %d, workers %d..%d: %w",
@@ -100,14 +105,19 @@ func (d Dialect) Claim(req allocator.ClaimRequest, pick func() (Candidate, error
 	return allocator.ClaimResult{Lease: lease, PrevHolder: c.Holder, PrevCeilingMS: c.CeilingMS, DBNow: now}, nil
 }
 
-// EventColumns are the columns of lease_events that ScanEvent reads, in
-// its order.
+// OwnedQuery returns the count of Claim's owned step, in a dialect with
+// placeholders ph and current time now: the owner's unexpired leases other
+// than the holder's. Its parameters are the owner and the holder.
+func OwnedQuery(ph func(int) string, now string) string {
+	return `SELECT count(*) FROM worker_leases WHERE owner = ` + ph(1) +
+		` AND holder IS NOT NULL AND holder <> ` + ph(2) + ` AND expires_at > ` + now
+}
+
+// EventColumns are the columns of lease_events that ScanEvent reads.
 const EventColumns = `id, datacenter_id, worker_id, holder, owner, request_id, fencing_version, event, at, detail`
 
-// ScanEvent reads one row of the columns id, datacenter_id, worker_id,
-// holder, owner, request_id, fencing_version, event, at and detail of
-// lease_events, in that order (EventColumns). The at column is read as an
-// At, which the dialect's at turns into the event's time (UTC).
+// ScanEvent reads one row of EventColumns; the at column is read as an At,
+// which the dialect's at turns into the event's time (UTC).
 func ScanEvent[At any](row Scanner, at func(At) (time.Time, error)) (allocator.LeaseEvent, error) {
 	var (
 		ev               allocator.LeaseEvent
@@ -136,18 +146,14 @@ func (d Dialect) WorkerError(op string, key allocator.LeaseKey, err error) error
 	return fmt.Errorf("%s: %s worker %d/%d: %w", d.Name, op, key.DatacenterID, key.WorkerID, err)
 }
 
-// leaseError is the error of op ("heartbeat", "release") by holder at
-// version on the row of key that err, allocator.ErrLeaseLost or a refusal,
-// stopped.
 func (d Dialect) leaseError(op string, key allocator.LeaseKey, holder string, version int64, err error) error {
 	return fmt.Errorf("%s: %s of worker %d/%d by %q at version %d: %w",
 		d.Name, op, key.DatacenterID, key.WorkerID, holder, version, err)
 }
 
 // Heartbeat implements allocator.LeaseStore.Heartbeat for a SQL store:
-// after checking req, it runs beat in a transaction of r and returns the
-// lease beat extended and the database time it read. beat's errors, which
-// HeartbeatError words, are returned as they are.
+// after checking req, it runs beat (whose errors HeartbeatError words) in
+// a transaction of r.
 func Heartbeat[Tx any](ctx context.Context, d Dialect, r *sqltx.Runner[Tx], req allocator.HeartbeatRequest,
 	beat func(tx Tx) (allocator.Lease, time.Time, error)) (allocator.Lease, time.Time, error) {
 	if err := req.Validate(); err != nil {
@@ -164,33 +170,55 @@ func Heartbeat[Tx any](ctx context.Context, d Dialect, r *sqltx.Runner[Tx], req 
 	return got.lease, got.now, err
 }
 
-// HeartbeatError is what a Heartbeat's beat returns for err, the error of
-// the UPDATE that extends the lease: nil for nil, allocator.ErrLeaseLost for
-// d.NoRows (no row matched the holder and version, or the lease expired),
-// else err wrapped.
-func (d Dialect) HeartbeatError(req allocator.HeartbeatRequest, err error) error {
+// HeartbeatError is what beat returns for err, the error of the UPDATE
+// that extends the lease: allocator.ErrLeaseLost for d.NoRows (no row
+// matched, or the lease expired), with allocator.ErrLeaseSecret when held
+// (HeldQuery, in the same transaction) finds the holder's unexpired row at
+// the version; other errors wrapped.
+func (d Dialect) HeartbeatError(req allocator.HeartbeatRequest, err error, held func() (int64, error)) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, d.NoRows):
-		return d.leaseError("heartbeat", req.Key, req.Holder, req.FencingVersion, allocator.ErrLeaseLost)
+		return d.lostError("heartbeat", req.Key, req.Holder, req.FencingVersion, held)
 	default:
 		return d.WorkerError("heartbeat of", req.Key, err)
 	}
 }
 
+// lostError is the error of op on a lease no row matched:
+// allocator.ErrLeaseLost, with ErrLeaseSecret when held counts the
+// holder's unexpired row at the version (only its owner or secret differed).
+func (d Dialect) lostError(op string, key allocator.LeaseKey, holder string, version int64, held func() (int64, error)) error {
+	n, err := held()
+	switch {
+	case err != nil:
+		return d.WorkerError(op, key, err)
+	case n > 0:
+		return d.leaseError(op, key, holder, version, fmt.Errorf("%w: %w", allocator.ErrLeaseLost, allocator.ErrLeaseSecret))
+	}
+	return d.leaseError(op, key, holder, version, allocator.ErrLeaseLost)
+}
+
+// HeldQuery returns the count of the held step of HeartbeatError and
+// Release, in a dialect with placeholders ph and current time now. Its
+// parameters are the datacenter and worker IDs, holder and fencing version.
+func HeldQuery(ph func(int) string, now string) string {
+	return `SELECT count(*) FROM worker_leases WHERE datacenter_id = ` + ph(1) + ` AND worker_id = ` + ph(2) +
+		` AND holder = ` + ph(3) + ` AND fencing_version = ` + ph(4) + ` AND expires_at > ` + now
+}
+
 // Release runs the steps of allocator.LeaseStore.Release in the caller's
-// transaction: read queries the row's ts_floor_ms and ts_ceiling_ms where
-// holder and version match (no row when none does), locked as the dialect
-// locks it; allocator.ReleaseCeiling decides the ceiling; write releases
-// the row with it, and record inserts the event. It returns the ceiling
-// written.
-func (d Dialect) Release(req allocator.ReleaseRequest, read func() Scanner,
+// transaction: read queries the matching row's ts_floor_ms and
+// ts_ceiling_ms, locked (held as HeartbeatError's when none matched);
+// allocator.ReleaseCeiling decides the ceiling, which write writes and
+// Release returns; record inserts the event.
+func (d Dialect) Release(req allocator.ReleaseRequest, read func() Scanner, held func() (int64, error),
 	write func(ceiling int64) error, record func(allocator.LeaseEvent) error) (int64, error) {
 	var floor, committed int64
 	err := read().Scan(&floor, &committed)
 	if errors.Is(err, d.NoRows) {
-		return 0, d.leaseError("release", req.Key, req.Holder, req.FencingVersion, allocator.ErrLeaseLost)
+		return 0, d.lostError("release", req.Key, req.Holder, req.FencingVersion, held)
 	}
 	if err != nil {
 		return 0, d.WorkerError("release", req.Key, err)
@@ -211,10 +239,9 @@ func (d Dialect) Release(req allocator.ReleaseRequest, read func() Scanner,
 }
 
 // Evict runs the steps of allocator.LeaseAdmin.Evict in the caller's
-// transaction: read returns the row (d.NoRows when there is none), locked
-// as the dialect locks it; req.CheckRow decides; evict takes the lease
-// away from the row's fencing version and returns the row it left (its
-// errors are returned as they are), and record inserts the event.
+// transaction: read returns the row, locked (d.NoRows when none);
+// req.CheckRow decides; evict takes the lease and returns the row it left
+// (its errors as they are); record inserts the event.
 func (d Dialect) Evict(req allocator.EvictRequest, read func() (allocator.Lease, error),
 	evict func(prev allocator.Lease) (allocator.Lease, error), record func(allocator.LeaseEvent) error) (allocator.Lease, error) {
 	prev, err := read()
@@ -237,9 +264,8 @@ func (d Dialect) Evict(req allocator.EvictRequest, read func() (allocator.Lease,
 	return lease, nil
 }
 
-// ListLeases implements allocator.LeaseAdmin.ListLeases for a SQL store: it
-// runs the SELECT of the columns cols of every row of worker_leases, in key
-// order, with query, which reads them.
+// ListLeases implements allocator.LeaseAdmin.ListLeases for a SQL store,
+// selecting cols of every row in key order with query.
 func (d Dialect) ListLeases(ctx context.Context, cols string, query Query[allocator.Lease]) ([]allocator.Lease, error) {
 	leases, err := query(ctx, `SELECT `+cols+` FROM worker_leases ORDER BY datacenter_id, worker_id`)
 	if err != nil {
@@ -249,8 +275,7 @@ func (d Dialect) ListLeases(ctx context.Context, cols string, query Query[alloca
 }
 
 // ListLeaseEvents implements allocator.LeaseAdmin.ListLeaseEvents for a SQL
-// store: it builds the SELECT of the EventColumns of lease_events that f
-// selects, in id order, and runs it with query, which reads them.
+// store, selecting the events f selects in id order with query.
 func (d Dialect) ListLeaseEvents(ctx context.Context, f allocator.LeaseEventFilter,
 	query Query[allocator.LeaseEvent]) ([]allocator.LeaseEvent, error) {
 	if err := f.Validate(); err != nil {
@@ -267,7 +292,6 @@ func (d Dialect) ListLeaseEvents(ctx context.Context, f allocator.LeaseEventFilt
 	return events, nil
 }
 
-// leaseEventQuery returns the SELECT of ListLeaseEvents and its parameters.
 func (d Dialect) leaseEventQuery(f allocator.LeaseEventFilter, cols string) (string, []any) {
 	var (
 		where []string
@@ -306,8 +330,7 @@ func (d Dialect) leaseEventQuery(f allocator.LeaseEventFilter, cols string) (str
 
 // PruneLeaseEvents implements allocator.LeaseAdmin.PruneLeaseEvents for a
 // SQL store: it runs prune, which deletes at most batch of the oldest
-// events before the time given (d.TimeArg of before) and returns how many
-// it deleted, until a statement deletes fewer than batch.
+// events before d.TimeArg(before), until it deletes fewer than batch.
 func (d Dialect) PruneLeaseEvents(ctx context.Context, before time.Time, batch int,
 	prune func(ctx context.Context, before any, batch int) (int64, error)) (int64, error) {
 	if before.IsZero() {

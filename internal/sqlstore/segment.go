@@ -10,17 +10,14 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// NamespaceColumns are the columns of segments that every store's
-// scanSegment reads, in its order (ScanNamespace's, through database/sql).
+// NamespaceColumns are the columns of segments that ScanNamespace (and
+// every store's scanSegment) reads.
 const NamespaceColumns = `namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
 	version, created_at, updated_at, description, deleted_at`
 
-// ScanNamespace reads the destinations in lead, then one row of the
-// columns namespace, max_id, max_id_limit, step, min_step, max_step, mode,
-// fallback, version, created_at, updated_at, description and deleted_at of
-// segments, in that order (NamespaceColumns), through database/sql: at
-// wraps the destination of each time column in the dialect's scanner of
-// its time text.
+// ScanNamespace reads the destinations in lead, then NamespaceColumns,
+// through database/sql: at wraps each time column's destination in the
+// dialect's scanner of its time text.
 func ScanNamespace(row Scanner, at func(*time.Time) sql.Scanner, lead ...any) (allocator.Namespace, error) {
 	var (
 		ns             allocator.Namespace
@@ -40,9 +37,7 @@ func ScanNamespace(row Scanner, at func(*time.Time) sql.Scanner, lead ...any) (a
 }
 
 // ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces for a
-// SQL store: it runs the SELECT of the NamespaceColumns of every live row
-// of segments, in the order of the namespace column's collation, with
-// query, which reads them.
+// SQL store, selecting every live row by name with query.
 func (d Dialect) ListNamespaces(ctx context.Context, query Query[allocator.Namespace]) ([]allocator.Namespace, error) {
 	list, err := query(ctx, `SELECT `+NamespaceColumns+` FROM segments WHERE deleted_at IS NULL ORDER BY namespace`)
 	if err != nil {
@@ -52,16 +47,15 @@ func (d Dialect) ListNamespaces(ctx context.Context, query Query[allocator.Names
 }
 
 // NamespaceNotFound is the error of op ("get namespace", …) on a namespace
-// called name that has no live row.
+// without a live row.
 func (d Dialect) NamespaceNotFound(op, name string) error {
 	return fmt.Errorf("%s: %s %q: %w", d.Name, op, name, allocator.ErrNamespaceNotFound)
 }
 
 // FetchSegment implements allocator.SegmentStore.FetchSegment for a SQL
-// store: fetch runs the dialect's statement that raises max_id by n, and
-// returns the row it left, or found false when it matched none; get (the
-// store's GetNamespace) then tells a missing namespace from one with fewer
-// than n IDs left up to its limit.
+// store: fetch raises max_id by n and returns the row it left (found false
+// when none matched); get (GetNamespace) then tells a missing namespace
+// from one with fewer than n IDs left.
 func (d Dialect) FetchSegment(ctx context.Context, name string, n int64,
 	fetch func(ctx context.Context) (ns allocator.Namespace, found bool, err error),
 	get func(ctx context.Context, name string) (allocator.Namespace, error)) (allocator.Segment, error) {
@@ -82,9 +76,8 @@ func (d Dialect) FetchSegment(ctx context.Context, name string, n int64,
 	return allocator.Segment{Namespace: ns, First: ns.MaxID - n + 1, Last: ns.MaxID}, nil
 }
 
-// ReturnTail implements allocator.SegmentStore.ReturnTail for a SQL
-// store: update runs the dialect's compare-and-set UPDATE and returns how
-// many rows it matched.
+// ReturnTail implements allocator.SegmentStore.ReturnTail for a SQL store:
+// update runs the compare-and-set UPDATE and returns the rows matched.
 func (d Dialect) ReturnTail(ctx context.Context, name string, expectMaxID, newMaxID int64,
 	update func(ctx context.Context) (int64, error)) (bool, error) {
 	if err := allocator.ValidReturnTail(name, expectMaxID, newMaxID); err != nil {
@@ -97,10 +90,9 @@ func (d Dialect) ReturnTail(ctx context.Context, name string, expectMaxID, newMa
 	return matched == 1, nil
 }
 
-// NamespaceResult is what an operation op ("get namespace", …) on the
-// namespace called name returns once its statement read ns back or failed
-// with err: ns, allocator.ErrNamespaceNotFound for d.NoRows, or err through
-// d.SegmentError.
+// NamespaceResult is what op on namespace name returns after its statement
+// read ns or failed with err: allocator.ErrNamespaceNotFound for d.NoRows,
+// other errors through d.SegmentError.
 func (d Dialect) NamespaceResult(op, name string, ns allocator.Namespace, err error) (allocator.Namespace, error) {
 	if errors.Is(err, d.NoRows) {
 		return allocator.Namespace{}, d.NamespaceNotFound(op, name)
@@ -112,10 +104,9 @@ func (d Dialect) NamespaceResult(op, name string, ns allocator.Namespace, err er
 }
 
 // CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace for a
-// SQL store. insert runs the INSERT of ns and returns the row it wrote.
-// When the INSERT fails because the name is in use (d.DuplicateName), the
-// row of that name may be a tombstone, which revive creates ns over, with
-// run, read and write; any other error goes through d.SegmentError.
+// SQL store: insert runs the INSERT of ns and returns the row. When the name
+// is in use (d.DuplicateName), revive creates ns over a tombstone of it,
+// with run, read and write.
 func CreateNamespace[Tx any](ctx context.Context, d Dialect, run func(ctx context.Context, fn func(tx Tx) error) error,
 	ns allocator.Namespace, insert func(ctx context.Context) (allocator.Namespace, error),
 	read func(tx Tx) (allocator.Namespace, error), write func(tx Tx, next allocator.Namespace) (allocator.Namespace, error)) (allocator.Namespace, error) {
@@ -129,13 +120,11 @@ func CreateNamespace[Tx any](ctx context.Context, d Dialect, run func(ctx contex
 	return got, nil
 }
 
-// revive is the second step of CreateNamespace, after the INSERT of ns
-// failed on a name in use with dupErr: in a transaction that run begins and
-// commits, read returns the row of that name under the write lock; if it is
-// a tombstone, allocator.Namespace.Revive decides the row to write over it,
-// and write writes that and returns the row it left. A live row, or one
-// gone, is reported as dupErr (through d.SegmentError: ErrNamespaceExists);
-// a refusal of Revive as it is.
+// revive creates ns over a tombstone, after its INSERT failed with dupErr:
+// in a transaction of run, read returns the row under the write lock,
+// allocator.Namespace.Revive decides the row, and write writes it. A live
+// row, or one gone, is reported as dupErr (ErrNamespaceExists); a refusal
+// of Revive as it is.
 func revive[Tx any](ctx context.Context, d Dialect, run func(ctx context.Context, fn func(tx Tx) error) error,
 	ns allocator.Namespace, dupErr error,
 	read func(tx Tx) (allocator.Namespace, error), write func(tx Tx, next allocator.Namespace) (allocator.Namespace, error)) (allocator.Namespace, error) {
@@ -165,12 +154,9 @@ func revive[Tx any](ctx context.Context, d Dialect, run func(ctx context.Context
 	return got, nil
 }
 
-// tombstone decides whether revive may revive the row of a name
-// whose INSERT failed as a duplicate with dupErr: tomb is that row, read
-// under the write lock, and err the error of reading it. It returns nil
-// when the row is a tombstone, dupErr when the row is live or gone
-// (deleted rows are never removed: a row that went away is not ours to
-// guess about), and err for any other failure.
+// tombstone returns nil when tomb, read with err, is a tombstone revive may
+// revive; dupErr when it is live or gone (deleted rows are never removed: a
+// row that went away is not ours to guess about); else err.
 func (d Dialect) tombstone(tomb allocator.Namespace, err, dupErr error) error {
 	switch {
 	case errors.Is(err, d.NoRows):

@@ -1,15 +1,13 @@
 // Package sqlstore holds what idgen's three SQL stores (allocator/mysql,
 // allocator/postgres, allocator/sqlite) share: the order of the steps of a
-// lease operation and the errors they return, the lease-event filter turned
-// into a WHERE clause, the batched prune loop, row-collecting and
-// nullable-parameter helpers.
+// lease or namespace operation and the errors they return (worded alike,
+// "mysql: release worker 1/2: …"), the lease-event query, the prune loop
+// and row and parameter helpers.
 //
-// Each store keeps its own SQL text, its transactions (isolation, row locks,
-// BEGIN IMMEDIATE, retries through internal/sqltx) and its driver: the
-// functions here take the dialect's statements as small functions run
-// inside the caller's transaction, and never begin, commit or retry
-// anything themselves. A Dialect names the store in its errors ("mysql:
-// release worker 1/2: …"), so the three stores word them alike.
+// Each store keeps its own SQL text, transactions (isolation, row locks,
+// retries through internal/sqltx) and driver: the functions here take the
+// dialect's statements as functions run inside the caller's transaction,
+// and never begin, commit or retry anything themselves.
 package sqlstore
 
 import (
@@ -34,17 +32,14 @@ type Dialect struct {
 	// Placeholder writes the nth parameter of a statement, from 1:
 	// Question or Dollar.
 	Placeholder func(n int) string
-	// TimeArg turns a time into the parameter compared with the at column
-	// of lease_events.
+	// TimeArg turns a time into a parameter compared with lease_events.at.
 	TimeArg func(t time.Time) any
 	// SegmentError wraps err, from the statement of op ("fetch segment
-	// of", …) on the namespace called name, adding
-	// allocator.ErrNamespaceExists or allocator.ErrInvalidNamespace where
-	// the driver's error says so.
+	// of", …) on namespace name, adding allocator.ErrNamespaceExists or
+	// ErrInvalidNamespace where the driver's error says so.
 	SegmentError func(op, name string, err error) error
-	// DuplicateName reports whether err, the error of the INSERT of a
-	// namespace, says that a row of its name exists (live or a
-	// tombstone): the primary key refused it.
+	// DuplicateName reports whether err, from the INSERT of a namespace,
+	// says that a row of its name exists (live or a tombstone).
 	DuplicateName func(err error) bool
 }
 
@@ -54,8 +49,8 @@ func Question(int) string { return "?" }
 // Dollar is the placeholder of PostgreSQL: "$1", "$2", ….
 func Dollar(n int) string { return "$" + strconv.Itoa(n) }
 
-// Ping runs ping, the driver's check that the database answers, and names
-// dsn (without its password) in its error.
+// Ping runs the driver's ping, naming dsn (without its password) in its
+// error.
 func (d Dialect) Ping(ctx context.Context, dsn string, ping func(ctx context.Context) error) error {
 	if err := ping(ctx); err != nil {
 		return fmt.Errorf("%s: ping %s: %w", d.Name, dsn, err)
@@ -64,8 +59,7 @@ func (d Dialect) Ping(ctx context.Context, dsn string, ping func(ctx context.Con
 }
 
 // Migrations returns the goose provider of dialect's migrations on db, a
-// pool of the provider's own, which closing the provider closes; db is
-// closed here if the provider cannot be made.
+// pool the provider closes (closed here if it cannot be made).
 func Migrations(dialect migrations.Dialect, db *sql.DB) (*goose.Provider, error) {
 	p, err := migrations.NewProvider(dialect, db)
 	if err != nil {
@@ -111,12 +105,11 @@ func QueryAll[T any](ctx context.Context, db Querier, scan func(Scanner) (T, err
 	return all, nil
 }
 
-// Query runs a SELECT with its parameters and reads every row it returns:
-// Rows on a database/sql pool, or the PostgreSQL store's own on pgx.
+// Query runs a SELECT and reads every row it returns: Rows on a
+// database/sql pool, or the PostgreSQL store's own on pgx.
 type Query[T any] func(ctx context.Context, query string, args ...any) ([]T, error)
 
-// Rows returns the Query that runs its SELECT on db, through QueryAll, and
-// reads each row with scan.
+// Rows returns the Query of QueryAll on db with scan.
 func Rows[T any](db Querier, scan func(Scanner) (T, error)) Query[T] {
 	return func(ctx context.Context, query string, args ...any) ([]T, error) {
 		return QueryAll(ctx, db, scan, query, args...)
@@ -159,8 +152,8 @@ func Optional[T int64 | string](v *T) any {
 	return *v
 }
 
-// OptionalText turns an optional text value (a mode, a fallback) into a
-// string parameter that is NULL when absent.
+// OptionalText turns an optional mode or fallback into a string parameter
+// that is NULL when absent.
 func OptionalText[T ~string](v *T) any {
 	if v == nil {
 		return nil

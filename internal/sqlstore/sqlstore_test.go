@@ -84,18 +84,25 @@ func TestLeaseErrors(t *testing.T) {
 	d := Dialect{Name: "x", NoRows: sql.ErrNoRows}
 	key := allocator.LeaseKey{DatacenterID: 1, WorkerID: 2}
 	hb := allocator.HeartbeatRequest{Key: key, Holder: "h", FencingVersion: 3}
-	if err := d.HeartbeatError(hb, nil); err != nil {
+	notHeld := func() (int64, error) { return 0, nil }
+	heldSo := func() (int64, error) { return 1, nil }
+	if err := d.HeartbeatError(hb, nil, notHeld); err != nil {
 		t.Errorf("HeartbeatError(nil) = %v", err)
 	}
-	err := d.HeartbeatError(hb, sql.ErrNoRows)
-	if !errors.Is(err, allocator.ErrLeaseLost) || err.Error() != `x: heartbeat of worker 1/2 by "h" at version 3: `+allocator.ErrLeaseLost.Error() {
+	err := d.HeartbeatError(hb, sql.ErrNoRows, notHeld)
+	if !errors.Is(err, allocator.ErrLeaseLost) || errors.Is(err, allocator.ErrLeaseSecret) ||
+		err.Error() != `x: heartbeat of worker 1/2 by "h" at version 3: `+allocator.ErrLeaseLost.Error() {
 		t.Errorf("HeartbeatError(no rows) = %v", err)
 	}
-	if err := d.HeartbeatError(hb, errors.New("boom")); err.Error() != "x: heartbeat of worker 1/2: boom" {
+	err = d.HeartbeatError(hb, sql.ErrNoRows, heldSo)
+	if !errors.Is(err, allocator.ErrLeaseLost) || !errors.Is(err, allocator.ErrLeaseSecret) {
+		t.Errorf("HeartbeatError(no rows, held by the holder) = %v, want ErrLeaseLost and ErrLeaseSecret", err)
+	}
+	if err := d.HeartbeatError(hb, errors.New("boom"), notHeld); err.Error() != "x: heartbeat of worker 1/2: boom" {
 		t.Errorf("HeartbeatError(boom) = %v", err)
 	}
 	rel := allocator.ReleaseRequest{Key: key, Holder: "h", FencingVersion: 3}
-	_, err = d.Release(rel, func() Scanner { return errRow{sql.ErrNoRows} },
+	_, err = d.Release(rel, func() Scanner { return errRow{sql.ErrNoRows} }, notHeld,
 		func(int64) error { t.Error("write after no row"); return nil },
 		func(allocator.LeaseEvent) error { t.Error("record after no row"); return nil })
 	if !errors.Is(err, allocator.ErrLeaseLost) || err.Error() != `x: release of worker 1/2 by "h" at version 3: `+allocator.ErrLeaseLost.Error() {

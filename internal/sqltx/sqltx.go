@@ -1,13 +1,11 @@
 // Package sqltx is the one transaction-retry helper of idgen's SQL stores:
-// begin, run, commit and, when the database reports a conflict that another
-// try may resolve (a serialization failure, a deadlock), roll back and run
-// the whole transaction again after a capped, jittered backoff, until it
-// commits, fails for another reason or the context ends.
+// begin, run, commit and, on a conflict another try may resolve (a
+// serialization failure, a deadlock), roll back and run the whole
+// transaction again after a capped, jittered backoff, until it commits,
+// fails otherwise or the context ends.
 //
-// It imports no database driver. A store describes its driver's
-// transactions with an Ops (how to begin, commit and roll back one) and
-// says which errors deserve another try with Settings.Retryable, usually an
-// errors.As on the driver's error type (HasCode):
+// It imports no driver: a store describes its transactions with an Ops and
+// its retryable errors with Settings.Retryable (usually HasCode):
 //
 //	deadlock := func(err error) bool {
 //		return sqltx.HasCode(err, func(e *mysql.MySQLError) uint16 { return e.Number }, 1213)
@@ -16,9 +14,8 @@
 //		sqltx.Settings{Name: "mysql", Retryable: deadlock})
 //	err := r.Run(ctx, func(tx *sql.Tx) error { … })
 //
-// Because a failed try is run again from the start, the function given to
-// Run must not keep anything from a failed try: everything it learns, it
-// learns again.
+// The function given to Run must keep nothing from a failed try: it is
+// run again from the start.
 package sqltx
 
 import (
@@ -33,34 +30,28 @@ import (
 	"github.com/idgen-project/idgen/internal/backoff"
 )
 
-// ErrRetry, returned by the function given to Runner.Run (wrapped with %w
-// or not), asks for the transaction to be run again like a conflict the
-// database reported: the function found a row changed under it, which its
-// isolation level should already have reported. Every Runner retries it.
+// ErrRetry, returned (or wrapped) by the function given to Runner.Run, has
+// the transaction run again like a conflict: the function found a row
+// changed under it that its isolation level should have reported.
 var ErrRetry = errors.New("row changed during the transaction")
 
 // Defaults of Settings.
 const (
-	// DefaultMinBackoff and DefaultMaxBackoff bound the wait between tries:
-	// it starts below DefaultMinBackoff and doubles up to DefaultMaxBackoff.
 	DefaultMinBackoff = 2 * time.Millisecond
 	DefaultMaxBackoff = 250 * time.Millisecond
-	// RollbackTimeout bounds the rollback of a failed try. The rollback
-	// runs even when the caller's context has ended.
+	// RollbackTimeout bounds the rollback of a failed try, which runs even
+	// when the caller's context has ended.
 	RollbackTimeout = 5 * time.Second
 )
 
 // Ops is how a store begins and ends one transaction of its driver; Tx is
-// the driver's transaction handle (pgx.Tx, *sql.Tx), which the function
-// given to Runner.Run works with. DB builds the Ops of database/sql.
+// the driver's handle (pgx.Tx, *sql.Tx). DB builds the Ops of database/sql.
 type Ops[Tx any] struct {
-	// Begin starts a transaction with the store's isolation level.
-	Begin func(ctx context.Context) (Tx, error)
-	// Commit commits tx.
+	Begin  func(ctx context.Context) (Tx, error) // with the store's isolation level
 	Commit func(ctx context.Context, tx Tx) error
-	// Rollback rolls tx back after a failed try; its error is dropped, since
-	// the failure that led to it is the one to report. ctx is not the
-	// caller's: it ends after RollbackTimeout, not when the caller gives up.
+	// Rollback rolls tx back after a failed try; its error is dropped (the
+	// try's is the one to report), and its ctx ends after RollbackTimeout,
+	// not when the caller gives up.
 	Rollback func(ctx context.Context, tx Tx) error
 }
 
@@ -74,20 +65,18 @@ func DB(db *sql.DB, opts *sql.TxOptions) Ops[*sql.Tx] {
 	}
 }
 
-// Settings configure a Runner. The zero value means the defaults: errors
-// prefixed "sql", only ErrRetry retried, DefaultMinBackoff to
-// DefaultMaxBackoff between tries.
+// Settings configure a Runner; zero fields mean the defaults.
 type Settings struct {
-	// Name prefixes the Runner's own errors: "postgres: commit: …".
+	// Name prefixes the Runner's own errors ("postgres: commit: …"); "" is
+	// "sql".
 	Name string
-	// Retryable reports whether err, returned by a statement of the
-	// transaction, by Begin or by Commit, means that running the whole
-	// transaction again may succeed. Nil retries nothing but ErrRetry: the
-	// right choice for a database whose transactions take their locks when
-	// they begin (SQLite's BEGIN IMMEDIATE) and so never fail on a conflict.
+	// Retryable reports whether err, from a statement, Begin or Commit,
+	// means that running the transaction again may succeed. Nil retries
+	// only ErrRetry: right for a database whose transactions lock when they
+	// begin (SQLite's BEGIN IMMEDIATE) and so never conflict.
 	Retryable func(err error) bool
 	// MinBackoff and MaxBackoff bound the wait between tries (see
-	// internal/backoff); zero means the defaults.
+	// internal/backoff).
 	MinBackoff, MaxBackoff time.Duration
 }
 
@@ -119,18 +108,15 @@ func New[Tx any](ops Ops[Tx], s Settings) *Runner[Tx] {
 	return r
 }
 
-// Run runs fn in a transaction and commits it. When a try fails with an
-// error that is retryable (Settings.Retryable, or ErrRetry) — at Begin, in
-// fn or at Commit — the transaction is rolled back and, after a backoff,
-// run again from the start. Only the context ends the retries: a
-// transaction that keeps colliding with others is still worth finishing,
-// and the caller decides how long it may take. ctx is checked before every
-// try.
+// Run runs fn in a transaction and commits it. A try that fails with a
+// retryable error (Settings.Retryable, or ErrRetry) at Begin, in fn or at
+// Commit is rolled back and, after a backoff, run again. Only ctx ends the
+// retries: a transaction that keeps colliding is still worth finishing, and
+// the caller decides how long it may take.
 //
-// Errors from fn come back as fn returned them; Run's own are prefixed with
-// the Runner's name and wrap their cause with %w, so that errors.Is and
-// errors.As still see what the database said. When ctx ends between tries
-// the error wraps both ctx.Err() and the last try's failure.
+// fn's errors come back as they are; Run's own are prefixed with the
+// Runner's name and wrap the database's. When ctx ends between tries the
+// error wraps both ctx.Err() and the last try's failure.
 func (r *Runner[Tx]) Run(ctx context.Context, fn func(tx Tx) error) error {
 	var b *backoff.Backoff // made at the first retry: most transactions need none
 	for {
@@ -151,9 +137,8 @@ func (r *Runner[Tx]) Run(ctx context.Context, fn func(tx Tx) error) error {
 	}
 }
 
-// Get runs fn in a transaction as r.Run does, and returns the value fn
-// returned in the try that committed; on an error, the zero value. Because
-// a failed try is run again, only the committed try's value is kept.
+// Get runs fn as r.Run does and returns the value of the try that
+// committed; on an error, the zero value.
 func Get[T, Tx any](ctx context.Context, r *Runner[Tx], fn func(tx Tx) (T, error)) (T, error) {
 	var v T
 	err := r.Run(ctx, func(tx Tx) error {
@@ -168,8 +153,8 @@ func Get[T, Tx any](ctx context.Context, r *Runner[Tx], fn func(tx Tx) (T, error
 	return v, nil
 }
 
-// try runs fn in one transaction. A try that does not commit — fn or Commit
-// failed, or fn panicked — is rolled back.
+// try runs fn in one transaction, rolled back unless it commits (a panic
+// of fn included).
 func (r *Runner[Tx]) try(ctx context.Context, fn func(tx Tx) error) error {
 	tx, err := r.ops.Begin(ctx)
 	if err != nil {
@@ -193,9 +178,8 @@ func (r *Runner[Tx]) try(ctx context.Context, fn func(tx Tx) error) error {
 	return nil
 }
 
-// HasCode reports whether errors.As finds a driver error of type E in err's
-// chain whose code, as code reads it, is one of codes: the test a store's
-// Settings.Retryable makes, e.g. for pgx
+// HasCode reports whether err's chain holds a driver error of type E whose
+// code is one of codes, e.g. for pgx
 //
 //	sqltx.HasCode(err, func(e *pgconn.PgError) string { return e.Code }, "40001", "40P01")
 func HasCode[E error, C comparable](err error, code func(E) C, codes ...C) bool {
@@ -204,6 +188,5 @@ func HasCode[E error, C comparable](err error, code func(E) C, codes ...C) bool 
 }
 
 // Retries returns how many tries failed with a retryable error since the
-// Runner was made: the transactions run again, and those a context ended
-// before they could be.
+// Runner was made.
 func (r *Runner[Tx]) Retries() int64 { return r.retries.Load() }

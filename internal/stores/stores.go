@@ -31,13 +31,17 @@ type Store interface {
 	Migrations() (*goose.Provider, error)
 }
 
-// Dialect returns "postgres", "mysql", "sqlite" or "etcd" for a DSN, or "" when the
-// scheme is unknown: dburl.DialectOf as a string.
+// Dialect returns "postgres", "mysql", "sqlite" or "etcd" for a DSN, or ""
+// for an unknown scheme.
 func Dialect(dsn string) string { return string(dburl.DialectOf(dsn)) }
 
-// Open opens the store dsn names. Errors never contain the DSN's password;
-// ErrUnknownScheme for an unknown scheme.
+// Open opens the store dsn names. Its errors never contain the password:
+// ErrUnknownScheme, or dburl.ErrNotEncoded (without the DSN) for one whose
+// user information a driver could split elsewhere than idgen (dburl.Check).
 func Open(ctx context.Context, dsn string) (Store, error) {
+	if err := dburl.Check(dsn); err != nil {
+		return nil, fmt.Errorf("invalid DSN (not shown): %w", err)
+	}
 	switch dburl.DialectOf(dsn) {
 	case dburl.Postgres:
 		return postgres.Open(ctx, dsn)
@@ -50,7 +54,3 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 	}
 	return nil, fmt.Errorf("%w: %s", ErrUnknownScheme, dburl.Redact(dsn))
 }
-
-// Redact returns dsn with any password replaced, for logs and error
-// messages: dburl.Redact, for callers that already import stores.
-func Redact(dsn string) string { return dburl.Redact(dsn) }

@@ -30,10 +30,10 @@
 //     fails when IDGEN_TEST_REQUIRE_DB=1 (as in CI), so that a missing
 //     database can never pass for a green run.
 //
-// When IDGEN_TEST_DB_REPORT names a file, every skip and every container
-// started is appended to it as a line (see [EnvReport]), so that a test
-// runner can say at the end of a run how many database tests did not run
-// (make test does).
+// When IDGEN_TEST_DB_REPORT names a file, every skip, with why, and every
+// container started is appended to it as a line (see [EnvReport]), so that
+// a test runner can say at the end of a run how many database tests did
+// not run and why (make test does).
 package testdb
 
 import (
@@ -79,11 +79,30 @@ const (
 	// EnvMySQL is not set (default mysql:8).
 	EnvMySQLImage = "IDGEN_TEST_MYSQL_IMAGE"
 	// EnvReport names a file to which testdb appends one tab-separated line
-	// per event: "skip", the database ("postgres" or "mysql") and the test's
-	// name when a test is skipped for want of a server; "container", the
-	// database and the image when a container is started.
-	EnvReport = "IDGEN_TEST_DB_REPORT"
+	// per event (missing.Report): "skip", the database ("postgres" or
+	// "mysql"), the test's name and why, when a test is skipped for want of
+	// a server; "container", the database and the image when a container
+	// is started.
+	EnvReport = missing.EnvReport
 )
+
+// errNoDocker: no container could be had because no Docker engine
+// answered. When one answers and the container does not start (its image
+// cannot be pulled, say), the error is a *containerError.
+var errNoDocker = errors.New("no Docker engine answering")
+
+// containerError is the failure of a container to start on an engine that
+// answered.
+type containerError struct {
+	image string
+	err   error
+}
+
+func (e *containerError) Error() string {
+	return "the Docker engine answered, but the " + e.image + " container did not start: " + e.err.Error()
+}
+
+func (e *containerError) Unwrap() error { return e.err }
 
 // The official images, started when no DSN and no image is set.
 const (
@@ -227,31 +246,33 @@ func unavailable(tb testing.TB, db, env, example string, cause error) {
 	what := map[string]string{"postgres": "PostgreSQL", "mysql": "MySQL"}[db]
 	msg := fmt.Sprintf("testdb: no %s server for this test: set %s (e.g. %s) or run a Docker engine "+
 		"so that testcontainers-go can start one (%v)", what, env, example, cause)
-	missing.Server(tb, msg, func() {
-		if err := report("skip", db, tb.Name()); err != nil {
-			tb.Logf("testdb: %s: %v", EnvReport, err)
-		}
-	})
+	missing.Server(tb, msg, func() { missing.ReportSkip(tb, db, skipReason(cause)) })
 }
 
-// report appends an event to the file EnvReport names, if any. Test
-// processes run in parallel: each line is one write to a file opened for
-// appending, so lines never interleave.
-func report(event, db, detail string) error {
-	path := os.Getenv(EnvReport)
-	if path == "" {
-		return nil
+// skipReason says in one line why a database test was skipped, for the
+// report (which make test summarises): no Docker engine, or an engine that
+// answered and could not pull the image, or whose container did not start,
+// with the engine's own words.
+func skipReason(cause error) string {
+	var ce *containerError
+	switch {
+	case errors.Is(cause, errNoDocker):
+		return errNoDocker.Error()
+	case errors.As(cause, &ce):
+		msg := ce.err.Error()
+		// testcontainers wraps the engine's answer in its own steps
+		// ("run mysql: generic container: create container: …").
+		if _, daemon, ok := strings.Cut(msg, "Error response from daemon: "); ok {
+			msg = daemon
+		}
+		for _, pull := range []string{"registry", "pull", "manifest", "No such image"} {
+			if strings.Contains(msg, pull) {
+				return "the Docker engine answered, but could not pull the image " + ce.image + ": " + msg
+			}
+		}
+		return ce.Error()
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
-	detail = strings.NewReplacer("\t", " ", "\n", " ").Replace(detail)
-	_, err = f.WriteString(event + "\t" + db + "\t" + detail + "\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return cause.Error()
 }
 
 // newName returns a fresh random name for a schema or database, starting with
@@ -291,16 +312,16 @@ func hostPort(host, port string) string {
 func dockerAvailable(ctx context.Context) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("no Docker engine: %v", r)
+			err = fmt.Errorf("%w: %v", errNoDocker, r)
 		}
 	}()
 	provider, err := testcontainers.NewDockerProvider()
 	if err != nil {
-		return fmt.Errorf("no Docker engine: %w", err)
+		return fmt.Errorf("%w: %w", errNoDocker, err)
 	}
 	defer provider.Close()
 	if err := provider.Health(ctx); err != nil {
-		return fmt.Errorf("no Docker engine: %w", err)
+		return fmt.Errorf("%w: %w", errNoDocker, err)
 	}
 	return nil
 }
@@ -346,14 +367,14 @@ func startContainer[C testcontainers.Container](db, env, def string,
 	c, err := run(ctx, img, password)
 	if err != nil {
 		_ = testcontainers.TerminateContainer(c)
-		return "", fmt.Errorf("start %s container: %w", img, err)
+		return "", &containerError{image: img, err: err}
 	}
 	addr, err := dsn(ctx, c, password)
 	if err != nil {
 		_ = testcontainers.TerminateContainer(c)
-		return "", fmt.Errorf("%s container address: %w", img, err)
+		return "", &containerError{image: img, err: fmt.Errorf("no address: %w", err)}
 	}
-	_ = report("container", db, img)
+	_ = missing.Report(missing.EventContainer, db, img)
 	return addr, nil
 }
 

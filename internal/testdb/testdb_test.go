@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/url"
 	"os"
@@ -161,7 +162,7 @@ func TestUnavailable(t *testing.T) {
 			reportFile := filepath.Join(t.TempDir(), "report")
 			t.Setenv(EnvReport, reportFile)
 			f := &missing.Recorder{TB: t}
-			unavailable(f, "postgres", EnvPostgres, "postgres://postgres@127.0.0.1:5432/postgres", sql.ErrConnDone)
+			unavailable(f, "postgres", EnvPostgres, "postgres://postgres@127.0.0.1:5432/postgres", fmt.Errorf("%w: %w", errNoDocker, sql.ErrConnDone))
 			msg := f.SkipMsg + f.FailMsg
 			if gotSkip := f.SkipMsg != ""; gotSkip != tc.wantSkip || (f.FailMsg != "") == tc.wantSkip {
 				t.Errorf("skipped %q, failed %q; want skip = %v", f.SkipMsg, f.FailMsg, tc.wantSkip)
@@ -173,7 +174,7 @@ func TestUnavailable(t *testing.T) {
 			got, _ := os.ReadFile(reportFile)
 			want := ""
 			if tc.wantSkip {
-				want = "skip\tpostgres\t" + t.Name() + "\n"
+				want = "skip\tpostgres\t" + t.Name() + "\tno Docker engine answering\n"
 			}
 			if string(got) != want {
 				t.Errorf("report file holds %q, want %q", got, want)
@@ -235,37 +236,6 @@ func TestContainerPasswordNeverInOutput(t *testing.T) {
 	}
 }
 
-func TestReport(t *testing.T) {
-	t.Run("unset", func(t *testing.T) {
-		t.Setenv(EnvReport, "")
-		if err := report("skip", "mysql", "TestX"); err != nil {
-			t.Errorf("got %v, want nothing done", err)
-		}
-	})
-	t.Run("appends", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "report")
-		t.Setenv(EnvReport, path)
-		for _, ev := range [][3]string{
-			{"container", "postgres", "postgres:15"},
-			{"skip", "mysql", "TestA/with\ttab"},
-		} {
-			if err := report(ev[0], ev[1], ev[2]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		got, err := os.ReadFile(path)
-		if want := "container\tpostgres\tpostgres:15\nskip\tmysql\tTestA/with tab\n"; err != nil || string(got) != want {
-			t.Errorf("got %q (%v), want %q", got, err, want)
-		}
-	})
-	t.Run("unwritable", func(t *testing.T) {
-		t.Setenv(EnvReport, filepath.Join(t.TempDir(), "missing", "report"))
-		if err := report("skip", "mysql", "TestX"); err == nil {
-			t.Error("got no error for a file in a missing directory")
-		}
-	})
-}
-
 func TestImage(t *testing.T) {
 	for _, tc := range []struct{ env, want string }{
 		{"", "postgres:15"},
@@ -303,27 +273,68 @@ func TestMySQLReady(t *testing.T) {
 	}
 }
 
-// TestReportSummary checks the line make test prints at the end of a run
-// (scripts/testdb-report.sh) against what report writes.
+// TestSkipReason: the report says why a database test was skipped: no
+// Docker engine, or an engine whose container did not start (an image it
+// could not pull), naming the image.
+func TestSkipReason(t *testing.T) {
+	pull := errors.New(`run postgres: generic container: create container: Error response from daemon: Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io: no such host`)
+	for _, tc := range []struct {
+		cause     error
+		want, not string
+	}{
+		{fmt.Errorf("%w: %w", errNoDocker, errors.New("Cannot connect to the Docker daemon")), "no Docker engine answering", "container"},
+		{&containerError{image: "postgres:15", err: pull}, `the Docker engine answered, but could not pull the image postgres:15: Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io: no such host`, "no Docker engine answering"},
+		{&containerError{image: "mysql:8", err: errors.New("wait until ready: container exited with code 1")}, "the Docker engine answered, but the mysql:8 container did not start: wait until ready", "pull"},
+	} {
+		got := skipReason(tc.cause)
+		if !strings.Contains(got, tc.want) || strings.Contains(got, tc.not) {
+			t.Errorf("skipReason(%v): got %q, want %q and not %q", tc.cause, got, tc.want, tc.not)
+		}
+	}
+}
+
+// TestReportSummary checks what make test prints at the end of a run
+// (scripts/testdb-report.sh) against the lines the fixtures report
+// (missing.Report): each cause said as it is, and what to do about it.
 func TestReportSummary(t *testing.T) {
+	const (
+		noDocker = "no Docker engine answering"
+		pgPull   = "the Docker engine answered, but could not pull the image postgres:15: pull access denied"
+		myPull   = "the Docker engine answered, but could not pull the image mysql:8: pull access denied"
+	)
 	for _, tc := range []struct {
 		name   string
-		events [][3]string
+		events [][]string
 		want   []string // substrings of the output; none: no output
+		not    []string // nor these
 	}{
-		{"nothing", nil, nil},
-		{"skips", [][3]string{
-			{"skip", "postgres", "TestA"}, {"skip", "postgres", "TestB/sub"}, {"skip", "mysql", "TestA"},
-		}, []string{"3 database tests SKIPPED (PostgreSQL 2, MySQL 1)", "IDGEN_TEST_POSTGRES_DSN", "Docker"}},
-		{"containers", [][3]string{
+		{"nothing", nil, nil, nil},
+		{"no Docker", [][]string{
+			{"skip", "postgres", "TestA", noDocker}, {"skip", "postgres", "TestB/sub", noDocker}, {"skip", "mysql", "TestA", noDocker},
+		}, []string{"testdb: 3 database tests SKIPPED (PostgreSQL 2, MySQL 1): no database server set, and no Docker engine answering.\n",
+			"set IDGEN_TEST_POSTGRES_DSN and IDGEN_TEST_MYSQL_DSN or start Docker"},
+			[]string{"pull", "IMAGE"}},
+		{"images not pulled", [][]string{
+			{"skip", "postgres", "TestA", pgPull}, {"skip", "mysql", "TestA", myPull}, {"skip", "mysql", "TestB", myPull},
+		}, []string{"testdb: 3 database tests SKIPPED (PostgreSQL 1, MySQL 2): no database server set, and the Docker engine answered, but could not pull the image mysql:8: pull access denied; the Docker engine answered, but could not pull the image postgres:15: pull access denied.\n",
+			"build local ones and name them in IDGEN_TEST_POSTGRES_IMAGE and IDGEN_TEST_MYSQL_IMAGE"},
+			[]string{"no Docker engine answering", "or start Docker"}},
+		{"containers", [][]string{
 			{"container", "postgres", "postgres:15"}, {"container", "postgres", "postgres:15"}, {"container", "mysql", "mysql:8"},
-		}, []string{"3 database containers started", "2 x postgres (postgres:15)", "1 x mysql (mysql:8)"}},
+		}, []string{"3 database containers started", "2 x postgres (postgres:15)", "1 x mysql (mysql:8)"}, []string{"SKIPPED"}},
+		{"chromium", [][]string{
+			{"skip", "chromium", "TestStatusPageInChromium", "no Chromium found"},
+		}, []string{"browsertest: 1 browser test SKIPPED (TestStatusPageInChromium): no Chromium found. To run it, apt-get install chromium"},
+			[]string{"testdb"}},
+		{"etcd", [][]string{
+			{"skip", "etcd", "TestA", "no etcd cluster: exec: etcd: not found"}, {"skip", "etcd", "TestB", "no etcd cluster: exec: etcd: not found"},
+		}, []string{"etcdtest: 2 etcd tests SKIPPED: no etcd cluster: exec: etcd: not found.", "IDGEN_TEST_ETCD_BIN"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "report")
 			t.Setenv(EnvReport, path)
 			for _, ev := range tc.events {
-				if err := report(ev[0], ev[1], ev[2]); err != nil {
+				if err := missing.Report(ev[0], ev[1:]...); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -337,6 +348,11 @@ func TestReportSummary(t *testing.T) {
 			for _, w := range tc.want {
 				if !strings.Contains(string(out), w) {
 					t.Errorf("output %q: want %q in it", out, w)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(string(out), n) {
+					t.Errorf("output %q: want no %q in it", out, n)
 				}
 			}
 		})

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
-	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/teststore"
 	"github.com/idgen-project/idgen/snowflake"
@@ -44,7 +44,7 @@ type Options struct {
 	Store stores.Store
 	// AdminToken enables the admin API.
 	AdminToken string
-	// Tokens is the content of a tokens file (httpapi.ParseTokens), as
+	// Tokens is the content of a tokens file (idgen.ParseTokens), as
 	// IDGEN_TOKENS gives it; TokensFile names a tokens file, which the
 	// node reloads when it changes, every TokensReloadInterval. Set at
 	// most one of them; neither leaves the node without tokens.
@@ -72,8 +72,14 @@ type Options struct {
 	// RateLimit and Tracing are those of app.Config; the zero values are
 	// no limit and no tracing (whatever OTEL_TRACES_EXPORTER says: a test
 	// node never exports unless Tracing asks for it).
-	RateLimit httpapi.RateLimit
+	RateLimit idgen.RateLimit
 	Tracing   app.TracingConfig
+	// LeaseAPI is app.Config's: the lease API's pool, caps and bounds;
+	// the zero value is idgen serve's defaults.
+	LeaseAPI idgen.LeaseSettings
+	// PublicStatusDetails is that of app.Config: nil shows the details of
+	// /readyz and the status page to all on a node without tokens only.
+	PublicStatusDetails *bool
 }
 
 // Server is a running node. Its App is closed when the test ends.
@@ -114,11 +120,13 @@ func MustStart(tb testing.TB, o Options) *Server {
 		Clock:      o.Clock,
 		Logger:     o.Logger,
 		RateLimit:  o.RateLimit,
+		LeaseAPI:   o.LeaseAPI,
 		Tracing:    tracingOf(o),
 
 		TokensReloadInterval:     o.TokensReloadInterval,
 		LeaseEventsRetention:     o.LeaseEventsRetention,
 		LeaseEventsPruneInterval: o.LeaseEventsPruneInterval,
+		PublicStatusDetails:      o.PublicStatusDetails,
 	})
 	if err != nil {
 		tb.Fatalf("testserver: open: %v", err)

@@ -51,23 +51,18 @@ const (
 	SpanUpdateNamespace  = "idgen.admin.update_namespace"
 )
 
-// Store is an allocator.Store whose calls each run in a span of their own
-// (a client span, the child of the context's span when there is one): the
-// decorator that gives the lease keeper, the segment allocator, the lease
-// API and the admin API their spans without any of them knowing. Ping and
-// Close are passed through untraced: the probes ping every second.
-//
-// A method added to the allocator's store interfaces and not overridden
-// here passes through to the embedded store, untraced.
+// Store is an allocator.Store whose calls each run in a client span of
+// their own, so that its callers get spans without knowing. Ping and Close
+// are not traced (the probes ping every second), nor is a method added to
+// the store interfaces and not overridden here.
 type Store struct {
 	allocator.Store
 	tracer trace.Tracer
 	system attribute.KeyValue
 }
 
-// WrapStore returns store with its calls traced by tp. system names the
-// database for db.system.name ("postgresql", "mysql", "sqlite", "etcd");
-// empty leaves the attribute out.
+// WrapStore returns store traced by tp; system is db.system.name
+// ("postgresql", "mysql", "sqlite", "etcd"), or "" for none.
 func WrapStore(store allocator.Store, tp trace.TracerProvider, system string) *Store {
 	s := &Store{Store: store, tracer: tp.Tracer(InstrumentationName + "/store")}
 	if system != "" {
@@ -79,7 +74,6 @@ func WrapStore(store allocator.Store, tp trace.TracerProvider, system string) *S
 // Unwrap returns the store that s traces.
 func (s *Store) Unwrap() allocator.Store { return s.Store }
 
-// start starts the span of one store call.
 func (s *Store) start(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	if s.system.Valid() {
 		attrs = append(attrs, s.system)
@@ -87,7 +81,6 @@ func (s *Store) start(ctx context.Context, name string, attrs ...attribute.KeyVa
 	return s.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 }
 
-// end records err, if any, on span and ends it.
 func end(span trace.Span, err error) {
 	if err != nil {
 		span.RecordError(err)
@@ -96,7 +89,6 @@ func end(span trace.Span, err error) {
 	span.End()
 }
 
-// requestID returns the request ID attribute, or none for an empty ID.
 func requestID(id string) []attribute.KeyValue {
 	if id == "" {
 		return nil
@@ -189,8 +181,7 @@ func (s *Store) ListLeaseEvents(ctx context.Context, f allocator.LeaseEventFilte
 	})
 }
 
-// traceList runs call, a call of the store that lists rows, in a span of
-// spanName that records how many rows it returned.
+// traceList runs call in a span that records how many rows it returned.
 func traceList[T any](ctx context.Context, s *Store, spanName string, call func(context.Context) ([]T, error)) ([]T, error) {
 	ctx, span := s.start(ctx, spanName)
 	rows, err := call(ctx)
@@ -276,8 +267,7 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 	})
 }
 
-// namespaceCall runs call, a call of the store on the namespace name that
-// returns the namespace, in a span of spanName with the namespace's name.
+// namespaceCall runs call in a span with the namespace's name.
 func (s *Store) namespaceCall(ctx context.Context, spanName, name string, call func(context.Context) (allocator.Namespace, error)) (allocator.Namespace, error) {
 	ctx, span := s.start(ctx, spanName, attribute.String(AttrNamespace, name))
 	ns, err := call(ctx)

@@ -1,27 +1,22 @@
 // Package tracing is idgen's OpenTelemetry tracing: a tracer provider that
 // exports over OTLP as the standard OTEL_* environment configures it, and a
-// decorator of the store (Store) that gives each database call a span:
-// lease claims, heartbeats and releases, segment fetches and tail returns,
-// and the admin API's reads and writes.
+// decorator of the store (Store) that gives each database call a span.
 //
 // Tracing is off unless asked for: Open returns nil, and idgen then starts
-// no span and wraps nothing, so the /ids hot path costs what it costs
-// without this package. It is on when Settings.Enabled is set (idgen
-// serve --tracing) or OTEL_TRACES_EXPORTER is "otlp", and off whatever
-// else is set when OTEL_SDK_DISABLED is "true".
+// no span and wraps nothing, so the /ids hot path costs nothing more. It is
+// on with Settings.Enabled (idgen serve --tracing) or
+// OTEL_TRACES_EXPORTER=otlp, and off whatever else is set with
+// OTEL_SDK_DISABLED=true.
 //
-// Once on, the OTLP exporter reads the standard variables itself
-// (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
-// OTEL_EXPORTER_OTLP_HEADERS, OTEL_EXPORTER_OTLP_TIMEOUT, certificates and
-// compression); OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or
-// OTEL_EXPORTER_OTLP_PROTOCOL picks "http/protobuf" (the default) or
+// The OTLP exporter reads the standard variables itself (endpoint, headers,
+// timeout, certificates, compression); OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
+// or OTEL_EXPORTER_OTLP_PROTOCOL picks "http/protobuf" (the default) or
 // "grpc"; OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES name the service
-// (default service.name "idgen"). OTEL_TRACES_SAMPLER, when set, is the
-// sampler; otherwise idgen samples Settings.RequestSampleRatio of the
-// requests that come without a sampled trace of their caller, and every
-// call that no request made (the keeper's claims and heartbeats, the
-// segment allocator's prefetches, pruning): those are few, and the ones an
-// operator looks for.
+// (default "idgen"). Without OTEL_TRACES_SAMPLER, idgen samples
+// Settings.RequestSampleRatio of the requests that come without a sampled
+// trace of their caller, and every call no request made (the keeper's
+// claims and heartbeats, prefetches, pruning): those are few, and the ones
+// an operator looks for.
 package tracing
 
 import (
@@ -49,11 +44,7 @@ const InstrumentationName = "github.com/idgen-project/idgen"
 
 // Errors of Open.
 var (
-	// ErrUnsupportedExporter is returned for an OTEL_TRACES_EXPORTER other
-	// than otlp or none.
 	ErrUnsupportedExporter = errors.New("unsupported OTEL_TRACES_EXPORTER: idgen exports traces with otlp (or none)")
-	// ErrUnsupportedProtocol is returned for an OTLP protocol other than
-	// http/protobuf or grpc.
 	ErrUnsupportedProtocol = errors.New("unsupported OTLP protocol: want http/protobuf or grpc")
 )
 
@@ -64,19 +55,15 @@ type Settings struct {
 	// RequestSampleRatio is the share of requests traced, 0 to 1, when
 	// OTEL_TRACES_SAMPLER is not set; 0 means DefaultRequestSampleRatio.
 	RequestSampleRatio float64
-	// ServiceVersion and InstanceID become the service.version and
-	// service.instance.id of the spans' resource.
-	ServiceVersion string
-	InstanceID     string
-	// Getenv reads the environment; nil means os.Getenv.
-	Getenv func(string) string
+	ServiceVersion     string              // the resource's service.version
+	InstanceID         string              // the resource's service.instance.id
+	Getenv             func(string) string // nil means os.Getenv
 }
 
-// Validate reports settings Open would refuse for themselves, whatever the
-// environment says.
+// Validate reports settings Open would refuse whatever the environment.
 func (s Settings) Validate() error {
 	if r := s.RequestSampleRatio; math.IsNaN(r) || r < 0 || r > 1 {
-		return fmt.Errorf("invalid trace sample ratio %v (--trace-sample-ratio): want 0 to 1", r)
+		return fmt.Errorf("invalid Settings.RequestSampleRatio %v: want 0 to 1", r)
 	}
 	return nil
 }
@@ -88,14 +75,12 @@ type Provider struct {
 	Protocol string
 }
 
-// enabled reports whether s and the environment turn tracing on, or the
-// error Open would return for an OTEL_TRACES_EXPORTER it cannot honour.
+// enabled reports whether s and the environment turn tracing on.
 func (s Settings) enabled(getenv func(string) string) (bool, error) {
 	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
 		return false, nil
 	}
 	on := s.Enabled
-	// The variable is a comma-separated list; idgen honours otlp and none.
 	for _, name := range strings.Split(getenv("OTEL_TRACES_EXPORTER"), ",") {
 		switch name = strings.TrimSpace(name); name {
 		case "":
@@ -103,7 +88,7 @@ func (s Settings) enabled(getenv func(string) string) (bool, error) {
 			on = true
 		case "none":
 			if s.Enabled {
-				return false, errors.New("tracing is enabled (--tracing) but OTEL_TRACES_EXPORTER is none")
+				return false, errors.New("tracing is enabled but OTEL_TRACES_EXPORTER is none")
 			}
 		default:
 			return false, fmt.Errorf("%w: got %q", ErrUnsupportedExporter, name)
@@ -113,10 +98,9 @@ func (s Settings) enabled(getenv func(string) string) (bool, error) {
 }
 
 // Open returns a tracer provider exporting over OTLP when s and the
-// environment turn tracing on (see the package doc), and nil, nil when
-// they do not. The provider connects lazily: an unreachable collector does
-// not stop Open, and spans that cannot be sent are dropped. Its owner
-// calls Shutdown at the end, which sends the spans still buffered.
+// environment turn tracing on, else nil, nil. It connects lazily: an
+// unreachable collector does not stop Open, and spans that cannot be sent
+// are dropped. Its owner calls Shutdown, which sends those still buffered.
 func Open(ctx context.Context, s Settings) (*Provider, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
@@ -160,9 +144,8 @@ func Open(ctx context.Context, s Settings) (*Provider, error) {
 	return &Provider{TracerProvider: sdktrace.NewTracerProvider(opts...), Protocol: protocol}, nil
 }
 
-// serviceResource describes the node: service.name idgen (unless
-// OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES say otherwise), its
-// version and instance, and the SDK.
+// serviceResource describes the node; the environment wins over idgen's
+// defaults, as later sources do.
 func serviceResource(ctx context.Context, s Settings) (*resource.Resource, error) {
 	attrs := []attribute.KeyValue{attribute.String("service.name", "idgen")}
 	if s.ServiceVersion != "" {
@@ -171,7 +154,6 @@ func serviceResource(ctx context.Context, s Settings) (*resource.Resource, error
 	if s.InstanceID != "" {
 		attrs = append(attrs, attribute.String("service.instance.id", s.InstanceID))
 	}
-	// Later sources win: the environment over idgen's defaults.
 	res, err := resource.New(ctx,
 		resource.WithAttributes(attrs...),
 		resource.WithTelemetrySDK(),
@@ -183,11 +165,9 @@ func serviceResource(ctx context.Context, s Settings) (*resource.Resource, error
 	return res, nil
 }
 
-// Sampler is idgen's default sampler: a span whose parent was sampled is
-// sampled, one whose parent was not is not; of the spans that start a
-// trace, requests (server spans) are sampled at ratio (0 means
-// DefaultRequestSampleRatio) and everything else (the background calls of
-// the keeper and the segment allocator) always.
+// Sampler is idgen's default sampler: a span follows its parent; of the
+// spans that start a trace, requests (server spans) are sampled at ratio
+// (0 means DefaultRequestSampleRatio) and background calls always.
 func Sampler(ratio float64) sdktrace.Sampler {
 	if ratio == 0 {
 		ratio = DefaultRequestSampleRatio
@@ -195,8 +175,6 @@ func Sampler(ratio float64) sdktrace.Sampler {
 	return sdktrace.ParentBased(rootSampler{requests: sdktrace.TraceIDRatioBased(ratio)})
 }
 
-// rootSampler samples the root spans: requests by their ratio, the rest
-// always.
 type rootSampler struct{ requests sdktrace.Sampler }
 
 func (r rootSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {

@@ -39,9 +39,9 @@ func TestOpen(t *testing.T) {
 		{name: "unsupported protocol", env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"},
 			wantErr: `unsupported OTLP protocol: want http/protobuf or grpc: got "http/json"`},
 		{name: "enabled against none", settings: tracing.Settings{Enabled: true}, env: map[string]string{"OTEL_TRACES_EXPORTER": "none"},
-			wantErr: "tracing is enabled (--tracing) but OTEL_TRACES_EXPORTER is none"},
+			wantErr: "tracing is enabled but OTEL_TRACES_EXPORTER is none"},
 		{name: "ratio above 1", settings: tracing.Settings{RequestSampleRatio: 1.5},
-			wantErr: "invalid trace sample ratio 1.5 (--trace-sample-ratio): want 0 to 1"},
+			wantErr: "invalid Settings.RequestSampleRatio 1.5: want 0 to 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.settings.Getenv = func(k string) string { return tc.env[k] }

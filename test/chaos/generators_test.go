@@ -15,17 +15,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen-project/idgen/httpapi"
+	"github.com/idgen-project/idgen"
+	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/testproc"
 )
 
 // The local generators' scenarios: processes that hold a worker lease
 // through a node's lease API (/v1/leases) and make Snowflake IDs in their
 // own memory with client.Generator (client/internal/holder), beside the
-// nodes, on one pool. Their IDs go through the same oracle as the nodes':
-// a batch a generator made is a draw of holder "gens/<name>", sent and
-// received at the wall clock before and after it, checked against the
-// tenures lease_events records for that holder.
+// nodes, on the lease API's own worker IDs (--lease-api-worker-ids). Their
+// IDs go through the same oracle as the nodes': a batch a generator made
+// is a draw of holder "api:gens/<name>", sent and received at the wall
+// clock before and after it, checked against the tenures lease_events
+// records for that holder.
 
 // Tokens of the generator scenarios' nodes: one caller, gens, for the
 // generators' leases and the load clients' /ids.
@@ -44,6 +46,7 @@ func genScenarios() []scenario {
 		{"gen-pause", scenarioGenPause},
 		{"gen-blackhole", scenarioGenBlackhole},
 		{"gen-kill", scenarioGenKill},
+		{"gen-abuse", scenarioGenAbuse},
 	}
 }
 
@@ -78,29 +81,30 @@ func buildHolder(t testing.TB, dir string) string {
 // generators that lease from it.
 type genCluster struct {
 	*cluster
-	holderBin string
-	gens      []*gen
+	holderBin  string
+	genWorkers string // the lease API's worker IDs, "A-B"
+	gens       []*gen
 }
 
 // newGenCluster prepares n nodes on e's database with the gens token, on
-// pool workers (not started).
-func newGenCluster(e *env, workers string, n int) *genCluster {
+// pool workers, whose lease API grants genWorkers (not started).
+func newGenCluster(e *env, workers, genWorkers string, n int) *genCluster {
 	t := e.t
 	tokens := filepath.Join(t.TempDir(), "tokens")
-	line := fmt.Sprintf("%s ids,leases %s\n", genTokenName, httpapi.HashSecret(genSecret))
+	line := fmt.Sprintf("%s ids,leases %s\n", genTokenName, idgen.HashSecret(genSecret))
 	if err := os.WriteFile(tokens, []byte(line), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c := newCluster(t, e.bin, workers, []string{e.db.dsn}, n)
 	for _, nd := range c.nodes {
-		nd.flags = append(nd.flags, "--tokens-file", tokens)
+		nd.flags = append(nd.flags, "--tokens-file", tokens, "--lease-api-worker-ids", genWorkers)
 	}
-	return &genCluster{cluster: c, holderBin: buildHolder(t, t.TempDir())}
+	return &genCluster{cluster: c, holderBin: buildHolder(t, t.TempDir()), genWorkers: genWorkers}
 }
 
 // gen is one generator process (the holder), restartable; every
 // incarnation appends to the same output file. Its name is its holder
-// name; the lease table says "gens/<name>".
+// name; the lease table says "api:gens/<name>" (holder).
 type gen struct {
 	restartable
 	gc  *genCluster
@@ -123,10 +127,13 @@ func (gc *genCluster) addGen(url string) *gen {
 func (g *gen) start() {
 	g.t.Helper()
 	g.launch(g.gc.holderBin, []string{"--url", g.url, "--holder", g.name, "--out", g.out,
-		"--workers", g.gc.workers, "--ttl", leaseTTL.String(), "--heartbeat", heartbeat.String(),
+		"--workers", g.gc.genWorkers, "--ttl", leaseTTL.String(), "--heartbeat", heartbeat.String(),
 		"--batch", "100", "--interval", "10ms", "--start-timeout", "120s"},
 		testproc.Env("IDGEN_HOLDER_TOKEN="+genSecret), false)
 }
+
+// holder is g's holder as the lease table names it.
+func (g *gen) holder() string { return allocator.RemoteHolderPrefix + genTokenName + "/" + g.name }
 
 // unexpectedExit describes an incarnation that exited without being told.
 func (g *gen) unexpectedExit() string {
@@ -187,7 +194,7 @@ func (g *gen) read() genOutput {
 	}
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 1<<20)
-	holder := genTokenName + "/" + g.name
+	holder := g.holder()
 	for {
 		line, err := r.ReadString('\n')
 		if err == io.EOF {
@@ -287,10 +294,11 @@ func (gc *genCluster) startGens(n int) {
 }
 
 // startGenNodes migrates e's database and starts two nodes of a
-// genCluster on pool workers, and waits until both are ready.
-func startGenNodes(e *env, workers string) *genCluster {
+// genCluster on the worker IDs 0-1, whose lease API grants genWorkers, and
+// waits until both are ready.
+func startGenNodes(e *env, genWorkers string) *genCluster {
 	migrate(e.t, e.bin, e.db.dsn)
-	gc := newGenCluster(e, workers, 2)
+	gc := newGenCluster(e, "0-1", genWorkers, 2)
 	gc.startAll()
 	gc.waitReady(0, 1)
 	return gc
@@ -314,9 +322,9 @@ func (gc *genCluster) stopGenLoad(l *load, out *outcome) (draws, gdraws []Draw) 
 // 11. gen-pause: SIGSTOP a generator past its lease while a spare takes
 // its worker ID, then SIGCONT: it issues nothing stale.
 func scenarioGenPause(e *env) (*cluster, *load, []Draw, outcome) {
-	// Two nodes and four generators fill the pool 0-5: the spare can only
+	// Four generators fill the lease API's pool 2-5: the spare can only
 	// get the paused generator's worker ID.
-	gc := startGenNodes(e, "0-5")
+	gc := startGenNodes(e, "2-5")
 	l := gc.startGenLoad()
 	out := outcome{recovery: -1}
 	g0 := gc.gens[0]
@@ -360,7 +368,7 @@ func scenarioGenPause(e *env) (*cluster, *load, []Draw, outcome) {
 		out.problem("gen-0 issued %d batches after SIGCONT while the pool was full (its lease was taken over)", stale)
 	}
 	out.recoveryFrom(gdraws, 100, "", freed, "gen-0 issued nothing after a worker ID was freed for it")
-	if !e.tookOver(genTokenName+"/"+spare.name, paused, resumed) {
+	if !e.tookOver(spare.holder(), paused, resumed) {
 		out.problem("the spare did not take over a worker ID while gen-0 was paused")
 	}
 	var refusedAfter int
@@ -379,7 +387,7 @@ func scenarioGenPause(e *env) (*cluster, *load, []Draw, outcome) {
 // which drops everything for 2 × ttl and until a spare has taken over its
 // worker ID.
 func scenarioGenBlackhole(e *env) (*cluster, *load, []Draw, outcome) {
-	gc := startGenNodes(e, "0-5")
+	gc := startGenNodes(e, "2-5")
 	proxy := newToxicProxy(e.t, "gen-blackhole", gc.nodes[0].addr)
 	g0 := gc.addGen("http://" + proxy.addr)
 	g0.start()
@@ -439,7 +447,7 @@ func scenarioGenBlackhole(e *env) (*cluster, *load, []Draw, outcome) {
 		out.problem("gen-0 first refused %s into the black hole, past its lease deadline (ttl %s)", firstRefusal, leaseTTL)
 	}
 	out.recoveryFrom(gdraws, 100, "", freed, "gen-0 issued nothing after the black hole")
-	if !e.tookOver(genTokenName+"/"+spare.name, holed, healed) {
+	if !e.tookOver(spare.holder(), holed, healed) {
 		out.problem("the spare did not take over a worker ID during the black hole")
 	}
 	out.note("first_refusal_after=%s late_batches=%d", firstRefusal.Round(time.Millisecond), late)
@@ -452,7 +460,7 @@ func scenarioGenBlackhole(e *env) (*cluster, *load, []Draw, outcome) {
 func scenarioGenKill(e *env) (*cluster, *load, []Draw, outcome) {
 	// One worker ID to spare: a restarted generator takes the free one, or
 	// its own again and waits past its old ceiling.
-	gc := startGenNodes(e, "0-6")
+	gc := startGenNodes(e, "2-6")
 	l := gc.startGenLoad()
 	out := outcome{recovery: -1}
 	seed, restarts := killRandomly(4, 30*time.Second, func(i int) {

@@ -3,15 +3,21 @@
 package chaos
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/idgen-project/idgen/allocator"
 )
@@ -78,6 +84,7 @@ func scenarios() []scenario {
 	return []scenario{
 		{"baseline", scenarioBaseline},
 		{"pause", scenarioPause},
+		{"pause-in-transaction", scenarioPauseInTransaction},
 		{"blackhole", scenarioBlackhole},
 		{"latency", scenarioLatency},
 		{"kill-restart", scenarioKillRestart},
@@ -309,6 +316,213 @@ func scenarioPause(e *env) (*cluster, *load, []Draw, outcome) {
 	}
 	out.note("paused=%s stale_200=%d", resumed.Sub(paused).Round(time.Millisecond), stale)
 	return c, l, draws, out
+}
+
+// 2b. pause-in-transaction: as pause, but node-0 is stopped in the middle
+// of a heartbeat, after its UPDATE and before its COMMIT, as a pause does
+// now and then by chance: the server keeps its session idle in the
+// transaction with the lease row locked. Node-0 reaches the database
+// through a proxy that delays every reply, so that its heartbeats spend
+// much of their time inside a transaction, and it is stopped again until
+// the server shows one of its sessions idle in a transaction with rows
+// locked. The spare must still take the worker ID over while node-0 stays
+// paused: the server ends the idle session (idgen's idle-in-transaction
+// timeout) and its locks go with it.
+func scenarioPauseInTransaction(e *env) (*cluster, *load, []Draw, outcome) {
+	migrate(e.t, e.bin, e.db.dsn)
+	proxy := newToxicProxy(e.t, "slow-replies", hostPort(e.t, e.db.dsn))
+	c := newCluster(e.t, e.bin, "0-2", []string{withHost(e.t, e.db.dsn, proxy.addr), e.db.dsn}, 4)
+	for _, i := range []int{0, 1, 2} {
+		c.nodes[i].start()
+	}
+	for _, i := range []int{0, 1, 2} {
+		c.nodes[i].waitUp(30 * time.Second)
+	}
+	c.waitReady(0, 1, 2)
+	proxy.add(e.t, "slow", "latency", "downstream", `{"latency":100}`)
+	c.nodes[3].start()
+	c.nodes[3].waitUp(30 * time.Second)
+	l := c.startLoad(loadSpec{Nodes: span(0, 3), Clients: 2, Interval: 20 * time.Millisecond})
+	out := outcome{recovery: -1}
+
+	time.Sleep(2 * time.Second)
+	paused, tries, ok := pauseInTransaction(e, c.nodes[0])
+	if !ok {
+		out.problem("node-0 was never stopped inside a transaction in %d tries", tries)
+	}
+	// Past the lease, and until the spare has taken the worker ID over.
+	time.Sleep(2 * leaseTTL)
+	if !c.nodes[3].waitReady(10 * time.Second) {
+		out.problem("the spare did not become ready while node-0 was paused inside a transaction")
+	}
+	resumed := time.Now()
+	c.nodes[0].signal(syscall.SIGCONT)
+	time.Sleep(2 * time.Second)
+	freed := time.Now()
+	if code := c.nodes[3].stop(15 * time.Second); code != 0 {
+		out.problem("spare exited with %d after SIGTERM, want 0", code)
+	}
+	time.Sleep(2*leaseTTL + time.Second)
+	draws := l.stop()
+
+	if stale := okCount(draws, 0, paused.Add(10*time.Millisecond), freed); stale > 0 {
+		out.problem("node-0 answered 200 to %d requests sent while it was paused and answered before a worker ID was freed", stale)
+	}
+	out.recoveryFrom(draws, 0, "", freed, "node-0 served nothing after a worker ID was freed for it")
+	if !e.tookOver("node-3", paused, resumed) {
+		out.problem("the spare did not take over a worker ID while node-0 was paused")
+	}
+	out.note("paused=%s stop_tries=%d", resumed.Sub(paused).Round(time.Millisecond), tries)
+	return c, l, draws, out
+}
+
+// pauseInTransaction stops n (which reaches the database through an
+// in-process proxy, slowly) until the server shows one of its sessions
+// idle inside a transaction that holds row locks, for at most 100 tries. It returns when
+// n was stopped that last time, the tries, and whether it succeeded (n is
+// then left stopped).
+func pauseInTransaction(e *env, n *node) (time.Time, int, bool) {
+	t := e.t
+	idle := idleInTransaction(t, e.db)
+	for try := 1; try <= 100; try++ {
+		stopped := time.Now()
+		n.signal(syscall.SIGSTOP)
+		// Long enough for a reply in flight to arrive; n cannot act on it.
+		time.Sleep(300 * time.Millisecond)
+		if idle() {
+			return stopped, try, true
+		}
+		n.signal(syscall.SIGCONT)
+		time.Sleep(time.Duration(100+37*try%200) * time.Millisecond)
+	}
+	return time.Time{}, 100, false
+}
+
+// idleInTransaction returns a check of whether a session of the database
+// server is idle inside a transaction that holds row locks, with its
+// client connected through an in-process proxy. The server sees the
+// proxy's connections, from this process: see proxyClientPorts.
+func idleInTransaction(t *testing.T, db database) func() bool {
+	t.Helper()
+	server := hostPort(t, db.dsn)
+	ctx := t.Context()
+	switch db.name {
+	case "mysql":
+		conn, err := openMySQLServer(db.dsn)
+		if err != nil {
+			t.Fatalf("connect to the MySQL server: %v", err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		return func() bool {
+			rows, err := conn.QueryContext(ctx, `
+				SELECT p.HOST FROM information_schema.INNODB_TRX t
+				JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+				WHERE p.COMMAND = 'Sleep' AND t.trx_rows_locked > 0`)
+			if err != nil {
+				t.Fatalf("read the server's transactions: %v", err)
+			}
+			return anyFromProxy(t, rows, server)
+		}
+	case "postgres":
+		conn, err := pgx.Connect(ctx, db.dsn)
+		if err != nil {
+			t.Fatalf("connect to PostgreSQL: %v", err)
+		}
+		t.Cleanup(func() { _ = conn.Close(context.Background()) })
+		return func() bool {
+			var ports []int
+			rows, err := conn.Query(ctx, `
+				SELECT a.client_port FROM pg_stat_activity a
+				WHERE a.state = 'idle in transaction'
+				  AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'transactionid' AND l.granted)`)
+			if err != nil {
+				t.Fatalf("read the server's sessions: %v", err)
+			}
+			for rows.Next() {
+				var p int
+				if err := rows.Scan(&p); err != nil {
+					t.Fatal(err)
+				}
+				ports = append(ports, p)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			mine := proxyClientPorts(t, server)
+			for _, p := range ports {
+				if mine[p] {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	t.Fatalf("no sessions to inspect on %s", db.name)
+	return nil
+}
+
+// anyFromProxy reports whether one of rows' client addresses
+// ("host:port") is a connection of this process to the server.
+func anyFromProxy(t *testing.T, rows *sql.Rows, server string) bool {
+	t.Helper()
+	defer rows.Close()
+	mine := proxyClientPorts(t, server)
+	found := false
+	for rows.Next() {
+		var host string
+		if err := rows.Scan(&host); err != nil {
+			t.Fatal(err)
+		}
+		if _, port, err := net.SplitHostPort(host); err == nil {
+			p, _ := strconv.Atoi(port)
+			found = found || mine[p]
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
+// proxyClientPorts returns the local ports of this process's TCP
+// connections to server (host:port): the in-process proxies' upstream
+// connections and the harness's own. Linux only: it matches the socket
+// inodes of /proc/self/fd with /proc/net/tcp.
+func proxyClientPorts(t *testing.T, server string) map[int]bool {
+	t.Helper()
+	_, sport, _ := net.SplitHostPort(server)
+	serverPort, _ := strconv.Atoi(sport)
+	inodes := map[string]bool{}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatalf("list this process's files: %v", err)
+	}
+	for _, fd := range fds {
+		if target, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil {
+			if inode, ok := strings.CutPrefix(target, "socket:["); ok {
+				inodes[strings.TrimSuffix(inode, "]")] = true
+			}
+		}
+	}
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatalf("read /proc/net/tcp: %v", err)
+	}
+	ports := map[int]bool{}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 10 || !inodes[f[9]] {
+			continue
+		}
+		_, local, _ := strings.Cut(f[1], ":")
+		_, remote, _ := strings.Cut(f[2], ":")
+		lp, err1 := strconv.ParseInt(local, 16, 32)
+		rp, err2 := strconv.ParseInt(remote, 16, 32)
+		if err1 == nil && err2 == nil && int(rp) == serverPort {
+			ports[int(lp)] = true
+		}
+	}
+	return ports
 }
 
 // 3. blackhole: node-0's database connections drop everything for 2 × ttl.

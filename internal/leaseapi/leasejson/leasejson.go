@@ -1,9 +1,7 @@
 // Package leasejson is the JSON of the HTTP lease API's answers, as
-// docs/leases.md and docs/openapi.yaml describe them: httpapi encodes them
-// and the Go client (client.LeaseStore) decodes them, so that both read the
-// one mapping of names to members. The requests are each side's own: the
-// server decodes its bodies strictly, and the client leaves out what it
-// does not ask for. It imports only snowflake, for the Go client's sake.
+// docs/leases.md and docs/openapi.yaml describe them, which httpapi encodes
+// (and its tests decode). The Go client speaks the lease API's gRPC
+// service instead (client.LeaseStore).
 package leasejson
 
 import (
@@ -37,12 +35,14 @@ func (j Layout) Snowflake() snowflake.Layout {
 
 // Grant is a granted lease, the body of a 201 from POST /v1/leases:
 // what a holder in any language needs. PreviousHolder is null when the
-// worker ID was free.
+// worker ID was free. LeaseSecret is in this answer only: every heartbeat
+// and release of the lease sends it.
 type Grant struct {
 	Datacenter        int64   `json:"datacenter"`
 	Worker            int64   `json:"worker"`
 	FencingVersion    int64   `json:"fencing_version"`
 	Holder            string  `json:"holder"`
+	LeaseSecret       string  `json:"lease_secret"`
 	FloorMS           int64   `json:"floor_ms"`
 	CeilingMS         int64   `json:"ceiling_ms"`
 	PreviousHolder    *string `json:"previous_holder"`
@@ -61,6 +61,7 @@ type Grant struct {
 type Extension struct {
 	FencingVersion int64 `json:"fencing_version"`
 	CeilingMS      int64 `json:"ceiling_ms"`
+	TTLMS          int64 `json:"ttl_ms"`
 	ExpiresAtMS    int64 `json:"expires_at_ms"`
 	DBTimeMS       int64 `json:"db_time_ms"`
 }

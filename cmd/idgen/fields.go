@@ -1,0 +1,70 @@
+package main
+
+import "regexp"
+
+// fieldFlags maps each settings field that the errors of app, idgen and
+// allocator name ("invalid KeeperSettings.TTL 10ms: …") to the flag of
+// idgen serve that sets it, so that serve's messages name the flag
+// ("invalid --lease-ttl 10ms: …"). TestFieldFlags checks every entry.
+var fieldFlags = map[string]string{
+	"Config.AllowUnsafeDurability": "allow-unsafe-durability",
+	"Config.DSN":                   "dsn",
+	"Config.Listen":                "listen",
+	"Config.MaxCount":              "max-count",
+	"Config.ShutdownTimeout":       "shutdown-timeout",
+	"Config.TokensFile":            "tokens-file",
+	"Config.LeaseEventsRetention":  "lease-events-retention",
+	"Settings.MaxCount":            "max-count",
+	"TracingConfig.SampleRatio":    "trace-sample-ratio",
+
+	"KeeperSettings.DatacenterID":    "datacenter",
+	"KeeperSettings.WorkerIDs":       "worker-ids",
+	"KeeperSettings.Holder":          "holder",
+	"KeeperSettings.TTL":             "lease-ttl",
+	"KeeperSettings.Heartbeat":       "heartbeat",
+	"KeeperSettings.Margin":          "lease-margin",
+	"KeeperSettings.MaxClockOffset":  "max-clock-offset",
+	"KeeperSettings.MaxBackwardWait": "max-backward-wait",
+
+	"SegmentSettings.Threshold":   "segment-prefetch-threshold",
+	"SegmentSettings.GrowBelow":   "segment-grow-below",
+	"SegmentSettings.ShrinkAbove": "segment-shrink-above",
+
+	"LeaseSettings.MinTTL":       "lease-api-min-ttl",
+	"LeaseSettings.MaxTTL":       "lease-api-max-ttl",
+	"LeaseSettings.WorkerIDs":    "lease-api-worker-ids",
+	"LeaseSettings.MaxLeases":    "lease-api-max-leases",
+	"LeaseSettings.AcquireRate":  "lease-api-acquire-rate",
+	"LeaseSettings.AcquireBurst": "lease-api-acquire-burst",
+
+	"RateLimit.Rate":         "rate-limit",
+	"RateLimit.Burst":        "rate-burst",
+	"RateLimit.MaxAddresses": "rate-limit-addresses",
+}
+
+// fieldName matches what may be a field in a message: Type.Field.
+var fieldName = regexp.MustCompile(`\b[A-Z][A-Za-z]*\.[A-Z][A-Za-z]*\b`)
+
+// flagWords returns msg with each field of fieldFlags it names replaced by
+// the field's flag.
+func flagWords(msg string) string {
+	return fieldName.ReplaceAllStringFunc(msg, func(f string) string {
+		if name, ok := fieldFlags[f]; ok {
+			return "--" + name
+		}
+		return f
+	})
+}
+
+// fieldUsage is the usage error of cmd for err, a settings error, in
+// flag words.
+func fieldUsage(cmd string, err error) error {
+	return usagef(cmd, "%s", flagWords(err.Error()))
+}
+
+// flagWorded is an error whose message names flags instead of fields
+// (flagWords); errors.Is and errors.As see the error it rewords.
+type flagWorded struct{ err error }
+
+func (e flagWorded) Error() string { return flagWords(e.err.Error()) }
+func (e flagWorded) Unwrap() error { return e.err }

@@ -1,0 +1,194 @@
+package idgen
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/snowflake"
+)
+
+// Limits of a draw.
+const (
+	// DefaultMaxCount is the largest count of one draw when
+	// Settings.MaxCount is zero.
+	DefaultMaxCount = 10000
+	// MaxCountLimit bounds Settings.MaxCount. An answer is built whole in
+	// memory: a draw of this many IDs raises a node's peak memory by
+	// about 40 MiB over HTTP, well inside the 256 MiB the shipped
+	// manifests give a node (docs/benchmarks.md, "The largest request").
+	MaxCountLimit = 1 << 18
+	// MaxRequestBytes bounds every request body (HTTP) and message (gRPC,
+	// as sent and as decompressed) a transport reads; larger ones are
+	// refused TooLarge. No request of idgen's comes near it.
+	MaxRequestBytes = 64 << 10
+)
+
+// Snowflakes is what the service draws Snowflake IDs from: the node's
+// *allocator.Keeper.
+type Snowflakes interface {
+	// NextSnowflakesFenced appends n Snowflake IDs to dst and returns the
+	// lease they were made under, or an error wrapping
+	// allocator.ErrUnavailable when the node cannot prove its lease.
+	NextSnowflakesFenced(dst []int64, n int) ([]int64, allocator.LeaseToken, error)
+	// Layout returns the Snowflake layout of the IDs.
+	Layout() snowflake.Layout
+}
+
+// Segments is what the service draws namespace IDs from: the node's
+// *allocator.Segments.
+type Segments interface {
+	// Draw fills out with n IDs of namespace name.
+	Draw(ctx context.Context, name string, n int, out *allocator.Batch) error
+}
+
+// Source says where drawn IDs came from.
+type Source uint8
+
+// The sources of IDs.
+const (
+	SourceSnowflake Source = iota // a Snowflake draw, under the node's lease
+	SourceSegment                 // a namespace's counter
+	SourceFallback                // a namespace's Snowflake fallback, its database unreachable
+)
+
+var sourceNames = [...]string{"snowflake", "segment", "fallback"}
+
+// String returns "snowflake", "segment" or "fallback".
+func (s Source) String() string { return sourceNames[s] }
+
+// DrawRequest asks for IDs.
+type DrawRequest struct {
+	// Namespace names the namespace to draw from; "" draws Snowflake IDs.
+	Namespace string
+	// Count is how many IDs: 1 to the service's MaxCount.
+	Count int
+}
+
+// Drawn is the outcome of a draw. Batch's slices are the caller's, reused
+// from one draw to the next (a transport pools them): a draw allocates
+// nothing per ID once they have grown. Batch.Ranges is filled for a
+// namespace only.
+type Drawn struct {
+	allocator.Batch
+	Source Source
+}
+
+// Settings configure a Service. Zero fields mean their defaults.
+type Settings struct {
+	// MaxCount is the largest count of one draw: 1 to MaxCountLimit,
+	// default DefaultMaxCount.
+	MaxCount int
+	// RateLimit limits each caller's IDs (limit.go); the zero value sets
+	// no limit.
+	RateLimit RateLimit
+	// now is the rate limit's clock; nil is the monotonic clock. Tests
+	// step their own.
+	now func() time.Time
+}
+
+// Service draws IDs for every transport: it checks the request, charges
+// the caller's rate limit, draws from the keeper or the segment allocator,
+// words the refusal, and counts what it handed out. It starts no
+// goroutine.
+type Service struct {
+	snowflakes Snowflakes
+	segments   Segments
+	maxCount   int
+	limiter    *Limiter
+	issued     [len(sourceNames)]atomic.Int64
+}
+
+// NewService returns the service drawing from snowflakes and segments, or
+// an error naming the field of s that is out of range.
+func NewService(snowflakes Snowflakes, segments Segments, s Settings) (*Service, error) {
+	if s.MaxCount == 0 {
+		s.MaxCount = DefaultMaxCount
+	}
+	if s.MaxCount < 1 || s.MaxCount > MaxCountLimit {
+		return nil, fmt.Errorf("invalid Settings.MaxCount %d: want 1 to %d; a larger answer would not fit in a node's memory", s.MaxCount, MaxCountLimit)
+	}
+	if err := s.RateLimit.Validate(s.MaxCount); err != nil {
+		return nil, err
+	}
+	return &Service{snowflakes: snowflakes, segments: segments, maxCount: s.MaxCount,
+		limiter: newLimiter(s.RateLimit, s.MaxCount, s.now)}, nil
+}
+
+// MaxCount returns the largest count of one draw.
+func (s *Service) MaxCount() int { return s.maxCount }
+
+// Layout returns the Snowflake layout of the IDs.
+func (s *Service) Layout() snowflake.Layout { return s.snowflakes.Layout() }
+
+// Limiter returns the rate limiter, nil without a limit.
+func (s *Service) Limiter() *Limiter { return s.limiter }
+
+// Issued returns how many IDs the service handed out from each source
+// since it started.
+func (s *Service) Issued(src Source) int64 { return s.issued[src].Load() }
+
+// Charge charges caller one ID for a call that takes none: decoding an
+// ID, the admin API. It returns nil or a TooMany *Error.
+func (s *Service) Charge(caller Caller) error { return s.limiter.Take(caller, 1) }
+
+// Decode returns the parts of a Snowflake ID under the node's layout,
+// charged to caller as one ID. A negative id is Invalid.
+func (s *Service) Decode(caller Caller, id int64) (snowflake.Parts, error) {
+	if err := s.Charge(caller); err != nil {
+		return snowflake.Parts{}, err
+	}
+	if id < 0 {
+		return snowflake.Parts{}, Errorf(Invalid, "id %d is negative: a Snowflake ID is from 0 to %d", id, int64(1<<63-1))
+	}
+	return s.snowflakes.Layout().Decompose(snowflake.ID(id)), nil
+}
+
+// Check reports, as an Invalid *Error, a request no draw could serve: a
+// count outside 1..MaxCount or a malformed namespace. A transport that
+// decodes a request in parts calls it before it sends anything.
+func (s *Service) Check(req DrawRequest) error {
+	if req.Count < 1 || req.Count > s.maxCount {
+		return Errorf(Invalid, "count must be an integer from 1 to %d", s.maxCount)
+	}
+	if req.Namespace != "" {
+		if err := allocator.ValidNamespace(req.Namespace); err != nil {
+			return &Error{Code: Invalid, Detail: err.Error()}
+		}
+	}
+	return nil
+}
+
+// Draw takes req.Count IDs for caller into out, after Check and after
+// charging caller's rate limit. It returns an *Error when it serves none.
+// IDs made before a refusal are dropped: they are unique, and nobody sees
+// them.
+func (s *Service) Draw(ctx context.Context, caller Caller, req DrawRequest, out *Drawn) error {
+	if err := s.Check(req); err != nil {
+		return err
+	}
+	if err := s.limiter.Take(caller, req.Count); err != nil {
+		return err
+	}
+	if req.Namespace == "" {
+		ids, tok, err := s.snowflakes.NextSnowflakesFenced(out.IDs[:0], req.Count)
+		out.IDs, out.Ranges = ids[:0], out.Ranges[:0]
+		if err != nil {
+			return ErrorOf(err, "")
+		}
+		out.IDs, out.Lease, out.Revision = ids, tok, 0
+		out.Batch.Source, out.Source = allocator.SourceSnowflake, SourceSnowflake
+	} else {
+		if err := s.segments.Draw(ctx, req.Namespace, req.Count, &out.Batch); err != nil {
+			return ErrorOf(err, req.Namespace)
+		}
+		out.Source = SourceSegment
+		if out.Batch.Source == allocator.SourceSnowflake {
+			out.Source = SourceFallback
+		}
+	}
+	s.issued[out.Source].Add(int64(len(out.IDs)))
+	return nil
+}

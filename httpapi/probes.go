@@ -1,0 +1,71 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/idgen-project/idgen/internal/probe"
+)
+
+// handleHealth serves GET /healthz: the process is alive.
+func (s *Server) handleHealth(c echo.Context) error {
+	return s.writeJSON(c, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
+}
+
+// readyLease is this node's lease on /readyz; FencingVersion and Holder
+// are details (package probe).
+type readyLease struct {
+	Datacenter     int64  `json:"datacenter"`
+	Worker         int64  `json:"worker"`
+	FencingVersion int64  `json:"fencing_version,omitempty"`
+	ValidForMS     int64  `json:"valid_for_ms"`
+	Holder         string `json:"holder,omitempty"`
+}
+
+type readyDatabase struct {
+	Reachable bool   `json:"reachable"`
+	Error     string `json:"error,omitempty"`
+}
+
+type readyJSON struct {
+	Ready      bool          `json:"ready"`
+	Reason     string        `json:"reason,omitempty"`
+	Lease      *readyLease   `json:"lease"`
+	Database   readyDatabase `json:"database"`
+	Durability string        `json:"durability,omitempty"`
+}
+
+// handleReady serves GET /readyz: 200 while the keeper can prove its lease,
+// else 503. The database does not decide: inside its lease a node keeps
+// serving Snowflake IDs through a database outage.
+func (s *Server) handleReady(c echo.Context) error {
+	aud := probe.AudienceOf(s.auth, s.publicDetails, c.Request().Header[echo.HeaderAuthorization])
+	c.Response().Header().Set(echo.HeaderVary, echo.HeaderAuthorization)
+	out := readyJSON{Ready: true, Durability: s.durability}
+	if err := s.lease.Ready(); err != nil {
+		out.Ready = false
+		out.Reason = err.Error()
+	}
+	if st := s.lease.Status(); st.Held {
+		out.Lease = &readyLease{
+			Datacenter: st.Lease.DatacenterID,
+			Worker:     st.Lease.WorkerID,
+			ValidForMS: max(st.ValidFor.Milliseconds(), 0),
+		}
+		if aud.Details {
+			out.Lease.FencingVersion, out.Lease.Holder = st.Lease.FencingVersion, st.Holder
+		}
+	}
+	if err := s.db.Ping(c.Request().Context()); err != nil {
+		out.Database.Error = probe.StoreFailure(err, aud)
+	} else {
+		out.Database.Reachable = true
+	}
+	status := http.StatusOK
+	if !out.Ready {
+		status = http.StatusServiceUnavailable
+		c.Response().Header().Set(echo.HeaderRetryAfter, "1")
+	}
+	return s.sendJSON(c, status, out)
+}

@@ -1,0 +1,256 @@
+package statuspage
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idgen-project/idgen/allocator"
+)
+
+// severity ranks a notice at the top of the page: critical (IDs are being
+// refused, or uniqueness rests on luck) before warning (it will become
+// critical unless someone acts).
+type severity int
+
+const (
+	critical severity = iota
+	warning
+)
+
+type notice struct {
+	Severity      severity
+	Title, Detail string
+}
+
+// Class is the notice's CSS class.
+func (n notice) Class() string {
+	if n.Severity == critical {
+		return "critical"
+	}
+	return "warning"
+}
+
+// Thresholds of the notices.
+const (
+	// poolLowShare: a datacenter with at most this share of its worker IDs
+	// free (and at least one taken) is almost full.
+	poolLowShare = 0.1
+	// exhaustionSteps: a namespace with fewer IDs left before its limit
+	// than this many of its largest ranges is close to running out.
+	exhaustionSteps = 10
+)
+
+type attentionInput struct {
+	Status                       allocator.KeeperStatus
+	ReadyErr                     error
+	DatabaseOK                   bool
+	Database, Durability         string // the ping's error; the check at start
+	LeaseTTL, MaxClockOffset     time.Duration
+	LeasesError, NamespacesError string
+	Pools                        []workerPool
+	Namespaces                   []namespaceRow
+	HeartbeatFails, Lost         int64 // counted by the history over Window
+	Window                       time.Duration
+	HideNames                    bool // count the namespaces, for a page without details
+}
+
+// attention returns the notices of in: critical ones first, and within a
+// severity in the order below, which puts causes before their effects.
+func attention(in attentionInput) []notice {
+	var out []notice
+	add := func(s severity, title, detail string) {
+		out = append(out, notice{Severity: s, Title: title, Detail: detail})
+	}
+	st := in.Status
+
+	if in.ReadyErr != nil {
+		add(critical, "Not ready: Snowflake IDs are refused (503)", in.ReadyErr.Error())
+	}
+	if !in.DatabaseOK {
+		add(critical, "Database unreachable",
+			"Inside its lease the node keeps serving Snowflake IDs; namespaces serve what their buffers hold. "+in.Database)
+	}
+	switch d := in.Durability; {
+	case strings.HasPrefix(d, "unsafe"):
+		add(critical, "Durability check overridden",
+			"The database can lose commits it acknowledged, and a crash could hand out the same IDs twice: "+d)
+	case strings.HasSuffix(d, "(overridden)"):
+		add(critical, "Durability check overridden",
+			"The database's durability could not be checked and the node serves anyway; if it can lose acknowledged commits, a crash could hand out the same IDs twice: "+d)
+	case d != "" && d != "ok":
+		add(warning, "Durability not fully checked", d)
+	}
+	if off, limit := st.ClockOffset.Abs(), in.MaxClockOffset; limit > 0 && off > limit/2 {
+		detail := fmt.Sprintf("This node's clock is %s from database time; beyond %s it refuses to issue.", fmtOffset(st.ClockOffset), limit)
+		if off > limit {
+			add(critical, "Clock offset beyond the limit", detail)
+		} else {
+			add(warning, "Clock offset large", detail)
+		}
+	}
+	if st.Held && in.ReadyErr == nil && in.LeaseTTL > 0 && st.ValidFor < in.LeaseTTL/2 {
+		add(warning, "Lease expiring",
+			fmt.Sprintf("The lease is valid for %s more, less than half its TTL of %s: a heartbeat is overdue.",
+				max(st.ValidFor, 0).Round(time.Millisecond), in.LeaseTTL))
+	}
+	// A page without details counts the namespaces of each notice.
+	counted := map[string]int{}
+	var countOrder []notice
+	addNS := func(sv severity, ns namespaceRow, what, detail string) {
+		if !in.HideNames {
+			add(sv, "Namespace "+ns.Name+": "+what, detail)
+			return
+		}
+		if counted[what] == 0 {
+			countOrder = append(countOrder, notice{Severity: sv, Title: what})
+		}
+		counted[what]++
+	}
+	for _, ns := range in.Namespaces {
+		switch {
+		case ns.Used && ns.Failing && ns.Runway == 0:
+			addNS(critical, ns, "fetches failing, buffer empty",
+				"Requests for it wait and then fail"+fallbackNote(ns)+".")
+		case ns.Used && ns.Failing:
+			addNS(warning, ns, "fetches failing",
+				fmt.Sprintf("%s IDs left in this node's buffers.", formatCount(ns.Runway)))
+		}
+	}
+	for _, ns := range in.Namespaces {
+		switch {
+		case ns.Remaining == 0:
+			addNS(critical, ns, "exhausted",
+				fmt.Sprintf("max_id %d has reached its limit %d; no range can be fetched.", ns.MaxID, ns.Limit))
+		case ns.Remaining < exhaustionSteps*max(ns.MaxStep, 1):
+			addNS(warning, ns, "close to its limit",
+				fmt.Sprintf("%s IDs left before %s %d, fewer than %d ranges of max_step %d.",
+					formatCount(ns.Remaining), limitName(ns), ns.Limit, exhaustionSteps, ns.MaxStep))
+		}
+	}
+	for _, n := range countOrder {
+		add(n.Severity, fmt.Sprintf("%s: %s", plural(int64(counted[n.Title]), "namespace"), n.Title),
+			"Which ones, and their figures, the page shows to a request with a token of the admin scope.")
+	}
+	for _, p := range in.Pools {
+		switch free := len(p.Free); {
+		case free == 0:
+			add(warning, fmt.Sprintf("Datacenter %d: no worker ID free", p.Datacenter),
+				p.FreeText()+": another node of this pool cannot start.")
+		case float64(free) <= poolLowShare*float64(p.Total):
+			add(warning, fmt.Sprintf("Datacenter %d: worker pool almost full", p.Datacenter), p.FreeText()+".")
+		}
+	}
+	if in.Lost > 0 {
+		add(warning, "Lease lost", fmt.Sprintf("%d leases lost in the last %s.", in.Lost, fmtSpan(in.Window)))
+	}
+	if in.HeartbeatFails > 0 {
+		add(warning, "Heartbeats failing", fmt.Sprintf("%d heartbeats failed in the last %s.", in.HeartbeatFails, fmtSpan(in.Window)))
+	}
+	if in.LeasesError != "" {
+		add(warning, "Cannot read the lease table", in.LeasesError)
+	}
+	if in.NamespacesError != "" {
+		add(warning, "Cannot read the namespaces", in.NamespacesError)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Severity < out[j].Severity })
+	return out
+}
+
+func fallbackNote(ns namespaceRow) string {
+	if ns.Fallback == string(allocator.FallbackSnowflake) {
+		return ", unless the Snowflake fallback serves them"
+	}
+	return ""
+}
+
+func limitName(ns namespaceRow) string {
+	if ns.MaxIDLimit > 0 {
+		return "max_id_limit"
+	}
+	return "the largest int64"
+}
+
+// fmtOffset writes a clock offset with its sign.
+func fmtOffset(d time.Duration) string {
+	s := d.Round(time.Millisecond).String()
+	if d > 0 {
+		return "+" + s
+	}
+	return s
+}
+
+// workerPool is the lease table's rows of one datacenter; a worker ID is
+// free when its lease has no holder or expired by database time.
+type workerPool struct {
+	Datacenter int64
+	Total      int
+	Free       []int64 // ascending
+	Expired    []int64 // the free ones with a holder whose lease expired
+	Held       int
+}
+
+// FreeText summarises the pool: "27 of 32 free: 5–31".
+func (p workerPool) FreeText() string {
+	s := fmt.Sprintf("%d of %d free", len(p.Free), p.Total)
+	if len(p.Free) > 0 {
+		s += ": " + compressRanges(p.Free)
+	}
+	return s
+}
+
+// ExpiredText lists the free worker IDs whose lease expired.
+func (p workerPool) ExpiredText() string { return compressRanges(p.Expired) }
+
+// workerPools groups leases, ordered as ListLeases returns them, by
+// datacenter; dbNow is database time.
+func workerPools(leases []allocator.Lease, dbNow time.Time) []workerPool {
+	var out []workerPool
+	for _, l := range leases {
+		if len(out) == 0 || out[len(out)-1].Datacenter != l.DatacenterID {
+			out = append(out, workerPool{Datacenter: l.DatacenterID})
+		}
+		p := &out[len(out)-1]
+		p.Total++
+		switch {
+		case leaseLive(l, dbNow):
+			p.Held++
+		case l.Holder != "":
+			p.Free = append(p.Free, l.WorkerID)
+			p.Expired = append(p.Expired, l.WorkerID)
+		default:
+			p.Free = append(p.Free, l.WorkerID)
+		}
+	}
+	return out
+}
+
+// leaseLive reports whether l is held and unexpired at database time dbNow.
+func leaseLive(l allocator.Lease, dbNow time.Time) bool {
+	return l.Holder != "" && l.ExpiresAt.After(dbNow)
+}
+
+// compressRanges writes IDs as ascending ranges: 0–3, 5, 7–31.
+func compressRanges(ids []int64) string {
+	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
+	var b strings.Builder
+	for i := 0; i < len(ids); {
+		j := i
+		for j+1 < len(ids) && ids[j+1] == ids[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.FormatInt(ids[i], 10))
+		if j > i {
+			b.WriteString("–")
+			b.WriteString(strconv.FormatInt(ids[j], 10))
+		}
+		i = j + 1
+	}
+	return b.String()
+}

@@ -1,0 +1,11 @@
+package metrics_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/idgen-project/idgen/internal/etcdtest"
+)
+
+// TestMain stops the etcd test cluster, if a test started one.
+func TestMain(m *testing.M) { os.Exit(etcdtest.Main(m)) }
