@@ -18,7 +18,8 @@ export {
 } from "./client.js";
 export { IdgenError, StaleRevisionError } from "./errors.js";
 export { countIds, expandRanges, maxId, parseId, type IdRange } from "./ranges.js";
-export { backoffMs, retryable, type RetryOptions } from "./retry.js";
+export { backoffMs, problemInfo, retryable, type RetryOptions } from "./retry.js";
+export { problems, type Problem, type ProblemInfo } from "./codes.js";
 export { RevisionTracker } from "./revision.js";
 export { errorInfoDetail, idgenErrorInfo, retryInfoDelayMs, retryInfoDetail, type ErrorInfo } from "./details.js";
 export * as idsProto from "./gen/idgen/v1/ids_pb.js";

@@ -1,5 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 
+import { problems, type Problem, type ProblemInfo } from "./codes.js";
 import { idgenErrorInfo, retryInfoDelayMs } from "./details.js";
 
 /** How the client retries; every field has a default. */
@@ -39,15 +40,19 @@ export function backoffMs(retry: number, baseMs: number, maxMs: number, random: 
 /**
  * Whether a failed call may be sent again. Retrying an idgen call is always
  * safe (IDs the server made for a lost answer are a gap, never handed out
- * twice); it is useful only when the condition can pass:
- *  - UNAVAILABLE: the node cannot prove its lease or reach its database, or
- *    the connection failed;
- *  - RESOURCE_EXHAUSTED with a RetryInfo: too many requests, or no worker
- *    ID free yet (RESOURCE_EXHAUSTED without one is a limit that stays);
- *  - ABORTED or DEADLINE_EXCEEDED not answered by idgen itself: a reset
- *    connection, or an attempt that ran over its own timeout.
+ * twice); it is useful only when the condition can pass. An error of idgen
+ * names its code, whose row of idgen's table (problems) says whether to
+ * retry later. Other errors are retried when the connection failed
+ * (UNAVAILABLE), an attempt ran over its own timeout or was reset
+ * (DEADLINE_EXCEEDED, ABORTED), or a RESOURCE_EXHAUSTED carries a
+ * RetryInfo.
  */
 export function retryable(err: ConnectError): boolean {
+  const info = idgenErrorInfo(err);
+  const row = info === undefined ? undefined : problemInfo(info.reason.toLowerCase());
+  if (row !== undefined) {
+    return row.retryLater;
+  }
   switch (err.code) {
     case Code.Unavailable:
       return true;
@@ -55,10 +60,15 @@ export function retryable(err: ConnectError): boolean {
       return retryInfoDelayMs(err) !== undefined;
     case Code.Aborted:
     case Code.DeadlineExceeded:
-      return idgenErrorInfo(err) === undefined;
+      return info === undefined;
     default:
       return false;
   }
+}
+
+/** The row of idgen's table of a code, or undefined for a code it lacks. */
+export function problemInfo(code: string): ProblemInfo | undefined {
+  return Object.hasOwn(problems, code) ? problems[code as Problem] : undefined;
 }
 
 /** Waits ms milliseconds, or rejects as soon as signal aborts. */

@@ -16,6 +16,8 @@ import {
   idgenErrorInfo,
   maxId,
   parseId,
+  problemInfo,
+  problems,
   retryInfoDelayMs,
   retryInfoDetail,
   retryable,
@@ -155,4 +157,22 @@ describe("retryable", () => {
       assert.equal(retryable(err), want);
     });
   }
+  // idgen's table (src/codes.ts, generated from the Go core's idgen.Codes())
+  // decides for every code of idgen, with or without a RetryInfo.
+  for (const [problem, row] of Object.entries(problems)) {
+    it(`idgen's ${problem}: ${row.retryLater}, as its row says`, () => {
+      const e = new ConnectError("x", row.grpc);
+      e.details.push(errorInfoDetail(problem));
+      assert.equal(retryable(e), row.retryLater);
+      assert.equal(new IdgenError(e, 1, "NextIds").problem, problem);
+      assert.equal(problemInfo(problem), row);
+    });
+  }
+  it("a code of idgen the table lacks: by the gRPC code", () => {
+    const e = new ConnectError("x", Code.Unavailable);
+    e.details.push(errorInfoDetail("newer_code"));
+    assert.equal(problemInfo("newer_code"), undefined);
+    assert.equal(problemInfo("toString"), undefined);
+    assert.equal(retryable(e), true);
+  });
 });
