@@ -4,11 +4,12 @@ BIN     ?= bin/idgen
 BENCH   ?= .
 COUNT   ?= 1
 
-.PHONY: build run test test-helm bench bench-http lint lint-go lint-openapi fmt chaos fuzz proto proto-lint proto-check ts-test
+.PHONY: build run test test-helm bench bench-http lint lint-go lint-openapi fmt chaos fuzz proto proto-lint proto-check ts-test py-test
 
 # buf, pinned in a module file of its own (see proto/tools.mod).
 BUF     ?= $(GO) tool -modfile=proto/tools.mod buf
 TSDIR   := clients/typescript
+PYDIR   := clients/python
 
 # The version stamped into the binary: `idgen version`, the status page and
 # idgen_build_info report it. By default the Git description of the
@@ -145,3 +146,11 @@ proto-check: proto
 # The TypeScript client's tests (node's test runner), after npm ci.
 ts-test:
 	cd $(TSDIR) && npm ci --no-audit --no-fund && npm test
+
+# The Python client's tests (python3 -m unittest; the package and its tests
+# use the standard library only) against the idgen binary built here, which
+# IDGEN_BIN names: a missing binary fails them, it never skips them.
+PYBIN   ?= $(CURDIR)/bin/idgen-py-test
+py-test:
+	$(GO) build -o $(PYBIN) ./cmd/idgen
+	cd $(PYDIR) && IDGEN_BIN=$(PYBIN) python3 -m unittest discover -v
