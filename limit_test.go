@@ -163,10 +163,10 @@ func TestLimiterRefused(t *testing.T) {
 
 	l := newLimiter(RateLimit{Rate: 1, Burst: 1}, 1, newStepClock().now)
 	for range 3 {
-		l.Take(Caller{Name: "orders"}, 1)
+		_ = l.Take(Caller{Name: "orders"}, 1) // two of three refused, counted below
 	}
 	for range 2 {
-		l.Take(Caller{Address: "192.0.2.1:1"}, 1)
+		_ = l.Take(Caller{Address: "192.0.2.1:1"}, 1)
 	}
 	if tok, addr := l.Refused(); tok != 2 || addr != 1 {
 		t.Errorf("Refused: got %d by token, %d by address; want 2 and 1", tok, addr)

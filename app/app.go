@@ -25,6 +25,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/httpapi"
@@ -36,7 +38,6 @@ import (
 	"github.com/idgen-project/idgen/internal/tracing"
 	"github.com/idgen-project/idgen/rpcapi"
 	"github.com/idgen-project/idgen/snowflake"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Defaults for the zero fields of Config.

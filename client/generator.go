@@ -142,7 +142,7 @@ func (o GeneratorOptions) validate() error {
 	}
 	if o.Holder != "" {
 		if err := idgen.ValidHolder(o.Holder); err != nil {
-			return fmt.Errorf("%w: Holder: %v", ErrInvalidInput, err)
+			return fmt.Errorf("%w: Holder: %w", ErrInvalidInput, err)
 		}
 	}
 	return nil
@@ -186,7 +186,8 @@ func (w *watchedStore) Claim(ctx context.Context, req allocator.ClaimRequest) (a
 	res, err := w.LeaseStore.Claim(ctx, req)
 	// Keep only the latest outcome; the keeper's loop is the one sender.
 	select {
-	case <-w.claims:
+	case stale := <-w.claims:
+		_ = stale // replaced by this outcome
 	default:
 	}
 	w.claims <- err

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/httpapi"
@@ -22,7 +24,6 @@ import (
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/snowflake"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 const testToken = "s3cret-admin-token-for-tests"
