@@ -184,12 +184,13 @@ func newServeFlags() *serveFlags {
 			"What failed is said in words to all; the store's own error text only to the `admin` scope, and in the log").
 		defaultText("on without `--admin-token` and tokens, off with either")
 	d.Float(&c.RateLimit.Rate, "rate-limit", "R", 0,
-		"requests per second each caller may send to `/ids`, `/ids/{id}`, the compatibility routes, the admin API "+
-			"and gRPC's IdService, on average, per node: per token name with tokens, else per client address "+
+		"IDs per second each caller may take from `/ids`, the compatibility routes and gRPC's IdService (streams "+
+			"included), on average, per node; a call that takes none (`/ids/{id}`, `Parse`, the admin API) counts as one. "+
+			"Per token name with tokens, else per client address "+
 			"(IPv6 by /64); past it the answer is 429 with `Retry-After`. The lease API has its own limit on acquires "+
 			"(`--lease-api-acquire-rate`); `0` is off")
 	d.Int(&c.RateLimit.Burst, "rate-burst", "N", 0,
-		"requests a caller may send at once after a quiet spell").defaultText("`--rate-limit` rounded up")
+		"IDs a caller may take at once after a quiet spell; at least `--max-count`").defaultText("the larger of `--max-count` and `--rate-limit` rounded up")
 	d.Int(&c.RateLimit.MaxAddresses, "rate-limit-addresses", "N", idgen.DefaultRateLimitAddresses,
 		"most client addresses whose rate is tracked at once (callers without a token); past it, idle ones are forgotten first")
 
