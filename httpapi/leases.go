@@ -8,7 +8,6 @@ import (
 
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/internal/leaseapi/leasejson"
 )
 
 // addLeaseRoutes registers the lease API (docs/leases.md), behind the
@@ -69,7 +68,7 @@ func (s *Server) handleLeaseLayout(c echo.Context) error {
 	if _, err := s.leaseCall(c); err != nil {
 		return err
 	}
-	return s.sendJSON(c, http.StatusOK, leasejson.LayoutOf(s.layout))
+	return s.sendJSON(c, http.StatusOK, leaseLayoutOf(s.layout))
 }
 
 // handleLeaseAcquire serves POST /v1/leases: a claim for "<caller>/<holder>".
@@ -95,7 +94,7 @@ func (s *Server) handleLeaseAcquire(c echo.Context) error {
 		return err
 	}
 	lease := g.Lease
-	out := leasejson.Grant{
+	out := LeaseGrant{
 		Datacenter:        lease.DatacenterID,
 		Worker:            lease.WorkerID,
 		FencingVersion:    lease.FencingVersion,
@@ -110,7 +109,7 @@ func (s *Server) handleLeaseAcquire(c echo.Context) error {
 		MaxBackwardWaitMS: g.MaxBackwardWait.Milliseconds(),
 		ExpiresAtMS:       lease.ExpiresAt.UnixMilli(),
 		DBTimeMS:          g.DBTime.UnixMilli(),
-		Layout:            leasejson.LayoutOf(s.layout),
+		Layout:            leaseLayoutOf(s.layout),
 		PreviousHolder:    stringPtr(g.PrevHolder),
 	}
 	c.Response().Header().Set(echo.HeaderLocation, fmt.Sprintf("/v1/leases/%d/%d", lease.DatacenterID, lease.WorkerID))
@@ -148,7 +147,7 @@ func (s *Server) handleLeaseHeartbeat(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.sendJSON(c, http.StatusOK, leasejson.Extension{
+	return s.sendJSON(c, http.StatusOK, LeaseExtension{
 		FencingVersion: ext.Lease.FencingVersion,
 		CeilingMS:      ext.Lease.CeilingMS,
 		TTLMS:          ext.TTL.Milliseconds(),
@@ -172,5 +171,5 @@ func (s *Server) handleLeaseRelease(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.sendJSON(c, http.StatusOK, leasejson.Released{CeilingMS: ceiling})
+	return s.sendJSON(c, http.StatusOK, LeaseReleased{CeilingMS: ceiling})
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/httpapi"
-	"github.com/idgen-project/idgen/internal/leaseapi/leasejson"
 	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/teststore"
 	"github.com/idgen-project/idgen/snowflake"
@@ -58,11 +57,11 @@ func (e *env) leaseAs(secret, method, target, body, requestID string) *httptest.
 }
 
 // acquire acquires a lease and fails the test unless it got one.
-func (e *env) acquire(body string) leasejson.Grant {
+func (e *env) acquire(body string) httpapi.LeaseGrant {
 	e.tb.Helper()
 	rec := e.lease("POST", "/v1/leases", body, "")
 	wantStatus(e.tb, rec, 201)
-	var a leasejson.Grant
+	var a httpapi.LeaseGrant
 	decode(e.tb, rec, &a)
 	if loc, want := rec.Header().Get("Location"), fmt.Sprintf("/v1/leases/%d/%d", a.Datacenter, a.Worker); loc != want {
 		e.tb.Fatalf("Location: got %q, want %q", loc, want)
@@ -127,7 +126,7 @@ func TestLeaseLayout(t *testing.T) {
 	e := newLeaseEnv(t, "sqlite")
 	rec := e.lease("GET", "/v1/leases/layout", "", "")
 	wantStatus(t, rec, 200)
-	var got leasejson.Layout
+	var got httpapi.LeaseLayout
 	decode(t, rec, &got)
 	l := snowflake.DefaultLayout()
 	if got.TimeBits != l.TimeBits || got.DatacenterBits != l.DatacenterBits || got.WorkerBits != l.WorkerBits ||
@@ -146,7 +145,7 @@ func TestLeaseLifecycle(t *testing.T) {
 			before := time.Now().UnixMilli()
 			rec := e.lease("POST", "/v1/leases", `{"holder":"host-3/4242/9f2c","datacenter":0,"workers":{"min":1,"max":31},"ttl_ms":4000}`, "req-acquire-1")
 			wantStatus(t, rec, 201)
-			var a leasejson.Grant
+			var a httpapi.LeaseGrant
 			decode(t, rec, &a)
 			h := "api:" + leaseCaller + "/host-3/4242/9f2c"
 			if a.Worker != 1 || a.Datacenter != 0 || a.FencingVersion != 1 || a.Holder != h || a.PreviousHolder != nil {
@@ -183,7 +182,7 @@ func TestLeaseLifecycle(t *testing.T) {
 			// the broker's allowed offset bounds it.
 			rec = e.lease("POST", "/v1/leases/0/1/heartbeat", heartbeatBody("host-3/4242/9f2c", 1, a.LeaseSecret, `"ttl_ms":4000,"ceiling_ms":99999999999999`), "req-hb-1")
 			wantStatus(t, rec, 200)
-			var hb leasejson.Extension
+			var hb httpapi.LeaseExtension
 			decode(t, rec, &hb)
 			limit := hb.DBTimeMS + 4000 + allocator.DefaultMaxClockOffset.Milliseconds()
 			if hb.CeilingMS > limit+1 || hb.CeilingMS < limit-1000 || hb.FencingVersion != 1 || hb.TTLMS != 4000 {
@@ -193,7 +192,7 @@ func TestLeaseLifecycle(t *testing.T) {
 			// A proposal below the ceiling never lowers it.
 			rec = e.lease("POST", "/v1/leases/0/1/heartbeat", heartbeatBody("host-3/4242/9f2c", 1, a.LeaseSecret, `"ttl_ms":5000,"ceiling_ms":5`), "")
 			wantStatus(t, rec, 200)
-			var hb2 leasejson.Extension
+			var hb2 httpapi.LeaseExtension
 			decode(t, rec, &hb2)
 			if hb2.CeilingMS != hb.CeilingMS || hb2.TTLMS != 5000 {
 				t.Errorf("heartbeat proposing 5: ceiling %d ttl %d, want %d unchanged and the ttl asked for, 5000", hb2.CeilingMS, hb2.TTLMS, hb.CeilingMS)
@@ -203,7 +202,7 @@ func TestLeaseLifecycle(t *testing.T) {
 			last := a.DBTimeMS + 1
 			rec = e.lease("POST", "/v1/leases/0/1/release", releaseBody("host-3/4242/9f2c", 1, a.LeaseSecret, fmt.Sprintf(`"last_timestamp_ms":%d`, last)), "req-release-1")
 			wantStatus(t, rec, 200)
-			var rel leasejson.Released
+			var rel httpapi.LeaseReleased
 			decode(t, rec, &rel)
 			if rel.CeilingMS != last {
 				t.Errorf("release: ceiling %d, want the last timestamp %d", rel.CeilingMS, last)
@@ -223,7 +222,7 @@ func TestLeaseLifecycle(t *testing.T) {
 			// The next holder starts above the released ceiling.
 			rec = e.lease("POST", "/v1/leases", `{"holder":"other","workers":{"min":1,"max":1}}`, "req-acquire-2")
 			wantStatus(t, rec, 201)
-			var b leasejson.Grant
+			var b httpapi.LeaseGrant
 			decode(t, rec, &b)
 			if b.FloorMS != last+1 || b.FencingVersion != 2 || b.PreviousHolder != nil || b.LeaseSecret == a.LeaseSecret {
 				t.Errorf("next acquire: floor %d version %d previous %v; want floor %d, version 2, none (released), a secret of its own",
