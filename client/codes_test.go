@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -120,5 +123,52 @@ export const problems = {
 	}
 	if string(got) != b.String() {
 		t.Errorf("%s differs from idgen.Codes(): run go generate ./client\n got:\n%s\nwant:\n%s", tsCodes, got, b.String())
+	}
+}
+
+// TestPythonCodes checks the Python client's table against the core's:
+// every code has an error class (code_name), every class names a code of
+// the core, and the code a bare answer of a status gets has that status
+// (502 and 504, a proxy's, read as unavailable).
+func TestPythonCodes(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "clients", "python", "idgen_client", "errors.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	core := map[string]idgen.CodeInfo{}
+	for _, row := range idgen.Codes() {
+		core[string(row.Code)] = row
+	}
+	classes := map[string]bool{}
+	for _, m := range regexp.MustCompile(`code_name = "([a-z_]+)"`).FindAllStringSubmatch(string(src), -1) {
+		classes[m[1]] = true
+		if _, ok := core[m[1]]; !ok {
+			t.Errorf("errors.py: class of code %s, which is not a code of idgen.Codes()", m[1])
+		}
+	}
+	for code := range core {
+		if !classes[code] {
+			t.Errorf("errors.py: no class with code_name %q", code)
+		}
+	}
+	_, table, ok := strings.Cut(string(src), "_STATUS_CODES: dict[int, str] = {")
+	if !ok {
+		t.Fatal("errors.py: no _STATUS_CODES table")
+	}
+	table, _, _ = strings.Cut(table, "}")
+	rows := regexp.MustCompile(`(\d{3}): "([a-z_]+)"`).FindAllStringSubmatch(table, -1)
+	if len(rows) == 0 {
+		t.Fatal("errors.py: _STATUS_CODES is empty")
+	}
+	for _, m := range rows {
+		status, _ := strconv.Atoi(m[1])
+		row, ok := core[m[2]]
+		proxy := row.Code == idgen.Unavailable && (status == http.StatusBadGateway || status == http.StatusGatewayTimeout)
+		switch {
+		case !ok:
+			t.Errorf("errors.py: status %d read as %s, not a code of idgen.Codes()", status, m[2])
+		case row.HTTPStatus != status && !proxy:
+			t.Errorf("errors.py: status %d read as %s, whose status is %d", status, m[2], row.HTTPStatus)
+		}
 	}
 }
