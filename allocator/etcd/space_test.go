@@ -111,3 +111,59 @@ func TestSpaceUnreachable(t *testing.T) {
 		t.Errorf("Space of a cluster that is down: got %+v, want an error", sp)
 	}
 }
+
+// TestOneRevisionPerWrite pins what idgen adds to etcd's history, which
+// grows until compacted: a heartbeat writes one revision of one key (the
+// worker record: the renewal of the etcd lease writes none), and so does a
+// strict fetch (the namespace record). It logs the bytes each rewrites,
+// the figures of docs/operations.md's sizing.
+func TestOneRevisionPerWrite(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	s := openDSN(t, c.DSN("/idgen/"))
+	ctx := t.Context()
+	res, err := s.Claim(ctx, allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 3, MaxWorkerID: 3, Holder: "node-a/1234/abcdef",
+		TTL: 10 * time.Second, CeilingMS: time.Now().Add(10 * time.Second).UnixMilli(), MaxClockOffset: time.Second})
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	if _, err := s.CreateNamespace(ctx, allocator.Namespace{Name: "orders", Step: 1, MinStep: 1, MaxStep: 1,
+		Mode: allocator.ModeStrict, Fallback: allocator.FallbackNone}); err != nil {
+		t.Fatal(err)
+	}
+	// written returns the keys (and their value's size) written since rev.
+	written := func(rev int64) map[string]int {
+		resp, err := c.Client().Get(ctx, "/idgen/", clientv3.WithPrefix(), clientv3.WithMinModRev(rev+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, kv := range resp.Kvs {
+			out[string(kv.Key)] = len(kv.Value)
+		}
+		return out
+	}
+	for i := range 3 {
+		before, _ := s.Revision(ctx)
+		if _, _, err := s.Heartbeat(ctx, allocator.HeartbeatRequest{Key: res.Lease.LeaseKey, Holder: "node-a/1234/abcdef",
+			FencingVersion: res.Lease.FencingVersion, TTL: 10 * time.Second,
+			CeilingMS: time.Now().Add(10 * time.Second).UnixMilli(), MaxClockOffset: time.Second}); err != nil {
+			t.Fatalf("Heartbeat %d: %v", i, err)
+		}
+		after, _ := s.Revision(ctx)
+		keys := written(before)
+		if after != before+1 || len(keys) != 1 || keys[s.keys.worker(0, 3)] == 0 {
+			t.Fatalf("heartbeat %d: revision %d -> %d, keys written %v; want one revision of the worker record", i, before, after, keys)
+		}
+		t.Logf("heartbeat: one revision, %d bytes of value", keys[s.keys.worker(0, 3)])
+	}
+	before, _ := s.Revision(ctx)
+	if _, err := s.FetchSegment(ctx, "orders", 1); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := s.Revision(ctx)
+	if keys := written(before); after != before+1 || len(keys) != 1 || keys[s.keys.namespace("orders")] == 0 {
+		t.Fatalf("strict fetch: revision %d -> %d, keys written %v; want one revision of the namespace record", before, after, keys)
+	} else {
+		t.Logf("strict fetch: one revision, %d bytes of value", keys[s.keys.namespace("orders")])
+	}
+}
