@@ -380,15 +380,15 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.durability, err = checkDurability(openCtx, a.store, c.AllowUnsafeDurability, a.log); err != nil {
 		return nil, err
 	}
+	var comp probe.Compaction // who compacts a history of revisions (etcd)
 	if hs, ok := a.store.(historyStore); ok {
-		comp := planCompaction(openCtx, hs, c.EtcdCompactRetention, a.log)
-		if comp.ByNode {
+		if comp = planCompaction(openCtx, hs, c.EtcdCompactRetention, a.log); comp.ByNode {
 			a.compactor = newCompactor(hs, comp.Retention, c.Clock, a.log)
 		}
-		if sr, ok := a.store.(allocator.SpaceReporter); ok {
-			a.space = probe.NewSpace(sr, comp, c.Clock.Now, a.log)
-			a.space.Sample(openCtx) // /readyz and the page show it from the start
-		}
+	}
+	if sr, ok := a.store.(allocator.SpaceReporter); ok {
+		a.space = probe.NewSpace(sr, comp, c.Clock.Now, a.log)
+		a.space.Sample(openCtx) // /readyz and the page show it from the start
 	}
 	if c.Migrate {
 		n, err := migrateUp(openCtx, a.store)
