@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -50,16 +50,47 @@ func (s *Store) Space(ctx context.Context) (allocator.StoreSpace, error) {
 	if err != nil {
 		return out, fmt.Errorf("etcd: space of %s: list members: %w", s.dsn, err)
 	}
+	var endpoints []string
+	for _, m := range list.Members {
+		if !m.IsLearner && len(m.ClientURLs) > 0 {
+			endpoints = append(endpoints, (&memberProbe{url: m.ClientURLs[0]}).endpoint())
+		}
+	}
+	answered, errs := s.readStatus(ctx, endpoints, &out)
+	if answered == 0 {
+		// The members' advertised URLs may not be reachable from here (a
+		// proxy, another network): the DSN's endpoints are.
+		var more []error
+		answered, more = s.readStatus(ctx, s.cli.Endpoints(), &out)
+		errs = append(errs, more...)
+	}
+	if answered == 0 {
+		return out, fmt.Errorf("etcd: space of %s: no member answered: %w", s.dsn, errors.Join(errs...))
+	}
+	alarms, err := s.cli.AlarmList(ctx)
+	if err != nil {
+		return out, fmt.Errorf("etcd: alarms of %s: %w", s.dsn, err)
+	}
+	out.Alarms = alarmNames(alarms.Alarms)
+	return out, nil
+}
+
+// statusTimeout bounds the status read of one member, so that a member
+// that does not answer leaves time for the others.
+const statusTimeout = 2 * time.Second
+
+// readStatus reads the status of each endpoint into out (the largest
+// backend, the quota, the revision) and returns how many answered and
+// why the others did not.
+func (s *Store) readStatus(ctx context.Context, endpoints []string, out *allocator.StoreSpace) (int, []error) {
 	var errs []error
 	answered := 0
-	for _, m := range list.Members {
-		if m.IsLearner || len(m.ClientURLs) == 0 {
-			continue
-		}
-		p := memberProbe{url: m.ClientURLs[0]}
-		st, err := s.cli.Status(ctx, p.endpoint())
+	for _, ep := range endpoints {
+		sctx, cancel := context.WithTimeout(ctx, statusTimeout)
+		st, err := s.cli.Status(sctx, ep)
+		cancel()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("member %s: %w", m.Name, err))
+			errs = append(errs, fmt.Errorf("member %s: %w", ep, err))
 			continue
 		}
 		answered++
@@ -71,15 +102,7 @@ func (s *Store) Space(ctx context.Context) (allocator.StoreSpace, error) {
 			out.Revision = max(out.Revision, st.Header.Revision)
 		}
 	}
-	if answered == 0 {
-		return out, fmt.Errorf("etcd: space of %s: no member answered: %w", s.dsn, errors.Join(errs...))
-	}
-	alarms, err := s.cli.AlarmList(ctx)
-	if err != nil {
-		return out, fmt.Errorf("etcd: alarms of %s: %w", s.dsn, err)
-	}
-	out.Alarms = alarmNames(alarms.Alarms)
-	return out, nil
+	return answered, errs
 }
 
 // alarmNames returns the distinct names of the raised alarms, in the order
@@ -162,4 +185,4 @@ func (s *Store) KeysOutsidePrefix(ctx context.Context) (int64, error) {
 }
 
 // Prefix returns the store's key prefix, "/idgen/" by default.
-func (s *Store) Prefix() string { return strings.Clone(string(s.keys)) }
+func (s *Store) Prefix() string { return string(s.keys) }
