@@ -258,8 +258,11 @@ type Keeper struct {
 	dbOK      atomic.Bool // the last database call succeeded
 	poolFull  atomic.Bool // the last claim found no worker ID free (warned once)
 	lastErr   atomic.Pointer[string]
-	// storeFull: the last store call failed because the database is out
-	// of space (ErrStoreFull); the keeper's refusals then say so.
+	// storeFull: a store call failed because the database is out of
+	// space (ErrStoreFull) and no claim or heartbeat has succeeded since;
+	// the keeper's refusals then say so. A failure of another kind in
+	// between (a pool that looks full while the holder key of a lease the
+	// database could not renew lives on) does not clear it.
 	storeFull atomic.Bool
 
 	claims, takeovers, lost, heartbeatFailures, releases atomic.Int64
@@ -874,24 +877,22 @@ func (k *Keeper) measureOffset(dbNow time.Time, sent time.Duration) {
 func (k *Keeper) noteErr(err error) {
 	s := err.Error()
 	k.lastErr.Store(&s)
-	full := errors.Is(err, ErrStoreFull)
-	if full && !k.storeFull.Swap(true) {
+	if errors.Is(err, ErrStoreFull) && !k.storeFull.Swap(true) {
 		k.logger.Error("the database is out of space and refuses every write: the lease cannot be claimed or renewed "+
 			"until an operator frees space (etcd: compact, defragment, disarm the NOSPACE alarm; see docs/operations.md)", "err", err)
-	} else if !full {
-		k.noteOK()
 	}
 }
 
-// noteOK records that a store call got through: writes work again.
+// noteOK records that a claim or heartbeat got through: writes work
+// again.
 func (k *Keeper) noteOK() {
 	if k.storeFull.Swap(false) {
 		k.logger.Info("the database accepts writes again")
 	}
 }
 
-// full returns err, naming ErrStoreFull too while the last store call
-// failed because the database is out of space.
+// full returns err, naming ErrStoreFull too while the database is out of
+// space (storeFull).
 func (k *Keeper) full(err error) error {
 	if k.storeFull.Load() {
 		return fmt.Errorf("%w (%w)", err, ErrStoreFull)

@@ -584,11 +584,12 @@ func TestKeeperFakeStoreFull(t *testing.T) {
 	if err := nextErr(n.k); !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrStoreFull) {
 		t.Errorf("Next past the deadline with the database full: got %v, want ErrUnavailable and ErrStoreFull", err)
 	}
-	// Another failure, not of space: no longer named.
-	store.setDown(errFakeLeaseDown)
+	// Another failure before any success (the pool looks full while the
+	// holder key lives on): still out of space, as far as the keeper knows.
+	store.setDown(fmt.Errorf("x: %w", ErrNoWorkerAvailable))
 	ft.advance(n.step())
-	if err := n.k.Ready(); errors.Is(err, ErrStoreFull) {
-		t.Errorf("Ready after a failure that is not of space: got %v, want ErrStoreFull no more", err)
+	if err := n.k.Ready(); !errors.Is(err, ErrStoreFull) {
+		t.Errorf("Ready after another failure with no success since: got %v, want ErrStoreFull still", err)
 	}
 	// Writes work again: the keeper is ready by itself (its lease, expired
 	// in the store meanwhile, is claimed afresh).
@@ -598,6 +599,12 @@ func TestKeeperFakeStoreFull(t *testing.T) {
 	}
 	if err := n.k.Ready(); err != nil {
 		t.Errorf("Ready after the recovery: %v", err)
+	}
+	store.setDown(errFakeLeaseDown)
+	ft.advance(fakeTTL)
+	n.step()
+	if err := n.k.Ready(); err == nil || errors.Is(err, ErrStoreFull) {
+		t.Errorf("Ready when the database fails otherwise after the recovery: got %v, want a refusal without ErrStoreFull", err)
 	}
 }
 
