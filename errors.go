@@ -60,6 +60,11 @@ const (
 	// Unavailable is a node that cannot serve now: it cannot prove its
 	// worker lease, or the database it needs is unreachable.
 	Unavailable Code = "unavailable"
+	// StorageFull is a node whose database is out of space and refuses
+	// every write (etcd's NOSPACE alarm): no lease can be renewed and no
+	// range fetched, on any node of the cluster, until an operator frees
+	// space; the nodes serve again by themselves once it has.
+	StorageFull Code = "storage_full"
 	// Internal is an unexpected failure, whose cause is in the server's
 	// log and never in the answer.
 	Internal Code = "internal"
@@ -83,7 +88,7 @@ type CodeInfo struct {
 // codes is the one table of codes, in the order of the constants. It is a
 // function returning an array, not a variable, so that nothing can change
 // it. docs/architecture.md explains each choice.
-func codes() [15]CodeInfo {
+func codes() [16]CodeInfo {
 	return [...]CodeInfo{
 		{Invalid, http.StatusBadRequest, connect.CodeInvalidArgument, false, "Invalid request"},
 		{Unauthorized, http.StatusUnauthorized, connect.CodeUnauthenticated, false, "Authentication required"},
@@ -104,6 +109,10 @@ func codes() [15]CodeInfo {
 		{InvalidRelease, http.StatusUnprocessableEntity, connect.CodeFailedPrecondition, false, "Invalid release"},
 		{TooMany, http.StatusTooManyRequests, connect.CodeResourceExhausted, true, "Too many requests"},
 		{Unavailable, http.StatusServiceUnavailable, connect.CodeUnavailable, true, "Service unavailable"},
+		// 507: no other node can serve either (the database is shared), so
+		// not 503, which sends callers and balancers to another node; it
+		// passes once an operator has freed space, without a restart.
+		{StorageFull, http.StatusInsufficientStorage, connect.CodeResourceExhausted, true, "Database out of space"},
 		{Internal, http.StatusInternalServerError, connect.CodeInternal, false, "Internal error"},
 	}
 }
@@ -124,6 +133,10 @@ func Info(code Code) CodeInfo {
 	}
 	return t[len(t)-1]
 }
+
+// storageFullRetry is the delay a StorageFull answer asks for: freeing
+// space takes an operator minutes, not seconds.
+const storageFullRetry = 30 * time.Second
 
 // DefaultRetryAfter is the delay an answer of a code to retry later asks
 // for when the error names none.
@@ -190,6 +203,14 @@ func ErrorOf(err error, namespace string) *Error {
 	}
 	out := &Error{Err: err}
 	switch {
+	case errors.Is(err, allocator.ErrStoreFull):
+		out.Code, out.RetryAfter = StorageFull, storageFullRetry
+		out.Detail = "the database is out of space and refuses every write (etcd: the NOSPACE alarm is raised), " +
+			"so no node can renew its lease or fetch a range; an operator must free space " +
+			"(compact, defragment, disarm the alarm: docs/operations.md), then the nodes serve again"
+		if namespace != "" {
+			out.Detail = ns + " cannot be served: " + out.Detail
+		}
 	case errors.Is(err, allocator.ErrUnavailable):
 		out.Code, out.RetryAfter = Unavailable, refusalDelay(err)
 		out.Detail = err.Error() // the keeper's and generator's words

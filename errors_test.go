@@ -67,8 +67,9 @@ func TestCodesTable(t *testing.T) {
 		if e.Title == "" {
 			t.Errorf("code %s: no title", e.Code)
 		}
-		if e.RetryLater != (e.HTTPStatus == http.StatusServiceUnavailable || e.HTTPStatus == http.StatusTooManyRequests || e.Code == idgen.NoWorkerAvailable) {
-			t.Errorf("code %s: retry later %v with status %d: want it exactly for 503, 429 and no_worker_available", e.Code, e.RetryLater, e.HTTPStatus)
+		if e.RetryLater != (e.HTTPStatus == http.StatusServiceUnavailable || e.HTTPStatus == http.StatusTooManyRequests ||
+			e.Code == idgen.NoWorkerAvailable || e.Code == idgen.StorageFull) {
+			t.Errorf("code %s: retry later %v with status %d: want it exactly for 503, 429, no_worker_available and storage_full", e.Code, e.RetryLater, e.HTTPStatus)
 		}
 		if got := idgen.Info(e.Code); got != e {
 			t.Errorf("Info(%s) = %+v, want its row %+v", e.Code, got, e)
@@ -83,6 +84,12 @@ func TestCodesTable(t *testing.T) {
 		t.Errorf("Info of an unknown code: %+v, want Internal's row", got)
 	}
 }
+
+// storageFullDetail is the detail of a StorageFull answer: it names the
+// alarm and what the operator does.
+const storageFullDetail = "the database is out of space and refuses every write (etcd: the NOSPACE alarm is raised), " +
+	"so no node can renew its lease or fetch a range; an operator must free space " +
+	"(compact, defragment, disarm the alarm: docs/operations.md), then the nodes serve again"
 
 // TestErrorOf: the domain's errors get their codes and details in idgen's
 // words (a namespace's named), the store's words stay in Err only, and an
@@ -104,6 +111,10 @@ func TestErrorOf(t *testing.T) {
 		{"namespace unavailable", fmt.Errorf("db down: %w", allocator.ErrUnavailable), "orders", idgen.Unavailable,
 			`namespace "orders" cannot be served now: retry later or call another node`, time.Second},
 		{"no lease", fmt.Errorf("%w: no worker lease held", allocator.ErrUnavailable), "", idgen.Unavailable, "unavailable: no worker lease held", time.Second},
+		{"store full, snowflake", fmt.Errorf("%w: no worker lease held (%w)", allocator.ErrUnavailable,
+			fmt.Errorf("etcd: claim at secret-host:2379: %w", allocator.ErrStoreFull)), "", idgen.StorageFull, storageFullDetail, 30 * time.Second},
+		{"store full, namespace", fmt.Errorf("%w: namespace %q: %w", allocator.ErrUnavailable, "orders", allocator.ErrStoreFull), "orders",
+			idgen.StorageFull, `namespace "orders" cannot be served: ` + storageFullDetail, 30 * time.Second},
 		{"no worker", fmt.Errorf("x: %w", allocator.ErrNoWorkerAvailable), "", idgen.NoWorkerAvailable, "every worker ID of the pool is held", time.Second},
 		{"lost", fmt.Errorf("x: %w", allocator.ErrLeaseLost), "", idgen.LeaseLost, "the lease is not held at that fencing version", 0},
 		{"invalid release", fmt.Errorf("postgres: release of worker 0/1: %w: 9 is above the committed ceiling 5", allocator.ErrInvalidRelease),

@@ -258,6 +258,12 @@ type Keeper struct {
 	dbOK      atomic.Bool // the last database call succeeded
 	poolFull  atomic.Bool // the last claim found no worker ID free (warned once)
 	lastErr   atomic.Pointer[string]
+	// storeFull: a store call failed because the database is out of
+	// space (ErrStoreFull) and no claim or heartbeat has succeeded since;
+	// the keeper's refusals then say so. A failure of another kind in
+	// between (a pool that looks full while the holder key of a lease the
+	// database could not renew lives on) does not clear it.
+	storeFull atomic.Bool
 
 	claims, takeovers, lost, heartbeatFailures, releases atomic.Int64
 
@@ -459,7 +465,7 @@ func (k *Keeper) noLease() error {
 	if closed {
 		return fmt.Errorf("%w: %w", ErrUnavailable, ErrKeeperClosed)
 	}
-	return fmt.Errorf("%w: %w", ErrUnavailable, ErrNoLease)
+	return k.full(fmt.Errorf("%w: %w", ErrUnavailable, ErrNoLease))
 }
 
 func (k *Keeper) refused(err error) error {
@@ -471,7 +477,7 @@ func (k *Keeper) refused(err error) error {
 		default:
 		}
 	}
-	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	return k.full(fmt.Errorf("%w: %w", ErrUnavailable, err))
 }
 
 // check is the generator's validity check: it fails once the local
@@ -497,7 +503,7 @@ func (k *Keeper) Ready() error {
 		return k.noLease()
 	}
 	if err := k.check(ls)(); err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return k.full(fmt.Errorf("%w: %w", ErrUnavailable, err))
 	}
 	if now := k.clock.Now().UnixMilli(); now < ls.floorMS {
 		return fmt.Errorf("%w: clock %d ms below the lease's floor", ErrUnavailable, ls.floorMS-now)
@@ -733,6 +739,7 @@ func (k *Keeper) claim(ctx context.Context, old *leaseState) bool {
 	}
 	k.dbOK.Store(true)
 	k.lastErr.Store(nil)
+	k.noteOK()
 	k.poolFull.Store(false)
 	k.measureOffset(res.DBNow, sent)
 
@@ -788,6 +795,7 @@ func (k *Keeper) heartbeat(ctx context.Context, ls *leaseState) error {
 	case err == nil:
 		k.dbOK.Store(true)
 		k.lastErr.Store(nil)
+		k.noteOK()
 		k.measureOffset(dbNow, sent)
 		ls.ceiling.Store(lease.CeilingMS)
 		f := ls.gen.Fence()
@@ -869,4 +877,25 @@ func (k *Keeper) measureOffset(dbNow time.Time, sent time.Duration) {
 func (k *Keeper) noteErr(err error) {
 	s := err.Error()
 	k.lastErr.Store(&s)
+	if errors.Is(err, ErrStoreFull) && !k.storeFull.Swap(true) {
+		k.logger.Error("the database is out of space and refuses every write: the lease cannot be claimed or renewed "+
+			"until an operator frees space (etcd: compact, defragment, disarm the NOSPACE alarm; see docs/operations.md)", "err", err)
+	}
+}
+
+// noteOK records that a claim or heartbeat got through: writes work
+// again.
+func (k *Keeper) noteOK() {
+	if k.storeFull.Swap(false) {
+		k.logger.Info("the database accepts writes again")
+	}
+}
+
+// full returns err, naming ErrStoreFull too while the database is out of
+// space (storeFull).
+func (k *Keeper) full(err error) error {
+	if k.storeFull.Load() {
+		return fmt.Errorf("%w (%w)", err, ErrStoreFull)
+	}
+	return err
 }

@@ -3,6 +3,7 @@ package allocator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -552,4 +553,62 @@ func TestKeeperFakeNextSnowflakesFenced(t *testing.T) {
 	if got := n.k.Status().Lease.FencingVersion; tok2.FencingVersion != got || len(ids) != 2 {
 		t.Errorf("token version %d, lease version %d, %d IDs; want equal versions and 2 IDs", tok2.FencingVersion, got, len(ids))
 	}
+}
+
+// TestKeeperFakeStoreFull: while the database refuses writes for want of
+// space (ErrStoreFull), the keeper's refusals and Ready name it, whether
+// it holds no lease yet or its lease ran out for want of a heartbeat; once
+// writes work again it is ready with the same lease and names it no more.
+func TestKeeperFakeStoreFull(t *testing.T) {
+	full := fmt.Errorf("etcd: claim: %w (etcd NOSPACE alarm): etcdserver: mvcc: database space exceeded", ErrStoreFull)
+
+	n, store, ft := newSteppedNode(t, KeeperSettings{WorkerIDs: &WorkerRange{0, 0}, Holder: "a"})
+	store.setDown(full)
+	ft.advance(n.step())
+	for what, err := range map[string]error{"Ready": n.k.Ready(), "Next": nextErr(n.k)} {
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrNoLease) || !errors.Is(err, ErrStoreFull) {
+			t.Errorf("%s with no lease and the database full: got %v, want ErrUnavailable, ErrNoLease and ErrStoreFull", what, err)
+		}
+	}
+	store.setDown(nil)
+	n.stepToReady(t, "once the database took writes")
+
+	// The lease runs out while heartbeats are refused.
+	store.setDown(full)
+	ft.advance(fakeHeartbeat)
+	n.step()
+	ft.advance(fakeTTL)
+	if err := n.k.Ready(); !errors.Is(err, ErrLeaseExpired) || !errors.Is(err, ErrStoreFull) {
+		t.Errorf("Ready past the deadline with the database full: got %v, want ErrLeaseExpired and ErrStoreFull", err)
+	}
+	if err := nextErr(n.k); !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrStoreFull) {
+		t.Errorf("Next past the deadline with the database full: got %v, want ErrUnavailable and ErrStoreFull", err)
+	}
+	// Another failure before any success (the pool looks full while the
+	// holder key lives on): still out of space, as far as the keeper knows.
+	store.setDown(fmt.Errorf("x: %w", ErrNoWorkerAvailable))
+	ft.advance(n.step())
+	if err := n.k.Ready(); !errors.Is(err, ErrStoreFull) {
+		t.Errorf("Ready after another failure with no success since: got %v, want ErrStoreFull still", err)
+	}
+	// Writes work again: the keeper is ready by itself (its lease, expired
+	// in the store meanwhile, is claimed afresh).
+	store.setDown(nil)
+	for i := 0; n.k.Ready() != nil && i < 5; i++ {
+		ft.advance(n.step())
+	}
+	if err := n.k.Ready(); err != nil {
+		t.Errorf("Ready after the recovery: %v", err)
+	}
+	store.setDown(errFakeLeaseDown)
+	ft.advance(fakeTTL)
+	n.step()
+	if err := n.k.Ready(); err == nil || errors.Is(err, ErrStoreFull) {
+		t.Errorf("Ready when the database fails otherwise after the recovery: got %v, want a refusal without ErrStoreFull", err)
+	}
+}
+
+func nextErr(k *Keeper) error {
+	_, err := k.Next()
+	return err
 }

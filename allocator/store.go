@@ -64,6 +64,12 @@ var (
 	// is unreachable and no buffer or fallback can serve, or the node cannot
 	// prove its lease.
 	ErrUnavailable = errors.New("unavailable")
+
+	// ErrStoreFull is wrapped by a store's errors when its database refuses
+	// writes because it has run out of the space it may use (etcd's NOSPACE
+	// alarm, raised when the backend passes --quota-backend-bytes). Nothing
+	// is written until an operator frees space; reads still work.
+	ErrStoreFull = errors.New("the database is out of space and refuses every write")
 )
 
 // Store is everything idgen keeps in a database. allocator/postgres,
@@ -135,4 +141,30 @@ func (r DurabilityRisk) String() string { return r.Setting + "=" + r.Value }
 // that is not a Warning unless the operator overrides it.
 type DurabilityChecker interface {
 	CheckDurability(ctx context.Context) ([]DurabilityRisk, error)
+}
+
+// StoreSpace is what a store reports of the space its database takes
+// (SpaceReporter): for etcd, the backend of the largest member.
+type StoreSpace struct {
+	// Size is the bytes the database takes on disk; InUse the part of it
+	// that holds data, the rest being free pages a defragmentation gives
+	// back. Zero when unknown.
+	Size, InUse int64
+	// Quota is the size past which the database refuses writes (etcd's
+	// --quota-backend-bytes); zero when the database does not report it.
+	Quota int64
+	// Alarms are the database's raised alarms, by name ("NOSPACE",
+	// "CORRUPT"); empty when none is raised.
+	Alarms []string
+	// Revision is the database's current revision and CompactRevision the
+	// one up to which its history was compacted, for databases that keep
+	// a history (etcd): zero when unknown or none was compacted.
+	Revision, CompactRevision int64
+}
+
+// SpaceReporter is implemented by stores that can say how much space their
+// database takes and whether it has raised an alarm (etcd). The node
+// samples it for its metrics, /readyz and the status page.
+type SpaceReporter interface {
+	Space(ctx context.Context) (StoreSpace, error)
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/idgen-project/idgen/httpapi/statuspage"
 	"github.com/idgen-project/idgen/internal/dburl"
 	"github.com/idgen-project/idgen/internal/metrics"
+	"github.com/idgen-project/idgen/internal/periodic"
 	"github.com/idgen-project/idgen/internal/probe"
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/tracing"
@@ -129,6 +130,20 @@ type Config struct {
 	LeaseEventsPruneInterval time.Duration
 	// Version is shown on the status page and in the metrics.
 	Version string
+
+	// EtcdCompactRetention is how much of etcd's history the node keeps:
+	// it compacts the revisions older than this, cluster-wide, in the
+	// background (etcd keeps every revision until someone compacts, and
+	// its backend grows until it refuses writes). Zero compacts with
+	// DefaultEtcdCompactRetention when idgen owns the cluster (no keys
+	// outside its prefix) and leaves a shared cluster to its operator;
+	// NoEtcdCompaction (or any negative value) never compacts. At least
+	// MinEtcdCompactRetention when positive. Ignored by the SQL stores.
+	EtcdCompactRetention time.Duration
+	// SpaceInterval is how often the node samples the space its database
+	// takes and its alarms (etcd only), for /metrics, /readyz and the
+	// status page. Default DefaultSpaceInterval.
+	SpaceInterval time.Duration
 
 	// RateLimit limits the IDs each caller takes, over every transport
 	// (idgen.RateLimit): per token name with tokens, per client
@@ -242,6 +257,18 @@ func (c Config) resolve() (Config, error) {
 	if c.LeaseEventsPruneInterval < 0 {
 		return Config{}, fmt.Errorf("invalid Config.LeaseEventsPruneInterval %s: want more than 0", c.LeaseEventsPruneInterval)
 	}
+	if c.EtcdCompactRetention < 0 {
+		c.EtcdCompactRetention = NoEtcdCompaction
+	}
+	if c.EtcdCompactRetention > 0 && c.EtcdCompactRetention < MinEtcdCompactRetention {
+		return Config{}, fmt.Errorf("invalid Config.EtcdCompactRetention %s: want at least %s, or off", c.EtcdCompactRetention, MinEtcdCompactRetention)
+	}
+	if c.SpaceInterval == 0 {
+		c.SpaceInterval = DefaultSpaceInterval
+	}
+	if c.SpaceInterval < 0 {
+		return Config{}, fmt.Errorf("invalid Config.SpaceInterval %s: want more than 0", c.SpaceInterval)
+	}
 	if err := c.RateLimit.Validate(c.MaxCount); err != nil {
 		return Config{}, err
 	}
@@ -281,6 +308,12 @@ type App struct {
 	tokens *tokensReloader
 	// pruner prunes the lease events; nil when they are kept forever.
 	pruner *eventsPruner
+	// space samples the database's space and alarms, and spaceLoop
+	// samples it; nil for a store that cannot say (the SQL stores).
+	space     *probe.Space
+	spaceLoop *periodic.Loop
+	// compactor compacts the etcd history; nil when the node does not.
+	compactor *compactor
 	// tracer is the tracer provider Open built, shut down last by stop;
 	// nil when tracing is off or its provider is the caller's.
 	tracer *tracing.Provider
@@ -348,6 +381,16 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.durability, err = checkDurability(openCtx, a.store, c.AllowUnsafeDurability, a.log); err != nil {
 		return nil, err
 	}
+	var comp probe.Compaction // who compacts a history of revisions (etcd)
+	if hs, ok := a.store.(historyStore); ok {
+		if comp = planCompaction(openCtx, hs, c.EtcdCompactRetention, a.log); comp.ByNode {
+			a.compactor = newCompactor(hs, comp.Retention, c.Clock, a.log)
+		}
+	}
+	if sr, ok := a.store.(allocator.SpaceReporter); ok {
+		a.space = probe.NewSpace(sr, comp, c.Clock.Now, a.log)
+		a.space.Sample(openCtx) // /readyz and the page show it from the start
+	}
 	if c.Migrate {
 		n, err := migrateUp(openCtx, a.store)
 		if err != nil {
@@ -399,7 +442,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	ping := probe.NewPing(data, a.log)
 	a.status, err = statuspage.New(statuspage.Config{
 		Service: a.svc, Auth: a.auth, Lease: keeper, Segments: a.segments, Store: data, Database: ping,
-		Logger: a.log, Version: c.Version, Durability: a.durability, PublicDetails: c.StatusDetailsPublic(),
+		Logger: a.log, Version: c.Version, Durability: a.durability, PublicDetails: c.StatusDetailsPublic(), Space: a.spaceReporter(),
 		Clock: c.Clock, LeaseTTL: ks.TTL, MaxClockOffset: ks.MaxClockOffset, Policy: policy(ks, c.Segments),
 	})
 	if err != nil {
@@ -419,6 +462,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		Logger:     a.log,
 		Clock:      c.Clock,
 		Durability: a.durability,
+		Space:      a.spaceReporter(),
 		Tracing:    tracingCfg,
 
 		PublicStatusDetails: c.StatusDetailsPublic(),
@@ -439,7 +483,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	retries, _ := a.store.(allocator.RetryCounter)
 	collectors := metrics.Collectors(metrics.Config{Service: a.svc, Lease: keeper, Segments: a.segments, Leases: data,
-		Database: ping, Retries: retries, Version: c.Version})
+		Database: ping, Retries: retries, Version: c.Version, Space: a.spaceReporter()})
 	collectors = append(append(collectors, a.api.Collectors()...), a.rpc.Collectors()...)
 	if tokens != nil {
 		a.log.Info("callers' tokens loaded", "source", tokensSource(c), "tokens", tokens.Len(), "names", tokens.Names())
@@ -448,6 +492,9 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if c.TokensFile != "" {
 		a.tokens = newTokensReloader(c.TokensFile, c.TokensReloadInterval, a.auth, a.log, tokensState, tokens)
 		collectors = append(collectors, a.tokens.collectors()...)
+	}
+	if a.compactor != nil {
+		collectors = append(collectors, a.compactor.collectors()...)
 	}
 	if c.LeaseEventsRetention > 0 {
 		a.pruner = newEventsPruner(data, c.LeaseEventsRetention, c.LeaseEventsPruneInterval, c.Clock, a.log)
@@ -474,6 +521,12 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	if a.pruner != nil {
 		a.pruner.start()
+	}
+	if a.compactor != nil {
+		a.compactor.start()
+	}
+	if a.space != nil {
+		a.spaceLoop = periodic.Start(c.SpaceInterval, c.SpaceInterval, a.space.Sample)
 	}
 	return a, nil
 }
@@ -588,6 +641,12 @@ func (a *App) stop(ctx context.Context) (err error) {
 	if a.pruner != nil {
 		a.pruner.stop()
 	}
+	if a.compactor != nil {
+		a.compactor.stop()
+	}
+	if a.spaceLoop != nil {
+		a.spaceLoop.Stop()
+	}
 	type step struct {
 		part interface{ Close(context.Context) error }
 		what string // what failed, for the error
@@ -670,6 +729,24 @@ func (a *App) Store() stores.Store { return a.store }
 // shows it: "ok", "ok (warning: …)", "unsafe: … (overridden)" or
 // "unchecked…".
 func (a *App) Durability() string { return a.durability }
+
+// Space returns the latest sample of the database's space and alarms, and
+// who compacts etcd's history; false for a store that cannot say.
+func (a *App) Space() (probe.SpaceReport, bool) {
+	if a.space == nil {
+		return probe.SpaceReport{}, false
+	}
+	return a.space.Report(), true
+}
+
+// spaceReporter returns a.space as the consumers take it: nil (no
+// interface value holding a nil pointer) for a store that cannot say.
+func (a *App) spaceReporter() interface{ Report() probe.SpaceReport } {
+	if a.space == nil {
+		return nil
+	}
+	return a.space
+}
 
 // migrateUp applies the pending migrations of store and returns how many.
 func migrateUp(ctx context.Context, store stores.Store) (int, error) {

@@ -49,6 +49,8 @@ func TestValidate(t *testing.T) {
 		{"datacenter beyond layout", func(c *app.Config) { c.Keeper.DatacenterID = 32 }, "invalid KeeperSettings.DatacenterID 32: the layout allows 0 to 31"},
 		{"negative shutdown timeout", func(c *app.Config) { c.ShutdownTimeout = -time.Second }, "invalid Config.ShutdownTimeout -1s"},
 		{"negative open timeout", func(c *app.Config) { c.OpenTimeout = -time.Second }, "invalid Config.OpenTimeout -1s"},
+		{"compact retention too short", func(c *app.Config) { c.EtcdCompactRetention = 500 * time.Millisecond }, "invalid Config.EtcdCompactRetention 500ms: want at least 1s, or off"},
+		{"negative space interval", func(c *app.Config) { c.SpaceInterval = -time.Second }, "invalid Config.SpaceInterval -1s"},
 	}
 	for _, tt := range tests {
 		c := ok

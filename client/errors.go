@@ -41,6 +41,7 @@ var (
 	ErrInvalidRelease     = codeSentinel(idgen.InvalidRelease, "idgen: invalid release")
 	ErrTooMany            = codeSentinel(idgen.TooMany, "idgen: too many requests")
 	ErrUnavailable        = codeSentinel(idgen.Unavailable, "idgen: unavailable")
+	ErrStorageFull        = codeSentinel(idgen.StorageFull, "idgen: database out of space") // etcd's NOSPACE alarm: every node refuses until an operator frees space
 	ErrInternal           = codeSentinel(idgen.Internal, "idgen: internal server error")
 
 	// Why a Generator issued nothing: Next, NextN and Ready return errors

@@ -20,8 +20,10 @@ import (
 	"testing"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/etcdtest"
 	"github.com/idgen-project/idgen/internal/testproc"
 	"github.com/idgen-project/idgen/internal/testserver"
+	"github.com/idgen-project/idgen/internal/teststore"
 )
 
 var (
@@ -118,6 +120,12 @@ func TestEnvironmentKnownToBinary(t *testing.T) {
 // docs/operations.md name is exported by a real server.
 func TestMetricsExist(t *testing.T) {
 	families := scrapeMetrics(t).families
+	// The etcd store exports the space of its backend and the compaction
+	// of its history besides: a node on a cluster of its own does both.
+	cluster := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	for name := range scrapeNode(t, testserver.Options{Store: teststore.OpenDSN(t, cluster.DSN("/idgen/"))}).families {
+		families[name] = true
+	}
 	metricRE := regexp.MustCompile(`\bidgen_[a-z_]+\b`)
 	for _, file := range []string{"k8s/prometheusrule.yaml", "../docs/operations.md"} {
 		data, err := os.ReadFile(file)
@@ -149,6 +157,9 @@ type scrape struct {
 	routes   map[string]bool // the route templates the server answers
 }
 
+// scrapeSecret is the token of the scraper's requests.
+const scrapeSecret = "scrape-metrics-secret"
+
 // scrapeMetrics starts an idgen server on SQLite, serves a Snowflake and a
 // namespace request (so that labelled series exist) and returns what
 // /metrics lists.
@@ -156,13 +167,20 @@ func scrapeMetrics(t *testing.T) scrape {
 	t.Helper()
 	// A tokens file, so that the families only a node with callers
 	// exports (idgen_tokens and its reload counters) are listed too.
-	const secret = "scrape-metrics-secret"
 	tokens := filepath.Join(t.TempDir(), "tokens")
-	sum := sha256.Sum256([]byte(secret))
+	sum := sha256.Sum256([]byte(scrapeSecret))
 	if err := os.WriteFile(tokens, []byte("scraper ids "+hex.EncodeToString(sum[:])+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv := testserver.MustStart(t, testserver.Options{TokensFile: tokens})
+	return scrapeNode(t, testserver.Options{TokensFile: tokens})
+}
+
+// scrapeNode starts an idgen node with opts, serves a Snowflake and a
+// namespace request and returns what /metrics lists. With a TokensFile
+// the requests carry the scraper's token.
+func scrapeNode(t *testing.T, opts testserver.Options) scrape {
+	t.Helper()
+	srv := testserver.MustStart(t, opts)
 	srv.CreateNamespace(t, allocator.NamespaceSpec{Name: "orders", Step: new(int64(100)), MaxStep: new(int64(1000))})
 
 	for _, path := range []string{"/ids?count=2", "/ids?count=2&namespace=orders"} {
@@ -170,7 +188,7 @@ func scrapeMetrics(t *testing.T) scrape {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set("Authorization", "Bearer "+secret)
+		req.Header.Set("Authorization", "Bearer "+scrapeSecret)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"math"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -26,6 +29,28 @@ type readyLease struct {
 type readyDatabase struct {
 	Reachable bool   `json:"reachable"`
 	Error     string `json:"error,omitempty"`
+	// Alarm names the alarms the database raised (etcd's NOSPACE) and
+	// what they mean; Space is its size against its quota.
+	Alarm string      `json:"alarm,omitempty"`
+	Space *readySpace `json:"space,omitempty"`
+}
+
+// readySpace is the latest sample of the database's space (etcd).
+type readySpace struct {
+	SizeBytes   int64    `json:"size_bytes"`
+	InUseBytes  int64    `json:"in_use_bytes"`
+	QuotaBytes  int64    `json:"quota_bytes,omitempty"`
+	Growth      float64  `json:"growth_bytes_per_second"`
+	Alarms      []string `json:"alarms,omitempty"`
+	Compaction  string   `json:"compaction,omitempty"`
+	SampledAt   string   `json:"sampled_at,omitempty"`
+	SampleError string   `json:"sample_error,omitempty"`
+}
+
+// SpaceReporter gives the latest sample of the database's space and
+// alarms: the node's *probe.Space.
+type SpaceReporter interface {
+	Report() probe.SpaceReport
 }
 
 type readyJSON struct {
@@ -61,6 +86,24 @@ func (s *Server) handleReady(c echo.Context) error {
 		out.Database.Error = probe.StoreFailure(err, aud)
 	} else {
 		out.Database.Reachable = true
+	}
+	if s.space != nil {
+		r := s.space.Report()
+		out.Database.Alarm = r.AlarmText()
+		sp := &readySpace{SizeBytes: r.Size, InUseBytes: r.InUse, QuotaBytes: r.Quota, Growth: math.Round(r.Growth),
+			Alarms: r.Alarms, Compaction: r.Compaction.Text}
+		if r.Sampled {
+			sp.SampledAt = r.At.UTC().Format(time.RFC3339Nano)
+		}
+		if r.Err != nil {
+			sp.SampleError = probe.StoreFailure(r.Err, aud)
+		}
+		out.Database.Space = sp
+		if r.NoSpace() && !out.Ready && !strings.Contains(out.Reason, "out of space") {
+			// The lease cannot be renewed while the database refuses
+			// writes: say so first.
+			out.Reason = "the database is out of space (etcd NOSPACE alarm): " + out.Reason
+		}
 	}
 	status := http.StatusOK
 	if !out.Ready {

@@ -101,6 +101,9 @@ type Config struct {
 	// Durability is what the check at start found, shown on /readyz
 	// without deciding readiness; "" leaves it out.
 	Durability string
+	// Space, when not nil, is the sample of the database's space and
+	// alarms /readyz shows (etcd): the node's *probe.Space.
+	Space SpaceReporter
 	// Tracing, when its Tracer is set, traces requests.
 	Tracing Tracing
 	// PublicStatusDetails shows every caller of /readyz the lease holder
@@ -129,6 +132,7 @@ type Server struct {
 	clock         snowflake.Clock
 	layout        snowflake.Layout
 	durability    string
+	space         SpaceReporter
 	publicDetails bool
 	tracing       Tracing          // its Tracer is nil when off
 	spanNames     map[Route]string // with tracing on
@@ -161,6 +165,7 @@ func New(cfg Config) (*Server, error) {
 		clock:         cfg.Clock,
 		layout:        cfg.Service.Layout(),
 		durability:    cfg.Durability,
+		space:         cfg.Space,
 		publicDetails: cfg.PublicStatusDetails,
 		tracing:       cfg.Tracing.resolve(),
 		metrics:       newMetrics(),

@@ -81,7 +81,7 @@ func (s *Store) CheckDurability(ctx context.Context) ([]allocator.DurabilityRisk
 	}
 
 	if _, err := s.cli.Put(ctx, s.keys.probe(), time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
-		return nil, fmt.Errorf("etcd: check durability of %s: write %s: %w", s.dsn, s.keys.probe(), err)
+		return nil, fmt.Errorf("etcd: check durability of %s: write %s: %w", s.dsn, s.keys.probe(), noSpace(err))
 	}
 	// The write is committed: its Raft index is at most the commit index
 	// of the member that leads, the highest any member reports.

@@ -97,7 +97,7 @@ func (s *Store) retry(ctx context.Context, op string, try func(ctx context.Conte
 			s.transients.Add(1)
 			s.members.avoid(member)
 		default:
-			return err
+			return noSpace(err)
 		}
 		if err := b.Wait(ctx); err != nil {
 			if last != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idgen-project/idgen"
+	"github.com/idgen-project/idgen/app"
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/testserver"
 )
@@ -278,6 +279,31 @@ func TestServeTokens(t *testing.T) {
 	for _, secret := range []string{alpha, beta} {
 		if strings.Contains(logs.String(), secret) {
 			t.Errorf("the log holds a secret")
+		}
+	}
+}
+
+// TestParseServeCompactRetention checks how --etcd-compact-retention
+// reaches the node's configuration: auto (0), off (negative), a duration.
+func TestParseServeCompactRetention(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want time.Duration
+	}{
+		{nil, nil, 0},
+		{[]string{"--etcd-compact-retention", "auto"}, nil, 0},
+		{[]string{"--etcd-compact-retention", "off"}, nil, app.NoEtcdCompaction},
+		{[]string{"--etcd-compact-retention", "0"}, nil, app.NoEtcdCompaction},
+		{[]string{"--etcd-compact-retention", "10m"}, nil, 10 * time.Minute},
+		{nil, map[string]string{"IDGEN_ETCD_COMPACT_RETENTION": "1h"}, time.Hour},
+	} {
+		c, err := parseServe(tc.args, env{getenv: func(k string) string { return tc.env[k] }})
+		if err != nil {
+			t.Fatalf("%q %v: %v", tc.args, tc.env, err)
+		}
+		if c.app.EtcdCompactRetention != tc.want {
+			t.Errorf("%q %v: got %s, want %s", tc.args, tc.env, c.app.EtcdCompactRetention, tc.want)
 		}
 	}
 }

@@ -175,6 +175,8 @@ func TestUsageErrors(t *testing.T) {
 		{"serve IDGEN_TOKENS malformed", []string{"serve"}, map[string]string{"IDGEN_TOKENS": "orders-api ids"}, "IDGEN_TOKENS:1: got 2 fields, want 3", "idgen serve"},
 		{"serve tokens twice", []string{"serve", "--tokens-file", goodTokens}, map[string]string{"IDGEN_TOKENS": "orders-api ids " + hash}, "tokens given twice", "idgen serve"},
 		{"serve negative retention", []string{"serve", "--lease-events-retention", "-1h"}, nil, "invalid --lease-events-retention -1h0m0s", "idgen serve"},
+		{"serve bad compact retention", []string{"serve", "--etcd-compact-retention", "weekly"}, nil, "want auto, off or a duration of at least 1s", "idgen serve"},
+		{"serve compact retention too short", []string{"serve", "--etcd-compact-retention", "500ms"}, nil, "want auto, off or a duration of at least 1s", "idgen serve"},
 		{"create missing NAME", []string{"namespaces", "create"}, nil, "missing namespace NAME", "idgen namespaces create"},
 		{"create missing NAME with flags", []string{"namespaces", "create", "--step", "10"}, nil, "missing namespace NAME", "idgen namespaces create"},
 		{"create two names", []string{"namespaces", "create", "a", "b"}, nil, `unexpected argument "b"`, "idgen namespaces create"},

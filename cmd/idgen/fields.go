@@ -14,6 +14,7 @@ var fieldFlags = map[string]string{
 	"Config.ShutdownTimeout":       "shutdown-timeout",
 	"Config.TokensFile":            "tokens-file",
 	"Config.LeaseEventsRetention":  "lease-events-retention",
+	"Config.EtcdCompactRetention":  "etcd-compact-retention",
 	"Settings.MaxCount":            "max-count",
 	"TracingConfig.SampleRatio":    "trace-sample-ratio",
 

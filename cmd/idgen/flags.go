@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/app"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -120,4 +121,36 @@ func (f *choiceFlag) Set(s string) error {
 		}
 	}
 	return fmt.Errorf("want %s", strings.Join(f.choices, " or "))
+}
+
+// retentionFlag is --etcd-compact-retention: `auto`, `off` (or `0`), or a
+// duration of at least app.MinEtcdCompactRetention, as app.Config's
+// EtcdCompactRetention takes it (0 auto, negative off).
+type retentionFlag struct{ d time.Duration }
+
+func (f *retentionFlag) String() string {
+	switch {
+	case f.d == 0:
+		return "auto"
+	case f.d < 0:
+		return "off"
+	}
+	return f.d.String()
+}
+
+func (f *retentionFlag) Set(s string) error {
+	switch s {
+	case "auto":
+		f.d = 0
+		return nil
+	case "off", "0":
+		f.d = app.NoEtcdCompaction
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < app.MinEtcdCompactRetention {
+		return fmt.Errorf("want auto, off or a duration of at least %s such as 5m", app.MinEtcdCompactRetention)
+	}
+	f.d = d
+	return nil
 }

@@ -62,6 +62,7 @@ type serveFlags struct {
 	logLevel     choiceFlag
 	retention    time.Duration
 	backwardWait time.Duration
+	compact      retentionFlag
 	// publicDetails is --public-status-details; left out, the node
 	// decides (app.Config.StatusDetailsPublic).
 	publicDetails bool
@@ -101,6 +102,12 @@ func newServeFlags() *serveFlags {
 	d.Bool(&c.AllowUnsafeDurability, "allow-unsafe-durability", false,
 		"serve even though the database can lose acknowledged commits (e.g. `synchronous_commit=off`), "+
 			"which can hand out the same IDs twice; such a database is refused at start without it")
+	d.Var(&sf.compact, "etcd-compact-retention", "D",
+		"etcd only: compact the cluster's history, keeping the revisions of the last D (etcd keeps every revision until "+
+			"someone compacts, and refuses every write once its backend passes `--quota-backend-bytes`). Compaction is "+
+			"cluster-wide: it drops old revisions of every user's keys. `auto` compacts with `5m` when idgen owns the cluster "+
+			"(no keys outside its prefix) and leaves a shared one to its operator; `off` never compacts. "+
+			"Defragmentation is left to the operator (docs/operations.md)")
 
 	d.group = "Snowflake layout and worker lease"
 	d.Int64(&c.Keeper.DatacenterID, "datacenter", "N", 0,
@@ -252,6 +259,7 @@ func parseServe(args []string, e env) (serveConfig, error) {
 	default:
 		c.app.Keeper.MaxBackwardWait = sf.backwardWait
 	}
+	c.app.EtcdCompactRetention = sf.compact.d
 	// IDGEN_TOKENS is a tokens file's content, for deployments that pass
 	// configuration in the environment; it has no flag.
 	c.app.Tokens = e.getenv("IDGEN_TOKENS")

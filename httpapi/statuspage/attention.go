@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/probe"
 )
 
 // severity ranks a notice at the top of the page: critical (IDs are being
@@ -55,7 +56,8 @@ type attentionInput struct {
 	Namespaces                   []namespaceRow
 	HeartbeatFails, Lost         int64 // counted by the history over Window
 	Window                       time.Duration
-	HideNames                    bool // count the namespaces, for a page without details
+	HideNames                    bool               // count the namespaces, for a page without details
+	Space                        *probe.SpaceReport // nil for a store that cannot say
 }
 
 // attention returns the notices of in: critical ones first, and within a
@@ -69,6 +71,9 @@ func attention(in attentionInput) []notice {
 
 	if in.ReadyErr != nil {
 		add(critical, "Not ready: Snowflake IDs are refused (503)", in.ReadyErr.Error())
+	}
+	if sp := in.Space; sp != nil {
+		spaceNotices(*sp, add)
 	}
 	if !in.DatabaseOK {
 		add(critical, "Database unreachable",
@@ -158,6 +163,82 @@ func attention(in attentionInput) []notice {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Severity < out[j].Severity })
 	return out
+}
+
+// spaceAhead: a database that reaches its quota within this time at its
+// current growth needs attention, however far below the quota it is.
+const spaceAhead = 24 * time.Hour
+
+// spaceNotices adds the notices of the database's space: an alarm raised
+// (critical), a size past probe.SpaceAttention of the quota or a quota
+// reached within spaceAhead at the current growth, and a history that
+// nobody compacts (warnings).
+func spaceNotices(sp probe.SpaceReport, add func(severity, string, string)) {
+	if sp.NoSpace() {
+		add(critical, "Database out of space: etcd raised the NOSPACE alarm",
+			"etcd refuses every write, so no node can renew its lease or fetch a range. "+
+				"Compact the history (etcdctl compact), defragment every member (etcdctl defrag --cluster) and disarm the alarm "+
+				"(etcdctl alarm disarm); the nodes serve again by themselves. See docs/operations.md. "+spaceText(sp))
+	}
+	for _, a := range sp.Alarms {
+		if a != "NOSPACE" {
+			add(critical, "Database alarm raised: "+a, sp.AlarmText())
+		}
+	}
+	if sp.NoSpace() || !sp.Sampled {
+		return
+	}
+	share := sp.Share()
+	until, growing := sp.UntilFull()
+	switch {
+	case share >= probe.SpaceAttention:
+		add(warning, fmt.Sprintf("Database at %.0f%% of its quota", share*100),
+			"etcd refuses every write once its backend passes the quota (the NOSPACE alarm). "+
+				"Compact and defragment (docs/operations.md), or raise --quota-backend-bytes. "+spaceText(sp))
+	case growing && until < spaceAhead:
+		add(warning, "Database growing toward its quota",
+			fmt.Sprintf("At its growth of the last minute it reaches the quota in about %s. ", fmtSpan(until.Round(time.Minute)))+spaceText(sp))
+	}
+	if c := sp.Compaction; !c.ByNode && !c.Seen && c.Text != "" {
+		add(warning, "etcd history never compacted",
+			"etcd keeps every revision until it is compacted, and idgen writes one per segment fetch and heartbeat: "+
+				"start etcd with --auto-compaction-mode=periodic --auto-compaction-retention=5m, "+
+				"or let idgen compact the whole cluster with --etcd-compact-retention 5m.")
+	}
+}
+
+// spaceText describes the database's size: "Backend 14.7 MB of a 24.0 MB
+// quota (61%), 3.1 MB in use, growing 735 kB/s."
+func spaceText(sp probe.SpaceReport) string {
+	if !sp.Sampled {
+		if sp.Err != nil {
+			return "Its size could not be read."
+		}
+		return ""
+	}
+	s := "Backend " + fmtBytes(sp.Size)
+	if sp.Quota > 0 {
+		s += fmt.Sprintf(" of a %s quota (%.0f%%)", fmtBytes(sp.Quota), sp.Share()*100)
+	}
+	s += ", " + fmtBytes(sp.InUse) + " in use"
+	if sp.Growth > 0 {
+		s += ", growing " + fmtBytes(int64(sp.Growth)) + "/s"
+	}
+	return s + "."
+}
+
+// fmtBytes writes n in decimal units: 950 B, 14.7 MB, 2.1 GB.
+func fmtBytes(n int64) string {
+	const unit = 1000
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
 }
 
 func fallbackNote(ns namespaceRow) string {

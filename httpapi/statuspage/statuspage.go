@@ -83,6 +83,15 @@ type Config struct {
 	LeaseTTL, MaxClockOffset time.Duration
 	// Policy is shown as a table in this order; nil leaves it out.
 	Policy []PolicySetting
+	// Space, when not nil, is the sample of the database's space and
+	// alarms (etcd): the node's *probe.Space.
+	Space SpaceReporter
+}
+
+// SpaceReporter gives the latest sample of the database's space and
+// alarms: the node's *probe.Space.
+type SpaceReporter interface {
+	Report() probe.SpaceReport
 }
 
 // PolicySetting is a row of the page's policy table: a setting, its value
@@ -141,6 +150,9 @@ type view struct {
 	DatabaseError                      string
 	Durability                         string
 	DurabilityOK                       bool
+	Space                              string // the database's size against its quota; "" without a sample
+	SpaceOK                            bool
+	Compaction                         string
 	Policy                             []PolicySetting
 	Claims, Takeovers, Lost            int64
 	History                            historyView
@@ -240,11 +252,17 @@ func (p *Page) Serve(w http.ResponseWriter, r *http.Request) error {
 		}
 		v.Namespaces = append(v.Namespaces, row)
 	}
+	var space *probe.SpaceReport
+	if p.cfg.Space != nil {
+		r := p.cfg.Space.Report()
+		space = &r
+		v.Space, v.SpaceOK, v.Compaction = spaceText(r), len(r.Alarms) == 0 && r.Share() < probe.SpaceAttention, r.Compaction.Text
+	}
 	hbFails, lost := p.history.recent(now)
 	v.Attention = attention(attentionInput{Status: st, ReadyErr: readyErr, DatabaseOK: v.DatabaseOK, Database: v.DatabaseError,
 		Durability: p.cfg.Durability, LeaseTTL: p.cfg.LeaseTTL, MaxClockOffset: p.cfg.MaxClockOffset,
 		LeasesError: v.LeasesError, NamespacesError: v.NamespacesError, Pools: v.Pools, Namespaces: v.Namespaces,
-		HeartbeatFails: hbFails, Lost: lost, Window: p.history.window, HideNames: !aud.Details})
+		HeartbeatFails: hbFails, Lost: lost, Window: p.history.window, HideNames: !aud.Details, Space: space})
 	if !aud.Details {
 		v.Namespaces = nil // counted in the notices, not named
 	}

@@ -51,6 +51,9 @@ type Config struct {
 	// Retries feeds idgen_store_serialization_retries_total; nil leaves it
 	// out.
 	Retries allocator.RetryCounter
+	// Space feeds the idgen_database_size_bytes family (etcd); nil leaves
+	// it out.
+	Space   SpaceReporter
 	Version string // idgen_build_info's label; "" is "dev"
 }
 
@@ -64,6 +67,9 @@ func Collectors(cfg Config) []prometheus.Collector {
 		newState(cfg),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	}
+	if cfg.Space != nil {
+		cs = append(cs, newSpaceCollector(cfg.Space))
 	}
 	for _, src := range []idgen.Source{idgen.SourceSnowflake, idgen.SourceSegment, idgen.SourceFallback} {
 		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{

@@ -1,6 +1,7 @@
 // Package periodic runs the node's background loops (the history sampler,
-// the tokens reloader, the lease events pruner, the test clock's watcher),
-// each a Loop that its owner starts, stops and waits for.
+// the tokens reloader, the lease events pruner, the etcd history
+// compactor, the database space sampler, the test clock's watcher), each
+// a Loop that its owner starts, stops and waits for.
 package periodic
 
 import (

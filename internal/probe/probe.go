@@ -1,5 +1,6 @@
 // Package probe is what the node's open routes share: /readyz, the status
-// page and /metrics check the database through one cached Ping, and say
+// page and /metrics check the database through one cached Ping, read its
+// space and alarms (etcd) from one Space sampled in the background, and say
 // what failed as each caller's Audience may see it: to everyone in words a
 // caller can act on ("database unreachable"); the store's own text, which
 // names the database's user, hosts, port and key prefix, only to the admin

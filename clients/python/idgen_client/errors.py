@@ -44,6 +44,7 @@ __all__ = [
     "TooManyError",
     "InternalError",
     "ServiceUnavailableError",
+    "StorageFullError",
     "LeaseToken",
     "RefusedError",
     "NoLeaseError",
@@ -218,6 +219,14 @@ class TooManyError(ProblemError):
     code_name = "too_many"
 
 
+class StorageFullError(ProblemError):
+    """507 ``storage_full``: the database is out of space and refuses every
+    write (etcd's NOSPACE alarm); no node can serve until an operator frees
+    space. Not retried by this client: the wait is minutes, not seconds."""
+
+    code_name = "storage_full"
+
+
 class InternalError(ProblemError):
     """500 ``internal``: a bug of the server."""
 
@@ -247,6 +256,7 @@ _CODE_CLASSES: dict[str, type[ProblemError]] = {
         TooLargeError,
         InvalidReleaseError,
         TooManyError,
+        StorageFullError,
         InternalError,
         ServiceUnavailableError,
     )
@@ -267,6 +277,7 @@ _STATUS_CODES: dict[int, str] = {
     502: "unavailable",
     503: "unavailable",
     504: "unavailable",
+    507: "storage_full",
 }
 
 # The longest Retry-After honoured as given; longer ones are cut to it.

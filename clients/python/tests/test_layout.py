@@ -12,6 +12,7 @@ from idgen_client import (
     NoWorkerAvailableError,
     ProblemError,
     ServiceUnavailableError,
+    StorageFullError,
     UnavailableError,
 )
 from idgen_client.errors import parse_retry_after, problem_error
@@ -74,6 +75,8 @@ class ErrorTableTest(unittest.TestCase):
             (422, b"", InvalidReleaseError, "invalid_release"),
             (503, b'{"code":"unavailable"}', ServiceUnavailableError, "unavailable"),
             (502, b"<html>bad gateway</html>", ServiceUnavailableError, "unavailable"),
+            (507, b'{"code":"storage_full"}', StorageFullError, "storage_full"),
+            (507, b"", StorageFullError, "storage_full"),
             (418, b"{}", ProblemError, ""),
         ]
         for status, body, cls, code in cases:

@@ -31,6 +31,7 @@ export const problems = {
   invalid_release: { httpStatus: 422, grpc: Code.FailedPrecondition, retryLater: false, title: "Invalid release" },
   too_many: { httpStatus: 429, grpc: Code.ResourceExhausted, retryLater: true, title: "Too many requests" },
   unavailable: { httpStatus: 503, grpc: Code.Unavailable, retryLater: true, title: "Service unavailable" },
+  storage_full: { httpStatus: 507, grpc: Code.ResourceExhausted, retryLater: true, title: "Database out of space" },
   internal: { httpStatus: 500, grpc: Code.Internal, retryLater: false, title: "Internal error" },
 } as const satisfies Record<string, ProblemInfo>;
 
