@@ -199,11 +199,9 @@ type StoreMark struct {
 	// StoreID is a random identity the store got when its schema was
 	// created; a restored copy keeps it.
 	StoreID string
-	// Generation counts the fences of the store; FencedAt is when the last
-	// one ran (zero for none), CeilingMS the ceiling of worker rows it
-	// did not see.
+	// Generation counts the fences of the store; CeilingMS is the ceiling
+	// of the last one, which worker rows it did not see start at.
 	Generation int64
-	FencedAt   time.Time
 	CeilingMS  int64
 	// Ceilings holds every worker row's ts_ceiling_ms; Counters every
 	// namespace's max_id, deleted ones included.
