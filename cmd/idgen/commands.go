@@ -48,6 +48,14 @@ func commands() []command {
 			help: namespacesHelp, run: runNamespaces,
 		},
 		{
+			name: "restore-fence", summary: "fence a restored database before nodes start on it",
+			forms: []form{
+				{synopsis: "restore-fence [--gap N] [--up-to TIME] [--max-ttl D] [--reason TEXT] [--dsn DSN]",
+					summary: "move every lease ceiling and namespace counter past what a restored (or lossy failed-over) database lost, before any node starts on it"},
+			},
+			help: restoreFenceHelp, run: runRestoreFence,
+		},
+		{
 			name: "tokens", summary: "make the tokens of idgen's callers (hash|new)",
 			forms: []form{
 				{synopsis: "tokens hash", summary: "print the SHA-256 of a caller's secret, read from standard input"},

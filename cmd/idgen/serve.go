@@ -101,6 +101,10 @@ func newServeFlags() *serveFlags {
 	d.Bool(&c.AllowUnsafeDurability, "allow-unsafe-durability", false,
 		"serve even though the database can lose acknowledged commits (e.g. `synchronous_commit=off`), "+
 			"which can hand out the same IDs twice; such a database is refused at start without it")
+	d.String(&c.StateFile, "state-file", "PATH", "",
+		"the node's state file, on its own disk (never beside a backup of the database): what it saw the store commit. "+
+			"At start the node refuses a store that went back behind it (restored from a backup or failed over "+
+			"without `idgen restore-fence`); PostgreSQL, MySQL and SQLite only. Empty: no such check")
 
 	d.group = "Snowflake layout and worker lease"
 	d.Int64(&c.Keeper.DatacenterID, "datacenter", "N", 0,
