@@ -50,7 +50,7 @@ func commands() []command {
 		{
 			name: "restore-fence", summary: "fence a restored database before nodes start on it",
 			forms: []form{
-				{synopsis: "restore-fence [--gap N] [--up-to TIME] [--max-ttl D] [--reason TEXT] [--dsn DSN]",
+				{synopsis: "restore-fence [--gap N] [--up-to TIME] [--max-ttl D] [--reason TEXT] [--force] [--dsn DSN]",
 					summary: "move every lease ceiling and namespace counter past what a restored (or lossy failed-over) database lost, before any node starts on it"},
 			},
 			help: restoreFenceHelp, run: runRestoreFence,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
@@ -27,7 +28,9 @@ gave. In one transaction, this command:
     and raises the store's generation. Worker IDs with no row yet start at
     the same ceiling.
 
-Stop every node first, restore, run this once, then start the nodes. Nodes
+Stop every node first, restore, run this once, then start the nodes. A lease
+whose expiry lies ahead of this machine's clock is taken for a node still
+running, and the command refuses to fence without --force. Nodes
 with a --state-file refuse a store that was restored and not fenced, or
 fenced with a gap or ceiling below what they saw. The etcd store has no
 restore fence.
@@ -41,6 +44,7 @@ Flags (environment variable in brackets):
                         --lease-api-max-ttl (default 5m)
   --max-clock-offset D  the nodes' --max-clock-offset [IDGEN_MAX_CLOCK_OFFSET] (default 5s)
   --reason TEXT         why, recorded in every event (at most 1024 bytes)
+  --force               fence even though leases look held by running nodes
   --dsn DSN             database [IDGEN_DSN] (default sqlite:idgen.db)
 `
 
@@ -55,7 +59,8 @@ func runRestoreFence(ctx context.Context, args []string, e env) error {
 	maxTTL := fs.Duration("max-ttl", allocator.DefaultFenceMaxTTL, "")
 	offset := fs.Duration("max-clock-offset", allocator.DefaultMaxClockOffset, "")
 	reason := fs.String("reason", "", "")
-	for _, name := range []string{"gap", "up-to", "max-ttl", "reason"} {
+	force := fs.Bool("force", false, "")
+	for _, name := range []string{"gap", "up-to", "max-ttl", "reason", "force"} {
 		f.noEnv[name] = true // about this restore, not a setting of the environment
 	}
 	var req allocator.FenceRequest
@@ -87,6 +92,11 @@ func runRestoreFence(ctx context.Context, args []string, e env) error {
 		if !ok {
 			return fmt.Errorf("the %s store has no restore fence (see docs/operations.md, \"Runbook: restore\")", stores.Dialect(*f.dsn))
 		}
+		if !*force {
+			if err := noLiveLeases(ctx, store, time.Now()); err != nil {
+				return err
+			}
+		}
 		res, err := fencer.FenceRestore(ctx, req)
 		if err != nil {
 			return withSchemaHint(ctx, store, fmt.Errorf("restore fence: %w", err))
@@ -98,6 +108,31 @@ func runRestoreFence(ctx context.Context, args []string, e env) error {
 		printFence(e, req, res)
 		return nil
 	})
+}
+
+// noLiveLeases returns an error naming the leases whose expiry lies after
+// now: their holders may still be running, and a fence would take their
+// leases (restore-fence --force fences anyway).
+func noLiveLeases(ctx context.Context, store stores.Store, now time.Time) error {
+	leases, err := store.ListLeases(ctx)
+	if err != nil {
+		return withSchemaHint(ctx, store, fmt.Errorf("list leases: %w", err))
+	}
+	var live []string
+	for _, l := range leases {
+		if l.Holder != "" && l.ExpiresAt.After(now) {
+			live = append(live, fmt.Sprintf("%d/%d held by %s until %s", l.DatacenterID, l.WorkerID, l.Holder, timeText(l.ExpiresAt)))
+		}
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	more := ""
+	if len(live) > 3 {
+		more, live = fmt.Sprintf(" and %d more", len(live)-3), live[:3]
+	}
+	return fmt.Errorf("not fenced: leases look held by running nodes (%s%s); stop every node first, "+
+		"wait for the leases to expire, or pass --force", strings.Join(live, ", "), more)
 }
 
 // printFence writes what a fence did: the worker rows, the namespaces and

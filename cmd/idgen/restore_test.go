@@ -189,6 +189,9 @@ func restoreRunbook(t *testing.T, bin string, st restoreStore, nodes int) {
 		st.backup(t)
 	}
 	draw(all, ps, "after the backup")
+	if r := cli(t, cliEnv, "restore-fence"); r.code != 1 || !strings.Contains(r.stderr, "leases look held by running nodes") {
+		t.Errorf("restore-fence while nodes run: got exit code %d, stderr %q; want 1, refused without --force", r.code, r.stderr)
+	}
 	stop(ps)
 	st.restore(t)
 
