@@ -1,10 +1,11 @@
 // Package app is one idgen node as a value: `idgen serve` is flag parsing
 // around it, and tests drive it directly. It is the only place the parts
 // are wired: Open brings them up in the order they depend on each other
-// (listener, database and its checks, migrations, keeper, segments, the
-// core, the HTTP and gRPC APIs on one listener, the background loops), and
-// Close takes them down in the reverse order, so that no request finds the
-// allocators closed and the lease is released last before the database.
+// (listener, database and its checks, migrations, the restore check of
+// the state file, keeper, segments, the core, the HTTP and gRPC APIs on
+// one listener, the background loops), and Close takes them down in the
+// reverse order, so that no request finds the allocators closed and the
+// lease is released last before the database.
 //
 //	a, err := app.Open(ctx, app.Config{DSN: "sqlite:idgen.db", Migrate: true})
 //	if err != nil {
