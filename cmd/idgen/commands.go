@@ -161,7 +161,12 @@ func usageOf(cmd string) string {
 // mainUsage is idgen --help: the commands with their summaries between
 // mainIntro and mainOutro.
 func mainUsage() string {
-	const col, width = 15, 80
+	// The summaries start two spaces after the longest command name.
+	const width = 80
+	col := 0
+	for _, c := range commands() {
+		col = max(col, 2+len(c.name)+2)
+	}
 	var b strings.Builder
 	b.WriteString(mainIntro + "\nCommands:\n")
 	for _, c := range commands() {
