@@ -60,7 +60,8 @@ const (
 )
 
 // RestoreFencer is implemented by the stores that can be fenced after a
-// restore: PostgreSQL, MySQL and SQLite. allocator/storetest
+// restore: PostgreSQL, MySQL, SQLite and etcd (which fences key by key, not
+// in one transaction: see allocator/etcd). allocator/storetest
 // (RunRestoreFence) holds them to it.
 type RestoreFencer interface {
 	// FenceRestore fences the store in one transaction, at the store's

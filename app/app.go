@@ -82,7 +82,7 @@ type Config struct {
 	// start the node refuses a store that is behind it (restored or failed
 	// over without idgen restore-fence), with an error wrapping
 	// allocator.ErrStoreBehind. Ignored, with a warning, on a store without
-	// a restore fence (etcd).
+	// a restore fence (allocator.RestoreFencer).
 	StateFile string
 
 	// Keeper configures the lease keeper: layout, datacenter, worker IDs,

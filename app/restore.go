@@ -14,8 +14,8 @@ import (
 // an error wrapping allocator.ErrStoreBehind, a store that went back
 // behind what the node saw it commit; otherwise it returns data wrapped so
 // that the file follows what the node sees from now on. Without a state
-// file, or on a store that has no restore fence (etcd), it returns data as
-// it is.
+// file, or on a store that has no restore fence (allocator.RestoreFencer),
+// it returns data as it is.
 func checkRestore(ctx context.Context, c Config, store, data allocator.Store, log *slog.Logger) (allocator.Store, *nodestate.Store, error) {
 	if c.StateFile == "" {
 		return data, nil, nil

@@ -18,8 +18,7 @@ type FencedStore interface {
 
 // RunRestoreFence runs the restore-fence part of the suite
 // (allocator.RestoreFencer) against the stores open returns, on an empty,
-// migrated database of their own each. PostgreSQL, MySQL and SQLite pass
-// it; the etcd store has no restore fence (see docs/operations.md).
+// migrated database of their own each. Every store passes it.
 func RunRestoreFence(t *testing.T, open func(t *testing.T) FencedStore) {
 	t.Helper()
 	for _, tc := range []struct {

@@ -28,12 +28,14 @@ gave. In one transaction, this command:
     and raises the store's generation. Worker IDs with no row yet start at
     the same ceiling.
 
+On etcd, which has no transaction over every key, it runs key by key
+instead; run it again if it was cut short.
+
 Stop every node first, restore, run this once, then start the nodes. A lease
 whose expiry lies ahead of this machine's clock is taken for a node still
 running, and the command refuses to fence without --force. Nodes
 with a --state-file refuse a store that was restored and not fenced, or
-fenced with a gap or ceiling below what they saw. The etcd store has no
-restore fence.
+fenced with a gap or ceiling below what they saw.
 
 Flags (environment variable in brackets):
   --gap N               IDs every namespace counter moves up, at least the IDs any

@@ -104,7 +104,7 @@ func newServeFlags() *serveFlags {
 	d.String(&c.StateFile, "state-file", "PATH", "",
 		"the node's state file, on its own disk (never beside a backup of the database): what it saw the store commit. "+
 			"At start the node refuses a store that went back behind it (restored from a backup or failed over "+
-			"without `idgen restore-fence`); PostgreSQL, MySQL and SQLite only. Empty: no such check")
+			"without `idgen restore-fence`). Empty: no such check")
 
 	d.group = "Snowflake layout and worker lease"
 	d.Int64(&c.Keeper.DatacenterID, "datacenter", "N", 0,
