@@ -224,8 +224,10 @@ func restoreRunbook(t *testing.T, bin string, st restoreStore, nodes int) {
 	}
 	t.Logf("a node with its state file refuses: %s", lastLine(stderr))
 
-	// The fence, then the nodes again.
-	out := mustRun("restore-fence", "--max-ttl", restoreLeaseTTL, "--max-clock-offset", restoreMaxOffset, "--reason", "restore test")
+	// The fence, then the nodes again. The nodes are stopped; the leases
+	// of a backup taken while they ran may not have expired yet (it was
+	// taken seconds ago), so --force.
+	out := mustRun("restore-fence", "--max-ttl", restoreLeaseTTL, "--max-clock-offset", restoreMaxOffset, "--reason", "restore test", "--force")
 	if !strings.Contains(out, "fenced the store: generation 1") {
 		t.Errorf("restore-fence: got %q, want generation 1", out)
 	}
