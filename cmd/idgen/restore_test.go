@@ -246,8 +246,8 @@ func restoreRunbook(t *testing.T, bin string, st restoreStore, nodes int) {
 		}
 	}
 	events := mustRun("leases", "events", "--kind", "fence", "--limit", "1000")
-	if !strings.Contains(events, "restore test") || strings.Count(events, "fence") < 32 {
-		t.Errorf("fence events: got %s, want one per worker ID of the pool naming the reason", events)
+	if got, want := strings.Count(events, "restore fence, generation 1"), 32; got != want || strings.Count(events, "restore test") != want {
+		t.Errorf("fence events: got %d in %s, want %d, one per worker ID of the pool (0-31), naming the reason", got, events, want)
 	}
 }
 
