@@ -52,12 +52,14 @@ const (
 	EventRelease  EventKind = "release"  // released on graceful shutdown
 	EventLost     EventKind = "lost"     // the holder found its lease gone
 	EventEvict    EventKind = "evict"    // an operator took the lease from its holder (LeaseAdmin.Evict)
+	// EventFence (fence.go): a restore fence took the lease from its
+	// holder and raised its ceiling (RestoreFencer.FenceRestore).
 )
 
 // Validate reports a kind other than the EventKind constants.
 func (k EventKind) Validate() error {
 	switch k {
-	case EventAcquire, EventTakeover, EventRelease, EventLost, EventEvict:
+	case EventAcquire, EventTakeover, EventRelease, EventLost, EventEvict, EventFence:
 		return nil
 	}
 	return fmt.Errorf("unknown lease event kind %q", string(k))

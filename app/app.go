@@ -1,10 +1,11 @@
 // Package app is one idgen node as a value: `idgen serve` is flag parsing
 // around it, and tests drive it directly. It is the only place the parts
 // are wired: Open brings them up in the order they depend on each other
-// (listener, database and its checks, migrations, keeper, segments, the
-// core, the HTTP and gRPC APIs on one listener, the background loops), and
-// Close takes them down in the reverse order, so that no request finds the
-// allocators closed and the lease is released last before the database.
+// (listener, database and its checks, migrations, the restore check of
+// the state file, keeper, segments, the core, the HTTP and gRPC APIs on
+// one listener, the background loops), and Close takes them down in the
+// reverse order, so that no request finds the allocators closed and the
+// lease is released last before the database.
 //
 //	a, err := app.Open(ctx, app.Config{DSN: "sqlite:idgen.db", Migrate: true})
 //	if err != nil {
@@ -33,6 +34,7 @@ import (
 	"github.com/idgen-project/idgen/httpapi/statuspage"
 	"github.com/idgen-project/idgen/internal/dburl"
 	"github.com/idgen-project/idgen/internal/metrics"
+	"github.com/idgen-project/idgen/internal/nodestate"
 	"github.com/idgen-project/idgen/internal/periodic"
 	"github.com/idgen-project/idgen/internal/probe"
 	"github.com/idgen-project/idgen/internal/stores"
@@ -77,6 +79,13 @@ type Config struct {
 	// AllowUnsafeDurability serves on a database that can lose commits it
 	// acknowledged, logging each risk, instead of refusing to start.
 	AllowUnsafeDurability bool
+	// StateFile, when set, names the node's state file (internal/nodestate):
+	// what the node saw the store commit, kept on the node's own disk. At
+	// start the node refuses a store that is behind it (restored or failed
+	// over without idgen restore-fence), with an error wrapping
+	// allocator.ErrStoreBehind. Ignored, with a warning, on a store without
+	// a restore fence (allocator.RestoreFencer).
+	StateFile string
 
 	// Keeper configures the lease keeper: layout, datacenter, worker IDs,
 	// holder, lease ttl and heartbeat. Its Clock and Logger are ignored:
@@ -317,6 +326,8 @@ type App struct {
 	// tracer is the tracer provider Open built, shut down last by stop;
 	// nil when tracing is off or its provider is the caller's.
 	tracer *tracing.Provider
+	// state keeps the state file; nil without one.
+	state *nodestate.Store
 
 	// mu guards serving and closed; serveDone is closed when a Serve that
 	// started returns.
@@ -403,6 +414,12 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 
 	// From here on the parts use data: the store, traced when tracing is on.
 	data, tracingCfg, err := a.openTracing(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	restoreCtx, cancelRestore := context.WithTimeout(ctx, c.OpenTimeout)
+	data, a.state, err = checkRestore(restoreCtx, c, a.store, data, a.log)
+	cancelRestore()
 	if err != nil {
 		return nil, err
 	}
@@ -670,6 +687,11 @@ func (a *App) stop(ctx context.Context) (err error) {
 			a.log.Info(st.done)
 		}
 		cancel()
+	}
+	if a.state != nil {
+		if cerr := a.state.Flush(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("write state file: %w", cerr))
+		}
 	}
 	if a.ownStore && a.store != nil {
 		if cerr := a.store.Close(); cerr != nil {

@@ -458,7 +458,7 @@ func (s *Server) parseEventsQuery(c echo.Context) (allocator.LeaseEventFilter, i
 			f.Owner = v
 		case "kind":
 			if f.Kind = allocator.EventKind(v); f.Kind.Validate() != nil {
-				perr = invalidf("kind must be one of acquire, takeover, release, lost, evict")
+				perr = invalidf("kind must be one of acquire, takeover, release, lost, evict, fence")
 			}
 		case "since":
 			f.Since, perr = timeParam()

@@ -405,7 +405,15 @@ func (s *Store) ensureWorkers(ctx context.Context, dc, minID, maxID int64) error
 		for _, kv := range resp.Kvs {
 			have[string(kv.Key)] = true
 		}
-		var cmps []clientv3.Cmp
+		// New records start at the ceiling of the last restore fence (a
+		// record missing from a restored store may have been used before),
+		// compared when they are written: a fence in between is read again.
+		fence, fkv, err := s.readFence(ctx, cli)
+		if err != nil {
+			return false, err
+		}
+		fenceCmp := clientv3.Compare(clientv3.ModRevision(s.keys.fence()), "=", fkv.ModRevision)
+		cmps := []clientv3.Cmp{fenceCmp}
 		var ops []clientv3.Op
 		for w := minID; w <= maxID+1; w++ {
 			if len(ops) == createBatch || (w > maxID && len(ops) > 0) {
@@ -416,7 +424,7 @@ func (s *Store) ensureWorkers(ctx context.Context, dc, minID, maxID int64) error
 				if !txn.Succeeded {
 					return false, nil // created concurrently: read again
 				}
-				cmps, ops = cmps[:0], ops[:0]
+				cmps, ops = append(cmps[:0], fenceCmp), ops[:0]
 			}
 			if w > maxID {
 				break
@@ -426,7 +434,7 @@ func (s *Store) ensureWorkers(ctx context.Context, dc, minID, maxID int64) error
 				continue
 			}
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
-			ops = append(ops, clientv3.OpPut(key, encode(leaseRecord{DatacenterID: dc, WorkerID: w})))
+			ops = append(ops, clientv3.OpPut(key, encode(leaseRecord{DatacenterID: dc, WorkerID: w, CeilingMS: fence.CeilingMS})))
 		}
 		return true, nil
 	})

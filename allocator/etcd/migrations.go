@@ -52,7 +52,7 @@ func (s *Store) Migrations() (*goose.Provider, error) {
 // deleteLayout deletes every key of the store's layout under the prefix,
 // but not goose's records.
 func (s *Store) deleteLayout(ctx context.Context) error {
-	ops := []clientv3.Op{clientv3.OpDelete(s.keys.layout()), clientv3.OpDelete(s.keys.eventSeq())}
+	ops := []clientv3.Op{clientv3.OpDelete(s.keys.layout()), clientv3.OpDelete(s.keys.eventSeq()), clientv3.OpDelete(s.keys.fence())}
 	for _, p := range []string{s.keys.leases(), string(s.keys) + "holders/", s.keys.events(), s.keys.segments()} {
 		ops = append(ops, clientv3.OpDelete(p, clientv3.WithRange(rangeEnd(p))))
 	}

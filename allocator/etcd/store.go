@@ -29,6 +29,8 @@
 //	<prefix>meta/event-seq             the last event id
 //	<prefix>segments/<namespace>       one record per namespace (the segments row);
 //	                                   deleted_at marks a deleted one, which stays
+//	<prefix>meta/fence                 {store_id, generation, ceiling_ms, …}: the store's
+//	                                   identity and its restore fences (fence.go)
 //	<prefix>meta/goose/<version>       applied "migrations" (see Store.Migrations)
 //	<prefix>meta/durability-probe      written by CheckDurability
 //

@@ -42,6 +42,10 @@ func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) allocator.Store { return openTest(t) })
 }
 
+func TestRestoreFence(t *testing.T) {
+	storetest.RunRestoreFence(t, func(t *testing.T) storetest.FencedStore { return openTest(t) })
+}
+
 // TestPruneLeaseEventsInBatches prunes more events than one transaction
 // deletes and one read returns.
 func TestPruneLeaseEventsInBatches(t *testing.T) {

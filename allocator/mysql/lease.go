@@ -165,14 +165,21 @@ func (s *Store) ensureWorkers(ctx context.Context, dc, minID, maxID int64) error
 	}
 	for lo := minID; lo <= maxID; lo += insertChunk {
 		hi := min(lo+insertChunk-1, maxID)
-		values := strings.TrimSuffix(strings.Repeat("(?, ?),", int(hi-lo+1)), ",")
-		args := make([]any, 0, 2*(hi-lo+1))
-		for w := lo; w <= hi; w++ {
-			args = append(args, dc, w)
-		}
+		values := strings.TrimSuffix(strings.Repeat("(?, ?, ?),", int(hi-lo+1)), ",")
 		err := s.inTx(ctx, func(tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, `
-				INSERT INTO worker_leases (datacenter_id, worker_id) VALUES `+values+`
+			// New rows start at the ceiling of the last restore fence: a
+			// row missing from a restored store may have been used before.
+			var ceiling int64
+			err := tx.QueryRowContext(ctx, `SELECT COALESCE((SELECT ceiling_ms FROM store_fence WHERE id = 1), 0)`).Scan(&ceiling)
+			if err != nil {
+				return err
+			}
+			args := make([]any, 0, 3*(hi-lo+1))
+			for w := lo; w <= hi; w++ {
+				args = append(args, dc, w, ceiling)
+			}
+			_, err = tx.ExecContext(ctx, `
+				INSERT INTO worker_leases (datacenter_id, worker_id, ts_ceiling_ms) VALUES `+values+`
 				ON DUPLICATE KEY UPDATE worker_id = worker_id`, args...)
 			return err
 		})

@@ -30,6 +30,10 @@ func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) allocator.Store { return openTest(t) })
 }
 
+func TestRestoreFence(t *testing.T) {
+	storetest.RunRestoreFence(t, func(t *testing.T) storetest.FencedStore { return openTest(t) })
+}
+
 // TestStoreSnapshotIsolation runs the suite with innodb_snapshot_isolation
 // on for the session, as MariaDB 11.6.2 and later have it by default: a
 // transaction that reads a row another one changed since its snapshot then

@@ -41,6 +41,10 @@ const defaultPruneBatch = 5000
 const boundedCeiling = `GREATEST(ts_ceiling_ms, LEAST($5::bigint,
 	floor(extract(epoch FROM now()) * 1000)::bigint + $4::bigint + $7::bigint))`
 
+// newRowCeiling is the ts_ceiling_ms of a worker row created now: the
+// ceiling of the last restore fence (0 if none).
+const newRowCeiling = `COALESCE((SELECT ceiling_ms FROM store_fence WHERE id = 1), 0)`
+
 // EnsureLayout implements allocator.LeaseStore.EnsureLayout, documented
 // there.
 func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snowflake.Layout, error) {
@@ -115,7 +119,9 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 }
 
 // ensureWorkers makes sure worker_leases has a row for every worker ID of the
-// pool. Concurrent calls are safe: a row another node inserted first is left
+// pool, with the ceiling of the last restore fence (newRowCeiling): a row
+// missing from a restored store may have been used before the restore.
+// Concurrent calls are safe: a row another node inserted first is left
 // as it is.
 func (s *Store) ensureWorkers(ctx context.Context, dc, minID, maxID int64) error {
 	var n int64
@@ -132,8 +138,8 @@ func (s *Store) ensureWorkers(ctx context.Context, dc, minID, maxID int64) error
 	// serialization failure rather than a conflict to skip; inTx retries.
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `
-			INSERT INTO worker_leases (datacenter_id, worker_id)
-			SELECT $1, w FROM generate_series($2::integer, $3::integer) AS w
+			INSERT INTO worker_leases (datacenter_id, worker_id, ts_ceiling_ms)
+			SELECT $1, w, `+newRowCeiling+` FROM generate_series($2::integer, $3::integer) AS w
 			ON CONFLICT (datacenter_id, worker_id) DO NOTHING`, dc, minID, maxID)
 		return err
 	})

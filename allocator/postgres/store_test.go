@@ -22,6 +22,10 @@ func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) allocator.Store { return openTest(t) })
 }
 
+func TestRestoreFence(t *testing.T) {
+	storetest.RunRestoreFence(t, func(t *testing.T) storetest.FencedStore { return openTest(t) })
+}
+
 // TestConcurrentClaimsRetry checks that concurrent claims really collide in
 // PostgreSQL and that the store resolves the collisions by retrying.
 func TestConcurrentClaimsRetry(t *testing.T) {

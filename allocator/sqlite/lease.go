@@ -61,11 +61,13 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 		return allocator.ClaimResult{}, fmt.Errorf("sqlite: %w", err)
 	}
 	return atNow(ctx, s, func(tx *sql.Tx, now string) (allocator.ClaimResult, error) {
-		// A row for every worker ID of the pool; rows that exist stay as they are.
+		// A row for every worker ID of the pool; rows that exist stay as they
+		// are. New rows start at the ceiling of the last restore fence: a
+		// row missing from a restored store may have been used before.
 		_, err := tx.ExecContext(ctx, `
 			WITH RECURSIVE w(id) AS (SELECT ?2 UNION ALL SELECT id + 1 FROM w WHERE id < ?3)
-			INSERT INTO worker_leases (datacenter_id, worker_id)
-			SELECT ?1, id FROM w WHERE true
+			INSERT INTO worker_leases (datacenter_id, worker_id, ts_ceiling_ms)
+			SELECT ?1, id, COALESCE((SELECT ceiling_ms FROM store_fence WHERE id = 1), 0) FROM w WHERE true
 			ON CONFLICT (datacenter_id, worker_id) DO NOTHING`,
 			req.DatacenterID, req.MinWorkerID, req.MaxWorkerID)
 		if err != nil {

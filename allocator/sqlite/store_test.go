@@ -18,6 +18,10 @@ func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) allocator.Store { return openTest(t) })
 }
 
+func TestRestoreFence(t *testing.T) {
+	storetest.RunRestoreFence(t, func(t *testing.T) storetest.FencedStore { return openTest(t) })
+}
+
 func TestConnection(t *testing.T) {
 	s := openTest(t)
 	for _, tc := range []struct {

@@ -48,6 +48,14 @@ func commands() []command {
 			help: namespacesHelp, run: runNamespaces,
 		},
 		{
+			name: "restore-fence", summary: "fence a restored database before nodes start on it",
+			forms: []form{
+				{synopsis: "restore-fence [--gap N] [--up-to TIME] [--max-ttl D] [--reason TEXT] [--force] [--dsn DSN]",
+					summary: "move every lease ceiling and namespace counter past what a restored (or lossy failed-over) database lost, before any node starts on it"},
+			},
+			help: restoreFenceHelp, run: runRestoreFence,
+		},
+		{
 			name: "tokens", summary: "make the tokens of idgen's callers (hash|new)",
 			forms: []form{
 				{synopsis: "tokens hash", summary: "print the SHA-256 of a caller's secret, read from standard input"},
@@ -153,7 +161,12 @@ func usageOf(cmd string) string {
 // mainUsage is idgen --help: the commands with their summaries between
 // mainIntro and mainOutro.
 func mainUsage() string {
-	const col, width = 15, 80
+	// The summaries start two spaces after the longest command name.
+	const width = 80
+	col := 0
+	for _, c := range commands() {
+		col = max(col, 2+len(c.name)+2)
+	}
 	var b strings.Builder
 	b.WriteString(mainIntro + "\nCommands:\n")
 	for _, c := range commands() {

@@ -12,6 +12,7 @@ var fieldFlags = map[string]string{
 	"Config.Listen":                "listen",
 	"Config.MaxCount":              "max-count",
 	"Config.ShutdownTimeout":       "shutdown-timeout",
+	"Config.StateFile":             "state-file",
 	"Config.TokensFile":            "tokens-file",
 	"Config.LeaseEventsRetention":  "lease-events-retention",
 	"Config.EtcdCompactRetention":  "etcd-compact-retention",

@@ -30,7 +30,7 @@ Flags (environment variable in brackets):
   --worker N         only this worker ID
   --holder S         only events naming this holder
   --owner S          only events recorded for this caller
-  --kind K           only acquire, takeover, release, lost or evict events
+  --kind K           only acquire, takeover, release, lost, evict or fence events
   --since TIME       only events at or after TIME (RFC 3339)
   --until TIME       only events before TIME (RFC 3339)
   --dsn DSN          database [IDGEN_DSN] (default sqlite:idgen.db)
@@ -137,7 +137,7 @@ func leasesEvents(ctx context.Context, args []string, e env) error {
 			filter.WorkerID = &worker.v
 		}
 		if *kind != "" && filter.Kind.Validate() != nil {
-			return usagef(cmd, "invalid --kind %q: want acquire, takeover, release, lost or evict", *kind)
+			return usagef(cmd, "invalid --kind %q: want acquire, takeover, release, lost, evict or fence", *kind)
 		}
 		if err := filter.Validate(); err != nil {
 			return usagef(cmd, "%v", err)

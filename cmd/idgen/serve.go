@@ -108,6 +108,10 @@ func newServeFlags() *serveFlags {
 			"cluster-wide: it drops old revisions of every user's keys. `auto` compacts with `5m` when idgen owns the cluster "+
 			"(no keys outside its prefix) and leaves a shared one to its operator; `off` never compacts. "+
 			"Defragmentation is left to the operator (docs/operations.md)")
+	d.String(&c.StateFile, "state-file", "PATH", "",
+		"the node's state file, on its own disk (never beside a backup of the database): what it saw the store commit. "+
+			"At start the node refuses a store that went back behind it (restored from a backup or failed over "+
+			"without `idgen restore-fence`). Empty: no such check")
 
 	d.group = "Snowflake layout and worker lease"
 	d.Int64(&c.Keeper.DatacenterID, "datacenter", "N", 0,
