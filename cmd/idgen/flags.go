@@ -12,7 +12,8 @@ import (
 )
 
 // layoutFlag is --layout: the bit widths of a Snowflake ID as
-// time/datacenter/worker/sequence, e.g. 41/5/5/12.
+// time/datacenter/worker/sequence, e.g. 41/5/5/12, or the name of a preset
+// (snowflake.Presets), e.g. js53.
 type layoutFlag struct{ time, datacenter, worker, sequence int }
 
 func defaultLayoutFlag() layoutFlag {
@@ -25,9 +26,13 @@ func (l *layoutFlag) String() string {
 }
 
 func (l *layoutFlag) Set(s string) error {
+	if p, ok := snowflake.PresetLayout(s); ok {
+		*l = layoutFlag{p.TimeBits, p.DatacenterBits, p.WorkerBits, p.SequenceBits}
+		return nil
+	}
 	parts := strings.Split(s, "/")
 	if len(parts) != 4 {
-		return errors.New("want four bit widths time/datacenter/worker/sequence, e.g. 41/5/5/12")
+		return fmt.Errorf("want four bit widths time/datacenter/worker/sequence, e.g. 41/5/5/12, or a preset: %s", snowflake.PresetNames())
 	}
 	var v [4]int
 	for i, p := range parts {
@@ -37,11 +42,26 @@ func (l *layoutFlag) Set(s string) error {
 		}
 		v[i] = n
 	}
-	if sum := v[0] + v[1] + v[2] + v[3]; sum != 63 {
-		return fmt.Errorf("bit widths sum to %d, want 63", sum)
+	if sum := v[0] + v[1] + v[2] + v[3]; sum > 63 {
+		return fmt.Errorf("bit widths sum to %d, want at most 63", sum)
 	}
 	*l = layoutFlag{v[0], v[1], v[2], v[3]}
 	return nil
+}
+
+// presetHelp lists the layout presets with what each allows, e.g.
+// "Presets: `js53` = 41/0/5/7, 53 bits: 32 workers x 128,000 IDs/s, until
+// 2095-09-07 (69.7 years); …".
+func presetHelp() string {
+	var b strings.Builder
+	b.WriteString("Presets: ")
+	for i, p := range snowflake.Presets() {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "`%s` = %s", p.Name, p.Layout.Describe())
+	}
+	return b.String()
 }
 
 // timeFlag is a flag holding an RFC 3339 instant (--epoch).

@@ -109,8 +109,9 @@ func newServeFlags() *serveFlags {
 		"the pool this node claims its worker ID from: a range `A-B` or one ID `N`, of at most 65536 IDs "+
 			"(a layout of more than 16 worker bits needs a range)").
 		defaultText("every worker ID of the layout outside `--lease-api-worker-ids`, `0-31` with the default layout and no lease API pool")
-	d.Var(&sf.bits, "layout", "T/D/W/S",
-		"bit widths of time/datacenter/worker/sequence; they must sum to 63, and the timestamp must last at least 10 more years")
+	d.Var(&sf.bits, "layout", "T/D/W/S|PRESET",
+		"bit widths of time/datacenter/worker/sequence, or a preset; they sum to at most 63 (53 or fewer keep every ID "+
+			"a JavaScript number), and the timestamp must last at least 10 more years. "+presetHelp())
 	d.Var(&sf.epoch, "epoch", "TIME", "the instant timestamp 0 stands for, RFC 3339")
 	d.Duration(&c.Keeper.TTL, "lease-ttl", "D", allocator.DefaultLeaseTTL,
 		"worker lease time to live; at least `1s`").positiveValue()
