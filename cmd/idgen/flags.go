@@ -1,8 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,6 +65,59 @@ func presetHelp() string {
 		fmt.Fprintf(&b, "`%s` = %s", p.Name, p.Layout.Describe())
 	}
 	return b.String()
+}
+
+// formatsFlag is --id-format: the default form of IDs, "FORMAT" for
+// Snowflake IDs and "NS=FORMAT" for a namespace, comma-separated.
+type formatsFlag struct{ m map[string]snowflake.Format }
+
+func (f *formatsFlag) String() string {
+	var parts []string
+	for _, ns := range slices.Sorted(maps.Keys(f.m)) {
+		if ns == "" {
+			parts = append(parts, f.m[ns].String())
+		} else {
+			parts = append(parts, ns+"="+f.m[ns].String())
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func (f *formatsFlag) Set(s string) error {
+	m := map[string]snowflake.Format{}
+	for _, item := range strings.Split(s, ",") {
+		ns, name, found := strings.Cut(item, "=")
+		if !found {
+			ns, name = "", item
+		} else if err := allocator.ValidNamespace(ns); err != nil {
+			return fmt.Errorf("namespace %q: %v", ns, err)
+		}
+		format, err := snowflake.ParseFormat(name)
+		if err != nil || format == snowflake.FormatAny {
+			return fmt.Errorf("format %q is none of %s", name, snowflake.FormatNames)
+		}
+		if _, dup := m[ns]; dup {
+			return fmt.Errorf("%q given twice", cmp.Or(ns, "the Snowflake format"))
+		}
+		m[ns] = format
+	}
+	f.m = m
+	return nil
+}
+
+// formatFlag is a flag holding one format (--format of parse and compose);
+// unset, it is snowflake.FormatAny.
+type formatFlag struct{ f snowflake.Format }
+
+func (f *formatFlag) String() string { return f.f.String() }
+
+func (f *formatFlag) Set(s string) error {
+	v, err := snowflake.ParseFormat(s)
+	if err != nil || v == snowflake.FormatAny {
+		return fmt.Errorf("want one of %s", snowflake.FormatNames)
+	}
+	f.f = v
+	return nil
 }
 
 // timeFlag is a flag holding an RFC 3339 instant (--epoch).

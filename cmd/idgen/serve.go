@@ -58,6 +58,7 @@ type serveFlags struct {
 	apiWorkers   workerRangeFlag
 	bits         layoutFlag
 	epoch        timeFlag
+	formats      formatsFlag
 	logFormat    choiceFlag
 	logLevel     choiceFlag
 	retention    time.Duration
@@ -89,6 +90,10 @@ func newServeFlags() *serveFlags {
 	d.Int(&c.MaxCount, "max-count", "N", idgen.DefaultMaxCount,
 		fmt.Sprintf("largest `count` one request may ask for, of any transport: 1 to %d, so that the largest answer, "+
 			"built whole in memory, fits in what a node is given", idgen.MaxCountLimit)).positiveValue()
+	d.Var(&sf.formats, "id-format", "[NS=]FORMAT,…",
+		"the form IDs are written in when a request names none (its `format` parameter): `decimal`, `base32`, "+
+			"`base62` or `hex`; a bare FORMAT is for Snowflake IDs, `NS=FORMAT` for namespace NS, comma-separated").
+		defaultText("`decimal` for every ID")
 	d.Duration(&c.ShutdownTimeout, "shutdown-timeout", "D", app.DefaultShutdownTimeout,
 		"bound on each shutdown step (finishing requests, returning segment tails, releasing the lease)").positiveValue()
 
@@ -276,6 +281,7 @@ func parseServe(args []string, e env) (serveConfig, error) {
 	if c.app.Keeper.Layout, err = layoutOf(sf.bits, sf.epoch); err != nil {
 		return serveConfig{}, usagef(cmd, "invalid --layout/--epoch: %v", err)
 	}
+	c.app.Formats = sf.formats.m
 	if sf.workers.set {
 		r := sf.workers.r
 		c.app.Keeper.WorkerIDs = &r
