@@ -85,6 +85,10 @@ func (f *formatsFlag) String() string {
 
 func (f *formatsFlag) Set(s string) error {
 	m := map[string]snowflake.Format{}
+	if s == "" { // none: every ID in decimal (what --print-config writes for the default)
+		f.m = nil
+		return nil
+	}
 	for _, item := range strings.Split(s, ",") {
 		ns, name, found := strings.Cut(item, "=")
 		if !found {
