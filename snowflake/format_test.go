@@ -249,7 +249,7 @@ func FuzzDecodeID(f *testing.F) {
 	for _, s := range []string{"", "0", "01ARZ3NDEKTSV", "7ZZZZZZZZZZZZ", "8000000000000", "zzzzzzzzzzz", "AzL8n0Y58m7", "7fffffffffffffff", "9223372036854775807", "-1", "0x1f", "ilo", "\xff"} {
 		for _, w := range []uint8{63, 53, 41} {
 			for fm := range uint8(5) {
-				f.Add(s, fm, uint8(w))
+				f.Add(s, fm, w)
 			}
 		}
 	}

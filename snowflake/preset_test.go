@@ -144,7 +144,7 @@ func testLayouts(r *rand.Rand, n int) []Layout {
 // randomID returns an ID of l from random parts.
 func randomID(t *testing.T, r *rand.Rand, l Layout) ID {
 	t.Helper()
-	upTo := func(max int64) int64 { return int64(r.Uint64N(uint64(max) + 1)) }
+	upTo := func(hi int64) int64 { return int64(r.Uint64N(uint64(hi) + 1)) }
 	id, err := l.Compose(Parts{
 		Timestamp:  upTo(l.MaxTimestamp()),
 		Datacenter: upTo(l.MaxDatacenter()),

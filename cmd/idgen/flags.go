@@ -94,7 +94,7 @@ func (f *formatsFlag) Set(s string) error {
 		if !found {
 			ns, name = "", item
 		} else if err := allocator.ValidNamespace(ns); err != nil {
-			return fmt.Errorf("namespace %q: %v", ns, err)
+			return fmt.Errorf("namespace %q: %w", ns, err)
 		}
 		format, err := snowflake.ParseFormat(name)
 		if err != nil || format == snowflake.FormatAny {
