@@ -3,6 +3,7 @@ package idgen
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync/atomic"
 	"time"
 
@@ -65,6 +66,10 @@ type DrawRequest struct {
 	Namespace string
 	// Count is how many IDs: 1 to the service's MaxCount.
 	Count int
+	// Format is the form a transport writes the IDs in (Service.Encoding);
+	// snowflake.FormatAny takes the namespace's setting. Drawing does not
+	// look at it.
+	Format snowflake.Format
 }
 
 // Drawn is the outcome of a draw. Batch's slices are the caller's, reused
@@ -84,6 +89,10 @@ type Settings struct {
 	// RateLimit limits each caller's IDs (limit.go); the zero value sets
 	// no limit.
 	RateLimit RateLimit
+	// Formats are the forms IDs are written in when a request names none,
+	// by namespace; the key "" is for Snowflake IDs. Without an entry,
+	// decimal (Encoding).
+	Formats map[string]snowflake.Format
 	// now is the rate limit's clock; nil is the monotonic clock. Tests
 	// step their own.
 	now func() time.Time
@@ -98,6 +107,7 @@ type Service struct {
 	segments   Segments
 	maxCount   int
 	limiter    *Limiter
+	formats    map[string]snowflake.Format // a copy of Settings.Formats
 	issued     [len(sourceNames)]atomic.Int64
 }
 
@@ -113,8 +123,11 @@ func NewService(snowflakes Snowflakes, segments Segments, s Settings) (*Service,
 	if err := s.RateLimit.Validate(s.MaxCount); err != nil {
 		return nil, err
 	}
+	if err := checkFormats(s.Formats); err != nil {
+		return nil, err
+	}
 	return &Service{snowflakes: snowflakes, segments: segments, maxCount: s.MaxCount,
-		limiter: newLimiter(s.RateLimit, s.MaxCount, s.now)}, nil
+		limiter: newLimiter(s.RateLimit, s.MaxCount, s.now), formats: maps.Clone(s.Formats)}, nil
 }
 
 // MaxCount returns the largest count of one draw.
@@ -142,6 +155,9 @@ func (s *Service) Decode(caller Caller, id int64) (snowflake.Parts, error) {
 	}
 	if id < 0 {
 		return snowflake.Parts{}, Errorf(Invalid, "id %d is negative: a Snowflake ID is from 0 to %d", id, int64(1<<63-1))
+	}
+	if l := s.snowflakes.Layout(); snowflake.ID(id) > l.MaxID() {
+		return snowflake.Parts{}, Errorf(Invalid, "id %d is above %d, the largest ID of this node's %d-bit layout", id, l.MaxID(), l.Width())
 	}
 	return s.snowflakes.Layout().Decompose(snowflake.ID(id)), nil
 }

@@ -233,7 +233,9 @@ func ErrorOf(err error, namespace string) *Error {
 		out.Code, out.Detail = InvalidRelease, invalidReleaseDetail(err)
 	case errors.Is(err, allocator.ErrInvalidNamespace),
 		errors.Is(err, allocator.ErrInvalidCount),
-		errors.Is(err, snowflake.ErrInvalidID):
+		errors.Is(err, snowflake.ErrInvalidID),
+		errors.Is(err, snowflake.ErrInvalidFormat),
+		errors.Is(err, snowflake.ErrOutOfRange):
 		out.Code, out.Detail = Invalid, err.Error() // the domain's validation words
 	default:
 		out.Code, out.Detail = Internal, "internal error; see the server log"

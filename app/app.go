@@ -105,6 +105,9 @@ type Config struct {
 	// MaxCount is the largest count one request may ask for: 1 to
 	// idgen.MaxCountLimit, default idgen.DefaultMaxCount.
 	MaxCount int
+	// Formats are the forms IDs are written in when a request names none:
+	// idgen.Settings.Formats (key "" for Snowflake IDs, else a namespace).
+	Formats map[string]snowflake.Format
 	// AdminToken enables the admin API under /admin/ for requests bearing
 	// it; empty leaves the API off unless a token has the admin scope.
 	AdminToken string
@@ -445,7 +448,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	// The core: who may call, the draws and the lease API, one copy of
 	// their rules for both transports.
 	a.auth = idgen.NewAuthorizer(c.AdminToken, tokens)
-	a.svc, err = idgen.NewService(keeper, a.segments, idgen.Settings{MaxCount: c.MaxCount, RateLimit: c.RateLimit})
+	a.svc, err = idgen.NewService(keeper, a.segments, idgen.Settings{MaxCount: c.MaxCount, RateLimit: c.RateLimit, Formats: c.Formats})
 	if err != nil {
 		return nil, err
 	}

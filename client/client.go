@@ -391,6 +391,11 @@ func (c *Client) Parse(ctx context.Context, id int64) (Parts, error) {
 	if id < 0 {
 		return Parts{}, fmt.Errorf("%w: negative ID %d", ErrInvalidInput, id)
 	}
+	return c.parse(ctx, strconv.FormatInt(id, 10))
+}
+
+// parse is GET /ids/{text}, text escaped for a path.
+func (c *Client) parse(ctx context.Context, text string) (Parts, error) {
 	var r struct {
 		ID          snowflake.ID `json:"id"`
 		Time        time.Time    `json:"time"`
@@ -399,7 +404,7 @@ func (c *Client) Parse(ctx context.Context, id int64) (Parts, error) {
 		Worker      int64        `json:"worker"`
 		Sequence    int64        `json:"sequence"`
 	}
-	if err := c.get(ctx, "/ids/"+strconv.FormatInt(id, 10), &r); err != nil {
+	if err := c.get(ctx, "/ids/"+text, &r); err != nil {
 		return Parts{}, err
 	}
 	return Parts{
@@ -408,13 +413,17 @@ func (c *Client) Parse(ctx context.Context, id int64) (Parts, error) {
 	}, nil
 }
 
+// idsResponse is a GET /ids answer. Its IDs are text in the answer's
+// format (decimal when it names none: a node's --id-format may name
+// another).
 type idsResponse struct {
-	IDs       []snowflake.ID `json:"ids"`
-	Namespace string         `json:"namespace"`
-	Source    Source         `json:"source"`
+	IDs       []string `json:"ids"`
+	Namespace string   `json:"namespace"`
+	Source    Source   `json:"source"`
+	Format    string   `json:"format"`
 	Ranges    []struct {
-		First snowflake.ID `json:"first"`
-		Last  snowflake.ID `json:"last"`
+		First string `json:"first"`
+		Last  string `json:"last"`
 	} `json:"ranges"`
 	Lease *struct {
 		Datacenter     int64 `json:"datacenter"`
@@ -477,8 +486,12 @@ func (c *Client) fetch(ctx context.Context, ns string, n int) (Draw, error) {
 		}
 	}
 	d := Draw{Namespace: ns, IDs: make([]int64, n), Source: src, Revision: r.Revision}
-	for i, id := range r.IDs {
-		d.IDs[i] = int64(id)
+	for i, text := range r.IDs {
+		id, err := decodeAnswered(text, r.Format)
+		if err != nil {
+			return Draw{}, err
+		}
+		d.IDs[i] = id
 	}
 	if l := r.Lease; l != nil && src == SourceSnowflake {
 		d.Leases = []LeaseToken{{Datacenter: l.Datacenter, Worker: l.Worker, FencingVersion: l.FencingVersion}}
@@ -488,7 +501,15 @@ func (c *Client) fetch(ctx context.Context, ns string, n int) (Draw, error) {
 	case len(r.Ranges) > 0:
 		d.Ranges = make([]Range, len(r.Ranges))
 		for i, rg := range r.Ranges {
-			d.Ranges[i] = Range{First: int64(rg.First), Last: int64(rg.Last), Source: src}
+			first, err := decodeAnswered(rg.First, r.Format)
+			if err != nil {
+				return Draw{}, err
+			}
+			last, err := decodeAnswered(rg.Last, r.Format)
+			if err != nil {
+				return Draw{}, err
+			}
+			d.Ranges[i] = Range{First: first, Last: last, Source: src}
 		}
 	default:
 		for _, id := range d.IDs {

@@ -23,6 +23,7 @@ type idsResponse struct {
 	Explain   []explainJSON `json:"explain"`
 	Lease     *fencingLease `json:"lease"`
 	Revision  int64         `json:"revision"`
+	Format    string        `json:"format"`
 }
 
 // fencingLease is the fencing token of Snowflake IDs in GET /ids.
@@ -45,6 +46,20 @@ type explainJSON struct {
 	Datacenter  int64  `json:"datacenter"`
 	Worker      int64  `json:"worker"`
 	Sequence    int64  `json:"sequence"`
+}
+
+// parseJSON is the answer of GET /ids/{id}: the decomposition and the ID in
+// every form.
+type parseJSON struct {
+	explainJSON
+	Forms formsJSON `json:"forms"`
+}
+
+type formsJSON struct {
+	Decimal string `json:"decimal"`
+	Base32  string `json:"base32"`
+	Base62  string `json:"base62"`
+	Hex     string `json:"hex"`
 }
 
 type readyResponse struct {
@@ -189,9 +204,17 @@ func testHappyPaths(t *testing.T, dialect string) {
 	})
 
 	t.Run("parse id", func(t *testing.T) {
-		x := getOK[explainJSON](t, e, "/ids/"+explained.ID)
-		if x != explained {
-			t.Errorf("GET /ids/%s: got %+v, want %+v", explained.ID, x, explained)
+		x := getOK[parseJSON](t, e, "/ids/"+explained.ID)
+		if x.explainJSON != explained {
+			t.Errorf("GET /ids/%s: got %+v, want %+v", explained.ID, x.explainJSON, explained)
+		}
+		if x.Forms.Decimal != explained.ID {
+			t.Errorf("GET /ids/%s: got decimal form %q, want the ID", explained.ID, x.Forms.Decimal)
+		}
+		for _, form := range []string{x.Forms.Base32, x.Forms.Base62, x.Forms.Hex} {
+			if y := getOK[parseJSON](t, e, "/ids/"+form); y != x {
+				t.Errorf("GET /ids/%s: got %+v, want %+v as for its decimal form", form, y, x)
+			}
 		}
 	})
 
@@ -347,7 +370,7 @@ func testHappyPaths(t *testing.T, dialect string) {
 			`idgen_ids_issued_total{source="segment"} 125`,
 			`idgen_ids_issued_total{source="fallback"} 0`,
 			`idgen_http_request_duration_seconds_count{code="200",method="GET",route="/ids"} 5`,
-			`idgen_http_request_duration_seconds_count{code="200",method="GET",route="/ids/:id"} 1`,
+			`idgen_http_request_duration_seconds_count{code="200",method="GET",route="/ids/:id"} 4`, // its decimal, base32, base62 and hex forms
 			`idgen_lease_held 1`,
 			`idgen_ready 1`,
 			`idgen_lease_fencing_version ` + strconv.FormatInt(st.Lease.FencingVersion, 10),
@@ -404,7 +427,7 @@ func TestRoutes(t *testing.T) {
 		"GET /admin/namespaces", "POST /admin/namespaces",
 		"DELETE /admin/namespaces/:name", "GET /admin/namespaces/:name", "PATCH /admin/namespaces/:name",
 		"GET /api/segment/get/:key", "GET /api/snowflake/get/:key", "POST /api/v1/id", "GET /api/v1/ids",
-		"GET /healthz", "GET /ids", "GET /ids/:id", "GET /metrics", "GET /readyz",
+		"GET /healthz", "GET /ids", "GET /ids/:id", "GET /ids/compose", "GET /metrics", "GET /readyz",
 		"GET /tinyid/id/nextId", "POST /tinyid/id/nextId", "GET /tinyid/id/nextIdSimple", "POST /tinyid/id/nextIdSimple",
 		"POST /v1/leases", "POST /v1/leases/:datacenter/:worker/heartbeat", "POST /v1/leases/:datacenter/:worker/release",
 		"GET /v1/leases/layout",

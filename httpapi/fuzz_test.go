@@ -9,8 +9,8 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// FuzzIDsQuery sends arbitrary query strings to GET /ids and arbitrary
-// paths below /ids/ through Handler. Whatever comes in, the answer is a
+// FuzzIDsQuery sends arbitrary query strings to GET /ids and GET
+// /ids/compose and arbitrary paths below /ids/ through Handler. Whatever comes in, the answer is a
 // 200 JSON document or an application/problem+json one, never a panic and
 // never an internal error.
 func FuzzIDsQuery(f *testing.F) {
@@ -35,6 +35,11 @@ func FuzzIDsQuery(f *testing.F) {
 		{"&&&count=5&&", "1e3"},
 		{"count", "１"},
 		{"namespace=absent", "\x00"},
+		{"format=base32&count=3", "03ADS4J1W00ZA"},
+		{"format=hex&namespace=fz", "08qp7whHgCo"},
+		{"format=base62&explain=true", "01a9b92483c003ea"},
+		{"time=2026-11-27T00:00:00Z&format=hex", "zzzzzzzzzzz"},
+		{"time=1969-01-01T00:00:00Z", "8000000000000"},
 	} {
 		f.Add(seed.query, seed.path)
 	}
@@ -43,8 +48,10 @@ func FuzzIDsQuery(f *testing.F) {
 		reqs := []*http.Request{
 			httptest.NewRequest("GET", "/ids", nil),
 			httptest.NewRequest("GET", "/ids", nil),
+			httptest.NewRequest("GET", "/ids/compose", nil),
 		}
 		reqs[0].URL.RawQuery = query
+		reqs[2].URL.RawQuery = query
 		reqs[1].URL.Path = "/ids/" + path
 		reqs[1].URL.RawPath = ""
 		for _, req := range reqs {

@@ -3,8 +3,10 @@ package httpapi
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -35,6 +37,7 @@ type idsQuery struct {
 	count     int
 	namespace string
 	explain   bool
+	format    snowflake.Format
 }
 
 // parseIDsQuery parses the raw query of GET /ids: count (default 1, digits
@@ -43,7 +46,7 @@ type idsQuery struct {
 // text and errors.
 func parseIDsQuery(raw string, maxCount int) (idsQuery, *idgen.Error) {
 	q := idsQuery{count: 1}
-	var seenCount, seenNamespace, seenExplain bool
+	var seenCount, seenNamespace, seenExplain, seenFormat bool
 	for raw != "" {
 		var pair string
 		pair, raw, _ = strings.Cut(raw, "&")
@@ -91,8 +94,18 @@ func parseIDsQuery(raw string, maxCount int) (idsQuery, *idgen.Error) {
 			default:
 				return q, invalidf("explain must be true or false")
 			}
+		case "format":
+			// Its value is compared as given, not unescaped.
+			if perr := once(&seenFormat, key); perr != nil {
+				return q, perr
+			}
+			f, err := idgen.ParseFormat(value)
+			if err != nil {
+				return q, idgen.ErrorOf(err, "")
+			}
+			q.format = f
 		default:
-			return q, invalidf("unknown query parameter %q; allowed: count, namespace, explain", truncate(key, 64))
+			return q, invalidf("unknown query parameter %q; allowed: count, namespace, explain, format", truncate(key, 64))
 		}
 	}
 	if q.explain && q.namespace != "" {
@@ -179,15 +192,17 @@ func (s *Server) handleIDs(c echo.Context) error {
 	// (SegmentSettings.MaxWait), and only when it waits: a deadline here
 	// would cost every request.
 	d := &sc.d
-	if err := s.svc.Draw(c.Request().Context(), caller, idgen.DrawRequest{Namespace: q.namespace, Count: q.count}, d); err != nil {
+	req := idgen.DrawRequest{Namespace: q.namespace, Count: q.count, Format: q.format}
+	if err := s.svc.Draw(c.Request().Context(), caller, req, d); err != nil {
 		return err
 	}
+	enc := s.svc.Encoding(req)
 	b := append(sc.buf[:0], `{"ids":[`...)
 	for i, id := range d.IDs {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendQuotedInt(b, id)
+		b = appendQuoted(b, enc, id)
 	}
 	if q.namespace == "" {
 		b = append(b, `],"source":"snowflake"`...)
@@ -198,7 +213,7 @@ func (s *Server) handleIDs(c echo.Context) error {
 				if i > 0 {
 					b = append(b, ',')
 				}
-				b = appendDecomposition(b, snowflake.ID(id), s.layout.Decompose(snowflake.ID(id)))
+				b = appendDecomposition(b, enc, snowflake.ID(id), s.layout.Decompose(snowflake.ID(id)))
 			}
 			b = append(b, ']')
 		}
@@ -217,9 +232,9 @@ func (s *Server) handleIDs(c echo.Context) error {
 				b = append(b, ',')
 			}
 			b = append(b, `{"first":`...)
-			b = appendQuotedInt(b, r.First)
+			b = appendQuoted(b, enc, r.First)
 			b = append(b, `,"last":`...)
-			b = appendQuotedInt(b, r.Last)
+			b = appendQuoted(b, enc, r.Last)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
@@ -231,9 +246,22 @@ func (s *Server) handleIDs(c echo.Context) error {
 			b = appendInt(b, `,"revision":`, d.Revision)
 		}
 	}
+	if enc.Named() {
+		b = append(b, `,"format":"`...)
+		b = append(b, enc.Format.String()...)
+		b = append(b, '"')
+	}
 	b = append(b, "}\n"...)
 	sc.buf = b
 	return s.writeJSON(c, http.StatusOK, b)
+}
+
+// appendQuoted appends id in enc's form as a JSON string; no form needs
+// escaping.
+func appendQuoted(b []byte, enc idgen.Encoding, id int64) []byte {
+	b = append(b, '"')
+	b = enc.Append(b, id)
+	return append(b, '"')
 }
 
 // appendLease appends ,"lease":{"datacenter":…,"worker":…,"fencing_version":…}.
@@ -250,32 +278,102 @@ func appendInt(b []byte, text string, v int64) []byte {
 	return strconv.AppendInt(b, v, 10)
 }
 
-// handleParse serves GET /ids/:id, the decomposition of a Snowflake ID.
+// handleParse serves GET /ids/:id, the decomposition of a Snowflake ID
+// given in any of its forms, or in the one ?format= names, with the ID in
+// every form.
 func (s *Server) handleParse(c echo.Context) error {
 	caller, err := s.authorize(c, idgen.ScopeIDs)
 	if err != nil {
 		return err
 	}
-	raw := c.Param("id")
-	id, err := snowflake.ParseID(raw)
-	if err != nil {
-		return invalidf("%q is not a Snowflake ID: a decimal integer from 0 to %d", truncate(raw, 32), int64(1<<63-1))
-	}
-	p, err := s.svc.Decode(caller, int64(id))
+	f, err := s.formatParam(c, "format")
 	if err != nil {
 		return err
 	}
+	id, p, err := s.svc.DecodeText(caller, c.Param("id"), f)
+	if err != nil {
+		return err
+	}
+	var arr [384]byte
+	b := appendDecomposition(arr[:0], idgen.Encoding{}, id, p)
+	b = b[:len(b)-1] // reopen the object
+	forms := s.svc.Forms(id)
+	b = append(b, `,"forms":{"decimal":"`...)
+	b = append(b, forms[0]...)
+	b = append(b, `","base32":"`...)
+	b = append(b, forms[1]...)
+	b = append(b, `","base62":"`...)
+	b = append(b, forms[2]...)
+	b = append(b, `","hex":"`...)
+	b = append(b, forms[3]...)
+	b = append(b, "\"}}\n"...)
+	return s.writeJSON(c, http.StatusOK, b)
+}
+
+// formatParam reads the query parameter name as a format: none named when
+// it is absent, an Invalid error when it names none; only name, and at
+// most once, is allowed besides nothing.
+func (s *Server) formatParam(c echo.Context, name string, others ...string) (snowflake.Format, error) {
+	q := c.QueryParams()
+	for k, v := range q {
+		if k != name && !slices.Contains(others, k) {
+			return 0, invalidf("unknown query parameter %q; allowed: %s", truncate(k, 64), strings.Join(append([]string{name}, others...), ", "))
+		}
+		if len(v) > 1 {
+			return 0, invalidf("%s given more than once", k)
+		}
+	}
+	return idgen.ParseFormat(q.Get(name))
+}
+
+// handleCompose serves GET /ids/compose?time=…[&format=…]: the smallest
+// and the largest Snowflake ID of a millisecond, in the form asked for (or
+// the node's setting for Snowflake IDs, else decimal).
+func (s *Server) handleCompose(c echo.Context) error {
+	caller, err := s.authorize(c, idgen.ScopeIDs)
+	if err != nil {
+		return err
+	}
+	f, err := s.formatParam(c, "format", "time")
+	if err != nil {
+		return err
+	}
+	raw := c.QueryParam("time")
+	if raw == "" {
+		return invalidf("time is missing: an RFC 3339 instant such as 2026-01-01T00:00:00.000Z")
+	}
+	t, err := time.Parse(time.RFC3339Nano, raw)
+	if err != nil {
+		return invalidf("time %q is not an RFC 3339 instant such as 2026-01-01T00:00:00.000Z", truncate(raw, 64))
+	}
+	got, err := s.svc.Compose(caller, t)
+	if err != nil {
+		return err
+	}
+	enc := s.svc.Encoding(idgen.DrawRequest{Format: f})
 	var arr [256]byte
-	b := appendDecomposition(arr[:0], id, p)
-	b = append(b, '\n')
+	b := append(arr[:0], `{"time":"`...)
+	b = got.Time.AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	b = appendInt(b, `","timestamp_ms":`, got.Time.UnixMilli())
+	b = append(b, `,"first":`...)
+	b = appendQuoted(b, enc, int64(got.First))
+	b = append(b, `,"last":`...)
+	b = appendQuoted(b, enc, int64(got.Last))
+	if enc.Named() {
+		b = append(b, `,"format":"`...)
+		b = append(b, enc.Format.String()...)
+		b = append(b, '"')
+	}
+	b = append(b, "}\n"...)
 	return s.writeJSON(c, http.StatusOK, b)
 }
 
 // appendDecomposition appends
-// {"id":"…","time":"…","timestamp_ms":…,"datacenter":…,"worker":…,"sequence":…}.
-func appendDecomposition(b []byte, id snowflake.ID, p snowflake.Parts) []byte {
+// {"id":"…","time":"…","timestamp_ms":…,"datacenter":…,"worker":…,"sequence":…},
+// the id in enc's form.
+func appendDecomposition(b []byte, enc idgen.Encoding, id snowflake.ID, p snowflake.Parts) []byte {
 	b = append(b, `{"id":`...)
-	b = appendQuotedInt(b, int64(id))
+	b = appendQuoted(b, enc, int64(id))
 	b = append(b, `,"time":"`...)
 	b = p.Time.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
 	b = appendInt(b, `","timestamp_ms":`, p.Time.UnixMilli())

@@ -200,6 +200,7 @@ func New(cfg Config) (*Server, error) {
 		s.add(e.GET, "/", func(c echo.Context) error { return page(c.Response(), c.Request()) })
 	}
 	s.add(e.GET, "/ids", s.handleIDs)
+	s.add(e.GET, "/ids/compose", s.handleCompose) // a static route: echo tries it before /ids/:id
 	s.add(e.GET, "/ids/:id", s.handleParse)
 	s.add(e.GET, "/healthz", s.handleHealth)
 	s.add(e.GET, "/readyz", s.handleReady)

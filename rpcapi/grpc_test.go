@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -16,6 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
@@ -30,6 +32,7 @@ const (
 	procNextIds   = "/idgen.v1.IdService/NextIds"
 	procStreamIds = "/idgen.v1.IdService/StreamIds"
 	procParse     = "/idgen.v1.IdService/Parse"
+	procCompose   = "/idgen.v1.IdService/Compose"
 	procGetLayout = "/idgen.v1.LeaseService/GetLayout"
 	procAcquire   = "/idgen.v1.LeaseService/AcquireLease"
 	procHeartbeat = "/idgen.v1.LeaseService/HeartbeatLease"
@@ -284,6 +287,12 @@ func TestBadInput(t *testing.T) {
 		{"wrong scope", secretLeases, procNextIds, &idgenv1.NextIdsRequest{Namespace: "orders", Count: 1}, codes.PermissionDenied, idgen.Forbidden},
 		{"wrong scope parse", secretLeases, procParse, &idgenv1.ParseRequest{Id: 1}, codes.PermissionDenied, idgen.Forbidden},
 		{"negative id", secretIDs, procParse, &idgenv1.ParseRequest{Id: -1}, codes.InvalidArgument, idgen.Invalid},
+		{"unknown format", secretIDs, procNextIds, &idgenv1.NextIdsRequest{Count: 1, Format: 9}, codes.InvalidArgument, idgen.Invalid},
+		{"text of no form", secretIDs, procParse, &idgenv1.ParseRequest{Text: "!!!"}, codes.InvalidArgument, idgen.Invalid},
+		{"text not in its format", secretIDs, procParse, &idgenv1.ParseRequest{Text: "zzzzzzzzzzz", Format: idgenv1.IdFormat_ID_FORMAT_HEX}, codes.InvalidArgument, idgen.Invalid},
+		{"compose without a time", secretIDs, procCompose, &idgenv1.ComposeRequest{}, codes.InvalidArgument, idgen.Invalid},
+		{"compose before the epoch", secretIDs, procCompose, &idgenv1.ComposeRequest{Time: timestamppb.New(snowflake.DefaultEpoch.Add(-time.Millisecond))}, codes.InvalidArgument, idgen.Invalid},
+		{"compose wrong scope", secretLeases, procCompose, &idgenv1.ComposeRequest{Time: timestamppb.Now()}, codes.PermissionDenied, idgen.Forbidden},
 		{"lease service wrong scope", secretIDs, procGetLayout, &idgenv1.GetLayoutRequest{}, codes.PermissionDenied, idgen.Forbidden},
 		{"lease service missing token", "", procAcquire, &idgenv1.AcquireLeaseRequest{Holder: "h"}, codes.Unauthenticated, idgen.Unauthorized},
 		{"acquire ttl too short", secretLeases, procAcquire, &idgenv1.AcquireLeaseRequest{Holder: "h", TtlMs: 10}, codes.InvalidArgument, idgen.Invalid},
@@ -312,6 +321,7 @@ func TestBadInput(t *testing.T) {
 		{"stream batch 0", secretIDs, &idgenv1.StreamIdsRequest{Namespace: "orders", BatchSize: 0}, codes.InvalidArgument, idgen.Invalid},
 		{"stream batch above the cap", secretIDs, &idgenv1.StreamIdsRequest{Namespace: "orders", BatchSize: 101}, codes.InvalidArgument, idgen.Invalid},
 		{"stream negative total", secretIDs, &idgenv1.StreamIdsRequest{Namespace: "orders", BatchSize: 1, Total: -1}, codes.InvalidArgument, idgen.Invalid},
+		{"stream unknown format", secretIDs, &idgenv1.StreamIdsRequest{Namespace: "orders", BatchSize: 1, Total: 1, Format: 9}, codes.InvalidArgument, idgen.Invalid},
 		{"stream malformed namespace", secretIDs, &idgenv1.StreamIdsRequest{Namespace: "a b", BatchSize: 1}, codes.InvalidArgument, idgen.Invalid},
 		{"stream unknown namespace", secretIDs, &idgenv1.StreamIdsRequest{Namespace: "nope", BatchSize: 1}, codes.NotFound, idgen.NotFound},
 		{"stream missing token", "", &idgenv1.StreamIdsRequest{Namespace: "orders", BatchSize: 1}, codes.Unauthenticated, idgen.Unauthorized},
@@ -340,8 +350,8 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("idgen_grpc_ids_issued_total after the refusals: got %v, want 0", n)
 	}
 	// The refusals are counted by procedure and code.
-	if n := scrape(t, srv.URL, `idgen_grpc_requests_total{code="invalid_argument",procedure="/idgen.v1.IdService/NextIds"}`); n != 5 {
-		t.Errorf("NextIds invalid_argument count: got %v, want 5", n)
+	if n := scrape(t, srv.URL, `idgen_grpc_requests_total{code="invalid_argument",procedure="/idgen.v1.IdService/NextIds"}`); n != 6 {
+		t.Errorf("NextIds invalid_argument count: got %v, want 6", n)
 	}
 
 	// And a good call with the right token succeeds on the same node.

@@ -9,6 +9,7 @@ import (
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	idgenv1 "github.com/idgen-project/idgen/proto/idgen/v1"
+	"github.com/idgen-project/idgen/snowflake"
 )
 
 // scratch is the pooled memory of one call, so that a call costs no
@@ -81,8 +82,9 @@ func appendRanges(dst []allocator.IDRange, ids []int64) []allocator.IDRange {
 }
 
 // setRanges sets *list to rs, reusing its IdRange messages, so that a
-// stream sends without allocating.
-func setRanges(list *[]*idgenv1.IdRange, rs []allocator.IDRange) {
+// stream sends without allocating; with a form named by enc, it sets their
+// texts too (which allocates).
+func setRanges(list *[]*idgenv1.IdRange, rs []allocator.IDRange, enc idgen.Encoding) {
 	l := (*list)[:0]
 	for i, r := range rs {
 		if i < cap(l) {
@@ -94,6 +96,9 @@ func setRanges(list *[]*idgenv1.IdRange, rs []allocator.IDRange) {
 			l = append(l, new(idgenv1.IdRange))
 		}
 		l[i].First, l[i].Last = r.First, r.Last
+		if enc.Named() {
+			l[i].FirstText, l[i].LastText = enc.String(r.First), enc.String(r.Last)
+		}
 	}
 	*list = l
 }
@@ -112,6 +117,10 @@ func (h idService) NextIds(ctx context.Context, req *connect.Request[idgenv1.Nex
 	if err := s.checkCount("count", m.GetCount()); err != nil {
 		return nil, err
 	}
+	enc, err := s.encoding(ctx, m.GetNamespace(), m.GetFormat())
+	if err != nil {
+		return nil, err
+	}
 	sc := s.pool.Get().(*scratch)
 	defer s.putScratch(sc)
 	source, token, err := s.draw(ctx, m.GetNamespace(), int(m.GetCount()), sc)
@@ -124,8 +133,25 @@ func (h idService) NextIds(ctx context.Context, req *connect.Request[idgenv1.Nex
 		Source:       source,
 		FencingToken: token,
 	}
-	setRanges(&out.Ranges, sc.ranges)
+	setRanges(&out.Ranges, sc.ranges, idgen.Encoding{})
+	if enc.Named() {
+		out.IdTexts = make([]string, len(sc.d.IDs))
+		for i, id := range sc.d.IDs {
+			out.IdTexts[i] = enc.String(id)
+		}
+		out.Format = idgenv1.IdFormat(enc.Format)
+	}
 	return connect.NewResponse(out), nil
+}
+
+// encoding returns the core's Encoding for a request of namespace ns in
+// format f, or the INVALID_ARGUMENT error of a format that names none.
+func (s *Server) encoding(ctx context.Context, ns string, f idgenv1.IdFormat) (idgen.Encoding, error) {
+	format, err := idgen.FormatNumber(int32(f))
+	if err != nil {
+		return idgen.Encoding{}, s.errorOf(ctx, err, "")
+	}
+	return s.svc.Encoding(idgen.DrawRequest{Namespace: ns, Format: format}), nil
 }
 
 // StreamIds serves IdService.StreamIds: batches of batch_size IDs, as
@@ -144,6 +170,10 @@ func (h idService) StreamIds(ctx context.Context, req *connect.Request[idgenv1.S
 	total := m.GetTotal()
 	if total < 0 {
 		return connectError(idgen.Errorf(idgen.Invalid, "total must be 0 (until cancelled) or more, got %d", total))
+	}
+	enc, err := s.encoding(ctx, m.GetNamespace(), m.GetFormat())
+	if err != nil {
+		return err
 	}
 	c := callInfoOf(ctx).call
 	if err := c.startStream(s.sendTimeout); err != nil {
@@ -171,7 +201,7 @@ func (h idService) StreamIds(ctx context.Context, req *connect.Request[idgenv1.S
 		if err := s.stopped(ctx); err != nil {
 			return err
 		}
-		setRanges(&msg.Ranges, sc.ranges)
+		setRanges(&msg.Ranges, sc.ranges, enc)
 		msg.Source, msg.FencingToken = source, token
 		if err := c.beforeSend(s.sendTimeout); err != nil {
 			return err
@@ -196,19 +226,58 @@ func (s *Server) stopped(ctx context.Context) error {
 	}
 }
 
-// Parse serves IdService.Parse: idgen.Service.Decode.
+// Parse serves IdService.Parse: idgen.Service.Decode, or DecodeText when
+// text is set.
 func (h idService) Parse(ctx context.Context, req *connect.Request[idgenv1.ParseRequest]) (*connect.Response[idgenv1.ParseResponse], error) {
-	id := req.Msg.GetId()
-	p, err := h.s.svc.Decode(callInfoOf(ctx).caller, id)
+	m := req.Msg
+	caller := callInfoOf(ctx).caller
+	var id snowflake.ID
+	var p snowflake.Parts
+	var err error
+	if m.GetText() != "" {
+		var f snowflake.Format
+		if f, err = idgen.FormatNumber(int32(m.GetFormat())); err == nil {
+			id, p, err = h.s.svc.DecodeText(caller, m.GetText(), f)
+		}
+	} else {
+		id = snowflake.ID(m.GetId())
+		p, err = h.s.svc.Decode(caller, m.GetId())
+	}
 	if err != nil {
 		return nil, h.s.errorOf(ctx, err, "")
 	}
+	forms := h.s.svc.Forms(id)
 	return connect.NewResponse(&idgenv1.ParseResponse{
-		Id:          id,
+		Id:          int64(id),
 		Time:        timestamppb.New(p.Time),
 		TimestampMs: p.Time.UnixMilli(),
 		Datacenter:  int32(p.Datacenter),
 		Worker:      int32(p.Worker),
 		Sequence:    int32(p.Sequence),
+		Forms:       &idgenv1.IdForms{Decimal: forms[0], Base32: forms[1], Base62: forms[2], Hex: forms[3]},
 	}), nil
+}
+
+// Compose serves IdService.Compose: idgen.Service.Compose.
+func (h idService) Compose(ctx context.Context, req *connect.Request[idgenv1.ComposeRequest]) (*connect.Response[idgenv1.ComposeResponse], error) {
+	m := req.Msg
+	if m.GetTime() == nil {
+		return nil, connectError(idgen.Errorf(idgen.Invalid, "time is required"))
+	}
+	if err := m.GetTime().CheckValid(); err != nil {
+		return nil, connectError(idgen.Errorf(idgen.Invalid, "time is not a valid timestamp: %v", err))
+	}
+	enc, err := h.s.encoding(ctx, "", m.GetFormat())
+	if err != nil {
+		return nil, err
+	}
+	got, err := h.s.svc.Compose(callInfoOf(ctx).caller, m.GetTime().AsTime())
+	if err != nil {
+		return nil, h.s.errorOf(ctx, err, "")
+	}
+	out := &idgenv1.ComposeResponse{First: int64(got.First), Last: int64(got.Last), Time: timestamppb.New(got.Time)}
+	if enc.Named() {
+		out.FirstText, out.LastText = enc.String(int64(got.First)), enc.String(int64(got.Last))
+	}
+	return connect.NewResponse(out), nil
 }

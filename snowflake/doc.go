@@ -11,7 +11,14 @@
 // (about 69 years), 5 bits of datacenter ID, 5 bits of worker ID and 12 bits
 // of sequence, so one worker issues at most 4,096 IDs per millisecond. Every
 // width and the epoch can be changed; Layout.Validate refuses layouts whose
-// widths do not sum to 63 or whose timestamp runs out within 10 years.
+// widths sum to more than 63 or whose timestamp runs out within 10 years.
+// Narrower layouts make smaller IDs: the js53 preset (Presets) keeps every
+// ID at or below 2^53 - 1, which a JavaScript number holds exactly.
+//
+// IDs have string forms besides decimal (Format): fixed-width Crockford
+// base32, base62 and hex, whose string order is their numeric order.
+// Layout.Bounds gives the smallest and largest ID of a millisecond, for key
+// range queries by time.
 //
 // A Generator is safe for concurrent use. Every ID it returns is strictly
 // greater than the one before. When a millisecond's sequence is used up,

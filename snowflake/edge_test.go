@@ -252,7 +252,7 @@ func TestNewGeneratorIgnoresLifetime(t *testing.T) {
 		{"run out within 10 years", Layout{TimeBits: 38, DatacenterBits: 5, WorkerBits: 8, SequenceBits: 12, Epoch: now.Add(-time.Hour)}, now, nil, nil},
 		{"past its end", Layout{TimeBits: 20, DatacenterBits: 5, WorkerBits: 8, SequenceBits: 30, Epoch: now.Add(-time.Hour)}, now, nil, ErrTimeOverflow},
 		{"epoch in the future", Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 5, SequenceBits: 12, Epoch: now.Add(time.Hour)}, now, nil, ErrTimeOverflow},
-		{"widths sum to 62", Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 5, SequenceBits: 11, Epoch: DefaultEpoch}, now, ErrInvalidLayout, nil},
+		{"widths sum to 64", Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 5, SequenceBits: 13, Epoch: DefaultEpoch}, now, ErrInvalidLayout, nil},
 		{"no time bits", Layout{TimeBits: 0, DatacenterBits: 20, WorkerBits: 20, SequenceBits: 23, Epoch: DefaultEpoch}, now, ErrInvalidLayout, nil},
 		{"no epoch", Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 5, SequenceBits: 12}, now, ErrInvalidLayout, nil},
 	}

@@ -25,6 +25,9 @@ var (
 	// is not a non-negative 64-bit integer.
 	ErrInvalidID = errors.New("snowflake: invalid ID")
 
+	// ErrInvalidFormat is returned by ParseFormat for an unknown name.
+	ErrInvalidFormat = errors.New("snowflake: unknown ID format")
+
 	// The following are wrapped by a *RefusalError from Generator.Next and
 	// Generator.NextN: the generator refused to issue.
 

@@ -54,9 +54,9 @@ func ExampleLayout_Decompose() {
 }
 
 func ExampleLayout_Validate() {
-	l := snowflake.Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 5, SequenceBits: 10, Epoch: snowflake.DefaultEpoch}
+	l := snowflake.Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 5, SequenceBits: 13, Epoch: snowflake.DefaultEpoch}
 	fmt.Println(l.Validate())
-	// Output: snowflake: invalid layout: widths sum to 61 (time 41 + datacenter 5 + worker 5 + sequence 10), want 63
+	// Output: snowflake: invalid layout: widths sum to 64 (time 41 + datacenter 5 + worker 5 + sequence 13), want at most 63
 }
 
 func ExampleID_MarshalJSON() {

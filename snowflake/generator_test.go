@@ -273,7 +273,8 @@ func TestNewGeneratorSettings(t *testing.T) {
 		{"datacenter too big", Settings{DatacenterID: 32}, ErrInvalidSettings},
 		{"worker too big", Settings{WorkerID: 32}, ErrInvalidSettings},
 		{"negative worker", Settings{WorkerID: -1}, ErrInvalidSettings},
-		{"bad layout", Settings{Layout: Layout{TimeBits: 41, SequenceBits: 12, Epoch: DefaultEpoch}}, ErrInvalidLayout},
+		{"narrow layout", Settings{Layout: Layout{TimeBits: 41, SequenceBits: 12, Epoch: DefaultEpoch}}, nil},
+		{"bad layout", Settings{Layout: Layout{TimeBits: 41, SequenceBits: 23, Epoch: DefaultEpoch}}, ErrInvalidLayout},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

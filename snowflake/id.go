@@ -136,3 +136,22 @@ func (l Layout) SmallestID(t time.Time) ID {
 	}
 	return ID(ts << (l.DatacenterBits + l.WorkerBits + l.SequenceBits))
 }
+
+// Bounds returns the smallest and the largest ID whose timestamp is the
+// millisecond of t under l: every part but the timestamp zero for first,
+// at its maximum for last. A database keyed on IDs of the layout finds
+// everything made from T1 to T2 (both milliseconds included) with the key
+// range Bounds(T1).first ..= Bounds(T2).last. It returns an error wrapping
+// ErrOutOfRange when t lies before the epoch or at or past End.
+func (l Layout) Bounds(t time.Time) (first, last ID, err error) {
+	l = l.orDefault()
+	ts := t.UnixMilli() - l.EpochMillis()
+	if ts < 0 || ts > l.MaxTimestamp() {
+		return 0, 0, fmt.Errorf("%w: time %s lies outside the layout's range, %s to %s",
+			ErrOutOfRange, t.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+			time.UnixMilli(l.EpochMillis()).UTC().Format(time.RFC3339), l.End().Format(time.RFC3339))
+	}
+	shift := l.DatacenterBits + l.WorkerBits + l.SequenceBits
+	first = ID(ts << shift)
+	return first, first | ID(int64(1)<<shift-1), nil
+}

@@ -2,6 +2,7 @@ package snowflake
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -26,12 +27,16 @@ const (
 	WarnLifetime = 30 * 365 * 24 * time.Hour
 )
 
-// Layout is how the 63 usable bits of an ID are split, and the epoch that
-// timestamps count from. The zero Layout means DefaultLayout.
+// Layout is how the bits of an ID are split, and the epoch that timestamps
+// count from. The zero Layout means DefaultLayout.
 //
 // An ID is, from the most significant bit down:
 //
-//	0 | timestamp (TimeBits) | datacenter (DatacenterBits) | worker (WorkerBits) | sequence (SequenceBits)
+//	0… | timestamp (TimeBits) | datacenter (DatacenterBits) | worker (WorkerBits) | sequence (SequenceBits)
+//
+// The widths sum to at most 63 (Width); the bits above them are zero, so
+// every ID of the layout lies in 0..2^Width-1. A layout of 53 bits or fewer
+// makes IDs that JavaScript numbers hold exactly (see PresetJS53).
 type Layout struct {
 	TimeBits       int
 	DatacenterBits int
@@ -65,6 +70,38 @@ func (l Layout) orDefault() Layout {
 		return DefaultLayout()
 	}
 	return l
+}
+
+// Width returns how many bits the layout's IDs use: the sum of its widths,
+// at most 63. Every ID of the layout lies in 0..MaxID.
+func (l Layout) Width() int {
+	l = l.orDefault()
+	return l.TimeBits + l.DatacenterBits + l.WorkerBits + l.SequenceBits
+}
+
+// MaxID returns the largest ID the layout can hold: 2^Width - 1.
+func (l Layout) MaxID() ID { return ID(uint64(1)<<min(max(l.Width(), 0), 63) - 1) }
+
+// Workers returns how many generators the layout can tell apart: one per
+// datacenter and worker ID pair.
+func (l Layout) Workers() int64 {
+	l = l.orDefault()
+	return int64(1) << (l.DatacenterBits + l.WorkerBits)
+}
+
+// PerWorkerCap returns the most IDs one generator can issue per second:
+// 2^SequenceBits per millisecond.
+func (l Layout) PerWorkerCap() int64 { return (l.MaxSequence() + 1) * 1000 }
+
+// Lifetime returns how long the layout's timestamps last from its epoch:
+// 2^TimeBits milliseconds, or the largest time.Duration (about 292 years)
+// for 44 time bits or more. End is exact for every width.
+func (l Layout) Lifetime() time.Duration {
+	l = l.orDefault()
+	if l.TimeBits >= 44 {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(int64(1)<<max(l.TimeBits, 0)) * time.Millisecond
 }
 
 // EpochMillis returns the epoch in Unix milliseconds.
@@ -123,7 +160,7 @@ func (l Layout) validate(now time.Time) error {
 }
 
 // checkWidths checks what makes l unusable whatever the clock says: widths
-// out of range or not summing to 63, no time bits, no epoch. A layout that
+// out of range or summing to more than 63, no time bits, no epoch. A layout that
 // passes can generate IDs; whether its lifetime is long enough is the
 // clock's business (validate).
 func (l Layout) checkWidths() error {
@@ -142,8 +179,8 @@ func (l Layout) checkWidths() error {
 	if l.TimeBits < 1 {
 		return fmt.Errorf("%w: time bits must be at least 1", ErrInvalidLayout)
 	}
-	if sum := l.TimeBits + l.DatacenterBits + l.WorkerBits + l.SequenceBits; sum != 63 {
-		return fmt.Errorf("%w: widths sum to %d (time %d + datacenter %d + worker %d + sequence %d), want 63",
+	if sum := l.TimeBits + l.DatacenterBits + l.WorkerBits + l.SequenceBits; sum > 63 {
+		return fmt.Errorf("%w: widths sum to %d (time %d + datacenter %d + worker %d + sequence %d), want at most 63",
 			ErrInvalidLayout, sum, l.TimeBits, l.DatacenterBits, l.WorkerBits, l.SequenceBits)
 	}
 	if l.Epoch.IsZero() {

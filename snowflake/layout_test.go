@@ -18,8 +18,11 @@ func TestLayoutValidate(t *testing.T) {
 	}{
 		{"zero is default", Layout{}, "", false},
 		{"default", DefaultLayout(), "", false},
-		{"sum 62", Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 5, SequenceBits: 11, Epoch: DefaultEpoch}, "sum to 62", false},
+		{"sum 62", Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 5, SequenceBits: 11, Epoch: DefaultEpoch}, "", false},
+		{"sum 53", Layout{TimeBits: 41, DatacenterBits: 0, WorkerBits: 5, SequenceBits: 7, Epoch: DefaultEpoch}, "", false},
+		{"sum 39, time only", Layout{TimeBits: 39, Epoch: DefaultEpoch}, "", true},
 		{"sum 64", Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 5, SequenceBits: 13, Epoch: DefaultEpoch}, "sum to 64", false},
+		{"sum 53, lifetime under 10 years", Layout{TimeBits: 38, DatacenterBits: 0, WorkerBits: 5, SequenceBits: 10, Epoch: DefaultEpoch}, "less than 10 years", false},
 		{"negative width", Layout{TimeBits: 41, DatacenterBits: -1, WorkerBits: 11, SequenceBits: 12, Epoch: DefaultEpoch}, "datacenter bits -1", false},
 		{"no time bits", Layout{TimeBits: 0, DatacenterBits: 20, WorkerBits: 20, SequenceBits: 23, Epoch: DefaultEpoch}, "time bits must be at least 1", false},
 		{"no epoch", Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 5, SequenceBits: 12}, "epoch is not set", false},

@@ -135,6 +135,31 @@ func testEnsureLayout(t *testing.T, s allocator.Store) {
 	}
 }
 
+// testEnsureLayoutNarrow: a layout of fewer than 63 bits (the js53 preset)
+// is recorded and returned as it is, and a later, different layout gets it
+// back, so that the keeper refuses to start on the later one.
+func testEnsureLayoutNarrow(t *testing.T, s allocator.Store) {
+	ctx := t.Context()
+	js53, ok := snowflake.PresetLayout(snowflake.PresetJS53)
+	if !ok {
+		t.Fatal("no js53 preset")
+	}
+	got, err := s.EnsureLayout(ctx, js53)
+	if err != nil {
+		t.Fatalf("EnsureLayout(js53): %v", err)
+	}
+	if d := js53.Diff(got); d != "" || got.Width() != 53 {
+		t.Errorf("EnsureLayout(js53) = %v (%d bits), want js53 (%s)", got, got.Width(), d)
+	}
+	got, err = s.EnsureLayout(ctx, snowflake.DefaultLayout())
+	if err != nil {
+		t.Fatalf("EnsureLayout(default) after js53: %v", err)
+	}
+	if d := js53.Diff(got); d != "" {
+		t.Errorf("EnsureLayout(default) after js53 = %v, want js53 recorded first (%s)", got, d)
+	}
+}
+
 func testEnsureLayoutRace(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	const n = 8

@@ -42,6 +42,7 @@ var suite = []struct {
 	// The LeaseStore part of a Store (lease.go).
 	{"EnsureLayoutFirstWriterWins", testEnsureLayout},
 	{"EnsureLayoutRace", testEnsureLayoutRace},
+	{"EnsureLayoutNarrow", testEnsureLayoutNarrow},
 	{"ClaimFreshPool", testClaimFreshPool},
 	{"ClaimPrefersLowestCeiling", testClaimLowestCeiling},
 	{"ClaimPoolExhausted", testPoolExhausted},

@@ -101,8 +101,9 @@ func TestUsageErrors(t *testing.T) {
 		{"worker-ids default pool too large", []string{"serve", "--layout", "41/0/17/5"}, nil, "--worker-ids", "idgen serve"},
 		{"worker-ids pool too large", []string{"serve", "--layout", "41/0/17/5", "--worker-ids", "0-65536"}, nil, "at most 65536", "idgen serve"},
 		{"worker-ids beyond custom layout", []string{"serve", "--layout", "41/5/4/13", "--worker-ids", "16"}, nil, "the layout allows 0 to 15", "idgen serve"},
-		{"layout sum", []string{"serve", "--layout", "41/5/5/13"}, nil, "bit widths sum to 64, want 63", "idgen serve"},
+		{"layout sum", []string{"serve", "--layout", "41/5/5/13"}, nil, "bit widths sum to 64, want at most 63", "idgen serve"},
 		{"layout three parts", []string{"serve", "--layout", "41/10/12"}, nil, "want four bit widths", "idgen serve"},
+		{"layout unknown preset", []string{"serve", "--layout", "js52"}, nil, "or a preset: classic, js53", "idgen serve"},
 		{"layout not numbers", []string{"serve", "--layout", "x/5/5/12"}, nil, `bit width "x"`, "idgen serve"},
 		{"layout too short-lived", []string{"serve", "--layout", "30/5/5/23"}, nil, "invalid --layout/--epoch", "idgen serve"},
 		{"epoch not a time", []string{"serve", "--epoch", "yesterday"}, nil, "RFC 3339", "idgen serve"},
@@ -201,6 +202,15 @@ func TestUsageErrors(t *testing.T) {
 		{"parse negative ID", []string{"parse", "--", "-5"}, nil, `invalid ID "-5"`, "idgen parse"},
 		{"parse two IDs", []string{"parse", "1", "2"}, nil, `unexpected argument "2"`, "idgen parse"},
 		{"parse bad layout", []string{"parse", "1", "--layout", "41/5/5/13"}, nil, "bit widths sum to 64", "idgen parse"},
+		{"parse above the width", []string{"parse", "9007199254740992", "--layout", "js53"}, nil, "the largest ID of the layout's width", "idgen parse"},
+		{"parse not in its format", []string{"parse", "03ADS4J1W00ZA", "--format", "hex"}, nil, "hex IDs of 63 bits have 16", "idgen parse"},
+		{"parse unknown format", []string{"parse", "1", "--format", "b64"}, nil, "want one of decimal, base32, base62, hex", "idgen parse"},
+		{"compose without time", []string{"compose"}, nil, "missing --time", "idgen compose"},
+		{"compose bad time", []string{"compose", "--time", "noon"}, nil, "RFC 3339", "idgen compose"},
+		{"compose before the epoch", []string{"compose", "--time", "2025-12-31T23:59:59.999Z"}, nil, "outside the layout's range", "idgen compose"},
+		{"compose argument", []string{"compose", "--time", "2026-02-01T00:00:00Z", "x"}, nil, `unexpected argument "x"`, "idgen compose"},
+		{"serve bad id format", []string{"serve", "--id-format", "orders=b64"}, nil, "none of decimal, base32, base62, hex", "idgen serve"},
+		{"serve id format twice", []string{"serve", "--id-format", "hex,base32"}, nil, "given twice", "idgen serve"},
 		{"version argument", []string{"version", "now"}, nil, `unexpected argument "now"`, "idgen version"},
 	}
 	for _, tt := range tests {
@@ -259,7 +269,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"namespaces", "list", "--help"}, "Usage: idgen namespaces list [--dsn DSN]"},
 		{[]string{"namespaces", "create", "--help"}, "Usage: idgen namespaces list [--dsn DSN]"},
 		{[]string{"namespaces", "create", "orders", "--help"}, "Usage: idgen namespaces list [--dsn DSN]"},
-		{[]string{"parse", "--help"}, "Usage: idgen parse ID [--layout T/D/W/S] [--epoch TIME]"},
+		{[]string{"parse", "--help"}, "Usage: idgen parse ID [--layout T/D/W/S] [--epoch TIME] [--format FORMAT]"},
+		{[]string{"compose", "--help"}, "Usage: idgen compose --time TIME [--layout T/D/W/S] [--epoch TIME] [--format FORMAT]"},
 		{[]string{"version", "--help"}, "Usage: idgen version"},
 	}
 	for _, tt := range tests {
@@ -413,6 +424,22 @@ func TestParseServe(t *testing.T) {
 				t.Errorf("got ttl %s heartbeat %s, want 1s 500ms", k.TTL, k.Heartbeat)
 			}
 		}},
+		{"js53 preset", []string{"--layout", "js53"}, nil, func(t *testing.T, c serveConfig) {
+			if l := c.app.Keeper.Layout; l.Width() != 53 || l.TimeBits != 41 || l.WorkerBits != 5 || l.SequenceBits != 7 {
+				t.Errorf("got layout %s, want js53's 41/0/5/7", l)
+			}
+		}},
+		{"narrow widths", []string{"--layout", "40/0/6/7"}, nil, func(t *testing.T, c serveConfig) {
+			if l := c.app.Keeper.Layout; l.Width() != 53 {
+				t.Errorf("got layout %s, want 53 bits", l)
+			}
+		}},
+		{"id formats", nil, map[string]string{"IDGEN_ID_FORMAT": "base32,orders=hex"}, func(t *testing.T, c serveConfig) {
+			want := map[string]snowflake.Format{"": snowflake.FormatBase32, "orders": snowflake.FormatHex}
+			if !maps.Equal(c.app.Formats, want) {
+				t.Errorf("got formats %v, want %v", c.app.Formats, want)
+			}
+		}},
 		{"one worker ID", []string{"--worker-ids", "5"}, nil, func(t *testing.T, c serveConfig) {
 			if w := c.app.Keeper.WorkerIDs; w == nil || *w != (allocator.WorkerRange{Min: 5, Max: 5}) {
 				t.Errorf("got workers %v, want 5-5", w)
@@ -471,6 +498,71 @@ func TestParse(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// output reads the two columns idgen parse and idgen compose print.
+func output(t *testing.T, r result) map[string]string {
+	t.Helper()
+	if r.code != 0 {
+		t.Fatalf("got exit code %d, stderr %q; want 0", r.code, r.stderr)
+	}
+	got := map[string]string{}
+	for _, l := range lines(r.stdout) {
+		k, v, _ := strings.Cut(l, " ")
+		got[k] = strings.TrimSpace(v)
+	}
+	return got
+}
+
+// TestParseForms: idgen parse reads an ID in any form and prints it in
+// every form.
+func TestParseForms(t *testing.T) {
+	// Python: int("01a9b92483c003ea", 16) and its base32 and base62 digits.
+	want := map[string]string{"id": "119830431582389226", "base32": "03ADS4J1W00ZA", "base62": "08qp7whHgCo", "hex": "01a9b92483c003ea"}
+	for _, in := range []string{want["id"], want["base32"], strings.ToLower(want["base32"]), want["base62"], want["hex"]} {
+		got := output(t, cli(t, nil, "parse", in))
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("parse %s: got %s %q, want %q", in, k, got[k], v)
+			}
+		}
+	}
+	got := output(t, cli(t, nil, "parse", "0000000000001", "--format", "base32"))
+	if got["id"] != "1" {
+		t.Errorf("parse 0000000000001 --format base32: got id %q, want 1", got["id"])
+	}
+}
+
+// TestComposeAgreesWithParse: the first and the last ID idgen compose
+// prints parse to the millisecond asked for, with zero and with the
+// largest other parts, for every preset and form.
+func TestComposeAgreesWithParse(t *testing.T) {
+	at := "2026-11-27T12:34:56.789Z"
+	for _, p := range snowflake.Presets() {
+		for _, format := range []string{"decimal", "base32", "base62", "hex"} {
+			c := output(t, cli(t, nil, "compose", "--time", at, "--layout", p.Name, "--format", format))
+			if c["time"] != at || c["layout"] != p.Layout.String() {
+				t.Errorf("%s %s: got time %q layout %q, want %s and the preset's", p.Name, format, c["time"], c["layout"], at)
+			}
+			for _, b := range []struct {
+				name            string
+				dc, worker, seq int64
+			}{{"first", 0, 0, 0}, {"last", p.Layout.MaxDatacenter(), p.Layout.MaxWorker(), p.Layout.MaxSequence()}} {
+				got := output(t, cli(t, nil, "parse", c[b.name], "--layout", p.Name, "--format", format))
+				want := map[string]string{"time": "2026-11-27T12:34:56.789Z", "datacenter": strconv.FormatInt(b.dc, 10),
+					"worker": strconv.FormatInt(b.worker, 10), "sequence": strconv.FormatInt(b.seq, 10), format: c[b.name]}
+				if format == "decimal" {
+					want["id"] = c[b.name]
+					delete(want, "decimal")
+				}
+				for k, v := range want {
+					if got[k] != v {
+						t.Errorf("%s %s: parse %s %s: got %s %q, want %q", p.Name, format, b.name, c[b.name], k, got[k], v)
+					}
+				}
+			}
+		}
 	}
 }
 

@@ -66,9 +66,16 @@ func commands() []command {
 		{
 			name: "parse", summary: "decompose a Snowflake ID",
 			forms: []form{
-				{synopsis: "parse ID [--layout T/D/W/S] [--epoch TIME]", summary: "decompose a Snowflake ID (offline)"},
+				{synopsis: "parse ID [--layout T/D/W/S] [--epoch TIME] [--format FORMAT]", summary: "decompose a Snowflake ID given in any form (offline)"},
 			},
 			help: parseHelp, run: runParse,
+		},
+		{
+			name: "compose", summary: "the smallest and largest Snowflake ID of a time",
+			forms: []form{
+				{synopsis: "compose --time TIME [--layout T/D/W/S] [--epoch TIME] [--format FORMAT]", summary: "the smallest and largest Snowflake ID of a millisecond, for key-range queries by time (offline)"},
+			},
+			help: composeHelp, run: runCompose,
 		},
 		{
 			name: "version", summary: "print the version",

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,7 +16,8 @@ import (
 )
 
 // layoutFlag is --layout: the bit widths of a Snowflake ID as
-// time/datacenter/worker/sequence, e.g. 41/5/5/12.
+// time/datacenter/worker/sequence, e.g. 41/5/5/12, or the name of a preset
+// (snowflake.Presets), e.g. js53.
 type layoutFlag struct{ time, datacenter, worker, sequence int }
 
 func defaultLayoutFlag() layoutFlag {
@@ -26,9 +30,13 @@ func (l *layoutFlag) String() string {
 }
 
 func (l *layoutFlag) Set(s string) error {
+	if p, ok := snowflake.PresetLayout(s); ok {
+		*l = layoutFlag{p.TimeBits, p.DatacenterBits, p.WorkerBits, p.SequenceBits}
+		return nil
+	}
 	parts := strings.Split(s, "/")
 	if len(parts) != 4 {
-		return errors.New("want four bit widths time/datacenter/worker/sequence, e.g. 41/5/5/12")
+		return fmt.Errorf("want four bit widths time/datacenter/worker/sequence, e.g. 41/5/5/12, or a preset: %s", snowflake.PresetNames())
 	}
 	var v [4]int
 	for i, p := range parts {
@@ -38,10 +46,82 @@ func (l *layoutFlag) Set(s string) error {
 		}
 		v[i] = n
 	}
-	if sum := v[0] + v[1] + v[2] + v[3]; sum != 63 {
-		return fmt.Errorf("bit widths sum to %d, want 63", sum)
+	if sum := v[0] + v[1] + v[2] + v[3]; sum > 63 {
+		return fmt.Errorf("bit widths sum to %d, want at most 63", sum)
 	}
 	*l = layoutFlag{v[0], v[1], v[2], v[3]}
+	return nil
+}
+
+// presetHelp lists the layout presets with what each allows, e.g.
+// "Presets: `js53` = 41/0/5/7, 53 bits: 32 workers x 128,000 IDs/s, until
+// 2095-09-07 (69.7 years); …".
+func presetHelp() string {
+	var b strings.Builder
+	b.WriteString("Presets: ")
+	for i, p := range snowflake.Presets() {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "`%s` = %s", p.Name, p.Layout.Describe())
+	}
+	return b.String()
+}
+
+// formatsFlag is --id-format: the default form of IDs, "FORMAT" for
+// Snowflake IDs and "NS=FORMAT" for a namespace, comma-separated.
+type formatsFlag struct{ m map[string]snowflake.Format }
+
+func (f *formatsFlag) String() string {
+	var parts []string
+	for _, ns := range slices.Sorted(maps.Keys(f.m)) {
+		if ns == "" {
+			parts = append(parts, f.m[ns].String())
+		} else {
+			parts = append(parts, ns+"="+f.m[ns].String())
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func (f *formatsFlag) Set(s string) error {
+	m := map[string]snowflake.Format{}
+	if s == "" { // none: every ID in decimal (what --print-config writes for the default)
+		f.m = nil
+		return nil
+	}
+	for _, item := range strings.Split(s, ",") {
+		ns, name, found := strings.Cut(item, "=")
+		if !found {
+			ns, name = "", item
+		} else if err := allocator.ValidNamespace(ns); err != nil {
+			return fmt.Errorf("namespace %q: %w", ns, err)
+		}
+		format, err := snowflake.ParseFormat(name)
+		if err != nil || format == snowflake.FormatAny {
+			return fmt.Errorf("format %q is none of %s", name, snowflake.FormatNames)
+		}
+		if _, dup := m[ns]; dup {
+			return fmt.Errorf("%q given twice", cmp.Or(ns, "the Snowflake format"))
+		}
+		m[ns] = format
+	}
+	f.m = m
+	return nil
+}
+
+// formatFlag is a flag holding one format (--format of parse and compose);
+// unset, it is snowflake.FormatAny.
+type formatFlag struct{ f snowflake.Format }
+
+func (f *formatFlag) String() string { return f.f.String() }
+
+func (f *formatFlag) Set(s string) error {
+	v, err := snowflake.ParseFormat(s)
+	if err != nil || v == snowflake.FormatAny {
+		return fmt.Errorf("want one of %s", snowflake.FormatNames)
+	}
+	f.f = v
 	return nil
 }
 

@@ -58,6 +58,7 @@ type serveFlags struct {
 	apiWorkers   workerRangeFlag
 	bits         layoutFlag
 	epoch        timeFlag
+	formats      formatsFlag
 	logFormat    choiceFlag
 	logLevel     choiceFlag
 	retention    time.Duration
@@ -90,6 +91,10 @@ func newServeFlags() *serveFlags {
 	d.Int(&c.MaxCount, "max-count", "N", idgen.DefaultMaxCount,
 		fmt.Sprintf("largest `count` one request may ask for, of any transport: 1 to %d, so that the largest answer, "+
 			"built whole in memory, fits in what a node is given", idgen.MaxCountLimit)).positiveValue()
+	d.Var(&sf.formats, "id-format", "[NS=]FORMAT,…",
+		"the form IDs are written in when a request names none (its `format` parameter): `decimal`, `base32`, "+
+			"`base62` or `hex`; a bare FORMAT is for Snowflake IDs, `NS=FORMAT` for namespace NS, comma-separated").
+		defaultText("`decimal` for every ID")
 	d.Duration(&c.ShutdownTimeout, "shutdown-timeout", "D", app.DefaultShutdownTimeout,
 		"bound on each shutdown step (finishing requests, returning segment tails, releasing the lease)").positiveValue()
 
@@ -120,8 +125,9 @@ func newServeFlags() *serveFlags {
 		"the pool this node claims its worker ID from: a range `A-B` or one ID `N`, of at most 65536 IDs "+
 			"(a layout of more than 16 worker bits needs a range)").
 		defaultText("every worker ID of the layout outside `--lease-api-worker-ids`, `0-31` with the default layout and no lease API pool")
-	d.Var(&sf.bits, "layout", "T/D/W/S",
-		"bit widths of time/datacenter/worker/sequence; they must sum to 63, and the timestamp must last at least 10 more years")
+	d.Var(&sf.bits, "layout", "T/D/W/S|PRESET",
+		"bit widths of time/datacenter/worker/sequence, or a preset; they sum to at most 63 (53 or fewer keep every ID "+
+			"a JavaScript number), and the timestamp must last at least 10 more years. "+presetHelp())
 	d.Var(&sf.epoch, "epoch", "TIME", "the instant timestamp 0 stands for, RFC 3339")
 	d.Duration(&c.Keeper.TTL, "lease-ttl", "D", allocator.DefaultLeaseTTL,
 		"worker lease time to live; at least `1s`").positiveValue()
@@ -288,6 +294,7 @@ func parseServe(args []string, e env) (serveConfig, error) {
 	if c.app.Keeper.Layout, err = layoutOf(sf.bits, sf.epoch); err != nil {
 		return serveConfig{}, usagef(cmd, "invalid --layout/--epoch: %v", err)
 	}
+	c.app.Formats = sf.formats.m
 	if sf.workers.set {
 		r := sf.workers.r
 		c.app.Keeper.WorkerIDs = &r

@@ -57,6 +57,8 @@ type Options struct {
 	LeaseEventsPruneInterval time.Duration
 	// MaxCount is the largest count of a request; 0 means the default.
 	MaxCount int
+	// Formats are app.Config's: the forms IDs take by default.
+	Formats map[string]snowflake.Format
 	// Keeper configures the lease keeper; Holder defaults to
 	// "testserver/<test name>".
 	Keeper allocator.KeeperSettings
@@ -113,6 +115,7 @@ func MustStart(tb testing.TB, o Options) *Server {
 		Segments:   o.Segments,
 		Listen:     "127.0.0.1:0",
 		MaxCount:   o.MaxCount,
+		Formats:    o.Formats,
 		AdminToken: o.AdminToken,
 		Tokens:     o.Tokens,
 		TokensFile: o.TokensFile,

@@ -281,7 +281,8 @@ class Client:
         raw_ids = doc.get("ids")
         if not isinstance(raw_ids, list):
             raise BadResponseError(f"idgen client: GET {path}: no ids")
-        ids = [_parse_id(s, path) for s in raw_ids]
+        form = doc.get("format")
+        ids = [_parse_id(s, path, form) for s in raw_ids]
         if len(ids) != n:
             raise BadResponseError(f"idgen client: GET {path}: asked for {n} IDs, got {len(ids)}")
         rev = doc.get("revision", 0)
@@ -309,7 +310,7 @@ class Client:
                 for r in raw_ranges:
                     if not isinstance(r, dict):
                         raise BadResponseError(f"idgen client: GET {path}: malformed range")
-                    ranges.append(Range(_parse_id(r.get("first"), path), _parse_id(r.get("last"), path), src))
+                    ranges.append(Range(_parse_id(r.get("first"), path, form), _parse_id(r.get("last"), path, form), src))
             else:
                 ranges = ranges_of([], ids, src)
         return Draw(namespace=ns, ids=ids, ranges=ranges, source=src, leases=leases, revision=rev)
@@ -396,9 +397,30 @@ def _check_namespace(ns: str) -> None:
         raise ValueError(f"namespace {ns!r}: want ^[a-z0-9][a-z0-9_.-]{{0,63}}$")
 
 
-def _parse_id(s: object, where: str = "") -> int:
-    """An ID as idgen's JSON writes it: a decimal string, 0..2^63-1."""
-    if isinstance(s, str) and 1 <= len(s) <= 19 and s.isascii() and s.isdigit():
+# The alphabets of the fixed-width forms a node's --id-format may write.
+_ALPHABETS = {
+    "base32": "0123456789ABCDEFGHJKMNPQRSTVWXYZ",
+    "base62": "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+    "hex": "0123456789abcdef",
+}
+
+
+def _parse_id(s: object, where: str = "", form: object = None) -> int:
+    """An ID as idgen's JSON writes it: a decimal string, 0..2^63-1, or
+    the fixed-width form the answer's "format" names (a node's
+    --id-format may name one)."""
+    digits = _ALPHABETS.get(form) if isinstance(form, str) else None
+    if digits is not None and isinstance(s, str) and 1 <= len(s) <= 16:
+        v = 0
+        for c in s:
+            d = digits.find(c)
+            if d < 0:
+                break
+            v = v * len(digits) + d
+        else:
+            if v <= MAX_ID:
+                return v
+    elif form in (None, "decimal") and isinstance(s, str) and 1 <= len(s) <= 19 and s.isascii() and s.isdigit():
         v = int(s)
         if v <= MAX_ID:
             return v

@@ -55,11 +55,37 @@ class LayoutTest(unittest.TestCase):
                 lay.compose(*args)
 
     def test_invalid_layouts(self) -> None:
-        for widths in [(41, 5, 5, 11), (0, 5, 5, 53), (64, 0, 0, -1), (41, 5, 5, 13)]:
+        for widths in [(0, 5, 5, 53), (64, 0, 0, -1), (41, 5, 5, 13)]:
             with self.subTest(widths=widths), self.assertRaises(ValueError):
                 Layout(*widths)
         with self.assertRaises(ValueError):
             Layout.from_json({"time_bits": 41, "datacenter_bits": 5, "worker_bits": 5, "sequence_bits": "12", "epoch_ms": 1})
+
+    def test_narrow_layout(self) -> None:
+        # The js53 preset: 41/0/5/7, every ID at most 2^53 - 1.
+        js53 = Layout(41, 0, 5, 7)
+        last = js53.compose(js53.max_timestamp_ms, 0, 31, 127)
+        self.assertEqual(last, (1 << 53) - 1, f"got {last} want 2^53 - 1")
+
+    def test_answer_forms(self) -> None:
+        # A node's --id-format writes IDs in the form the answer names;
+        # the vectors are those of clients/testvectors/forms.json.
+        import json
+        import pathlib
+
+        from idgen_client.client import BadResponseError, _parse_id
+
+        path = pathlib.Path(__file__).resolve().parents[2] / "testvectors" / "forms.json"
+        vectors = json.loads(path.read_text())["ids"]
+        self.assertTrue(vectors)
+        for v in vectors:
+            for form in ("decimal", "base32", "base62", "hex"):
+                with self.subTest(form=form, id=v["id"]):
+                    got = _parse_id(v[form], "test", form)
+                    self.assertEqual(got, int(v["id"]), f"got {got} want {v['id']}")
+        for text, form in (("8000000000000000", "hex"), ("00G", "hex"), ("12", "base64"), ("1A", None)):
+            with self.subTest(text=text, form=form), self.assertRaises(BadResponseError):
+                _parse_id(text, "test", form)
 
     def test_decompose_refuses_non_ids(self) -> None:
         for v in (-1, 1 << 63):

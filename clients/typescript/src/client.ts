@@ -7,7 +7,9 @@ import {
 } from "@connectrpc/connect-node";
 
 import { IdgenError, serverDelayMs } from "./errors.js";
+import { decodeId, formatWidth as formatLength, idFormats, type Bounds, type IdFormat } from "./forms.js";
 import {
+  IdFormat as WireFormat,
   IdService,
   Source,
   type FencingToken,
@@ -74,11 +76,17 @@ export interface IdBatch {
 export interface NextIdsResult extends IdBatch {
   /** The IDs, increasing, as bigint (String(id) gives the decimal string). */
   ids: bigint[];
+  /** The IDs in the form asked for (or the namespace's setting on the server); empty without one. */
+  texts: string[];
+  /** The form of texts; undefined when empty. */
+  format: IdFormat | undefined;
 }
 
 /** The decomposition of a Snowflake ID. */
 export interface ParsedId {
   id: bigint;
+  /** The ID in every form, at the layout's width (undefined from a server older than the forms). */
+  forms: Record<IdFormat, string> | undefined;
   /** The ID's timestamp (millisecond precision). */
   time: Date;
   /** The same instant in Unix milliseconds. */
@@ -167,16 +175,17 @@ export class IdgenClient {
    * Returns count new IDs: Snowflake IDs without a namespace, else IDs of
    * the namespace's counter.
    */
-  async nextIds(request: { namespace?: string; count: number }, options: CallOptions = {}): Promise<NextIdsResult> {
+  async nextIds(request: { namespace?: string; count: number; format?: IdFormat }, options: CallOptions = {}): Promise<NextIdsResult> {
     const namespace = request.namespace ?? "";
     checkCount("count", request.count);
+    const format = toWireFormat(request.format);
     let floor = -1n;
     const res = await this.#retry("NextIds", options.signal, (signal) => {
       floor = this.#revisions.floor(namespace);
-      return this.#ids.nextIds({ namespace, count: request.count }, { signal, timeoutMs: this.#attemptTimeoutMs });
+      return this.#ids.nextIds({ namespace, count: request.count, format }, { signal, timeoutMs: this.#attemptTimeoutMs });
     });
     const batch = this.#batch(namespace, res, floor);
-    return { ...batch, ids: res.ids };
+    return { ...batch, ids: res.ids, texts: res.idTexts, format: fromWireFormat(res.format) };
   }
 
   /**
@@ -250,11 +259,28 @@ export class IdgenClient {
     }
   }
 
-  /** Decomposes a Snowflake ID (a bigint or a string of decimal digits). */
-  async parse(id: bigint | string, options: CallOptions = {}): Promise<ParsedId> {
-    const v = parseId(id);
+  /**
+   * Decomposes a Snowflake ID: a bigint, or a string in any of its forms
+   * (decimal, base32, base62, hex; see decodeId), or in options.format. The
+   * server reads the string by its layout's width.
+   */
+  async parse(id: bigint | string, options: CallOptions & { format?: IdFormat } = {}): Promise<ParsedId> {
+    let req: { id: bigint } | { text: string; format: WireFormat };
+    if (typeof id === "bigint") {
+      req = { id: parseId(id) };
+    } else {
+      // What no layout reads is refused here; the server checks the rest
+      // against its layout's width.
+      if (typeof id !== "string" || !/^[0-9A-Za-z]{1,19}$/.test(id)) {
+        throw new RangeError(`idgen: ${JSON.stringify(String(id)).slice(0, 40)} is not an ID in any form`);
+      }
+      if (options.format !== undefined || /^[0-9]+$/.test(id)) {
+        decodeId(id, options.format ?? "decimal", widthOf(id, options.format));
+      }
+      req = { text: id, format: toWireFormat(options.format) };
+    }
     const res = await this.#retry("Parse", options.signal, (signal) =>
-      this.#ids.parse({ id: v }, { signal, timeoutMs: this.#attemptTimeoutMs }),
+      this.#ids.parse(req, { signal, timeoutMs: this.#attemptTimeoutMs }),
     );
     return {
       id: res.id,
@@ -263,7 +289,28 @@ export class IdgenClient {
       datacenter: res.datacenter,
       worker: res.worker,
       sequence: res.sequence,
+      forms: res.forms ? { decimal: res.forms.decimal, base32: res.forms.base32, base62: res.forms.base62, hex: res.forms.hex } : undefined,
     };
+  }
+
+  /**
+   * The smallest and the largest Snowflake ID of the millisecond of time, by
+   * the server's layout: the IDs made from T1 to T2 are those from
+   * compose(T1).first to compose(T2).last, a key range to scan. A time
+   * outside the layout's range fails with INVALID_ARGUMENT.
+   */
+  async compose(time: Date, options: CallOptions = {}): Promise<Bounds> {
+    if (!(time instanceof Date) || Number.isNaN(time.getTime())) {
+      throw new RangeError("idgen: compose needs a valid Date");
+    }
+    const ms = BigInt(time.getTime());
+    const res = await this.#retry("Compose", options.signal, (signal) =>
+      this.#ids.compose(
+        { time: { seconds: ms / 1000n - (ms % 1000n < 0n ? 1n : 0n), nanos: Number(((ms % 1000n) + 1000n) % 1000n) * 1_000_000 } },
+        { signal, timeoutMs: this.#attemptTimeoutMs },
+      ),
+    );
+    return { time: new Date(Number(ms)), first: res.first, last: res.last };
   }
 
   /** The highest revision received for a strict namespace, if any. */
@@ -363,4 +410,34 @@ function toFence(t: FencingToken | undefined): Fence | undefined {
     default:
       return undefined;
   }
+}
+
+/** The proto's number of a form; unspecified for none. */
+function toWireFormat(f: IdFormat | undefined): WireFormat {
+  if (f === undefined) {
+    return WireFormat.UNSPECIFIED;
+  }
+  const i = idFormats.indexOf(f);
+  if (i < 0) {
+    throw new RangeError(`idgen: format ${JSON.stringify(f)} is none of ${idFormats.join(", ")}`);
+  }
+  return (i + 1) as WireFormat;
+}
+
+/** The form of the proto's number; undefined for unspecified. */
+function fromWireFormat(f: WireFormat): IdFormat | undefined {
+  return f === WireFormat.UNSPECIFIED ? undefined : idFormats[f - 1];
+}
+
+/** The widest ID width whose fixed length is text's in format (63 for decimal and any form). */
+function widthOf(text: string, format: IdFormat | undefined): number {
+  if (format === undefined || format === "decimal") {
+    return 63;
+  }
+  for (let w = 63; w > 1; w--) {
+    if (formatLength(format, w) === text.length) {
+      return w;
+    }
+  }
+  return 63;
 }

@@ -6,7 +6,17 @@ import { after, before, describe, it } from "node:test";
 
 import { Code } from "@connectrpc/connect";
 
-import { IdgenClient, IdgenError, StaleRevisionError, expandRanges, type ClientOptions, type IdBatch } from "../src/index.js";
+import {
+  IdgenClient,
+  IdgenError,
+  StaleRevisionError,
+  composeBounds,
+  decodeId,
+  encodeId,
+  expandRanges,
+  type ClientOptions,
+  type IdBatch,
+} from "../src/index.js";
 import { startHarness, type Harness } from "./harness.js";
 
 let h: Harness;
@@ -159,9 +169,43 @@ describe("Parse", () => {
 
   it("refuses what is not an ID before sending", async () => {
     const c = direct();
-    for (const bad of ["-1", "12a", "", "9223372036854775808", 1n << 63n]) {
-      await assert.rejects(c.parse(bad), RangeError);
+    for (const bad of ["-1", "12-a", "", "9223372036854775808", 1n << 63n, "00000000000000000000"]) {
+      await assert.rejects(c.parse(bad), RangeError, `parse(${String(bad)})`);
     }
+    await assert.rejects(c.parse("1g", { format: "hex" }), RangeError);
+  });
+});
+
+describe("forms and compose", () => {
+  it("writes the form asked for and parses any form back", async () => {
+    const c = direct();
+    const res = await c.nextIds({ count: 5, format: "base62" });
+    assert.equal(res.format, "base62");
+    assert.equal(res.texts.length, 5);
+    res.texts.forEach((t, i) => assert.equal(decodeId(t, "base62"), res.ids[i]));
+    const plain = await c.nextIds({ count: 1 });
+    assert.deepEqual(plain.texts, []);
+    assert.equal(plain.format, undefined);
+    const p = await c.parse(res.texts[2]!);
+    assert.equal(p.id, res.ids[2]);
+    assert.equal(p.forms?.hex, encodeId(res.ids[2]!, "hex"));
+    assert.deepEqual(await c.parse(p.forms!.hex, { format: "hex" }), p);
+    await assert.rejects(c.parse("zz"), (e: unknown) => e instanceof IdgenError && e.code === Code.InvalidArgument);
+  });
+
+  it("composes the bounds the layout gives, which parse back to their millisecond", async () => {
+    const c = direct();
+    const at = new Date("2026-11-27T12:34:56.789Z");
+    const b = await c.compose(at);
+    const classic = { timeBits: 41, datacenterBits: 5, workerBits: 5, sequenceBits: 12, epochMs: 1767225600000n };
+    assert.deepEqual(b, composeBounds(classic, at));
+    const first = await c.parse(b.first);
+    const last = await c.parse(b.last);
+    assert.equal(first.timestampMs, BigInt(at.getTime()));
+    assert.equal(last.timestampMs, BigInt(at.getTime()));
+    assert.deepEqual([first.datacenter, first.worker, first.sequence], [0, 0, 0]);
+    assert.deepEqual([last.datacenter, last.worker, last.sequence], [31, 31, 4095]);
+    await assert.rejects(c.compose(new Date("2025-01-01T00:00:00Z")), (e: unknown) => e instanceof IdgenError && e.code === Code.InvalidArgument);
   });
 });
 

@@ -28,6 +28,8 @@ import {
   IdService,
   type NextIdsRequest,
   type NextIdsResponseSchema,
+  type ComposeRequest,
+  type ComposeResponseSchema,
   type ParseRequest,
   type ParseResponseSchema,
   type StreamIdsRequest,
@@ -38,6 +40,7 @@ import { startIdgen, type IdgenProcess } from "./idgen.js";
 type NextIdsInit = MessageInitShape<typeof NextIdsResponseSchema>;
 type StreamIdsInit = MessageInitShape<typeof StreamIdsResponseSchema>;
 type ParseInit = MessageInitShape<typeof ParseResponseSchema>;
+type ComposeInit = MessageInitShape<typeof ComposeResponseSchema>;
 type IdServiceImpl = ServiceImpl<typeof IdService>;
 
 /** An error as idgen answers it: status code, ErrorInfo, RetryInfo, Retry-After. */
@@ -80,6 +83,10 @@ class Upstream implements IdServiceImpl {
   parse(req: ParseRequest, ctx: HandlerContext) {
     return this.#client.parse(req, { signal: ctx.signal });
   }
+
+  compose(req: ComposeRequest, ctx: HandlerContext) {
+    return this.#client.compose(req, { signal: ctx.signal });
+  }
 }
 
 /** A fault to inject into the next call. */
@@ -105,7 +112,7 @@ export class Faults implements IdServiceImpl {
   #replayStream = false;
   #lastStrict = new Map<string, unknown>();
   /** Calls that reached this server, faulty or not. */
-  calls = { nextIds: 0, streamIds: 0, parse: 0 };
+  calls = { nextIds: 0, streamIds: 0, parse: 0, compose: 0 };
   /** Streams being forwarded now. */
   openStreams = 0;
 
@@ -190,6 +197,15 @@ export class Faults implements IdServiceImpl {
       throw err;
     }
     return (await this.#backend.parse(req, ctx)) as ParseInit;
+  }
+
+  async compose(req: ComposeRequest, ctx: HandlerContext): Promise<ComposeInit> {
+    this.calls.compose++;
+    const err = this.#injected();
+    if (err) {
+      throw err;
+    }
+    return (await this.#backend.compose(req, ctx)) as ComposeInit;
   }
 }
 

@@ -3,10 +3,11 @@
 // on the same listener as the HTTP/JSON API, which it mirrors: see
 // docs/openapi.yaml and docs/architecture.md).
 //
-// IDs are int64 throughout. They are never negative and go up to 2^63 - 1,
-// which JavaScript numbers cannot hold: the proto3 JSON mapping writes int64
-// as a decimal string, and generated clients should map it to a 64-bit type
-// (bigint in TypeScript).
+// IDs are int64 throughout. They are never negative and go up to 2^63 - 1
+// (2^53 - 1 on a cluster of the js53 layout), which JavaScript numbers cannot
+// hold: the proto3 JSON mapping writes int64 as a decimal string, and
+// generated clients should map it to a 64-bit type (bigint in TypeScript).
+// Requests may also ask for IDs in a text form (IdFormat).
 //
 // Errors are gRPC status codes, each carrying a google.rpc.ErrorInfo whose
 // reason is idgen's problem code in upper case (for example
@@ -39,6 +40,74 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// IdFormat is a text form of an ID. The fixed-width forms write every ID of
+// one width in the same number of characters, from alphabets in ASCII order,
+// so that their string order is the IDs' numeric order. The width is the
+// layout's (63 bits by default, 53 for the js53 layout) for Snowflake IDs,
+// and 63 bits for the IDs of a namespace.
+type IdFormat int32
+
+const (
+	// No form named: the namespace's setting (the server's --id-format), or
+	// none. When reading, any form.
+	IdFormat_ID_FORMAT_UNSPECIFIED IdFormat = 0
+	// Decimal digits, no padding.
+	IdFormat_ID_FORMAT_DECIMAL IdFormat = 1
+	// Crockford base32 (0-9, A-Z without I, L, O, U), upper case, padded with
+	// zeros: 13 characters for 63 bits, 11 for 53.
+	IdFormat_ID_FORMAT_BASE32 IdFormat = 2
+	// base62 (0-9, A-Z, a-z), padded with zeros: 11 characters for 63 bits, 9
+	// for 53.
+	IdFormat_ID_FORMAT_BASE62 IdFormat = 3
+	// Lower-case hex, padded with zeros: 16 characters for 63 bits, 14 for 53.
+	IdFormat_ID_FORMAT_HEX IdFormat = 4
+)
+
+// Enum value maps for IdFormat.
+var (
+	IdFormat_name = map[int32]string{
+		0: "ID_FORMAT_UNSPECIFIED",
+		1: "ID_FORMAT_DECIMAL",
+		2: "ID_FORMAT_BASE32",
+		3: "ID_FORMAT_BASE62",
+		4: "ID_FORMAT_HEX",
+	}
+	IdFormat_value = map[string]int32{
+		"ID_FORMAT_UNSPECIFIED": 0,
+		"ID_FORMAT_DECIMAL":     1,
+		"ID_FORMAT_BASE32":      2,
+		"ID_FORMAT_BASE62":      3,
+		"ID_FORMAT_HEX":         4,
+	}
+)
+
+func (x IdFormat) Enum() *IdFormat {
+	p := new(IdFormat)
+	*p = x
+	return p
+}
+
+func (x IdFormat) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (IdFormat) Descriptor() protoreflect.EnumDescriptor {
+	return file_idgen_v1_ids_proto_enumTypes[0].Descriptor()
+}
+
+func (IdFormat) Type() protoreflect.EnumType {
+	return &file_idgen_v1_ids_proto_enumTypes[0]
+}
+
+func (x IdFormat) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use IdFormat.Descriptor instead.
+func (IdFormat) EnumDescriptor() ([]byte, []int) {
+	return file_idgen_v1_ids_proto_rawDescGZIP(), []int{0}
+}
 
 // Source says where the IDs of a response come from.
 type Source int32
@@ -86,11 +155,11 @@ func (x Source) String() string {
 }
 
 func (Source) Descriptor() protoreflect.EnumDescriptor {
-	return file_idgen_v1_ids_proto_enumTypes[0].Descriptor()
+	return file_idgen_v1_ids_proto_enumTypes[1].Descriptor()
 }
 
 func (Source) Type() protoreflect.EnumType {
-	return &file_idgen_v1_ids_proto_enumTypes[0]
+	return &file_idgen_v1_ids_proto_enumTypes[1]
 }
 
 func (x Source) Number() protoreflect.EnumNumber {
@@ -99,7 +168,7 @@ func (x Source) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Source.Descriptor instead.
 func (Source) EnumDescriptor() ([]byte, []int) {
-	return file_idgen_v1_ids_proto_rawDescGZIP(), []int{0}
+	return file_idgen_v1_ids_proto_rawDescGZIP(), []int{1}
 }
 
 // IdRange is a run of consecutive IDs: first, first+1, ..., last. Both ends
@@ -112,7 +181,12 @@ type IdRange struct {
 	// The first ID of the run.
 	First int64 `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
 	// The last ID of the run (included).
-	Last          int64 `protobuf:"varint,2,opt,name=last,proto3" json:"last,omitempty"`
+	Last int64 `protobuf:"varint,2,opt,name=last,proto3" json:"last,omitempty"`
+	// first in the stream's format, when one was asked for or is the
+	// namespace's setting; else empty.
+	FirstText string `protobuf:"bytes,3,opt,name=first_text,json=firstText,proto3" json:"first_text,omitempty"`
+	// last in the stream's format, as first_text.
+	LastText      string `protobuf:"bytes,4,opt,name=last_text,json=lastText,proto3" json:"last_text,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -159,6 +233,20 @@ func (x *IdRange) GetLast() int64 {
 		return x.Last
 	}
 	return 0
+}
+
+func (x *IdRange) GetFirstText() string {
+	if x != nil {
+		return x.FirstText
+	}
+	return ""
+}
+
+func (x *IdRange) GetLastText() string {
+	if x != nil {
+		return x.LastText
+	}
+	return ""
 }
 
 // FencingToken identifies what issued a response's IDs, so that a caller can
@@ -378,7 +466,10 @@ type NextIdsRequest struct {
 	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	// How many IDs: from 1 to the server's maximum (its --max-count, 10000 by
 	// default). Required: 0 is INVALID_ARGUMENT.
-	Count         int32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Count int32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// The form of id_texts in the response; unspecified takes the namespace's
+	// setting, and without one leaves id_texts empty.
+	Format        IdFormat `protobuf:"varint,3,opt,name=format,proto3,enum=idgen.v1.IdFormat" json:"format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -427,6 +518,13 @@ func (x *NextIdsRequest) GetCount() int32 {
 	return 0
 }
 
+func (x *NextIdsRequest) GetFormat() IdFormat {
+	if x != nil {
+		return x.Format
+	}
+	return IdFormat_ID_FORMAT_UNSPECIFIED
+}
+
 // NextIdsResponse holds the IDs of one NextIds call.
 type NextIdsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -443,7 +541,12 @@ type NextIdsResponse struct {
 	// between.
 	Ranges []*IdRange `protobuf:"bytes,4,rep,name=ranges,proto3" json:"ranges,omitempty"`
 	// What issued the IDs; see FencingToken.
-	FencingToken  *FencingToken `protobuf:"bytes,5,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
+	FencingToken *FencingToken `protobuf:"bytes,5,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
+	// The same IDs in the form of format, when a form was asked for or is the
+	// namespace's setting; else empty.
+	IdTexts []string `protobuf:"bytes,6,rep,name=id_texts,json=idTexts,proto3" json:"id_texts,omitempty"`
+	// The form of id_texts; unspecified when it is empty.
+	Format        IdFormat `protobuf:"varint,7,opt,name=format,proto3,enum=idgen.v1.IdFormat" json:"format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -513,6 +616,20 @@ func (x *NextIdsResponse) GetFencingToken() *FencingToken {
 	return nil
 }
 
+func (x *NextIdsResponse) GetIdTexts() []string {
+	if x != nil {
+		return x.IdTexts
+	}
+	return nil
+}
+
+func (x *NextIdsResponse) GetFormat() IdFormat {
+	if x != nil {
+		return x.Format
+	}
+	return IdFormat_ID_FORMAT_UNSPECIFIED
+}
+
 // StreamIdsRequest opens a stream of IDs.
 type StreamIdsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -530,7 +647,10 @@ type StreamIdsRequest struct {
 	BatchSize int32 `protobuf:"varint,2,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
 	// How many IDs to send in all, after which the server ends the stream;
 	// 0 sends until the caller cancels. Negative is INVALID_ARGUMENT.
-	Total         int64 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"`
+	Total int64 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"`
+	// The form of the ranges' first_text and last_text; unspecified takes the
+	// namespace's setting, and without one leaves them empty.
+	Format        IdFormat `protobuf:"varint,4,opt,name=format,proto3,enum=idgen.v1.IdFormat" json:"format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -584,6 +704,13 @@ func (x *StreamIdsRequest) GetTotal() int64 {
 		return x.Total
 	}
 	return 0
+}
+
+func (x *StreamIdsRequest) GetFormat() IdFormat {
+	if x != nil {
+		return x.Format
+	}
+	return IdFormat_ID_FORMAT_UNSPECIFIED
 }
 
 // StreamIdsResponse is one batch of a stream: batch_size IDs (fewer in the
@@ -656,11 +783,17 @@ func (x *StreamIdsResponse) GetFencingToken() *FencingToken {
 	return nil
 }
 
-// ParseRequest names the Snowflake ID to decompose.
+// ParseRequest names the Snowflake ID to decompose: id, or text when set.
 type ParseRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The ID, from 0 to 2^63 - 1.
-	Id            int64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Id int64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The ID in one of its text forms; when set, id is ignored. Its form is
+	// format, or, unspecified, found from its alphabet and length: digits only
+	// are decimal. INVALID_ARGUMENT when it is no ID of the layout's width.
+	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// The form of text; unspecified reads any.
+	Format        IdFormat `protobuf:"varint,3,opt,name=format,proto3,enum=idgen.v1.IdFormat" json:"format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -702,6 +835,20 @@ func (x *ParseRequest) GetId() int64 {
 	return 0
 }
 
+func (x *ParseRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *ParseRequest) GetFormat() IdFormat {
+	if x != nil {
+		return x.Format
+	}
+	return IdFormat_ID_FORMAT_UNSPECIFIED
+}
+
 // ParseResponse is a Snowflake ID taken apart by the cluster's layout.
 type ParseResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -717,7 +864,9 @@ type ParseResponse struct {
 	// The worker ID encoded in the ID.
 	Worker int32 `protobuf:"varint,5,opt,name=worker,proto3" json:"worker,omitempty"`
 	// The sequence number within its millisecond and worker.
-	Sequence      int32 `protobuf:"varint,6,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Sequence int32 `protobuf:"varint,6,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// The ID in every form, at the layout's width.
+	Forms         *IdForms `protobuf:"bytes,7,opt,name=forms,proto3" json:"forms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -794,14 +943,236 @@ func (x *ParseResponse) GetSequence() int32 {
 	return 0
 }
 
+func (x *ParseResponse) GetForms() *IdForms {
+	if x != nil {
+		return x.Forms
+	}
+	return nil
+}
+
+// IdForms is one ID in each of its text forms.
+type IdForms struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Decimal digits.
+	Decimal string `protobuf:"bytes,1,opt,name=decimal,proto3" json:"decimal,omitempty"`
+	// Crockford base32, fixed width.
+	Base32 string `protobuf:"bytes,2,opt,name=base32,proto3" json:"base32,omitempty"`
+	// base62, fixed width.
+	Base62 string `protobuf:"bytes,3,opt,name=base62,proto3" json:"base62,omitempty"`
+	// Lower-case hex, fixed width.
+	Hex           string `protobuf:"bytes,4,opt,name=hex,proto3" json:"hex,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IdForms) Reset() {
+	*x = IdForms{}
+	mi := &file_idgen_v1_ids_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IdForms) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IdForms) ProtoMessage() {}
+
+func (x *IdForms) ProtoReflect() protoreflect.Message {
+	mi := &file_idgen_v1_ids_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IdForms.ProtoReflect.Descriptor instead.
+func (*IdForms) Descriptor() ([]byte, []int) {
+	return file_idgen_v1_ids_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *IdForms) GetDecimal() string {
+	if x != nil {
+		return x.Decimal
+	}
+	return ""
+}
+
+func (x *IdForms) GetBase32() string {
+	if x != nil {
+		return x.Base32
+	}
+	return ""
+}
+
+func (x *IdForms) GetBase62() string {
+	if x != nil {
+		return x.Base62
+	}
+	return ""
+}
+
+func (x *IdForms) GetHex() string {
+	if x != nil {
+		return x.Hex
+	}
+	return ""
+}
+
+// ComposeRequest names the millisecond whose ID bounds to build.
+type ComposeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The instant; only its millisecond counts. Required.
+	Time *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// The form of first_text and last_text; unspecified takes the server's
+	// setting for Snowflake IDs, and without one leaves them empty.
+	Format        IdFormat `protobuf:"varint,2,opt,name=format,proto3,enum=idgen.v1.IdFormat" json:"format,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ComposeRequest) Reset() {
+	*x = ComposeRequest{}
+	mi := &file_idgen_v1_ids_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ComposeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ComposeRequest) ProtoMessage() {}
+
+func (x *ComposeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idgen_v1_ids_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ComposeRequest.ProtoReflect.Descriptor instead.
+func (*ComposeRequest) Descriptor() ([]byte, []int) {
+	return file_idgen_v1_ids_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ComposeRequest) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *ComposeRequest) GetFormat() IdFormat {
+	if x != nil {
+		return x.Format
+	}
+	return IdFormat_ID_FORMAT_UNSPECIFIED
+}
+
+// ComposeResponse is the range of Snowflake IDs of one millisecond.
+type ComposeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The smallest ID of the millisecond: datacenter, worker and sequence 0.
+	First int64 `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
+	// The largest ID of the millisecond: datacenter, worker and sequence at
+	// their maximum.
+	Last int64 `protobuf:"varint,2,opt,name=last,proto3" json:"last,omitempty"`
+	// first in the format asked for; empty without one.
+	FirstText string `protobuf:"bytes,3,opt,name=first_text,json=firstText,proto3" json:"first_text,omitempty"`
+	// last in the format asked for; empty without one.
+	LastText string `protobuf:"bytes,4,opt,name=last_text,json=lastText,proto3" json:"last_text,omitempty"`
+	// The millisecond: time truncated to the millisecond.
+	Time          *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ComposeResponse) Reset() {
+	*x = ComposeResponse{}
+	mi := &file_idgen_v1_ids_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ComposeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ComposeResponse) ProtoMessage() {}
+
+func (x *ComposeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idgen_v1_ids_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ComposeResponse.ProtoReflect.Descriptor instead.
+func (*ComposeResponse) Descriptor() ([]byte, []int) {
+	return file_idgen_v1_ids_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ComposeResponse) GetFirst() int64 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *ComposeResponse) GetLast() int64 {
+	if x != nil {
+		return x.Last
+	}
+	return 0
+}
+
+func (x *ComposeResponse) GetFirstText() string {
+	if x != nil {
+		return x.FirstText
+	}
+	return ""
+}
+
+func (x *ComposeResponse) GetLastText() string {
+	if x != nil {
+		return x.LastText
+	}
+	return ""
+}
+
+func (x *ComposeResponse) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
 var File_idgen_v1_ids_proto protoreflect.FileDescriptor
 
 const file_idgen_v1_ids_proto_rawDesc = "" +
 	"\n" +
-	"\x12idgen/v1/ids.proto\x12\bidgen.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"3\n" +
+	"\x12idgen/v1/ids.proto\x12\bidgen.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"o\n" +
 	"\aIdRange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x03R\x05first\x12\x12\n" +
-	"\x04last\x18\x02 \x01(\x03R\x04last\"|\n" +
+	"\x04last\x18\x02 \x01(\x03R\x04last\x12\x1d\n" +
+	"\n" +
+	"first_text\x18\x03 \x01(\tR\tfirstText\x12\x1b\n" +
+	"\tlast_text\x18\x04 \x01(\tR\blastText\"|\n" +
 	"\fFencingToken\x12,\n" +
 	"\x05lease\x18\x01 \x01(\v2\x14.idgen.v1.LeaseTokenH\x00R\x05lease\x125\n" +
 	"\brevision\x18\x02 \x01(\v2\x17.idgen.v1.RevisionTokenH\x00R\brevisionB\a\n" +
@@ -814,27 +1185,33 @@ const file_idgen_v1_ids_proto_rawDesc = "" +
 	"\x06worker\x18\x02 \x01(\x05R\x06worker\x12'\n" +
 	"\x0ffencing_version\x18\x03 \x01(\x03R\x0efencingVersion\"+\n" +
 	"\rRevisionToken\x12\x1a\n" +
-	"\brevision\x18\x01 \x01(\x03R\brevision\"D\n" +
+	"\brevision\x18\x01 \x01(\x03R\brevision\"p\n" +
 	"\x0eNextIdsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x05R\x05count\"\xd3\x01\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\x12*\n" +
+	"\x06format\x18\x03 \x01(\x0e2\x12.idgen.v1.IdFormatR\x06format\"\x9a\x02\n" +
 	"\x0fNextIdsResponse\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\x03R\x03ids\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12(\n" +
 	"\x06source\x18\x03 \x01(\x0e2\x10.idgen.v1.SourceR\x06source\x12)\n" +
 	"\x06ranges\x18\x04 \x03(\v2\x11.idgen.v1.IdRangeR\x06ranges\x12;\n" +
-	"\rfencing_token\x18\x05 \x01(\v2\x16.idgen.v1.FencingTokenR\ffencingToken\"e\n" +
+	"\rfencing_token\x18\x05 \x01(\v2\x16.idgen.v1.FencingTokenR\ffencingToken\x12\x19\n" +
+	"\bid_texts\x18\x06 \x03(\tR\aidTexts\x12*\n" +
+	"\x06format\x18\a \x01(\x0e2\x12.idgen.v1.IdFormatR\x06format\"\x91\x01\n" +
 	"\x10StreamIdsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1d\n" +
 	"\n" +
 	"batch_size\x18\x02 \x01(\x05R\tbatchSize\x12\x14\n" +
-	"\x05total\x18\x03 \x01(\x03R\x05total\"\xa5\x01\n" +
+	"\x05total\x18\x03 \x01(\x03R\x05total\x12*\n" +
+	"\x06format\x18\x04 \x01(\x0e2\x12.idgen.v1.IdFormatR\x06format\"\xa5\x01\n" +
 	"\x11StreamIdsResponse\x12)\n" +
 	"\x06ranges\x18\x01 \x03(\v2\x11.idgen.v1.IdRangeR\x06ranges\x12(\n" +
 	"\x06source\x18\x02 \x01(\x0e2\x10.idgen.v1.SourceR\x06source\x12;\n" +
-	"\rfencing_token\x18\x03 \x01(\v2\x16.idgen.v1.FencingTokenR\ffencingToken\"\x1e\n" +
+	"\rfencing_token\x18\x03 \x01(\v2\x16.idgen.v1.FencingTokenR\ffencingToken\"^\n" +
 	"\fParseRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x03R\x02id\"\xc6\x01\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12*\n" +
+	"\x06format\x18\x03 \x01(\x0e2\x12.idgen.v1.IdFormatR\x06format\"\xef\x01\n" +
 	"\rParseResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12!\n" +
@@ -843,16 +1220,39 @@ const file_idgen_v1_ids_proto_rawDesc = "" +
 	"datacenter\x18\x04 \x01(\x05R\n" +
 	"datacenter\x12\x16\n" +
 	"\x06worker\x18\x05 \x01(\x05R\x06worker\x12\x1a\n" +
-	"\bsequence\x18\x06 \x01(\x05R\bsequence*_\n" +
+	"\bsequence\x18\x06 \x01(\x05R\bsequence\x12'\n" +
+	"\x05forms\x18\a \x01(\v2\x11.idgen.v1.IdFormsR\x05forms\"e\n" +
+	"\aIdForms\x12\x18\n" +
+	"\adecimal\x18\x01 \x01(\tR\adecimal\x12\x16\n" +
+	"\x06base32\x18\x02 \x01(\tR\x06base32\x12\x16\n" +
+	"\x06base62\x18\x03 \x01(\tR\x06base62\x12\x10\n" +
+	"\x03hex\x18\x04 \x01(\tR\x03hex\"l\n" +
+	"\x0eComposeRequest\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12*\n" +
+	"\x06format\x18\x02 \x01(\x0e2\x12.idgen.v1.IdFormatR\x06format\"\xa7\x01\n" +
+	"\x0fComposeResponse\x12\x14\n" +
+	"\x05first\x18\x01 \x01(\x03R\x05first\x12\x12\n" +
+	"\x04last\x18\x02 \x01(\x03R\x04last\x12\x1d\n" +
+	"\n" +
+	"first_text\x18\x03 \x01(\tR\tfirstText\x12\x1b\n" +
+	"\tlast_text\x18\x04 \x01(\tR\blastText\x12.\n" +
+	"\x04time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04time*{\n" +
+	"\bIdFormat\x12\x19\n" +
+	"\x15ID_FORMAT_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11ID_FORMAT_DECIMAL\x10\x01\x12\x14\n" +
+	"\x10ID_FORMAT_BASE32\x10\x02\x12\x14\n" +
+	"\x10ID_FORMAT_BASE62\x10\x03\x12\x11\n" +
+	"\rID_FORMAT_HEX\x10\x04*_\n" +
 	"\x06Source\x12\x16\n" +
 	"\x12SOURCE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10SOURCE_SNOWFLAKE\x10\x01\x12\x12\n" +
 	"\x0eSOURCE_SEGMENT\x10\x02\x12\x13\n" +
-	"\x0fSOURCE_FALLBACK\x10\x032\xd2\x01\n" +
+	"\x0fSOURCE_FALLBACK\x10\x032\x97\x02\n" +
 	"\tIdService\x12>\n" +
 	"\aNextIds\x12\x18.idgen.v1.NextIdsRequest\x1a\x19.idgen.v1.NextIdsResponse\x12F\n" +
 	"\tStreamIds\x12\x1a.idgen.v1.StreamIdsRequest\x1a\x1b.idgen.v1.StreamIdsResponse0\x01\x12=\n" +
-	"\x05Parse\x12\x16.idgen.v1.ParseRequest\x1a\x17.idgen.v1.ParseResponse\"\x03\x90\x02\x01B7Z5github.com/idgen-project/idgen/proto/idgen/v1;idgenv1b\x06proto3"
+	"\x05Parse\x12\x16.idgen.v1.ParseRequest\x1a\x17.idgen.v1.ParseResponse\"\x03\x90\x02\x01\x12C\n" +
+	"\aCompose\x12\x18.idgen.v1.ComposeRequest\x1a\x19.idgen.v1.ComposeResponse\"\x03\x90\x02\x01B7Z5github.com/idgen-project/idgen/proto/idgen/v1;idgenv1b\x06proto3"
 
 var (
 	file_idgen_v1_ids_proto_rawDescOnce sync.Once
@@ -866,43 +1266,57 @@ func file_idgen_v1_ids_proto_rawDescGZIP() []byte {
 	return file_idgen_v1_ids_proto_rawDescData
 }
 
-var file_idgen_v1_ids_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_idgen_v1_ids_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_idgen_v1_ids_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_idgen_v1_ids_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_idgen_v1_ids_proto_goTypes = []any{
-	(Source)(0),                   // 0: idgen.v1.Source
-	(*IdRange)(nil),               // 1: idgen.v1.IdRange
-	(*FencingToken)(nil),          // 2: idgen.v1.FencingToken
-	(*LeaseToken)(nil),            // 3: idgen.v1.LeaseToken
-	(*RevisionToken)(nil),         // 4: idgen.v1.RevisionToken
-	(*NextIdsRequest)(nil),        // 5: idgen.v1.NextIdsRequest
-	(*NextIdsResponse)(nil),       // 6: idgen.v1.NextIdsResponse
-	(*StreamIdsRequest)(nil),      // 7: idgen.v1.StreamIdsRequest
-	(*StreamIdsResponse)(nil),     // 8: idgen.v1.StreamIdsResponse
-	(*ParseRequest)(nil),          // 9: idgen.v1.ParseRequest
-	(*ParseResponse)(nil),         // 10: idgen.v1.ParseResponse
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(IdFormat)(0),                 // 0: idgen.v1.IdFormat
+	(Source)(0),                   // 1: idgen.v1.Source
+	(*IdRange)(nil),               // 2: idgen.v1.IdRange
+	(*FencingToken)(nil),          // 3: idgen.v1.FencingToken
+	(*LeaseToken)(nil),            // 4: idgen.v1.LeaseToken
+	(*RevisionToken)(nil),         // 5: idgen.v1.RevisionToken
+	(*NextIdsRequest)(nil),        // 6: idgen.v1.NextIdsRequest
+	(*NextIdsResponse)(nil),       // 7: idgen.v1.NextIdsResponse
+	(*StreamIdsRequest)(nil),      // 8: idgen.v1.StreamIdsRequest
+	(*StreamIdsResponse)(nil),     // 9: idgen.v1.StreamIdsResponse
+	(*ParseRequest)(nil),          // 10: idgen.v1.ParseRequest
+	(*ParseResponse)(nil),         // 11: idgen.v1.ParseResponse
+	(*IdForms)(nil),               // 12: idgen.v1.IdForms
+	(*ComposeRequest)(nil),        // 13: idgen.v1.ComposeRequest
+	(*ComposeResponse)(nil),       // 14: idgen.v1.ComposeResponse
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
 }
 var file_idgen_v1_ids_proto_depIdxs = []int32{
-	3,  // 0: idgen.v1.FencingToken.lease:type_name -> idgen.v1.LeaseToken
-	4,  // 1: idgen.v1.FencingToken.revision:type_name -> idgen.v1.RevisionToken
-	0,  // 2: idgen.v1.NextIdsResponse.source:type_name -> idgen.v1.Source
-	1,  // 3: idgen.v1.NextIdsResponse.ranges:type_name -> idgen.v1.IdRange
-	2,  // 4: idgen.v1.NextIdsResponse.fencing_token:type_name -> idgen.v1.FencingToken
-	1,  // 5: idgen.v1.StreamIdsResponse.ranges:type_name -> idgen.v1.IdRange
-	0,  // 6: idgen.v1.StreamIdsResponse.source:type_name -> idgen.v1.Source
-	2,  // 7: idgen.v1.StreamIdsResponse.fencing_token:type_name -> idgen.v1.FencingToken
-	11, // 8: idgen.v1.ParseResponse.time:type_name -> google.protobuf.Timestamp
-	5,  // 9: idgen.v1.IdService.NextIds:input_type -> idgen.v1.NextIdsRequest
-	7,  // 10: idgen.v1.IdService.StreamIds:input_type -> idgen.v1.StreamIdsRequest
-	9,  // 11: idgen.v1.IdService.Parse:input_type -> idgen.v1.ParseRequest
-	6,  // 12: idgen.v1.IdService.NextIds:output_type -> idgen.v1.NextIdsResponse
-	8,  // 13: idgen.v1.IdService.StreamIds:output_type -> idgen.v1.StreamIdsResponse
-	10, // 14: idgen.v1.IdService.Parse:output_type -> idgen.v1.ParseResponse
-	12, // [12:15] is the sub-list for method output_type
-	9,  // [9:12] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	4,  // 0: idgen.v1.FencingToken.lease:type_name -> idgen.v1.LeaseToken
+	5,  // 1: idgen.v1.FencingToken.revision:type_name -> idgen.v1.RevisionToken
+	0,  // 2: idgen.v1.NextIdsRequest.format:type_name -> idgen.v1.IdFormat
+	1,  // 3: idgen.v1.NextIdsResponse.source:type_name -> idgen.v1.Source
+	2,  // 4: idgen.v1.NextIdsResponse.ranges:type_name -> idgen.v1.IdRange
+	3,  // 5: idgen.v1.NextIdsResponse.fencing_token:type_name -> idgen.v1.FencingToken
+	0,  // 6: idgen.v1.NextIdsResponse.format:type_name -> idgen.v1.IdFormat
+	0,  // 7: idgen.v1.StreamIdsRequest.format:type_name -> idgen.v1.IdFormat
+	2,  // 8: idgen.v1.StreamIdsResponse.ranges:type_name -> idgen.v1.IdRange
+	1,  // 9: idgen.v1.StreamIdsResponse.source:type_name -> idgen.v1.Source
+	3,  // 10: idgen.v1.StreamIdsResponse.fencing_token:type_name -> idgen.v1.FencingToken
+	0,  // 11: idgen.v1.ParseRequest.format:type_name -> idgen.v1.IdFormat
+	15, // 12: idgen.v1.ParseResponse.time:type_name -> google.protobuf.Timestamp
+	12, // 13: idgen.v1.ParseResponse.forms:type_name -> idgen.v1.IdForms
+	15, // 14: idgen.v1.ComposeRequest.time:type_name -> google.protobuf.Timestamp
+	0,  // 15: idgen.v1.ComposeRequest.format:type_name -> idgen.v1.IdFormat
+	15, // 16: idgen.v1.ComposeResponse.time:type_name -> google.protobuf.Timestamp
+	6,  // 17: idgen.v1.IdService.NextIds:input_type -> idgen.v1.NextIdsRequest
+	8,  // 18: idgen.v1.IdService.StreamIds:input_type -> idgen.v1.StreamIdsRequest
+	10, // 19: idgen.v1.IdService.Parse:input_type -> idgen.v1.ParseRequest
+	13, // 20: idgen.v1.IdService.Compose:input_type -> idgen.v1.ComposeRequest
+	7,  // 21: idgen.v1.IdService.NextIds:output_type -> idgen.v1.NextIdsResponse
+	9,  // 22: idgen.v1.IdService.StreamIds:output_type -> idgen.v1.StreamIdsResponse
+	11, // 23: idgen.v1.IdService.Parse:output_type -> idgen.v1.ParseResponse
+	14, // 24: idgen.v1.IdService.Compose:output_type -> idgen.v1.ComposeResponse
+	21, // [21:25] is the sub-list for method output_type
+	17, // [17:21] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_idgen_v1_ids_proto_init() }
@@ -919,8 +1333,8 @@ func file_idgen_v1_ids_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_idgen_v1_ids_proto_rawDesc), len(file_idgen_v1_ids_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   10,
+			NumEnums:      2,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,7 +39,8 @@ const (
 
 // Layout is the Snowflake bit layout: sign bit (0) | time | datacenter |
 // worker | sequence, from the most significant bit down. The four widths
-// add up to 63.
+// add up to at most 63; the bits above them are zero (53 bits in all on a
+// cluster of the js53 preset, whose IDs JavaScript numbers hold).
 type Layout struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Bits of milliseconds since the epoch (41 by default).

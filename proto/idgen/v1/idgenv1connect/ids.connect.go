@@ -3,10 +3,11 @@
 // on the same listener as the HTTP/JSON API, which it mirrors: see
 // docs/openapi.yaml and docs/architecture.md).
 //
-// IDs are int64 throughout. They are never negative and go up to 2^63 - 1,
-// which JavaScript numbers cannot hold: the proto3 JSON mapping writes int64
-// as a decimal string, and generated clients should map it to a 64-bit type
-// (bigint in TypeScript).
+// IDs are int64 throughout. They are never negative and go up to 2^63 - 1
+// (2^53 - 1 on a cluster of the js53 layout), which JavaScript numbers cannot
+// hold: the proto3 JSON mapping writes int64 as a decimal string, and
+// generated clients should map it to a 64-bit type (bigint in TypeScript).
+// Requests may also ask for IDs in a text form (IdFormat).
 //
 // Errors are gRPC status codes, each carrying a google.rpc.ErrorInfo whose
 // reason is idgen's problem code in upper case (for example
@@ -57,6 +58,8 @@ const (
 	IdServiceStreamIdsProcedure = "/idgen.v1.IdService/StreamIds"
 	// IdServiceParseProcedure is the fully-qualified name of the IdService's Parse RPC.
 	IdServiceParseProcedure = "/idgen.v1.IdService/Parse"
+	// IdServiceComposeProcedure is the fully-qualified name of the IdService's Compose RPC.
+	IdServiceComposeProcedure = "/idgen.v1.IdService/Compose"
 )
 
 // IdServiceClient is a client for the idgen.v1.IdService service.
@@ -85,11 +88,23 @@ type IdServiceClient interface {
 	// it remain valid.
 	StreamIds(context.Context, *connect.Request[v1.StreamIdsRequest]) (*connect.ServerStreamForClient[v1.StreamIdsResponse], error)
 	// Parse decomposes a Snowflake ID by the cluster's layout. Any ID from 0 to
-	// 2^63 - 1 is accepted, whether or not idgen issued it. It reads nothing
-	// but the layout and changes nothing.
+	// the layout's largest (2^63 - 1 by default, 2^53 - 1 for the js53 layout)
+	// is accepted, whether or not idgen issued it, as id or in any text form
+	// (text). It reads nothing but the layout and changes nothing.
 	//
-	// Errors: INVALID_ARGUMENT (a negative id).
+	// Errors: INVALID_ARGUMENT (a negative id, one above the layout's largest,
+	// a text that is no ID of the layout's width).
 	Parse(context.Context, *connect.Request[v1.ParseRequest]) (*connect.Response[v1.ParseResponse], error)
+	// Compose returns the smallest and the largest Snowflake ID whose
+	// timestamp is the millisecond of time, by the cluster's layout: every other
+	// part zero, and at its maximum. The IDs made from T1 to T2 (both
+	// milliseconds included) are those from Compose(T1).first to
+	// Compose(T2).last, a key range a database can scan. It reads nothing but
+	// the layout and changes nothing.
+	//
+	// Errors: INVALID_ARGUMENT (time unset, before the layout's epoch or past
+	// its end).
+	Compose(context.Context, *connect.Request[v1.ComposeRequest]) (*connect.Response[v1.ComposeResponse], error)
 }
 
 // NewIdServiceClient constructs a client for the idgen.v1.IdService service. By default, it uses
@@ -122,6 +137,13 @@ func NewIdServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...c
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		compose: connect.NewClient[v1.ComposeRequest, v1.ComposeResponse](
+			httpClient,
+			baseURL+IdServiceComposeProcedure,
+			connect.WithSchema(idServiceMethods.ByName("Compose")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -130,6 +152,7 @@ type idServiceClient struct {
 	nextIds   *connect.Client[v1.NextIdsRequest, v1.NextIdsResponse]
 	streamIds *connect.Client[v1.StreamIdsRequest, v1.StreamIdsResponse]
 	parse     *connect.Client[v1.ParseRequest, v1.ParseResponse]
+	compose   *connect.Client[v1.ComposeRequest, v1.ComposeResponse]
 }
 
 // NextIds calls idgen.v1.IdService.NextIds.
@@ -145,6 +168,11 @@ func (c *idServiceClient) StreamIds(ctx context.Context, req *connect.Request[v1
 // Parse calls idgen.v1.IdService.Parse.
 func (c *idServiceClient) Parse(ctx context.Context, req *connect.Request[v1.ParseRequest]) (*connect.Response[v1.ParseResponse], error) {
 	return c.parse.CallUnary(ctx, req)
+}
+
+// Compose calls idgen.v1.IdService.Compose.
+func (c *idServiceClient) Compose(ctx context.Context, req *connect.Request[v1.ComposeRequest]) (*connect.Response[v1.ComposeResponse], error) {
+	return c.compose.CallUnary(ctx, req)
 }
 
 // IdServiceHandler is an implementation of the idgen.v1.IdService service.
@@ -173,11 +201,23 @@ type IdServiceHandler interface {
 	// it remain valid.
 	StreamIds(context.Context, *connect.Request[v1.StreamIdsRequest], *connect.ServerStream[v1.StreamIdsResponse]) error
 	// Parse decomposes a Snowflake ID by the cluster's layout. Any ID from 0 to
-	// 2^63 - 1 is accepted, whether or not idgen issued it. It reads nothing
-	// but the layout and changes nothing.
+	// the layout's largest (2^63 - 1 by default, 2^53 - 1 for the js53 layout)
+	// is accepted, whether or not idgen issued it, as id or in any text form
+	// (text). It reads nothing but the layout and changes nothing.
 	//
-	// Errors: INVALID_ARGUMENT (a negative id).
+	// Errors: INVALID_ARGUMENT (a negative id, one above the layout's largest,
+	// a text that is no ID of the layout's width).
 	Parse(context.Context, *connect.Request[v1.ParseRequest]) (*connect.Response[v1.ParseResponse], error)
+	// Compose returns the smallest and the largest Snowflake ID whose
+	// timestamp is the millisecond of time, by the cluster's layout: every other
+	// part zero, and at its maximum. The IDs made from T1 to T2 (both
+	// milliseconds included) are those from Compose(T1).first to
+	// Compose(T2).last, a key range a database can scan. It reads nothing but
+	// the layout and changes nothing.
+	//
+	// Errors: INVALID_ARGUMENT (time unset, before the layout's epoch or past
+	// its end).
+	Compose(context.Context, *connect.Request[v1.ComposeRequest]) (*connect.Response[v1.ComposeResponse], error)
 }
 
 // NewIdServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -206,6 +246,13 @@ func NewIdServiceHandler(svc IdServiceHandler, opts ...connect.HandlerOption) (s
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	idServiceComposeHandler := connect.NewUnaryHandler(
+		IdServiceComposeProcedure,
+		svc.Compose,
+		connect.WithSchema(idServiceMethods.ByName("Compose")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/idgen.v1.IdService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case IdServiceNextIdsProcedure:
@@ -214,6 +261,8 @@ func NewIdServiceHandler(svc IdServiceHandler, opts ...connect.HandlerOption) (s
 			idServiceStreamIdsHandler.ServeHTTP(w, r)
 		case IdServiceParseProcedure:
 			idServiceParseHandler.ServeHTTP(w, r)
+		case IdServiceComposeProcedure:
+			idServiceComposeHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -233,4 +282,8 @@ func (UnimplementedIdServiceHandler) StreamIds(context.Context, *connect.Request
 
 func (UnimplementedIdServiceHandler) Parse(context.Context, *connect.Request[v1.ParseRequest]) (*connect.Response[v1.ParseResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("idgen.v1.IdService.Parse is not implemented"))
+}
+
+func (UnimplementedIdServiceHandler) Compose(context.Context, *connect.Request[v1.ComposeRequest]) (*connect.Response[v1.ComposeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("idgen.v1.IdService.Compose is not implemented"))
 }

@@ -3,10 +3,11 @@
 // on the same listener as the HTTP/JSON API, which it mirrors: see
 // docs/openapi.yaml and docs/architecture.md).
 //
-// IDs are int64 throughout. They are never negative and go up to 2^63 - 1,
-// which JavaScript numbers cannot hold: the proto3 JSON mapping writes int64
-// as a decimal string, and generated clients should map it to a 64-bit type
-// (bigint in TypeScript).
+// IDs are int64 throughout. They are never negative and go up to 2^63 - 1
+// (2^53 - 1 on a cluster of the js53 layout), which JavaScript numbers cannot
+// hold: the proto3 JSON mapping writes int64 as a decimal string, and
+// generated clients should map it to a 64-bit type (bigint in TypeScript).
+// Requests may also ask for IDs in a text form (IdFormat).
 //
 // Errors are gRPC status codes, each carrying a google.rpc.ErrorInfo whose
 // reason is idgen's problem code in upper case (for example
@@ -30,7 +31,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file idgen/v1/ids.proto.
  */
 export const file_idgen_v1_ids: GenFile = /*@__PURE__*/
-  fileDesc("ChJpZGdlbi92MS9pZHMucHJvdG8SCGlkZ2VuLnYxIiYKB0lkUmFuZ2USDQoFZmlyc3QYASABKAMSDAoEbGFzdBgCIAEoAyJrCgxGZW5jaW5nVG9rZW4SJQoFbGVhc2UYASABKAsyFC5pZGdlbi52MS5MZWFzZVRva2VuSAASKwoIcmV2aXNpb24YAiABKAsyFy5pZGdlbi52MS5SZXZpc2lvblRva2VuSABCBwoFdG9rZW4iSQoKTGVhc2VUb2tlbhISCgpkYXRhY2VudGVyGAEgASgFEg4KBndvcmtlchgCIAEoBRIXCg9mZW5jaW5nX3ZlcnNpb24YAyABKAMiIQoNUmV2aXNpb25Ub2tlbhIQCghyZXZpc2lvbhgBIAEoAyIyCg5OZXh0SWRzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDQoFY291bnQYAiABKAUipQEKD05leHRJZHNSZXNwb25zZRILCgNpZHMYASADKAMSEQoJbmFtZXNwYWNlGAIgASgJEiAKBnNvdXJjZRgDIAEoDjIQLmlkZ2VuLnYxLlNvdXJjZRIhCgZyYW5nZXMYBCADKAsyES5pZGdlbi52MS5JZFJhbmdlEi0KDWZlbmNpbmdfdG9rZW4YBSABKAsyFi5pZGdlbi52MS5GZW5jaW5nVG9rZW4iSAoQU3RyZWFtSWRzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSEgoKYmF0Y2hfc2l6ZRgCIAEoBRINCgV0b3RhbBgDIAEoAyKHAQoRU3RyZWFtSWRzUmVzcG9uc2USIQoGcmFuZ2VzGAEgAygLMhEuaWRnZW4udjEuSWRSYW5nZRIgCgZzb3VyY2UYAiABKA4yEC5pZGdlbi52MS5Tb3VyY2USLQoNZmVuY2luZ190b2tlbhgDIAEoCzIWLmlkZ2VuLnYxLkZlbmNpbmdUb2tlbiIaCgxQYXJzZVJlcXVlc3QSCgoCaWQYASABKAMikQEKDVBhcnNlUmVzcG9uc2USCgoCaWQYASABKAMSKAoEdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMdGltZXN0YW1wX21zGAMgASgDEhIKCmRhdGFjZW50ZXIYBCABKAUSDgoGd29ya2VyGAUgASgFEhAKCHNlcXVlbmNlGAYgASgFKl8KBlNvdXJjZRIWChJTT1VSQ0VfVU5TUEVDSUZJRUQQABIUChBTT1VSQ0VfU05PV0ZMQUtFEAESEgoOU09VUkNFX1NFR01FTlQQAhITCg9TT1VSQ0VfRkFMTEJBQ0sQAzLSAQoJSWRTZXJ2aWNlEj4KB05leHRJZHMSGC5pZGdlbi52MS5OZXh0SWRzUmVxdWVzdBoZLmlkZ2VuLnYxLk5leHRJZHNSZXNwb25zZRJGCglTdHJlYW1JZHMSGi5pZGdlbi52MS5TdHJlYW1JZHNSZXF1ZXN0GhsuaWRnZW4udjEuU3RyZWFtSWRzUmVzcG9uc2UwARI9CgVQYXJzZRIWLmlkZ2VuLnYxLlBhcnNlUmVxdWVzdBoXLmlkZ2VuLnYxLlBhcnNlUmVzcG9uc2UiA5ACAUI3WjVnaXRodWIuY29tL2lkZ2VuLXByb2plY3QvaWRnZW4vcHJvdG8vaWRnZW4vdjE7aWRnZW52MWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChJpZGdlbi92MS9pZHMucHJvdG8SCGlkZ2VuLnYxIk0KB0lkUmFuZ2USDQoFZmlyc3QYASABKAMSDAoEbGFzdBgCIAEoAxISCgpmaXJzdF90ZXh0GAMgASgJEhEKCWxhc3RfdGV4dBgEIAEoCSJrCgxGZW5jaW5nVG9rZW4SJQoFbGVhc2UYASABKAsyFC5pZGdlbi52MS5MZWFzZVRva2VuSAASKwoIcmV2aXNpb24YAiABKAsyFy5pZGdlbi52MS5SZXZpc2lvblRva2VuSABCBwoFdG9rZW4iSQoKTGVhc2VUb2tlbhISCgpkYXRhY2VudGVyGAEgASgFEg4KBndvcmtlchgCIAEoBRIXCg9mZW5jaW5nX3ZlcnNpb24YAyABKAMiIQoNUmV2aXNpb25Ub2tlbhIQCghyZXZpc2lvbhgBIAEoAyJWCg5OZXh0SWRzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDQoFY291bnQYAiABKAUSIgoGZm9ybWF0GAMgASgOMhIuaWRnZW4udjEuSWRGb3JtYXQi2wEKD05leHRJZHNSZXNwb25zZRILCgNpZHMYASADKAMSEQoJbmFtZXNwYWNlGAIgASgJEiAKBnNvdXJjZRgDIAEoDjIQLmlkZ2VuLnYxLlNvdXJjZRIhCgZyYW5nZXMYBCADKAsyES5pZGdlbi52MS5JZFJhbmdlEi0KDWZlbmNpbmdfdG9rZW4YBSABKAsyFi5pZGdlbi52MS5GZW5jaW5nVG9rZW4SEAoIaWRfdGV4dHMYBiADKAkSIgoGZm9ybWF0GAcgASgOMhIuaWRnZW4udjEuSWRGb3JtYXQibAoQU3RyZWFtSWRzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSEgoKYmF0Y2hfc2l6ZRgCIAEoBRINCgV0b3RhbBgDIAEoAxIiCgZmb3JtYXQYBCABKA4yEi5pZGdlbi52MS5JZEZvcm1hdCKHAQoRU3RyZWFtSWRzUmVzcG9uc2USIQoGcmFuZ2VzGAEgAygLMhEuaWRnZW4udjEuSWRSYW5nZRIgCgZzb3VyY2UYAiABKA4yEC5pZGdlbi52MS5Tb3VyY2USLQoNZmVuY2luZ190b2tlbhgDIAEoCzIWLmlkZ2VuLnYxLkZlbmNpbmdUb2tlbiJMCgxQYXJzZVJlcXVlc3QSCgoCaWQYASABKAMSDAoEdGV4dBgCIAEoCRIiCgZmb3JtYXQYAyABKA4yEi5pZGdlbi52MS5JZEZvcm1hdCKzAQoNUGFyc2VSZXNwb25zZRIKCgJpZBgBIAEoAxIoCgR0aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgx0aW1lc3RhbXBfbXMYAyABKAMSEgoKZGF0YWNlbnRlchgEIAEoBRIOCgZ3b3JrZXIYBSABKAUSEAoIc2VxdWVuY2UYBiABKAUSIAoFZm9ybXMYByABKAsyES5pZGdlbi52MS5JZEZvcm1zIkcKB0lkRm9ybXMSDwoHZGVjaW1hbBgBIAEoCRIOCgZiYXNlMzIYAiABKAkSDgoGYmFzZTYyGAMgASgJEgsKA2hleBgEIAEoCSJeCg5Db21wb3NlUmVxdWVzdBIoCgR0aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIiCgZmb3JtYXQYAiABKA4yEi5pZGdlbi52MS5JZEZvcm1hdCJ/Cg9Db21wb3NlUmVzcG9uc2USDQoFZmlyc3QYASABKAMSDAoEbGFzdBgCIAEoAxISCgpmaXJzdF90ZXh0GAMgASgJEhEKCWxhc3RfdGV4dBgEIAEoCRIoCgR0aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCp7CghJZEZvcm1hdBIZChVJRF9GT1JNQVRfVU5TUEVDSUZJRUQQABIVChFJRF9GT1JNQVRfREVDSU1BTBABEhQKEElEX0ZPUk1BVF9CQVNFMzIQAhIUChBJRF9GT1JNQVRfQkFTRTYyEAMSEQoNSURfRk9STUFUX0hFWBAEKl8KBlNvdXJjZRIWChJTT1VSQ0VfVU5TUEVDSUZJRUQQABIUChBTT1VSQ0VfU05PV0ZMQUtFEAESEgoOU09VUkNFX1NFR01FTlQQAhITCg9TT1VSQ0VfRkFMTEJBQ0sQAzKXAgoJSWRTZXJ2aWNlEj4KB05leHRJZHMSGC5pZGdlbi52MS5OZXh0SWRzUmVxdWVzdBoZLmlkZ2VuLnYxLk5leHRJZHNSZXNwb25zZRJGCglTdHJlYW1JZHMSGi5pZGdlbi52MS5TdHJlYW1JZHNSZXF1ZXN0GhsuaWRnZW4udjEuU3RyZWFtSWRzUmVzcG9uc2UwARI9CgVQYXJzZRIWLmlkZ2VuLnYxLlBhcnNlUmVxdWVzdBoXLmlkZ2VuLnYxLlBhcnNlUmVzcG9uc2UiA5ACARJDCgdDb21wb3NlEhguaWRnZW4udjEuQ29tcG9zZVJlcXVlc3QaGS5pZGdlbi52MS5Db21wb3NlUmVzcG9uc2UiA5ACAUI3WjVnaXRodWIuY29tL2lkZ2VuLXByb2plY3QvaWRnZW4vcHJvdG8vaWRnZW4vdjE7aWRnZW52MWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * IdRange is a run of consecutive IDs: first, first+1, ..., last. Both ends
@@ -55,6 +56,21 @@ export type IdRange = Message<"idgen.v1.IdRange"> & {
    * @generated from field: int64 last = 2;
    */
   last: bigint;
+
+  /**
+   * first in the stream's format, when one was asked for or is the
+   * namespace's setting; else empty.
+   *
+   * @generated from field: string first_text = 3;
+   */
+  firstText: string;
+
+  /**
+   * last in the stream's format, as first_text.
+   *
+   * @generated from field: string last_text = 4;
+   */
+  lastText: string;
 };
 
 /**
@@ -190,6 +206,14 @@ export type NextIdsRequest = Message<"idgen.v1.NextIdsRequest"> & {
    * @generated from field: int32 count = 2;
    */
   count: number;
+
+  /**
+   * The form of id_texts in the response; unspecified takes the namespace's
+   * setting, and without one leaves id_texts empty.
+   *
+   * @generated from field: idgen.v1.IdFormat format = 3;
+   */
+  format: IdFormat;
 };
 
 /**
@@ -243,6 +267,21 @@ export type NextIdsResponse = Message<"idgen.v1.NextIdsResponse"> & {
    * @generated from field: idgen.v1.FencingToken fencing_token = 5;
    */
   fencingToken?: FencingToken | undefined;
+
+  /**
+   * The same IDs in the form of format, when a form was asked for or is the
+   * namespace's setting; else empty.
+   *
+   * @generated from field: repeated string id_texts = 6;
+   */
+  idTexts: string[];
+
+  /**
+   * The form of id_texts; unspecified when it is empty.
+   *
+   * @generated from field: idgen.v1.IdFormat format = 7;
+   */
+  format: IdFormat;
 };
 
 /**
@@ -287,6 +326,14 @@ export type StreamIdsRequest = Message<"idgen.v1.StreamIdsRequest"> & {
    * @generated from field: int64 total = 3;
    */
   total: bigint;
+
+  /**
+   * The form of the ranges' first_text and last_text; unspecified takes the
+   * namespace's setting, and without one leaves them empty.
+   *
+   * @generated from field: idgen.v1.IdFormat format = 4;
+   */
+  format: IdFormat;
 };
 
 /**
@@ -338,7 +385,7 @@ export const StreamIdsResponseSchema: GenMessage<StreamIdsResponse> = /*@__PURE_
   messageDesc(file_idgen_v1_ids, 7);
 
 /**
- * ParseRequest names the Snowflake ID to decompose.
+ * ParseRequest names the Snowflake ID to decompose: id, or text when set.
  *
  * @generated from message idgen.v1.ParseRequest
  */
@@ -349,6 +396,22 @@ export type ParseRequest = Message<"idgen.v1.ParseRequest"> & {
    * @generated from field: int64 id = 1;
    */
   id: bigint;
+
+  /**
+   * The ID in one of its text forms; when set, id is ignored. Its form is
+   * format, or, unspecified, found from its alphabet and length: digits only
+   * are decimal. INVALID_ARGUMENT when it is no ID of the layout's width.
+   *
+   * @generated from field: string text = 2;
+   */
+  text: string;
+
+  /**
+   * The form of text; unspecified reads any.
+   *
+   * @generated from field: idgen.v1.IdFormat format = 3;
+   */
+  format: IdFormat;
 };
 
 /**
@@ -406,6 +469,13 @@ export type ParseResponse = Message<"idgen.v1.ParseResponse"> & {
    * @generated from field: int32 sequence = 6;
    */
   sequence: number;
+
+  /**
+   * The ID in every form, at the layout's width.
+   *
+   * @generated from field: idgen.v1.IdForms forms = 7;
+   */
+  forms?: IdForms | undefined;
 };
 
 /**
@@ -414,6 +484,182 @@ export type ParseResponse = Message<"idgen.v1.ParseResponse"> & {
  */
 export const ParseResponseSchema: GenMessage<ParseResponse> = /*@__PURE__*/
   messageDesc(file_idgen_v1_ids, 9);
+
+/**
+ * IdForms is one ID in each of its text forms.
+ *
+ * @generated from message idgen.v1.IdForms
+ */
+export type IdForms = Message<"idgen.v1.IdForms"> & {
+  /**
+   * Decimal digits.
+   *
+   * @generated from field: string decimal = 1;
+   */
+  decimal: string;
+
+  /**
+   * Crockford base32, fixed width.
+   *
+   * @generated from field: string base32 = 2;
+   */
+  base32: string;
+
+  /**
+   * base62, fixed width.
+   *
+   * @generated from field: string base62 = 3;
+   */
+  base62: string;
+
+  /**
+   * Lower-case hex, fixed width.
+   *
+   * @generated from field: string hex = 4;
+   */
+  hex: string;
+};
+
+/**
+ * Describes the message idgen.v1.IdForms.
+ * Use `create(IdFormsSchema)` to create a new message.
+ */
+export const IdFormsSchema: GenMessage<IdForms> = /*@__PURE__*/
+  messageDesc(file_idgen_v1_ids, 10);
+
+/**
+ * ComposeRequest names the millisecond whose ID bounds to build.
+ *
+ * @generated from message idgen.v1.ComposeRequest
+ */
+export type ComposeRequest = Message<"idgen.v1.ComposeRequest"> & {
+  /**
+   * The instant; only its millisecond counts. Required.
+   *
+   * @generated from field: google.protobuf.Timestamp time = 1;
+   */
+  time?: Timestamp | undefined;
+
+  /**
+   * The form of first_text and last_text; unspecified takes the server's
+   * setting for Snowflake IDs, and without one leaves them empty.
+   *
+   * @generated from field: idgen.v1.IdFormat format = 2;
+   */
+  format: IdFormat;
+};
+
+/**
+ * Describes the message idgen.v1.ComposeRequest.
+ * Use `create(ComposeRequestSchema)` to create a new message.
+ */
+export const ComposeRequestSchema: GenMessage<ComposeRequest> = /*@__PURE__*/
+  messageDesc(file_idgen_v1_ids, 11);
+
+/**
+ * ComposeResponse is the range of Snowflake IDs of one millisecond.
+ *
+ * @generated from message idgen.v1.ComposeResponse
+ */
+export type ComposeResponse = Message<"idgen.v1.ComposeResponse"> & {
+  /**
+   * The smallest ID of the millisecond: datacenter, worker and sequence 0.
+   *
+   * @generated from field: int64 first = 1;
+   */
+  first: bigint;
+
+  /**
+   * The largest ID of the millisecond: datacenter, worker and sequence at
+   * their maximum.
+   *
+   * @generated from field: int64 last = 2;
+   */
+  last: bigint;
+
+  /**
+   * first in the format asked for; empty without one.
+   *
+   * @generated from field: string first_text = 3;
+   */
+  firstText: string;
+
+  /**
+   * last in the format asked for; empty without one.
+   *
+   * @generated from field: string last_text = 4;
+   */
+  lastText: string;
+
+  /**
+   * The millisecond: time truncated to the millisecond.
+   *
+   * @generated from field: google.protobuf.Timestamp time = 5;
+   */
+  time?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message idgen.v1.ComposeResponse.
+ * Use `create(ComposeResponseSchema)` to create a new message.
+ */
+export const ComposeResponseSchema: GenMessage<ComposeResponse> = /*@__PURE__*/
+  messageDesc(file_idgen_v1_ids, 12);
+
+/**
+ * IdFormat is a text form of an ID. The fixed-width forms write every ID of
+ * one width in the same number of characters, from alphabets in ASCII order,
+ * so that their string order is the IDs' numeric order. The width is the
+ * layout's (63 bits by default, 53 for the js53 layout) for Snowflake IDs,
+ * and 63 bits for the IDs of a namespace.
+ *
+ * @generated from enum idgen.v1.IdFormat
+ */
+export enum IdFormat {
+  /**
+   * No form named: the namespace's setting (the server's --id-format), or
+   * none. When reading, any form.
+   *
+   * @generated from enum value: ID_FORMAT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Decimal digits, no padding.
+   *
+   * @generated from enum value: ID_FORMAT_DECIMAL = 1;
+   */
+  DECIMAL = 1,
+
+  /**
+   * Crockford base32 (0-9, A-Z without I, L, O, U), upper case, padded with
+   * zeros: 13 characters for 63 bits, 11 for 53.
+   *
+   * @generated from enum value: ID_FORMAT_BASE32 = 2;
+   */
+  BASE32 = 2,
+
+  /**
+   * base62 (0-9, A-Z, a-z), padded with zeros: 11 characters for 63 bits, 9
+   * for 53.
+   *
+   * @generated from enum value: ID_FORMAT_BASE62 = 3;
+   */
+  BASE62 = 3,
+
+  /**
+   * Lower-case hex, padded with zeros: 16 characters for 63 bits, 14 for 53.
+   *
+   * @generated from enum value: ID_FORMAT_HEX = 4;
+   */
+  HEX = 4,
+}
+
+/**
+ * Describes the enum idgen.v1.IdFormat.
+ */
+export const IdFormatSchema: GenEnum<IdFormat> = /*@__PURE__*/
+  enumDesc(file_idgen_v1_ids, 0);
 
 /**
  * Source says where the IDs of a response come from.
@@ -459,7 +705,7 @@ export enum Source {
  * Describes the enum idgen.v1.Source.
  */
 export const SourceSchema: GenEnum<Source> = /*@__PURE__*/
-  enumDesc(file_idgen_v1_ids, 0);
+  enumDesc(file_idgen_v1_ids, 1);
 
 /**
  * IdService hands out Snowflake IDs and the IDs of namespaces' counters, and
@@ -520,10 +766,12 @@ export const IdService: GenService<{
   },
   /**
    * Parse decomposes a Snowflake ID by the cluster's layout. Any ID from 0 to
-   * 2^63 - 1 is accepted, whether or not idgen issued it. It reads nothing
-   * but the layout and changes nothing.
+   * the layout's largest (2^63 - 1 by default, 2^53 - 1 for the js53 layout)
+   * is accepted, whether or not idgen issued it, as id or in any text form
+   * (text). It reads nothing but the layout and changes nothing.
    *
-   * Errors: INVALID_ARGUMENT (a negative id).
+   * Errors: INVALID_ARGUMENT (a negative id, one above the layout's largest,
+   * a text that is no ID of the layout's width).
    *
    * @generated from rpc idgen.v1.IdService.Parse
    */
@@ -531,6 +779,24 @@ export const IdService: GenService<{
     methodKind: "unary";
     input: typeof ParseRequestSchema;
     output: typeof ParseResponseSchema;
+  },
+  /**
+   * Compose returns the smallest and the largest Snowflake ID whose
+   * timestamp is the millisecond of time, by the cluster's layout: every other
+   * part zero, and at its maximum. The IDs made from T1 to T2 (both
+   * milliseconds included) are those from Compose(T1).first to
+   * Compose(T2).last, a key range a database can scan. It reads nothing but
+   * the layout and changes nothing.
+   *
+   * Errors: INVALID_ARGUMENT (time unset, before the layout's epoch or past
+   * its end).
+   *
+   * @generated from rpc idgen.v1.IdService.Compose
+   */
+  compose: {
+    methodKind: "unary";
+    input: typeof ComposeRequestSchema;
+    output: typeof ComposeResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_idgen_v1_ids, 0);

@@ -31,7 +31,8 @@ export const file_idgen_v1_lease: GenFile = /*@__PURE__*/
 /**
  * Layout is the Snowflake bit layout: sign bit (0) | time | datacenter |
  * worker | sequence, from the most significant bit down. The four widths
- * add up to 63.
+ * add up to at most 63; the bits above them are zero (53 bits in all on a
+ * cluster of the js53 preset, whose IDs JavaScript numbers hold).
  *
  * @generated from message idgen.v1.Layout
  */

@@ -1,0 +1,109 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/idgen-project/idgen/snowflake"
+)
+
+// Format is a text form of an ID: decimal, base32 (Crockford), base62 or
+// hex. The fixed-width forms pad every ID of one width (the layout's, for
+// Snowflake IDs: 63 bits by default, 53 for js53; 63 bits for a
+// namespace's IDs) to the same length, so their string order is the IDs'
+// numeric order. See snowflake.Format.
+type Format = snowflake.Format
+
+// The formats.
+const (
+	FormatAny     = snowflake.FormatAny // reads any form; writes decimal
+	FormatDecimal = snowflake.FormatDecimal
+	FormatBase32  = snowflake.FormatBase32
+	FormatBase62  = snowflake.FormatBase62
+	FormatHex     = snowflake.FormatHex
+)
+
+// EncodeID returns id in form f, padded for IDs of width bits.
+func EncodeID(id int64, f Format, width int) string {
+	return snowflake.EncodeID(snowflake.ID(id), f, width)
+}
+
+// DecodeID reads s as an ID of width bits in form f (FormatAny: found from
+// s; digits only read as decimal). The error matches ErrInvalidInput.
+func DecodeID(s string, f Format, width int) (int64, error) {
+	id, err := snowflake.DecodeID(s, f, width)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	return int64(id), nil
+}
+
+// decodeAnswered reads an ID of an answer written in the form the answer
+// names (empty: decimal). The server pads to a width the client need not
+// know: any width whose padded length is s's reads the same value, so the
+// widest of them is taken.
+func decodeAnswered(s, format string) (int64, error) {
+	f, err := snowflake.ParseFormat(format)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrBadResponse, err)
+	}
+	if f == FormatAny {
+		f = FormatDecimal
+	}
+	width := 63
+	for f != FormatDecimal && width > 1 && snowflake.FormatWidth(f, width) != len(s) {
+		width--
+	}
+	id, err := snowflake.DecodeID(s, f, width)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrBadResponse, err)
+	}
+	return int64(id), nil
+}
+
+// Composed is the range of Snowflake IDs of one millisecond, by the
+// server's layout.
+type Composed struct {
+	Time        time.Time // the millisecond, UTC
+	First, Last int64     // its smallest and largest ID
+}
+
+// Compose asks the server for the smallest and largest Snowflake ID of the
+// millisecond of t (GET /ids/compose): the IDs made from T1 to T2 are those
+// from Compose(T1).First to Compose(T2).Last. Errors: an *Error matching
+// ErrInvalid for a time outside the layout's range; otherwise as Next.
+func (c *Client) Compose(ctx context.Context, t time.Time) (Composed, error) {
+	var r struct {
+		Time   time.Time `json:"time"`
+		First  string    `json:"first"`
+		Last   string    `json:"last"`
+		Format string    `json:"format"`
+	}
+	q := url.Values{"time": {t.UTC().Format(time.RFC3339Nano)}}
+	if err := c.get(ctx, "/ids/compose?"+q.Encode(), &r); err != nil {
+		return Composed{}, err
+	}
+	first, err := decodeAnswered(r.First, r.Format)
+	if err != nil {
+		return Composed{}, err
+	}
+	last, err := decodeAnswered(r.Last, r.Format)
+	if err != nil {
+		return Composed{}, err
+	}
+	if last < first {
+		return Composed{}, fmt.Errorf("%w: compose answered last %d below first %d", ErrBadResponse, last, first)
+	}
+	return Composed{Time: r.Time.UTC(), First: first, Last: last}, nil
+}
+
+// ParseText asks the server to decompose a Snowflake ID given in any of
+// its forms (GET /ids/{text}); see Parse.
+func (c *Client) ParseText(ctx context.Context, text string) (Parts, error) {
+	if text == "" {
+		return Parts{}, fmt.Errorf("%w: empty ID", ErrInvalidInput)
+	}
+	return c.parse(ctx, url.PathEscape(text))
+}
