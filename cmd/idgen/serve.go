@@ -109,7 +109,7 @@ func newServeFlags() *serveFlags {
 			"which can hand out the same IDs twice; such a database is refused at start without it")
 	d.Var(&sf.compact, "etcd-compact-retention", "D",
 		"etcd only: compact the cluster's history, keeping the revisions of the last D (etcd keeps every revision until "+
-			"someone compacts, and refuses every write once its backend passes `--quota-backend-bytes`). Compaction is "+
+			"someone compacts, and refuses every write once its backend passes its quota, etcd's `quota-backend-bytes`). Compaction is "+
 			"cluster-wide: it drops old revisions of every user's keys. `auto` compacts with `5m` when idgen owns the cluster "+
 			"(no keys outside its prefix) and leaves a shared one to its operator; `off` never compacts. "+
 			"Defragmentation is left to the operator (docs/operations.md)")

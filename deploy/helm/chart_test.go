@@ -533,6 +533,9 @@ func TestChartConfigMirrorsFlags(t *testing.T) {
   rate-limit-addresses: 1000
   tracing: true
   trace-sample-ratio: 0.5
+  id-format: base32,orders=hex
+  etcd-compact-retention: 10m
+  state-file: /var/lib/idgen/state
 `
 	var dep appsv1.Deployment
 	mustRender(t, values).one(t, "Deployment", &dep)
