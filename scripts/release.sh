@@ -110,25 +110,25 @@ verify() {
 		case $arch in amd64) want=62 ;; arm64) want=183 ;; esac
 		machine=$(elf_machine "$bin")
 		[[ $machine == "$want" ]] || die "verify: $tgz: ELF machine $machine, want $want (linux/$arch)"
-		# The build information of any architecture's binary names the
-		# stamp; the binary itself is run where the machine can run it.
-		got=$("$GO" version -m "$bin" | sed -n 's/.*-X main\.linkVersion=\([^ "]*\).*/\1/p')
-		[[ $got == "$VERSION" ]] || die "verify: $tgz: stamped version \"$got\", want $VERSION"
-		"$GO" version -m "$bin" | grep -q "GOARCH=$arch\$" || die "verify: $tgz: built for another GOARCH than $arch"
+		# -trimpath leaves -ldflags out of the build information, so the
+		# stamp of a binary this machine cannot run is checked as the
+		# string it is in the binary; the one it can run is asked.
+		"$GO" version -m "$bin" | grep "GOARCH=$arch\$" >/dev/null || die "verify: $tgz: built for another GOARCH than $arch"
+		grep -qaF -- "$VERSION" "$bin" || die "verify: $tgz: VERSION $VERSION is not stamped in the binary"
 		if [[ $arch == "$("$GO" env GOHOSTARCH)" ]]; then
 			got=$("$bin" version)
 			[[ $got == "idgen $VERSION (go"*", linux/$arch)" ]] ||
 				die "verify: $tgz: idgen version says \"$got\", want idgen $VERSION (go…, linux/$arch)"
 			log "ok  idgen-$VERSION-linux-$arch.tar.gz: $got"
 		else
-			log "ok  idgen-$VERSION-linux-$arch.tar.gz: ELF AArch64, stamped $got (not run on $(uname -m))"
+			log "ok  idgen-$VERSION-linux-$arch.tar.gz: ELF machine $machine, GOARCH=$arch, contains $VERSION (not run on $(uname -m))"
 		fi
 	done
 
 	[[ -f $dir/$npm_tgz ]] || die "verify: $dir/$npm_tgz is missing"
 	got=$(tar -xzOf "$dir/$npm_tgz" package/package.json | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).version))')
 	[[ $got == "$plain" ]] || die "verify: $npm_tgz: package.json version \"$got\", want $plain"
-	tar -tzf "$dir/$npm_tgz" | grep -qx 'package/dist/src/index.js' || die "verify: $npm_tgz has no dist/src/index.js (was it built?)"
+	tar -tzf "$dir/$npm_tgz" | grep -x 'package/dist/src/index.js' >/dev/null || die "verify: $npm_tgz has no dist/src/index.js (was it built?)"
 	log "ok  $npm_tgz: version $got"
 
 	for f in "$py_sdist" "$py_wheel"; do
@@ -152,8 +152,9 @@ notes() {
 		/^## \[/ { inside = (index($0, "## [" v "]") == 1) }
 		inside' CHANGELOG.md)
 	if [[ -n $section ]]; then
-		if [[ $DRY_RUN != 1 ]] && ! head -n 1 <<<"$section" | grep -Eq "^## \[$plain\] - [0-9]{4}-[0-9]{2}-[0-9]{2}$"; then
-			die "CHANGELOG.md: the heading must be \"## [$plain] - YYYY-MM-DD\", not \"$(head -n 1 <<<"$section")\""
+		local heading=${section%%$'\n'*}
+		if [[ $DRY_RUN != 1 && ! $heading =~ ^"## [$plain] - "[0-9]{4}-[0-9]{2}-[0-9]{2}$ ]]; then
+			die "CHANGELOG.md: the heading must be \"## [$plain] - YYYY-MM-DD\", not \"$heading\""
 		fi
 	elif [[ $DRY_RUN == 1 ]]; then
 		section=$(awk '/^## \[/ { inside = ($0 == "## [Unreleased]") } inside' CHANGELOG.md)
@@ -169,6 +170,10 @@ notes() {
 # a real release refuses any that differs from X.Y.Z.
 manifests() {
 	local bad=0 file got
+	if [[ $VERSION == *-dryrun ]]; then
+		log "dry run: $VERSION is no release; the manifests' versions are not compared with it"
+		return
+	fi
 	while IFS='|' read -r file got; do
 		if [[ $got != "$plain" ]]; then
 			if [[ $DRY_RUN == 1 ]]; then
@@ -292,6 +297,7 @@ case ${1:-} in
 "") main ;;
 verify)
 	[[ $# == 2 ]] || die "usage: VERSION=vX.Y.Z scripts/release.sh verify DIR"
+	DRY_RUN=1 # a dry run's artifacts (-dryrun) are verified too
 	check_version
 	names
 	verify "$2"
