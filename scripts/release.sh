@@ -219,17 +219,19 @@ main() {
 	*) die "RELEASE_IMAGE=$RELEASE_IMAGE: want auto, 1 or 0" ;;
 	esac
 
+	local mode=release work
+	[[ $DRY_RUN == 1 ]] && mode="dry run"
+	log "$mode of $VERSION from $(git rev-parse --short "$commit")"
+	work=$(scratch)
+	notes "$work/RELEASE_NOTES.md"
+	manifests
+
+	# Everything is checked: only now is an earlier build's output replaced.
 	mkdir -p "$DIST"
 	DIST=$(cd "$DIST" && pwd)
 	rm -f "$DIST"/idgen-* "$DIST"/idgen_client-* "$DIST"/RELEASE_NOTES.md "$DIST"/SHA256SUMS
-	local mode=release
-	[[ $DRY_RUN == 1 ]] && mode="dry run"
-	log "$mode of $VERSION from $(git rev-parse --short "$commit") into $DIST"
-	notes "$DIST/RELEASE_NOTES.md"
-	manifests
-
-	local work
-	work=$(scratch)
+	mv "$work/RELEASE_NOTES.md" "$DIST/"
+	log "building into $DIST"
 	git archive --format=tar "$commit" | tar -x -C "$work"
 
 	local arch dir
@@ -282,8 +284,10 @@ main() {
 		log "created the tag $VERSION on $(git rev-parse --short "$commit")"
 	fi
 
+	local publish="to publish:"
+	[[ $DRY_RUN == 1 ]] && publish="a release would publish with (not for a dry run's artifacts):"
 	cat <<EOF
-release: $mode of $VERSION done. Nothing has been pushed or published; to publish:
+release: $mode of $VERSION done. Nothing has been pushed or published; $publish
   git push origin $VERSION
   (attach dist/idgen-$VERSION-linux-*.tar.gz and dist/SHA256SUMS to the release; its text: dist/RELEASE_NOTES.md)
   npm publish $DIST/$npm_tgz
