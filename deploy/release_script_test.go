@@ -10,7 +10,7 @@ package deploy_test
 // dist/ (IDGEN_TEST_RELEASE_DIST and IDGEN_TEST_RELEASE_VERSION); without
 // them it releases v0.9.0 from a copy of the repository itself:
 //
-//	go test -tags release -count=1 -v -run TestRelease ./deploy/
+//	go test -tags release -count=1 -v -run 'TestRelease$|TestReleaseRefuses' ./deploy/
 
 import (
 	"archive/tar"
@@ -167,10 +167,17 @@ func metadataVersion(meta []byte) string {
 	return string(m[1])
 }
 
-// TestReleaseArtifacts reads every artifact of the release itself (not
-// through the script's own verification) and checks the version in it.
-func TestReleaseArtifacts(t *testing.T) {
+// TestRelease builds a release (or takes CI's dry run's) and checks its
+// artifacts, then the script's verification of them.
+func TestRelease(t *testing.T) {
 	dist, version := releaseDist(t)
+	t.Run("artifacts", func(t *testing.T) { checkArtifacts(t, dist, version) })
+	t.Run("verify", func(t *testing.T) { checkVerify(t, dist, version) })
+}
+
+// checkArtifacts reads every artifact of the release itself (not through
+// the script's own verification) and checks the version in it.
+func checkArtifacts(t *testing.T, dist, version string) {
 	plain, py := strings.TrimPrefix(version, "v"), pyVersion(version)
 
 	for _, tc := range []struct {
@@ -320,10 +327,9 @@ func copyDist(t *testing.T, dist, from, to string) string {
 	return dir
 }
 
-// TestReleaseVerify: scripts/release.sh verify passes the release's
-// artifacts and fails, naming the artifact, on each that is wrong.
-func TestReleaseVerify(t *testing.T) {
-	dist, version := releaseDist(t)
+// checkVerify: scripts/release.sh verify passes the release's artifacts
+// and fails, naming the artifact, on each that is wrong.
+func checkVerify(t *testing.T, dist, version string) {
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
