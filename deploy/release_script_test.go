@@ -529,7 +529,7 @@ func TestReleaseRefuses(t *testing.T) {
 		}, []string{"VERSION=v0.9.0", "DRY_RUN=0"}, "clients/typescript/package.json says 0.1.0, want 0.9.0"},
 		{"uncommitted change", func(t *testing.T, dir string) {
 			editFile(t, dir, "README.md", `idgen`, "idgen (edited)")
-		}, []string{"VERSION=v0.9.0", "DRY_RUN=1"}, "uncommitted changes to tracked files"},
+		}, []string{"VERSION=v0.9.0", "DRY_RUN=0"}, "uncommitted changes to tracked files"},
 		{"DRY_RUN neither 0 nor 1", nil, []string{"VERSION=v0.9.0", "DRY_RUN=yes"}, "DRY_RUN=yes: want 0 or 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

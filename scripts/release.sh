@@ -29,12 +29,12 @@
 # pyproject.toml, __version__, the Helm chart's appVersion) that say another
 # version than X.Y.Z: the tagged source must say what its artifacts say.
 #
-# DRY_RUN=1 does all of it except the tag, with two allowances so that CI
-# can rehearse the release on any commit: VERSION may also be
+# DRY_RUN=1 does all of it except the tag, with allowances so that CI can
+# rehearse the release on any commit: VERSION may also be
 # vMAJOR.MINOR.PATCH-dryrun (the Python packages get X.Y.Z+dryrun, a local
-# version PyPI refuses), and a VERSION without a CHANGELOG section takes
-# the [Unreleased] section as its notes; manifests that say another version
-# are reported, not refused.
+# version PyPI refuses), a VERSION without a CHANGELOG section takes the
+# [Unreleased] section as its notes, and uncommitted changes and manifests
+# that say another version are reported, not refused.
 set -euo pipefail
 
 root=$(git rev-parse --show-toplevel)
@@ -203,7 +203,12 @@ main() {
 	done
 
 	git update-index -q --refresh
-	git diff-index --quiet HEAD -- || die "uncommitted changes to tracked files: commit or stash them first ($(git diff-index --name-only HEAD -- | head -n 3 | tr '\n' ' '))"
+	if ! git diff-index --quiet HEAD --; then
+		local changed
+		changed=$(git diff-index --name-only HEAD -- | head -n 3 | tr '\n' ' ')
+		[[ $DRY_RUN == 1 ]] || die "uncommitted changes to tracked files: commit or stash them first ($changed)"
+		log "dry run: uncommitted changes ($changed) are left out: the artifacts are built from HEAD"
+	fi
 	if git rev-parse -q --verify "refs/tags/$VERSION" >/dev/null; then
 		die "tag $VERSION exists already (on $(git rev-parse --short "$VERSION^{commit}"))"
 	fi
