@@ -39,7 +39,9 @@ func release(t *testing.T, dir string, env []string, args ...string) (string, in
 	t.Helper()
 	cmd := exec.Command("bash", append([]string{"scripts/release.sh"}, args...)...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
+	// The tag's tagger, for a machine with no Git identity configured.
+	cmd.Env = append(os.Environ(), "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {

@@ -285,7 +285,8 @@ main() {
 	if [[ $DRY_RUN == 1 ]]; then
 		log "dry run: would create the annotated tag $VERSION on $(git rev-parse --short "$commit")"
 	else
-		git tag -a "$VERSION" -F "$DIST/RELEASE_NOTES.md" "$commit"
+		# whitespace: the default cleanup would drop the notes' "## " headings as comments.
+		git tag -a --cleanup=whitespace "$VERSION" -F "$DIST/RELEASE_NOTES.md" "$commit"
 		log "created the tag $VERSION on $(git rev-parse --short "$commit")"
 	fi
 
