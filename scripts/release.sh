@@ -295,10 +295,10 @@ main() {
 	cat <<EOF
 release: $mode of $VERSION done. Nothing has been pushed or published; $publish
   git push origin $VERSION
-  (attach dist/idgen-$VERSION-linux-*.tar.gz and dist/SHA256SUMS to the release; its text: dist/RELEASE_NOTES.md)
+  (attach $DIST/idgen-$VERSION-linux-*.tar.gz and $DIST/SHA256SUMS to the release; its text: $DIST/RELEASE_NOTES.md)
   npm publish $DIST/$npm_tgz
   python3 -m twine upload $DIST/$py_sdist $DIST/$py_wheel
-  docker tag $IMAGE:$plain REGISTRY/idgen:$plain && docker push REGISTRY/idgen:$plain
+  docker tag $IMAGE:$plain REGISTRY/idgen:$plain && docker push REGISTRY/idgen:$plain${image_id:+}${image_id:-   (no image was built here)}
   (or both platforms: docker buildx build --platform linux/amd64,linux/arm64 -f deploy/Dockerfile --build-arg VERSION=$VERSION -t REGISTRY/idgen:$plain --push .)
 EOF
 }
