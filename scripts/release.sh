@@ -17,7 +17,8 @@
 #
 # and the image IMAGE:X.Y.Z from deploy/Dockerfile when a Docker engine
 # answers (RELEASE_IMAGE=auto, the default; 1 requires it, 0 skips it;
-# RELEASE_DOCKER_BUILD_ARGS adds build arguments, e.g. the base images).
+# RELEASE_DOCKER_BUILD_ARGS adds build arguments, e.g. the base images;
+# DOCKER names the client, default docker).
 # Every artifact carries VERSION, written into the exported copy (package.json,
 # pyproject.toml, __version__), and is verified after the build. Then, and
 # only then, it creates the annotated tag VERSION on the commit it built.
@@ -47,6 +48,7 @@ IMAGE=${IMAGE:-idgen}
 RELEASE_IMAGE=${RELEASE_IMAGE:-auto}
 RELEASE_DOCKER_BUILD_ARGS=${RELEASE_DOCKER_BUILD_ARGS:-}
 GO=${GO:-go}
+DOCKER=${DOCKER:-docker}
 ARCHES="amd64 arm64"
 
 # scratch prints a new temporary directory, removed when the script exits.
@@ -192,7 +194,7 @@ manifests() {
 	[[ $bad == 0 ]] || die "set these to $plain in the release commit (docs/releasing.md)"
 }
 
-docker_answers() { docker info >/dev/null 2>&1; }
+docker_answers() { "$DOCKER" info >/dev/null 2>&1; }
 
 main() {
 	check_version
@@ -268,12 +270,12 @@ main() {
 	if [[ $RELEASE_IMAGE == 1 ]]; then
 		log "image $IMAGE:$plain"
 		# shellcheck disable=SC2086 # RELEASE_DOCKER_BUILD_ARGS is a list of words
-		DOCKER_BUILDKIT=1 docker build -q -f "$work/deploy/Dockerfile" -t "$IMAGE:$plain" \
+		DOCKER_BUILDKIT=1 "$DOCKER" build -q -f "$work/deploy/Dockerfile" -t "$IMAGE:$plain" \
 			--build-arg VERSION="$VERSION" $RELEASE_DOCKER_BUILD_ARGS "$work" >/dev/null
 		local got
-		got=$(docker run --rm "$IMAGE:$plain" version)
+		got=$("$DOCKER" run --rm "$IMAGE:$plain" version)
 		[[ $got == "idgen $VERSION (go"*", linux/"* ]] || die "image $IMAGE:$plain: idgen version says \"$got\", want idgen $VERSION"
-		image_id=$(docker image inspect -f '{{.Id}}' "$IMAGE:$plain")
+		image_id=$("$DOCKER" image inspect -f '{{.Id}}' "$IMAGE:$plain")
 	else
 		log "image: skipped (no Docker engine answers, or RELEASE_IMAGE=0)"
 	fi
