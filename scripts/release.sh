@@ -292,6 +292,8 @@ main() {
 		log "created the tag $VERSION on $(git rev-parse --short "$commit")"
 	fi
 
+	local no_image=
+	[[ -n $image_id ]] || no_image="   (no image was built here)"
 	local publish="to publish:"
 	[[ $DRY_RUN == 1 ]] && publish="a release would publish with (not for a dry run's artifacts):"
 	cat <<EOF
@@ -300,7 +302,7 @@ release: $mode of $VERSION done. Nothing has been pushed or published; $publish
   (attach $DIST/idgen-$VERSION-linux-*.tar.gz and $DIST/SHA256SUMS to the release; its text: $DIST/RELEASE_NOTES.md)
   npm publish $DIST/$npm_tgz
   python3 -m twine upload $DIST/$py_sdist $DIST/$py_wheel
-  docker tag $IMAGE:$plain REGISTRY/idgen:$plain && docker push REGISTRY/idgen:$plain${image_id:+}${image_id:-   (no image was built here)}
+  docker tag $IMAGE:$plain REGISTRY/idgen:$plain && docker push REGISTRY/idgen:$plain$no_image
   (or both platforms: docker buildx build --platform linux/amd64,linux/arm64 -f deploy/Dockerfile --build-arg VERSION=$VERSION -t REGISTRY/idgen:$plain --push .)
 EOF
 }
