@@ -145,7 +145,7 @@ func tarFile(t *testing.T, path, name string) []byte {
 	tr := tar.NewReader(gz)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			t.Fatalf("%s has no %s", path, name)
 		} else if err != nil {
 			t.Fatalf("%s: %v", path, err)
@@ -424,7 +424,7 @@ func rewriteTar(t *testing.T, path string, edit func(h *tar.Header, body []byte)
 	tr := tar.NewReader(gz)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
 			t.Fatal(err)
