@@ -4,7 +4,7 @@ BIN     ?= bin/idgen
 BENCH   ?= .
 COUNT   ?= 1
 
-.PHONY: build run test test-helm bench bench-http lint lint-go lint-openapi fmt chaos fuzz proto proto-lint proto-check ts-test py-test
+.PHONY: build run test test-helm bench bench-http lint lint-go lint-openapi fmt chaos fuzz proto proto-lint proto-check ts-test py-test release
 
 # buf, pinned in a module file of its own (see proto/tools.mod).
 BUF     ?= $(GO) tool -modfile=proto/tools.mod buf
@@ -99,7 +99,7 @@ lint-go:
 	$(GOLANGCI) run --build-tags idgen_testclock ./cmd/idgen/
 	cd bench && $(GOLANGCI) run ./...
 	cd deploy/helm && $(GOLANGCI) run ./...
-	$(GO) tool staticcheck -tags chaos,docker ./...
+	$(GO) tool staticcheck -tags chaos,docker,release ./...
 	$(GO) tool staticcheck -tags idgen_testclock ./cmd/idgen/
 
 lint-openapi: $(REDOCLY)
@@ -154,3 +154,14 @@ PYBIN   ?= $(CURDIR)/bin/idgen-py-test
 py-test:
 	$(GO) build -o $(PYBIN) ./cmd/idgen
 	cd $(PYDIR) && IDGEN_BIN=$(PYBIN) python3 -m unittest discover -v
+
+# The release (scripts/release.sh, docs/releasing.md): from a clean commit
+# whose CHANGELOG.md has the section of VERSION, the stamped binaries for
+# linux/amd64 and linux/arm64, the npm and Python packages, the image (when
+# a Docker engine answers) and SHA256SUMS in dist/, each verified to carry
+# VERSION; then the annotated tag VERSION. It never pushes or publishes,
+# it prints the commands that do. DRY_RUN=1 (CI: VERSION=v0.0.0-dryrun)
+# does everything but the tag.
+DRY_RUN ?= 0
+release:
+	VERSION="$(VERSION)" DRY_RUN="$(DRY_RUN)" GO="$(GO)" scripts/release.sh
