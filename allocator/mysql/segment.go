@@ -21,13 +21,14 @@ const segmentColumns = sqlstore.NamespaceColumns
 // row is a tombstone, ns is created over it in a transaction that locks
 // the row.
 func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (allocator.Namespace, error) {
+	stride, offset := ns.Interleave()
 	insert := func(ctx context.Context) (got allocator.Namespace, err error) {
 		err = s.segmentTx(ctx, func(tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, `
 				INSERT INTO segments (namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
-					version, created_at, updated_at, description)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), ?)`,
-				ns.Name, ns.MaxID, sqlstore.LimitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description)
+					version, created_at, updated_at, description, id_stride, id_offset)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), ?, ?, ?)`,
+				ns.Name, ns.MaxID, sqlstore.LimitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description, stride, offset)
 			if err != nil {
 				return err
 			}

@@ -21,13 +21,14 @@ const segmentColumns = sqlstore.NamespaceColumns
 // row is a tombstone, ns is created over it in a transaction that locks
 // the row.
 func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (allocator.Namespace, error) {
+	stride, offset := ns.Interleave()
 	insert := func(ctx context.Context) (allocator.Namespace, error) {
 		return scanSegment(s.pool.QueryRow(ctx, `
 			INSERT INTO segments (namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
-				version, created_at, updated_at, description)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, now(), now(), $9)
+				version, created_at, updated_at, description, id_stride, id_offset)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, now(), now(), $9, $10, $11)
 			RETURNING `+segmentColumns,
-			ns.Name, ns.MaxID, sqlstore.LimitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description))
+			ns.Name, ns.MaxID, sqlstore.LimitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description, stride, offset))
 	}
 	read := func(tx pgx.Tx) (allocator.Namespace, error) {
 		return scanSegment(tx.QueryRow(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = $1 FOR UPDATE`, ns.Name))

@@ -26,13 +26,14 @@ const segmentNow = `strftime('%Y-%m-%d %H:%M:%f', 'now')`
 // row is a tombstone, ns is created over it in one transaction, which
 // holds the write lock.
 func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (allocator.Namespace, error) {
+	stride, offset := ns.Interleave()
 	insert := func(ctx context.Context) (allocator.Namespace, error) {
 		got, _, err := s.segmentRow(ctx, `
 			INSERT INTO segments (namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
-				version, created_at, updated_at, description)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, `+segmentNow+`, `+segmentNow+`, ?)
+				version, created_at, updated_at, description, id_stride, id_offset)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, `+segmentNow+`, `+segmentNow+`, ?, ?, ?)
 			RETURNING `+segmentColumns,
-			ns.Name, ns.MaxID, sqlstore.LimitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description)
+			ns.Name, ns.MaxID, sqlstore.LimitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description, stride, offset)
 		return got, err
 	}
 	read := func(tx *sql.Tx) (allocator.Namespace, error) {
