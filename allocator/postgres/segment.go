@@ -158,7 +158,7 @@ func scanSegment(row pgx.Row) (allocator.Namespace, error) {
 		deleted        *time.Time
 	)
 	err := row.Scan(&ns.Name, &ns.MaxID, &limit, &ns.Step, &ns.MinStep, &ns.MaxStep, &mode, &fallback,
-		&ns.Version, &ns.CreatedAt, &ns.UpdatedAt, &ns.Description, &deleted)
+		&ns.Version, &ns.CreatedAt, &ns.UpdatedAt, &ns.Description, &deleted, &ns.Stride, &ns.Offset)
 	if err != nil {
 		return allocator.Namespace{}, err
 	}
