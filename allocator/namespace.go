@@ -104,12 +104,13 @@ func (ns Namespace) StrideCap() int64 {
 }
 
 // Interleave returns Stride and Offset, reading a stride of 0 (a Namespace
-// made without them) as the defaults 1 and 0. Stores write these.
+// made without one) as the default 1. Stores write these, and refuse a
+// stride below 1 or an offset outside 0..stride-1.
 func (ns Namespace) Interleave() (stride, offset int64) {
-	if ns.Stride < 1 {
-		return 1, 0
+	if ns.Stride == 0 {
+		return 1, ns.Offset
 	}
-	return ns.Stride, max(ns.Offset, 0)
+	return ns.Stride, ns.Offset
 }
 
 // IDOf returns the ID slot n of the counter is handed out as: n×Stride +

@@ -109,15 +109,16 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 // RETURNING reads the row it wrote: the revision is this fetch's own.
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
 	return dialect.FetchSegment(ctx, name, n, func(ctx context.Context) (allocator.Namespace, bool, error) {
-		// The bound keeps max_id at or below its limit (and max_id + n within
-		// int64); a row it excludes is told apart from a missing one by
+		// The bound keeps max_id at or below its limit and at or below the
+		// last slot whose ID fits an int64 (Namespace.Limit; so also
+		// max_id + n within int64); a row it excludes is told apart from a missing one by
 		// dialect.FetchSegment.
 		ns, err := scanSegment(s.pool.QueryRow(ctx, `
 			UPDATE segments SET
 				max_id     = max_id + $2,
 				version    = version + 1,
 				updated_at = now()
-			WHERE namespace = $1 AND deleted_at IS NULL AND max_id <= COALESCE(max_id_limit, 9223372036854775807) - $2
+			WHERE namespace = $1 AND deleted_at IS NULL AND max_id <= LEAST(COALESCE(max_id_limit, 9223372036854775807), (9223372036854775807 - id_offset) / id_stride) - $2
 			RETURNING `+segmentColumns,
 			name, n))
 		if errors.Is(err, pgx.ErrNoRows) {
