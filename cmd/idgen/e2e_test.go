@@ -966,6 +966,8 @@ func TestNamespacesCreate(t *testing.T) {
 		{[]string{"d", "--max-step", "10"}, allocator.Namespace{Step: 10, MinStep: 10, MaxStep: 10, Mode: "buffered", Fallback: "none"}},
 		{[]string{"e", "--step", "20000000"}, allocator.Namespace{Step: 20000000, MinStep: 20000000, MaxStep: 1 << 30, Mode: "buffered", Fallback: "none"}},
 		{[]string{"f", "--step", "100", "--min-step", "10", "--max-step", "200"}, allocator.Namespace{Step: 100, MinStep: 10, MaxStep: 200, Mode: "buffered", Fallback: "none"}},
+		{[]string{"--stride", "4", "--offset", "3", "--start", "10", "g"},
+			allocator.Namespace{MaxID: 9, Step: 1000, MinStep: 1000, MaxStep: 100000, Mode: "buffered", Fallback: "none", Stride: 4, Offset: 3}},
 	}
 	ctx := context.Background()
 	s, err := stores.Open(ctx, dsn)
@@ -990,6 +992,9 @@ func TestNamespacesCreate(t *testing.T) {
 		}
 		want := tt.want
 		want.Name, want.Version, want.CreatedAt, want.UpdatedAt = name, got.Version, got.CreatedAt, got.UpdatedAt
+		if want.Stride == 0 {
+			want.Stride = 1 // the default, left out of the rows above
+		}
 		if want.Fallback == allocator.FallbackSnowflake {
 			// The counter stops below the Snowflake IDs of the moment of
 			// creation, by the default layout.
@@ -1001,7 +1006,7 @@ func TestNamespacesCreate(t *testing.T) {
 		if got != want {
 			t.Errorf("idgen namespaces create %q: got %+v, want %+v", tt.args, got, want)
 		}
-		if !strings.HasPrefix(out, "created namespace "+name+": first ID "+strconv.FormatInt(want.MaxID+1, 10)+",") {
+		if !strings.HasPrefix(out, "created namespace "+name+": first ID "+strconv.FormatInt(want.IDOf(want.MaxID+1), 10)+",") {
 			t.Errorf("idgen namespaces create %q: got %q", tt.args, out)
 		}
 	}
