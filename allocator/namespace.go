@@ -55,11 +55,13 @@ const (
 // Namespace is one row of segments.
 type Namespace struct {
 	Name  string
-	MaxID int64 // last ID of the last range handed out; the next range starts at MaxID+1
+	// MaxID is the last slot of the last range handed out; the next range
+	// starts at MaxID+1. Without a stride a slot is its ID (see IDOf).
+	MaxID int64
 	// MaxIDLimit is the largest value max_id may take, or 0 for none (the
-	// largest int64 then bounds it). A namespace gets one when its
-	// Snowflake fallback is turned on (see FallbackLimit) and keeps it for
-	// good.
+	// last slot whose ID fits an int64 then bounds it, see Limit). A
+	// namespace gets one when its Snowflake fallback is turned on (see
+	// FallbackLimit) and keeps it for good.
 	MaxIDLimit  int64
 	Step        int64
 	MinStep     int64
@@ -145,6 +147,9 @@ func (ns Namespace) ExhaustedError(n int64) error {
 // clocks or the other nodes do. The limit is set once and never raised or
 // removed, not even when the fallback is turned off: IDs it served stay
 // above the counter.
+//
+// With a stride the limit is a slot: the last one whose ID (IDOf) lies
+// below smallest, and the fallback compares with the ID of the limit.
 func FallbackLimit(smallest int64) int64 { return smallest - 1 }
 
 // ValidNamespace reports whether name is a valid namespace name: 1 to 64
