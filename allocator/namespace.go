@@ -54,7 +54,7 @@ const (
 
 // Namespace is one row of segments.
 type Namespace struct {
-	Name  string
+	Name string
 	// MaxID is the last slot of the last range handed out; the next range
 	// starts at MaxID+1. Without a stride a slot is its ID (see IDOf).
 	MaxID int64
