@@ -54,12 +54,14 @@ const (
 
 // Namespace is one row of segments.
 type Namespace struct {
-	Name  string
-	MaxID int64 // last ID of the last range handed out; the next range starts at MaxID+1
+	Name string
+	// MaxID is the last slot of the last range handed out; the next range
+	// starts at MaxID+1. Without a stride a slot is its ID (see IDOf).
+	MaxID int64
 	// MaxIDLimit is the largest value max_id may take, or 0 for none (the
-	// largest int64 then bounds it). A namespace gets one when its
-	// Snowflake fallback is turned on (see FallbackLimit) and keeps it for
-	// good.
+	// last slot whose ID fits an int64 then bounds it, see Limit). A
+	// namespace gets one when its Snowflake fallback is turned on (see
+	// FallbackLimit) and keeps it for good.
 	MaxIDLimit  int64
 	Step        int64
 	MinStep     int64
@@ -70,19 +72,54 @@ type Namespace struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	Description string
+	// Stride (K, at least 1) and Offset (R, 0 <= R < K) interleave the
+	// namespace with others of the same name elsewhere: the counter counts
+	// slots n = 1, 2, …, and slot n is handed out as the ID n×K + R (see
+	// IDOf). Namespaces of one name in separate databases, each with the
+	// same stride and its own offset, hand out disjoint IDs without talking
+	// to each other (docs/regions.md). Both are fixed at creation; the
+	// defaults 1 and 0 make the ID the slot itself. MaxID, MaxIDLimit and
+	// the start count slots.
+	Stride int64
+	Offset int64
 	// DeletedAt is when the namespace was deleted (database time), zero for
 	// a live one. Only NamespaceAdmin.DeleteNamespace returns a deleted
 	// namespace: to every other call it does not exist.
 	DeletedAt time.Time
 }
 
-// Limit returns the largest ID the namespace's counter may reach:
-// MaxIDLimit when it has one, else the largest int64.
+// Limit returns the largest value the namespace's counter may reach:
+// MaxIDLimit when it has one, else the largest int64; never above
+// StrideCap, so that the last slot's ID fits an int64.
 func (ns Namespace) Limit() int64 {
 	if ns.MaxIDLimit > 0 {
-		return ns.MaxIDLimit
+		return min(ns.MaxIDLimit, ns.StrideCap())
 	}
-	return math.MaxInt64
+	return ns.StrideCap()
+}
+
+// StrideCap returns the largest slot whose ID (IDOf) fits an int64: the
+// largest int64 for the default stride 1 and offset 0.
+func (ns Namespace) StrideCap() int64 {
+	k, r := ns.Interleave()
+	return (math.MaxInt64 - r) / k
+}
+
+// Interleave returns Stride and Offset, reading a stride of 0 (a Namespace
+// made without one) as the default 1. Stores write these, and refuse a
+// stride below 1 or an offset outside 0..stride-1.
+func (ns Namespace) Interleave() (stride, offset int64) {
+	if ns.Stride == 0 {
+		return 1, ns.Offset
+	}
+	return ns.Stride, ns.Offset
+}
+
+// IDOf returns the ID slot n of the counter is handed out as: n×Stride +
+// Offset. n must lie in 1..StrideCap.
+func (ns Namespace) IDOf(n int64) int64 {
+	k, r := ns.Interleave()
+	return n*k + r
 }
 
 // Remaining returns how many IDs the counter can still hand out: Limit()
@@ -110,6 +147,9 @@ func (ns Namespace) ExhaustedError(n int64) error {
 // clocks or the other nodes do. The limit is set once and never raised or
 // removed, not even when the fallback is turned off: IDs it served stay
 // above the counter.
+//
+// With a stride the limit is a slot: the last one whose ID (IDOf) lies
+// below smallest, and the fallback compares with the ID of the limit.
 func FallbackLimit(smallest int64) int64 { return smallest - 1 }
 
 // ValidNamespace reports whether name is a valid namespace name: 1 to 64
@@ -137,7 +177,7 @@ func ValidNamespace(name string) error {
 
 // Problem is one namespace setting that breaks a rule.
 type Problem struct {
-	Setting string // name, start, step, min_step, max_step, mode, fallback or description
+	Setting string // name, start, step, min_step, max_step, mode, fallback, description, stride or offset
 	Value   string // the value given, as Go would print it (text quoted)
 	Want    string // what the rule allows
 }
@@ -219,13 +259,42 @@ func (ps *problems) armFallback(ns *Namespace, smallest int64) {
 	if ns.Fallback != FallbackSnowflake || ns.MaxIDLimit > 0 {
 		return
 	}
-	limit := FallbackLimit(smallest)
+	limit := ns.slotLimit(FallbackLimit(smallest))
 	if ns.MaxID >= limit {
 		ps.add("fallback", string(FallbackSnowflake),
 			"a counter below the smallest Snowflake ID now, %d, but max_id is already %d", smallest, ns.MaxID)
 		return
 	}
 	ns.MaxIDLimit = limit
+}
+
+// slotLimit returns the largest slot whose ID (IDOf) is at most id: id
+// itself for the default stride and offset.
+func (ns Namespace) slotLimit(id int64) int64 {
+	k, r := ns.Interleave()
+	if id < r {
+		return 0
+	}
+	return (id - r) / k
+}
+
+// MaxStride is the largest stride a namespace may have.
+const MaxStride = 1 << 16
+
+// checkStride adds the problems of a stride k and offset r: 1 <= k <=
+// MaxStride, 0 <= r < k, and start×k + r must fit an int64.
+func (ps *problems) checkStride(k, r, start int64) {
+	if k < 1 || k > MaxStride {
+		ps.add("stride", itoa(k), "1 to %d", MaxStride)
+		return
+	}
+	if r < 0 || r >= k {
+		ps.add("offset", itoa(r), "0 to the stride minus 1, %d", k-1)
+		return
+	}
+	if c := (Namespace{Stride: k, Offset: r}).StrideCap(); start > c {
+		ps.add("start", itoa(start), "at most %d, so that start×stride+offset fits 64 bits", c)
+	}
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
@@ -244,6 +313,9 @@ type NamespaceSpec struct {
 	Mode        *Mode
 	Fallback    *Fallback
 	Description string
+	// Stride defaults to 1, Offset to 0 (see Namespace.Stride). With a
+	// stride, Start counts slots: the first ID is Start×Stride + Offset.
+	Stride, Offset *int64
 }
 
 // Validate reports what is wrong with the spec, leaving out only what
@@ -320,10 +392,20 @@ func (s NamespaceSpec) resolve() (Namespace, error) {
 		ps.checkFallback(fallback)
 	}
 	ps.checkDescription(s.Description)
+	stride, offset := int64(1), int64(0)
+	if s.Stride != nil {
+		stride = *s.Stride
+	}
+	if s.Offset != nil {
+		offset = *s.Offset
+	}
+	ps.checkStride(stride, offset, start)
 	if err := ps.err(); err != nil {
 		return Namespace{}, err
 	}
 	return Namespace{
+		Stride:      stride,
+		Offset:      offset,
 		Name:        s.Name,
 		MaxID:       start - 1,
 		Step:        step,
@@ -429,6 +511,13 @@ func (u NamespaceUpdate) Apply(cur Namespace, smallest int64) (Namespace, Namesp
 // match and the version never goes back. The error wraps
 // ErrInvalidNamespace and says what start to give.
 func (tomb Namespace) Revive(ns Namespace) (Namespace, error) {
+	tk, tr := tomb.Interleave()
+	if nk, nr := ns.Interleave(); tk != nk || tr != nr {
+		// Another interleave would map the old slots to other IDs, some
+		// of them perhaps handed out already.
+		return Namespace{}, fmt.Errorf("%w: namespace %q was deleted with stride %d and offset %d; create it with the same ones",
+			ErrInvalidNamespace, tomb.Name, tk, tr)
+	}
 	if ns.MaxID < tomb.MaxID {
 		return Namespace{}, fmt.Errorf("%w: namespace %q was deleted at max_id %d; create it with a start above %d",
 			ErrInvalidNamespace, tomb.Name, tomb.MaxID, tomb.MaxID)

@@ -60,8 +60,23 @@ func TestNamespaceSpec(t *testing.T) {
 			Namespace{MaxID: 99, MaxIDLimit: smallest - 1, Step: 1000, MinStep: 1000, MaxStep: 100000, Mode: ModeBuffered, Fallback: FallbackSnowflake}, nil},
 		{"fallback with one ID left", NamespaceSpec{Start: i64(smallest - 1), Fallback: fb(FallbackSnowflake)},
 			Namespace{MaxID: smallest - 2, MaxIDLimit: smallest - 1, Step: 1000, MinStep: 1000, MaxStep: 100000, Mode: ModeBuffered, Fallback: FallbackSnowflake}, nil},
+		{"stride and offset", NamespaceSpec{Stride: i64(2), Offset: i64(1)},
+			Namespace{Step: 1000, MinStep: 1000, MaxStep: 100000, Mode: ModeBuffered, Fallback: FallbackNone, Stride: 2, Offset: 1}, nil},
+		{"largest start for the stride", NamespaceSpec{Start: i64((math.MaxInt64 - 3) / 4), Stride: i64(4), Offset: i64(3)},
+			Namespace{MaxID: (math.MaxInt64-3)/4 - 1, Step: 1000, MinStep: 1000, MaxStep: 100000, Mode: ModeBuffered, Fallback: FallbackNone, Stride: 4, Offset: 3}, nil},
+		// The limit is the last slot whose ID, slot×4+3, lies below the
+		// smallest Snowflake ID.
+		{"fallback limit with a stride", NamespaceSpec{Start: i64(100), Fallback: fb(FallbackSnowflake), Stride: i64(4), Offset: i64(3)},
+			Namespace{MaxID: 99, MaxIDLimit: (smallest - 1 - 3) / 4, Step: 1000, MinStep: 1000, MaxStep: 100000, Mode: ModeBuffered, Fallback: FallbackSnowflake, Stride: 4, Offset: 3}, nil},
 
 		{"bad name", NamespaceSpec{Name: "Bad Name"}, Namespace{}, []string{"name"}},
+		{"stride zero", NamespaceSpec{Stride: i64(0)}, Namespace{}, []string{"stride"}},
+		{"stride negative", NamespaceSpec{Stride: i64(-2), Offset: i64(1)}, Namespace{}, []string{"stride"}},
+		{"stride above the limit", NamespaceSpec{Stride: i64(MaxStride + 1)}, Namespace{}, []string{"stride"}},
+		{"offset without a stride", NamespaceSpec{Offset: i64(1)}, Namespace{}, []string{"offset"}},
+		{"offset equal to the stride", NamespaceSpec{Stride: i64(2), Offset: i64(2)}, Namespace{}, []string{"offset"}},
+		{"offset negative", NamespaceSpec{Stride: i64(2), Offset: i64(-1)}, Namespace{}, []string{"offset"}},
+		{"start whose ID overflows", NamespaceSpec{Start: i64((math.MaxInt64-3)/4 + 1), Stride: i64(4), Offset: i64(3)}, Namespace{}, []string{"start"}},
 		{"start zero", NamespaceSpec{Start: i64(0)}, Namespace{}, []string{"start"}},
 		{"step zero", NamespaceSpec{Step: i64(0)}, Namespace{}, []string{"step"}},
 		{"step huge", NamespaceSpec{Step: i64(math.MaxInt64)}, Namespace{}, []string{"step"}},
@@ -94,6 +109,9 @@ func TestNamespaceSpec(t *testing.T) {
 				t.Errorf("Validate: got %v, want nil", err)
 			}
 			tt.want.Name = tt.spec.Name
+			if tt.want.Stride == 0 {
+				tt.want.Stride = 1 // the default, left out of the rows above
+			}
 			if got != tt.want {
 				t.Errorf("Namespace:\ngot  %+v\nwant %+v", got, tt.want)
 			}

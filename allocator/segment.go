@@ -229,9 +229,20 @@ func (b *Batch) reset() {
 	b.Lease = LeaseToken{}
 }
 
-// appendRun appends the n IDs first..first+n-1, merging them into the last
-// range when they continue it.
-func (b *Batch) appendRun(first, n int64) {
+// appendRun appends the IDs of the n slots first..first+n-1 of a
+// namespace with stride k and offset r (Namespace.IDOf; k < 1 reads as the
+// default 1, offset 0), merging them into the last range when they
+// continue it. With a stride above 1 the IDs are not consecutive, so each
+// is a range of its own.
+func (b *Batch) appendRun(first, n, k, r int64) {
+	if k > 1 {
+		for i := range n {
+			id := (first+i)*k + r
+			b.IDs = append(b.IDs, id)
+			b.Ranges = append(b.Ranges, IDRange{First: id, Last: id})
+		}
+		return
+	}
 	// Count rather than compare with first+n, which overflows for a run
 	// that ends at the largest int64.
 	for i := range n {
@@ -280,7 +291,8 @@ func NewSegments(store SegmentStore, s SegmentSettings) (*Segments, error) {
 }
 
 // Draw hands out n IDs of namespace name into out (see Batch). Segment IDs
-// come in increasing order as contiguous ranges, spanning a switch of
+// come in increasing order (with the namespace's stride between them, see
+// Namespace.IDOf) as contiguous ranges, spanning a switch of
 // ranges when needed; Snowflake fallback IDs are marked SourceSnowflake.
 // On error out holds no IDs. ctx bounds only waiting: a draw served from
 // memory never looks at it. A draw of more IDs than the namespace has left

@@ -21,6 +21,9 @@ type segRange struct {
 	size    int64
 	trigger int64 // the draw that takes this offset starts the background load of the next range
 	version int64 // the namespace's version after the fetch, for ReturnTail
+	// stride and offset map the range's slots to IDs (Namespace.IDOf):
+	// first, size and the cursor count slots.
+	stride, offset int64
 }
 
 func (r *segRange) last() int64 { return r.first + r.size - 1 }
@@ -350,6 +353,8 @@ func (ns *segNamespace) installLocked(seg Segment, at time.Time) {
 		first:   seg.First,
 		size:    seg.Last - seg.First + 1,
 		version: seg.Namespace.Version,
+		stride:  seg.Namespace.Stride,
+		offset:  seg.Namespace.Offset,
 	}
 	r.trigger = min(int64(float64(r.size)*ns.s.threshold), r.size-1)
 	if cur := ns.cur.Load(); cur == nil || cur.remaining() == 0 {
@@ -485,7 +490,12 @@ func (ns *segNamespace) refill(ctx context.Context, seen *segRange, need int64) 
 					return segFail, 0, fmt.Errorf("namespace %q: %w", ns.name, err)
 				}
 				if ns.s.fallback != nil && ns.row.Fallback == FallbackSnowflake {
+					// The fallback's IDs must lie above the largest
+					// ID the counter can reach: the ID of its limit.
 					limit := ns.row.MaxIDLimit
+					if limit > 0 {
+						limit = ns.row.IDOf(min(limit, ns.row.StrideCap()))
+					}
 					if !ns.fallingBack {
 						ns.fallingBack = true
 						ns.s.log.Warn("segment database failing; serving Snowflake IDs", "namespace", ns.name, "max_id_limit", limit, "err", err)
@@ -520,7 +530,7 @@ func (ns *segNamespace) draw(ctx context.Context, n int64, out *Batch) error {
 		cur := ns.cur.Load()
 		if cur != nil {
 			if first, got := ns.take(cur, rem); got > 0 {
-				out.appendRun(first, got)
+				out.appendRun(first, got, cur.stride, cur.offset)
 				rem -= got
 				continue
 			}
@@ -534,7 +544,7 @@ func (ns *segNamespace) draw(ctx context.Context, n int64, out *Batch) error {
 				out.reset()
 				return err
 			}
-			out.appendRun(seg.First, rem)
+			out.appendRun(seg.First, rem, seg.Namespace.Stride, seg.Namespace.Offset)
 			out.Revision = seg.Namespace.Version
 			rem = 0
 		case segFallback:
@@ -629,7 +639,8 @@ func (ns *segNamespace) fetchStrict(ctx context.Context, n int64) (Segment, erro
 }
 
 // serveFallback appends n Snowflake IDs to dst, provided every one of them
-// lies above limit, the namespace's max_id_limit: the store never moves
+// lies above limit, the ID of the namespace's max_id_limit (the limit
+// itself without a stride, Namespace.IDOf): the store never moves
 // the counter past it (see FallbackLimit), so the two ID spaces cannot
 // meet, whatever the clocks or other nodes do. storeErr is the error that
 // made the store unusable. It returns the token of the lease that made the

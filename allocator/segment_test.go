@@ -1241,8 +1241,8 @@ func TestSegmentsTopOfInt64(t *testing.T) {
 func TestBatchAppendRunAtTop(t *testing.T) {
 	const top = int64(math.MaxInt64)
 	var b Batch
-	b.appendRun(top-4, 2)
-	b.appendRun(top-2, 3)
+	b.appendRun(top-4, 2, 1, 0)
+	b.appendRun(top-2, 3, 1, 0)
 	wantIDs := []int64{top - 4, top - 3, top - 2, top - 1, top}
 	if !slices.Equal(b.IDs, wantIDs) || !slices.Equal(b.Ranges, []IDRange{{top - 4, top}}) {
 		t.Errorf("got IDs %v, ranges %v; want %v in one range", b.IDs, b.Ranges, wantIDs)

@@ -53,19 +53,23 @@ type bufferJSON struct {
 // namespaceJSON is a row of segments and this node's buffers (null if
 // unused here).
 type namespaceJSON struct {
-	Name        string      `json:"name"`
-	MaxID       string      `json:"max_id"`
-	MaxIDLimit  *string     `json:"max_id_limit"`
-	Step        int64       `json:"step"`
-	MinStep     int64       `json:"min_step"`
-	MaxStep     int64       `json:"max_step"`
-	Mode        string      `json:"mode"`
-	Fallback    string      `json:"fallback"`
-	Version     int64       `json:"version"`
-	CreatedAt   *time.Time  `json:"created_at"`
-	UpdatedAt   *time.Time  `json:"updated_at"`
-	Description string      `json:"description"`
-	Buffer      *bufferJSON `json:"buffer"`
+	Name        string     `json:"name"`
+	MaxID       string     `json:"max_id"`
+	MaxIDLimit  *string    `json:"max_id_limit"`
+	Step        int64      `json:"step"`
+	MinStep     int64      `json:"min_step"`
+	MaxStep     int64      `json:"max_step"`
+	Mode        string     `json:"mode"`
+	Fallback    string     `json:"fallback"`
+	Version     int64      `json:"version"`
+	CreatedAt   *time.Time `json:"created_at"`
+	UpdatedAt   *time.Time `json:"updated_at"`
+	Description string     `json:"description"`
+	// Stride and Offset interleave the namespace (allocator.Namespace):
+	// slot n of the counter is the ID n×stride+offset.
+	Stride int64       `json:"stride"`
+	Offset int64       `json:"offset"`
+	Buffer *bufferJSON `json:"buffer"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -113,6 +117,7 @@ func (s *Server) toNamespaceJSON(ns allocator.Namespace) namespaceJSON {
 		UpdatedAt:   timePtr(ns.UpdatedAt),
 		Description: ns.Description,
 	}
+	out.Stride, out.Offset = ns.Interleave()
 	if ns.MaxIDLimit > 0 {
 		out.MaxIDLimit = stringPtr(strconv.FormatInt(ns.MaxIDLimit, 10))
 	}
@@ -196,6 +201,9 @@ func (r *namespaceSettings) update() allocator.NamespaceUpdate {
 type createNamespaceRequest struct {
 	Name  string   `json:"name"`
 	Start *flexInt `json:"start"`
+	// Stride and Offset are fixed at creation (a PATCH refuses them).
+	Stride *int64 `json:"stride"`
+	Offset *int64 `json:"offset"`
 	namespaceSettings
 }
 
@@ -209,7 +217,8 @@ func (s *Server) handleAdminCreateNamespace(c echo.Context) error {
 	}
 	u := req.update()
 	spec := allocator.NamespaceSpec{Name: req.Name, Start: (*int64)(req.Start),
-		Step: u.Step, MinStep: u.MinStep, MaxStep: u.MaxStep, Mode: u.Mode, Fallback: u.Fallback}
+		Step: u.Step, MinStep: u.MinStep, MaxStep: u.MaxStep, Mode: u.Mode, Fallback: u.Fallback,
+		Stride: req.Stride, Offset: req.Offset}
 	if u.Description != nil {
 		spec.Description = *u.Description
 	}
@@ -229,7 +238,8 @@ func (s *Server) handleAdminCreateNamespace(c echo.Context) error {
 		msg = "namespace revived"
 	}
 	s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, msg,
-		slog.String("namespace", created.Name), slog.Int64("max_id", created.MaxID), slog.Int64("version", created.Version))
+		slog.String("namespace", created.Name), slog.Int64("max_id", created.MaxID), slog.Int64("version", created.Version),
+		slog.Int64("stride", created.Stride), slog.Int64("offset", created.Offset))
 	c.Response().Header().Set(echo.HeaderLocation, "/admin/namespaces/"+created.Name)
 	return s.sendJSON(c, http.StatusCreated, s.toNamespaceJSON(created))
 }

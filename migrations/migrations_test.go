@@ -221,7 +221,9 @@ func TestConcurrentUp(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := int64(len(p.ListSources())); got != want {
+			// The last migration's number: numbers may have gaps.
+			srcs := p.ListSources()
+			if want := srcs[len(srcs)-1].Version; got != want {
 				t.Errorf("schema version: got %d, want %d", got, want)
 			}
 		})

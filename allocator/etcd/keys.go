@@ -144,6 +144,11 @@ type namespaceRecord struct {
 	// DeletedAt marks a tombstone (allocator.NamespaceAdmin.DeleteNamespace):
 	// the record stays, so that the name never starts again below its max_id.
 	DeletedAt time.Time `json:"deleted_at,omitzero"`
+	// Stride and Offset interleave the namespace (allocator.Namespace.Stride);
+	// a record written before they existed has neither and reads as stride
+	// 1, offset 0.
+	Stride int64 `json:"stride,omitempty"`
+	Offset int64 `json:"offset,omitempty"`
 }
 
 func (r namespaceRecord) namespace() allocator.Namespace {
@@ -151,7 +156,7 @@ func (r namespaceRecord) namespace() allocator.Namespace {
 		Name: r.Namespace, MaxID: r.MaxID, MaxIDLimit: r.MaxIDLimit, Step: r.Step, MinStep: r.MinStep, MaxStep: r.MaxStep,
 		Mode: r.Mode, Fallback: r.Fallback, Version: r.Version,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), Description: r.Description,
-		DeletedAt: r.DeletedAt.UTC(),
+		DeletedAt: r.DeletedAt.UTC(), Stride: max(r.Stride, 1), Offset: r.Offset,
 	}
 }
 

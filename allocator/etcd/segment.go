@@ -17,7 +17,8 @@ import (
 // wrapping allocator.ErrInvalidNamespace: a name empty or over
 // allocator.MaxNameLen bytes, a negative max_id, steps out of order or
 // below 1, an unknown mode or fallback, max_id above max_id_limit, or the
-// Snowflake fallback without a max_id_limit.
+// Snowflake fallback without a max_id_limit, or a stride below 1 or an
+// offset outside 0..stride-1.
 func checkNamespace(r namespaceRecord) error {
 	var problem string
 	switch {
@@ -35,6 +36,8 @@ func checkNamespace(r namespaceRecord) error {
 		problem = fmt.Sprintf("max_id %d above max_id_limit %d", r.MaxID, r.MaxIDLimit)
 	case r.Fallback == allocator.FallbackSnowflake && r.MaxIDLimit <= 0:
 		problem = "the snowflake fallback needs a max_id_limit"
+	case r.Stride < 0 || r.Offset < 0 || r.Offset >= max(r.Stride, 1):
+		problem = fmt.Sprintf("stride and offset must satisfy 1 <= stride (%d, 0 for 1) and 0 <= offset (%d) < stride", r.Stride, r.Offset)
 	default:
 		return nil
 	}
@@ -112,9 +115,11 @@ func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (al
 
 // recordOf returns the record of ns, with no times.
 func recordOf(ns allocator.Namespace) namespaceRecord {
+	stride, offset := ns.Interleave()
 	return namespaceRecord{
 		Namespace: ns.Name, MaxID: ns.MaxID, MaxIDLimit: max(ns.MaxIDLimit, 0), Step: ns.Step, MinStep: ns.MinStep, MaxStep: ns.MaxStep,
 		Mode: ns.Mode, Fallback: ns.Fallback, Version: ns.Version, Description: ns.Description,
+		Stride: stride, Offset: offset,
 	}
 }
 

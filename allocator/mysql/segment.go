@@ -21,13 +21,14 @@ const segmentColumns = sqlstore.NamespaceColumns
 // row is a tombstone, ns is created over it in a transaction that locks
 // the row.
 func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (allocator.Namespace, error) {
+	stride, offset := ns.Interleave()
 	insert := func(ctx context.Context) (got allocator.Namespace, err error) {
 		err = s.segmentTx(ctx, func(tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, `
 				INSERT INTO segments (namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
-					version, created_at, updated_at, description)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), ?)`,
-				ns.Name, ns.MaxID, sqlstore.LimitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description)
+					version, created_at, updated_at, description, id_stride, id_offset)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), ?, ?, ?)`,
+				ns.Name, ns.MaxID, sqlstore.LimitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description, stride, offset)
 			if err != nil {
 				return err
 			}
@@ -127,15 +128,16 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
 	return dialect.FetchSegment(ctx, name, n, func(ctx context.Context) (ns allocator.Namespace, matched bool, err error) {
 		err = s.segmentTx(ctx, func(tx *sql.Tx) error {
-			// The bound keeps max_id at or below its limit (and max_id + n
-			// within BIGINT); a row it excludes is told apart from a missing one
+			// The bound keeps max_id at or below its limit and at or below
+			// the last slot whose ID fits a BIGINT (Namespace.Limit; so also
+			// max_id + n within BIGINT); a row it excludes is told apart from a missing one
 			// by dialect.FetchSegment.
 			affected, err := sqlstore.ExecCount(ctx, tx, `
 				UPDATE segments SET
 					max_id     = LAST_INSERT_ID(max_id + ?),
 					version    = version + 1,
 					updated_at = UTC_TIMESTAMP(6)
-				WHERE namespace = ? AND deleted_at IS NULL AND max_id <= COALESCE(max_id_limit, 9223372036854775807) - ?`,
+				WHERE namespace = ? AND deleted_at IS NULL AND max_id <= LEAST(COALESCE(max_id_limit, 9223372036854775807), (9223372036854775807 - id_offset) DIV id_stride) - ?`,
 				n, name, n)
 			if err != nil {
 				return err

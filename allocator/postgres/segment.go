@@ -21,13 +21,14 @@ const segmentColumns = sqlstore.NamespaceColumns
 // row is a tombstone, ns is created over it in a transaction that locks
 // the row.
 func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (allocator.Namespace, error) {
+	stride, offset := ns.Interleave()
 	insert := func(ctx context.Context) (allocator.Namespace, error) {
 		return scanSegment(s.pool.QueryRow(ctx, `
 			INSERT INTO segments (namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
-				version, created_at, updated_at, description)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, now(), now(), $9)
+				version, created_at, updated_at, description, id_stride, id_offset)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, now(), now(), $9, $10, $11)
 			RETURNING `+segmentColumns,
-			ns.Name, ns.MaxID, sqlstore.LimitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description))
+			ns.Name, ns.MaxID, sqlstore.LimitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description, stride, offset))
 	}
 	read := func(tx pgx.Tx) (allocator.Namespace, error) {
 		return scanSegment(tx.QueryRow(ctx, `SELECT `+segmentColumns+` FROM segments WHERE namespace = $1 FOR UPDATE`, ns.Name))
@@ -108,15 +109,16 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 // RETURNING reads the row it wrote: the revision is this fetch's own.
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
 	return dialect.FetchSegment(ctx, name, n, func(ctx context.Context) (allocator.Namespace, bool, error) {
-		// The bound keeps max_id at or below its limit (and max_id + n within
-		// int64); a row it excludes is told apart from a missing one by
+		// The bound keeps max_id at or below its limit and at or below the
+		// last slot whose ID fits an int64 (Namespace.Limit; so also
+		// max_id + n within int64); a row it excludes is told apart from a missing one by
 		// dialect.FetchSegment.
 		ns, err := scanSegment(s.pool.QueryRow(ctx, `
 			UPDATE segments SET
 				max_id     = max_id + $2,
 				version    = version + 1,
 				updated_at = now()
-			WHERE namespace = $1 AND deleted_at IS NULL AND max_id <= COALESCE(max_id_limit, 9223372036854775807) - $2
+			WHERE namespace = $1 AND deleted_at IS NULL AND max_id <= LEAST(COALESCE(max_id_limit, 9223372036854775807), (9223372036854775807 - id_offset) / id_stride) - $2
 			RETURNING `+segmentColumns,
 			name, n))
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -157,7 +159,7 @@ func scanSegment(row pgx.Row) (allocator.Namespace, error) {
 		deleted        *time.Time
 	)
 	err := row.Scan(&ns.Name, &ns.MaxID, &limit, &ns.Step, &ns.MinStep, &ns.MaxStep, &mode, &fallback,
-		&ns.Version, &ns.CreatedAt, &ns.UpdatedAt, &ns.Description, &deleted)
+		&ns.Version, &ns.CreatedAt, &ns.UpdatedAt, &ns.Description, &deleted, &ns.Stride, &ns.Offset)
 	if err != nil {
 		return allocator.Namespace{}, err
 	}

@@ -26,13 +26,14 @@ const segmentNow = `strftime('%Y-%m-%d %H:%M:%f', 'now')`
 // row is a tombstone, ns is created over it in one transaction, which
 // holds the write lock.
 func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (allocator.Namespace, error) {
+	stride, offset := ns.Interleave()
 	insert := func(ctx context.Context) (allocator.Namespace, error) {
 		got, _, err := s.segmentRow(ctx, `
 			INSERT INTO segments (namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
-				version, created_at, updated_at, description)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, `+segmentNow+`, `+segmentNow+`, ?)
+				version, created_at, updated_at, description, id_stride, id_offset)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, `+segmentNow+`, `+segmentNow+`, ?, ?, ?)
 			RETURNING `+segmentColumns,
-			ns.Name, ns.MaxID, sqlstore.LimitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description)
+			ns.Name, ns.MaxID, sqlstore.LimitArg(ns.MaxIDLimit), ns.Step, ns.MinStep, ns.MaxStep, string(ns.Mode), string(ns.Fallback), ns.Description, stride, offset)
 		return got, err
 	}
 	read := func(tx *sql.Tx) (allocator.Namespace, error) {
@@ -117,15 +118,16 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 // is this fetch's own.
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
 	return dialect.FetchSegment(ctx, name, n, func(ctx context.Context) (allocator.Namespace, bool, error) {
-		// The bound keeps max_id at or below its limit (and max_id + n within
-		// int64: SQLite would turn an overflowing sum into a REAL); a row it
+		// The bound keeps max_id at or below its limit and at or below the
+		// last slot whose ID fits an int64 (Namespace.Limit; so also
+		// max_id + n within int64: SQLite would turn an overflowing sum into a REAL); a row it
 		// excludes is told apart from a missing one by dialect.FetchSegment.
 		return s.segmentRow(ctx, `
 			UPDATE segments SET
 				max_id     = max_id + ?,
 				version    = version + 1,
 				updated_at = `+segmentNow+`
-			WHERE namespace = ? AND deleted_at IS NULL AND max_id <= COALESCE(max_id_limit, 9223372036854775807) - ?
+			WHERE namespace = ? AND deleted_at IS NULL AND max_id <= min(COALESCE(max_id_limit, 9223372036854775807), (9223372036854775807 - id_offset) / id_stride) - ?
 			RETURNING `+segmentColumns,
 			n, name, n)
 	}, s.GetNamespace)

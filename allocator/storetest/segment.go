@@ -91,6 +91,10 @@ func settingsDiff(got, want allocator.Namespace) string {
 	add("Fallback", got.Fallback, want.Fallback)
 	add("Version", got.Version, want.Version)
 	add("Description", got.Description, want.Description)
+	gk, gr := got.Interleave()
+	wk, wr := want.Interleave()
+	add("Stride", gk, wk)
+	add("Offset", gr, wr)
 	return strings.Join(d, "; ")
 }
 
@@ -313,6 +317,10 @@ func testInvalidNamespace(t *testing.T, s allocator.Store) {
 		{"unknown mode", func(ns *allocator.Namespace) { ns.Mode = "fast" }},
 		{"unknown fallback", func(ns *allocator.Namespace) { ns.Fallback = "uuid" }},
 		{"name longer than 64", func(ns *allocator.Namespace) { ns.Name = strings.Repeat("n", 65) }},
+		{"negative stride", func(ns *allocator.Namespace) { ns.Stride = -2 }},
+		{"offset without a stride", func(ns *allocator.Namespace) { ns.Offset = 1 }},
+		{"offset equal to the stride", func(ns *allocator.Namespace) { ns.Stride, ns.Offset = 3, 3 }},
+		{"negative offset", func(ns *allocator.Namespace) { ns.Stride, ns.Offset = 3, -1 }},
 	}
 	for i, tt := range tests {
 		ns := sampleNamespace(fmt.Sprintf("bad%d", i))
@@ -813,4 +821,46 @@ func testStrictRevision(t *testing.T, s allocator.Store) {
 	if got := mustGet(t, s, "invoices").Version; got != last {
 		t.Errorf("row version after the fetches: got %d, want the last revision %d", got, last)
 	}
+}
+
+// testNamespaceStride: a namespace's stride and offset are stored and read
+// back by every call; the counter counts slots as without them; and a
+// fetch never moves it past the last slot whose ID (slot×stride+offset)
+// fits an int64, even without a max_id_limit.
+func testNamespaceStride(t *testing.T, s allocator.Store) {
+	ctx := t.Context()
+	ns := sampleNamespace("orders")
+	ns.MaxID, ns.Stride, ns.Offset = 0, 3, 2
+	got := mustCreate(t, s, ns)
+	if got.Stride != 3 || got.Offset != 2 {
+		t.Errorf("CreateNamespace: got stride %d offset %d, want 3, 2", got.Stride, got.Offset)
+	}
+	if d := settingsDiff(mustGet(t, s, "orders"), ns); d != "" {
+		t.Errorf("GetNamespace: %s", d)
+	}
+	seg := mustFetch(t, s, "orders", 10)
+	if seg.First != 1 || seg.Last != 10 || seg.Namespace.Stride != 3 || seg.Namespace.Offset != 2 {
+		t.Errorf("first fetch: got slots [%d, %d] stride %d offset %d, want [1, 10] stride 3 offset 2",
+			seg.First, seg.Last, seg.Namespace.Stride, seg.Namespace.Offset)
+	}
+	list, err := s.ListNamespaces(ctx)
+	if err != nil || len(list) != 1 || list[0].Stride != 3 || list[0].Offset != 2 {
+		t.Errorf("ListNamespaces: got %+v, %v; want orders with stride 3 offset 2", list, err)
+	}
+	// A namespace made without a stride reads back with stride 1, offset 0.
+	plain := sampleNamespace("plain")
+	if got := mustCreate(t, s, plain); got.Stride != 1 || got.Offset != 0 {
+		t.Errorf("CreateNamespace without a stride: got stride %d offset %d, want 1, 0", got.Stride, got.Offset)
+	}
+
+	top := allocator.Namespace{Name: "top", Step: 10, MinStep: 10, MaxStep: 10, Mode: allocator.ModeBuffered,
+		Fallback: allocator.FallbackNone, Stride: 4, Offset: 3}
+	last := top.StrideCap() // slot last has the ID last×4+3, the largest that fits
+	top.MaxID = last - 10
+	mustCreate(t, s, top)
+	if seg := mustFetch(t, s, "top", 10); seg.Last != last || top.IDOf(seg.Last) < 0 {
+		t.Errorf("fetch up to the last slot: got [%d, %d], want it to end at %d", seg.First, seg.Last, last)
+	}
+	before := mustGet(t, s, "top")
+	mustRefuseFetches(t, s, "top", before, allocator.ErrNamespaceExhausted, 1, 10)
 }

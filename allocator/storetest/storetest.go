@@ -94,6 +94,7 @@ var suite = []struct {
 	{"ReturnTail", testReturnTail},
 	{"ReturnTailStale", testReturnTailStale},
 	{"StrictRevision", testStrictRevision},
+	{"NamespaceStride", testNamespaceStride},
 
 	// Namespace deletion (delete.go): a tombstone that hides the namespace
 	// from every call, and a revival that never starts below IDs already

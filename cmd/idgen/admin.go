@@ -68,6 +68,10 @@ Flags of create:
                        unreachable (default none). The namespace's counter then stops
                        below the smallest Snowflake ID of now (its max_id_limit)
   --description TEXT   free text shown in listings (at most 1024 bytes)
+  --stride K           interleave with the namespace of the same name in other regions'
+                       databases: slot n of the counter is handed out as the ID n*K+R,
+                       and --start counts slots (1 to 65536, default 1; docs/regions.md)
+  --offset R           this region's offset R of the interleave, 0 to K-1 (default 0)
   --layout T/D/W/S     with --fallback snowflake: the Snowflake layout, as for idgen serve
                        [IDGEN_LAYOUT] (default 41/5/5/12); the database records it if it
                        has none yet, and refuses another
@@ -292,14 +296,20 @@ func namespacesList(ctx context.Context, args []string, e env) error {
 		if err != nil {
 			return withSchemaHint(ctx, store, fmt.Errorf("list namespaces: %w", err))
 		}
-		tw := newTable(e.stdout, "NAME\tNEXT ID\tLIMIT\tSTEP\tMIN STEP\tMAX STEP\tMODE\tFALLBACK\tVERSION\tUPDATED\tDESCRIPTION")
+		tw := newTable(e.stdout, "NAME\tNEXT ID\tLIMIT\tSTEP\tMIN STEP\tMAX STEP\tMODE\tFALLBACK\tVERSION\tUPDATED\tIDS\tDESCRIPTION")
 		for _, ns := range nss {
+			// NEXT ID and LIMIT are IDs: the slots max_id+1 and
+			// max_id_limit as the interleave hands them out.
+			next := "-"
+			if ns.MaxID < ns.StrideCap() {
+				next = strconv.FormatInt(ns.IDOf(ns.MaxID+1), 10)
+			}
 			limit := "-"
 			if ns.MaxIDLimit > 0 {
-				limit = strconv.FormatInt(ns.MaxIDLimit, 10)
+				limit = strconv.FormatInt(ns.IDOf(min(ns.MaxIDLimit, ns.StrideCap())), 10)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t%s\t%s\n", ns.Name, ns.MaxID+1, limit, ns.Step,
-				ns.MinStep, ns.MaxStep, ns.Mode, ns.Fallback, ns.Version, timeText(ns.UpdatedAt), ns.Description)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", ns.Name, next, limit, ns.Step,
+				ns.MinStep, ns.MaxStep, ns.Mode, ns.Fallback, ns.Version, timeText(ns.UpdatedAt), interleaveText(ns), ns.Description)
 		}
 		return tw.Flush()
 	})
@@ -316,10 +326,12 @@ func namespacesCreate(ctx context.Context, args []string, e env) error {
 	mode := fs.String("mode", string(allocator.ModeBuffered), "")
 	fallback := fs.String("fallback", string(allocator.FallbackNone), "")
 	description := fs.String("description", "", "")
+	stride := fs.Int64("stride", 1, "")
+	offset := fs.Int64("offset", 0, "")
 	bits, epoch := defaultLayoutFlag(), timeFlag{snowflake.DefaultEpoch}
 	fs.Var(&bits, "layout", "")
 	fs.Var(&epoch, "epoch", "")
-	for _, name := range []string{"start", "step", "min-step", "max-step", "mode", "fallback", "description"} {
+	for _, name := range []string{"start", "step", "min-step", "max-step", "mode", "fallback", "description", "stride", "offset"} {
 		f.noEnv[name] = true // settings of one namespace, not of the environment
 	}
 	var spec allocator.NamespaceSpec
@@ -336,6 +348,8 @@ func namespacesCreate(ctx context.Context, args []string, e env) error {
 			Mode:        (*allocator.Mode)(mode),
 			Fallback:    (*allocator.Fallback)(fallback),
 			Description: *description,
+			Stride:      stride,
+			Offset:      offset,
 		}
 		if f.isSet("step") {
 			spec.Step = step
@@ -379,13 +393,26 @@ func namespacesCreate(ctx context.Context, args []string, e env) error {
 			return withSchemaHint(ctx, store, fmt.Errorf("create namespace %q: %w", ns.Name, err))
 		}
 		fmt.Fprintf(e.stdout, "created namespace %s: first ID %d, step %d (%d to %d), mode %s, fallback %s",
-			got.Name, got.MaxID+1, got.Step, got.MinStep, got.MaxStep, got.Mode, got.Fallback)
+			got.Name, got.IDOf(got.MaxID+1), got.Step, got.MinStep, got.MaxStep, got.Mode, got.Fallback)
 		if got.MaxIDLimit > 0 {
-			fmt.Fprintf(e.stdout, ", last ID %d", got.MaxIDLimit)
+			fmt.Fprintf(e.stdout, ", last ID %d", got.IDOf(min(got.MaxIDLimit, got.StrideCap())))
+		}
+		if k, r := got.Interleave(); k > 1 {
+			fmt.Fprintf(e.stdout, ", IDs %s (stride %d, offset %d)", interleaveText(got), k, r)
 		}
 		fmt.Fprintln(e.stdout)
 		return nil
 	})
+}
+
+// interleaveText describes the IDs of ns's slots n: "n" without a stride,
+// else "n*K+R".
+func interleaveText(ns allocator.Namespace) string {
+	k, r := ns.Interleave()
+	if k == 1 && r == 0 {
+		return "n"
+	}
+	return fmt.Sprintf("n*%d+%d", k, r)
 }
 
 // namespacesDelete is idgen namespaces delete NAME: the namespace's row

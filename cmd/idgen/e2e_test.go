@@ -60,6 +60,19 @@ func migrationFiles(t *testing.T) []string {
 	return files
 }
 
+// migrationVersion returns the version of a migration file, the number its
+// name starts with (00008_segments_stride.sql is 8). Versions may have
+// gaps.
+func migrationVersion(t *testing.T, file string) int64 {
+	t.Helper()
+	num, _, _ := strings.Cut(file, "_")
+	v, err := strconv.ParseInt(num, 10, 64)
+	if err != nil {
+		t.Fatalf("migration %s: no version: %v", file, err)
+	}
+	return v
+}
+
 // forEachDialect runs f on a fresh database of every dialect.
 func forEachDialect(t *testing.T, f func(t *testing.T, dsn string)) {
 	for _, d := range teststore.Dialects {
@@ -420,7 +433,7 @@ func TestServe(t *testing.T) {
 			}
 		}
 		out = mustCLI(t, "migrate", "up", "--dsn", dsn)
-		if want := fmt.Sprintf("database is up to date at version %d\n", len(files)); out != want {
+		if want := fmt.Sprintf("database is up to date at version %d\n", migrationVersion(t, files[len(files)-1])); out != want {
 			t.Errorf("second migrate up: got %q, want %q", out, want)
 		}
 		out = mustCLI(t, "namespaces", "create", "orders", "--start", "1000", "--step", "100", "--dsn", dsn)
@@ -663,6 +676,7 @@ func waitFetches(t *testing.T, n *node, token, name string, want int64) {
 // TestMigrate rolls the schema down and up again with idgen migrate.
 func TestMigrate(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, dsn string) {
+		files := migrationFiles(t)
 		// status returns the states of the migrations from migrate status.
 		status := func() string {
 			t.Helper()
@@ -673,7 +687,7 @@ func TestMigrate(t *testing.T) {
 			var states []string
 			for i, l := range ls[1:] {
 				f := strings.Fields(l)
-				if len(f) != 4 || f[0] != strconv.Itoa(i+1) || (f[1] == "applied") == (f[2] == "-") {
+				if len(f) != 4 || i >= len(files) || f[0] != strconv.FormatInt(migrationVersion(t, files[i]), 10) || (f[1] == "applied") == (f[2] == "-") {
 					t.Fatalf("migrate status: got row %q", l)
 				}
 				states = append(states, f[1])
@@ -682,7 +696,6 @@ func TestMigrate(t *testing.T) {
 		}
 		// states returns the states of the migrations when the first
 		// applied ones are applied and the rest pending.
-		files := migrationFiles(t)
 		n := len(files)
 		states := func(applied int) string {
 			st := make([]string, n)
@@ -706,7 +719,7 @@ func TestMigrate(t *testing.T) {
 		steps = append(steps,
 			step{"down", "no migration to roll back\n", states(0)},
 			step{"up", "applied " + files[n-1], states(n)},
-			step{"up", fmt.Sprintf("database is up to date at version %d\n", n), states(n)})
+			step{"up", fmt.Sprintf("database is up to date at version %d\n", migrationVersion(t, files[n-1])), states(n)})
 		if got, want := status(), states(0); got != want {
 			t.Errorf("fresh database: got states %q, want %q", got, want)
 		}
@@ -966,6 +979,8 @@ func TestNamespacesCreate(t *testing.T) {
 		{[]string{"d", "--max-step", "10"}, allocator.Namespace{Step: 10, MinStep: 10, MaxStep: 10, Mode: "buffered", Fallback: "none"}},
 		{[]string{"e", "--step", "20000000"}, allocator.Namespace{Step: 20000000, MinStep: 20000000, MaxStep: 1 << 30, Mode: "buffered", Fallback: "none"}},
 		{[]string{"f", "--step", "100", "--min-step", "10", "--max-step", "200"}, allocator.Namespace{Step: 100, MinStep: 10, MaxStep: 200, Mode: "buffered", Fallback: "none"}},
+		{[]string{"--stride", "4", "--offset", "3", "--start", "10", "g"},
+			allocator.Namespace{MaxID: 9, Step: 1000, MinStep: 1000, MaxStep: 100000, Mode: "buffered", Fallback: "none", Stride: 4, Offset: 3}},
 	}
 	ctx := context.Background()
 	s, err := stores.Open(ctx, dsn)
@@ -990,6 +1005,9 @@ func TestNamespacesCreate(t *testing.T) {
 		}
 		want := tt.want
 		want.Name, want.Version, want.CreatedAt, want.UpdatedAt = name, got.Version, got.CreatedAt, got.UpdatedAt
+		if want.Stride == 0 {
+			want.Stride = 1 // the default, left out of the rows above
+		}
 		if want.Fallback == allocator.FallbackSnowflake {
 			// The counter stops below the Snowflake IDs of the moment of
 			// creation, by the default layout.
@@ -1001,7 +1019,7 @@ func TestNamespacesCreate(t *testing.T) {
 		if got != want {
 			t.Errorf("idgen namespaces create %q: got %+v, want %+v", tt.args, got, want)
 		}
-		if !strings.HasPrefix(out, "created namespace "+name+": first ID "+strconv.FormatInt(want.MaxID+1, 10)+",") {
+		if !strings.HasPrefix(out, "created namespace "+name+": first ID "+strconv.FormatInt(want.IDOf(want.MaxID+1), 10)+",") {
 			t.Errorf("idgen namespaces create %q: got %q", tt.args, out)
 		}
 	}

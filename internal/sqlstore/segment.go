@@ -13,7 +13,7 @@ import (
 // NamespaceColumns are the columns of segments that ScanNamespace (and
 // every store's scanSegment) reads.
 const NamespaceColumns = `namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
-	version, created_at, updated_at, description, deleted_at`
+	version, created_at, updated_at, description, deleted_at, id_stride, id_offset`
 
 // ScanNamespace reads the destinations in lead, then NamespaceColumns,
 // through database/sql: at wraps each time column's destination in the
@@ -26,7 +26,7 @@ func ScanNamespace(row Scanner, at func(*time.Time) sql.Scanner, lead ...any) (a
 	)
 	dest := append(lead,
 		&ns.Name, &ns.MaxID, &limit, &ns.Step, &ns.MinStep, &ns.MaxStep, &mode, &fallback, &ns.Version,
-		at(&ns.CreatedAt), at(&ns.UpdatedAt), &ns.Description, at(&ns.DeletedAt))
+		at(&ns.CreatedAt), at(&ns.UpdatedAt), &ns.Description, at(&ns.DeletedAt), &ns.Stride, &ns.Offset)
 	if err := row.Scan(dest...); err != nil {
 		return allocator.Namespace{}, err
 	}

@@ -1,0 +1,18 @@
+-- id_stride and id_offset interleave a namespace with namespaces of the same
+-- name in other databases (docs/regions.md): the counter counts slots, and
+-- slot n is handed out as the ID n * id_stride + id_offset. Each region has
+-- its own database and gives the namespace the same stride and its own
+-- offset, so the regions hand out disjoint IDs without talking to each
+-- other. Rows from before this migration get stride 1 and offset 0: their
+-- IDs are the slots, as before. Both are fixed when a namespace is created.
+
+-- +goose Up
+ALTER TABLE segments
+    ADD COLUMN id_stride bigint NOT NULL DEFAULT 1,
+    ADD COLUMN id_offset bigint NOT NULL DEFAULT 0;
+ALTER TABLE segments ADD CONSTRAINT segments_stride_check
+    CHECK (id_stride >= 1 AND id_offset >= 0 AND id_offset < id_stride);
+
+-- +goose Down
+ALTER TABLE segments DROP CONSTRAINT segments_stride_check;
+ALTER TABLE segments DROP COLUMN id_offset, DROP COLUMN id_stride;

@@ -1,0 +1,19 @@
+-- id_stride and id_offset interleave a namespace with namespaces of the same
+-- name in other databases (docs/regions.md): the counter counts slots, and
+-- slot n is handed out as the ID n * id_stride + id_offset. Each region has
+-- its own database and gives the namespace the same stride and its own
+-- offset, so the regions hand out disjoint IDs without talking to each
+-- other. Rows from before this migration get stride 1 and offset 0: their
+-- IDs are the slots, as before. Both are fixed when a namespace is created.
+-- The CHECK constraints are the columns' own, so that the way down can drop
+-- them (id_offset first: its constraint names id_stride).
+
+-- +goose Up
+ALTER TABLE segments ADD COLUMN id_stride INTEGER NOT NULL DEFAULT 1
+    CONSTRAINT segments_stride_check CHECK (id_stride >= 1);
+ALTER TABLE segments ADD COLUMN id_offset INTEGER NOT NULL DEFAULT 0
+    CONSTRAINT segments_offset_check CHECK (id_offset >= 0 AND id_offset < id_stride);
+
+-- +goose Down
+ALTER TABLE segments DROP COLUMN id_offset;
+ALTER TABLE segments DROP COLUMN id_stride;
