@@ -128,7 +128,7 @@ export const problems = {
 
 // TestPythonCodes checks the Python client's table against the core's:
 // every code has an error class (code_name), every class names a code of
-// the core, and the code a bare answer of a status gets has that status
+// the core, the retry-later codes are the core's, and the code a bare answer of a status gets has that status
 // (502 and 504, a proxy's, read as unavailable).
 func TestPythonCodes(t *testing.T) {
 	src, err := os.ReadFile(filepath.Join("..", "clients", "python", "idgen_client", "errors.py"))
@@ -149,6 +149,25 @@ func TestPythonCodes(t *testing.T) {
 	for code := range core {
 		if !classes[code] {
 			t.Errorf("errors.py: no class with code_name %q", code)
+		}
+	}
+	_, retry, ok := strings.Cut(string(src), "_RETRY_LATER = frozenset({")
+	if !ok {
+		t.Fatal("errors.py: no _RETRY_LATER set")
+	}
+	retry, _, _ = strings.Cut(retry, "}")
+	later := map[string]bool{}
+	for _, m := range regexp.MustCompile(`"([a-z_]+)"`).FindAllStringSubmatch(retry, -1) {
+		later[m[1]] = true
+	}
+	for code, row := range core {
+		if later[code] != row.RetryLater {
+			t.Errorf("errors.py: _RETRY_LATER has %s: %v, want %v (the core's retry-later)", code, later[code], row.RetryLater)
+		}
+	}
+	for code := range later {
+		if _, ok := core[code]; !ok {
+			t.Errorf("errors.py: _RETRY_LATER names %s, not a code of idgen.Codes()", code)
 		}
 	}
 	_, table, ok := strings.Cut(string(src), "_STATUS_CODES: dict[int, str] = {")

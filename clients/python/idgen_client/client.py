@@ -98,7 +98,8 @@ class Client:
     """A client of one idgen service (a node, or a load balancer in front
     of several), safe for concurrent use by threads.
 
-    Every call is retried on 429, 502, 503, 504 and network errors, up to
+    Every call is retried on an answer whose code idgen's error table marks
+    retry-later (429, 503, 507), on a proxy's 502, 503 or 504 and on network errors, up to
     ``max_attempts`` attempts, after an exponential backoff with jitter
     (``backoff_base`` doubling up to ``backoff_max`` seconds) but never
     sooner than the server's Retry-After; a Retry-After above

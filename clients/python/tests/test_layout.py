@@ -115,6 +115,10 @@ class ErrorTableTest(unittest.TestCase):
         self.assertIsInstance(problem_error(503, {}, b"", 0), UnavailableError)
         self.assertTrue(problem_error(429, {}, b"", 0).temporary)
         self.assertFalse(problem_error(409, {}, b"", 0).temporary)
+        self.assertTrue(problem_error(409, {}, b'{"code":"no_worker_available"}', 0).temporary)
+        self.assertTrue(problem_error(507, {}, b'{"code":"storage_full"}', 0).temporary)
+        self.assertTrue(problem_error(502, {}, b"<html>bad gateway</html>", 0).temporary)
+        self.assertFalse(problem_error(409, {}, b'{"code":"lease_lost"}', 0).temporary)
 
     def test_retry_after(self) -> None:
         now = 1_800_000_000.0
