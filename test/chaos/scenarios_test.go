@@ -290,10 +290,23 @@ func scenarioPause(e *env) (*cluster, *load, []Draw, outcome) {
 	time.Sleep(2 * time.Second)
 	paused := time.Now()
 	c.nodes[0].signal(syscall.SIGSTOP)
+	resumed, stale, draws := resumeAndJudge(e, c, l, &out, paused, "while node-0 was paused")
+	out.note("paused=%s stale_200=%d", resumed.Sub(paused).Round(time.Millisecond), stale)
+	return c, l, draws, out
+}
+
+// resumeAndJudge is the end of both pause scenarios, node-0 stopped at
+// paused: the spare must become ready while node-0 stays stopped (what
+// says how, in its problem line); node-0 is resumed into a full pool, the
+// spare stopped to free a worker ID for it, and the draws judged: no 200
+// from node-0 between the pause and the freeing, service from it after,
+// and the spare's takeover on record. It returns when node-0 was resumed
+// and how many stale 200s it answered.
+func resumeAndJudge(e *env, c *cluster, l *load, out *outcome, paused time.Time, what string) (time.Time, int, []Draw) {
 	// Past the lease, and until the spare has taken the worker ID over.
 	time.Sleep(2 * leaseTTL)
 	if !c.nodes[3].waitReady(10 * time.Second) {
-		out.problem("the spare did not become ready while node-0 was paused")
+		out.problem("the spare did not become ready %s", what)
 	}
 	resumed := time.Now()
 	c.nodes[0].signal(syscall.SIGCONT)
@@ -314,8 +327,7 @@ func scenarioPause(e *env) (*cluster, *load, []Draw, outcome) {
 	if !e.tookOver("node-3", paused, resumed) {
 		out.problem("the spare did not take over a worker ID while node-0 was paused")
 	}
-	out.note("paused=%s stale_200=%d", resumed.Sub(paused).Round(time.Millisecond), stale)
-	return c, l, draws, out
+	return resumed, stale, draws
 }
 
 // 2b. pause-in-transaction: as pause, but node-0 is stopped in the middle
@@ -350,28 +362,7 @@ func scenarioPauseInTransaction(e *env) (*cluster, *load, []Draw, outcome) {
 	if !ok {
 		out.problem("node-0 was never stopped inside a transaction in %d tries", tries)
 	}
-	// Past the lease, and until the spare has taken the worker ID over.
-	time.Sleep(2 * leaseTTL)
-	if !c.nodes[3].waitReady(10 * time.Second) {
-		out.problem("the spare did not become ready while node-0 was paused inside a transaction")
-	}
-	resumed := time.Now()
-	c.nodes[0].signal(syscall.SIGCONT)
-	time.Sleep(2 * time.Second)
-	freed := time.Now()
-	if code := c.nodes[3].stop(15 * time.Second); code != 0 {
-		out.problem("spare exited with %d after SIGTERM, want 0", code)
-	}
-	time.Sleep(2*leaseTTL + time.Second)
-	draws := l.stop()
-
-	if stale := okCount(draws, 0, paused.Add(10*time.Millisecond), freed); stale > 0 {
-		out.problem("node-0 answered 200 to %d requests sent while it was paused and answered before a worker ID was freed", stale)
-	}
-	out.recoveryFrom(draws, 0, "", freed, "node-0 served nothing after a worker ID was freed for it")
-	if !e.tookOver("node-3", paused, resumed) {
-		out.problem("the spare did not take over a worker ID while node-0 was paused")
-	}
+	resumed, _, draws := resumeAndJudge(e, c, l, &out, paused, "while node-0 was paused inside a transaction")
 	out.note("paused=%s stop_tries=%d", resumed.Sub(paused).Round(time.Millisecond), tries)
 	return c, l, draws, out
 }
