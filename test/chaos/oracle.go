@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
@@ -98,6 +99,21 @@ func BuildTenures(events []allocator.LeaseEvent) []Tenure {
 		}
 	}
 	return tenures
+}
+
+// describeTenures lists the tenures at the given indexes, one
+// "holder vN start..end (kind)" each, for a failure's example.
+func describeTenures(tenures []Tenure, at []int) string {
+	var b strings.Builder
+	for _, i := range at {
+		t := tenures[i]
+		end := "open"
+		if !t.End.IsZero() {
+			end = t.End.Format("15:04:05.000000") + " (" + string(t.EndKind) + ")"
+		}
+		fmt.Fprintf(&b, "%s v%d %s..%s; ", t.Holder, t.Version, t.Start.Format("15:04:05.000000"), end)
+	}
+	return b.String()
 }
 
 // eventOf returns the kind of the claim event that started t.
@@ -357,6 +373,10 @@ func checkOwnership(r *Report, layout snowflake.Layout, slack time.Duration, in 
 		}
 		switch {
 		case timely == 0:
+			if count {
+				// The holder's tenures of the key, to see which bound missed.
+				r.example("  tenures of worker %d/%d: %s", p.Datacenter, p.Worker, describeTenures(tenures, byKey[key]))
+			}
 			return miss(&r.NoTenure, "ID %d (worker %d/%d, %s) from %s: %s held no tenure of it between %s and %s")
 		case fits == 0:
 			return miss(&r.OutsideTenure, "ID %d (worker %d/%d, timestamp %s) from %s: outside every tenure of %s covering the request %s..%s")
