@@ -53,6 +53,13 @@ type Tenure struct {
 //     stopped before the new claim's time.
 //   - End by release or lost: the keeper stops its generator before it
 //     releases, and before it records the loss.
+//   - A release ends a tenure even when the next claim's time is earlier.
+//     On PostgreSQL now() is the time of BEGIN, not of the claim's first
+//     statement: a claim whose BEGIN came before the release and whose
+//     snapshot came after its commit finds the row free and records a
+//     time before the release (seen with a node behind a slow proxy). The
+//     bound by a later claim rests on expires_at <= now(), which a claim of
+//     a released row does not need; only a release's own time bounds it.
 //
 // On etcd the events are keys read through the same store calls, and the
 // same bounds hold with etcd's expiry: a claim finds a held worker ID free
@@ -94,7 +101,13 @@ func BuildTenures(events []allocator.LeaseEvent) []Tenure {
 		if ev.Kind != allocator.EventRelease && ev.Kind != allocator.EventLost {
 			continue
 		}
-		if i, ok := byVersion[idx{ev.LeaseKey, ev.FencingVersion}]; ok && tenures[i].Holder == ev.Holder {
+		i, ok := byVersion[idx{ev.LeaseKey, ev.FencingVersion}]
+		if !ok || tenures[i].Holder != ev.Holder {
+			continue
+		}
+		if ev.Kind == allocator.EventRelease {
+			tenures[i].End, tenures[i].EndKind = ev.At, ev.Kind
+		} else {
 			end(i, ev.At, ev.Kind)
 		}
 	}

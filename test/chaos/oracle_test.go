@@ -45,6 +45,8 @@ func TestBuildTenures(t *testing.T) {
 		ev(2, "b", 1, allocator.EventRelease, 3000),
 		ev(1, "c", 2, allocator.EventLost, 9000),
 		ev(1, "c", 3, allocator.EventAcquire, 9100),
+		// d's claim began (PostgreSQL's now()) before b's release committed.
+		ev(2, "d", 2, allocator.EventAcquire, 2990),
 	}
 	got := BuildTenures(events)
 	want := []Tenure{
@@ -52,6 +54,7 @@ func TestBuildTenures(t *testing.T) {
 		{Key: allocator.LeaseKey{WorkerID: 1}, Holder: "c", Version: 2, Start: at(4000), End: at(9000), EndKind: allocator.EventLost},
 		{Key: allocator.LeaseKey{WorkerID: 1}, Holder: "c", Version: 3, Start: at(9100)},
 		{Key: allocator.LeaseKey{WorkerID: 2}, Holder: "b", Version: 1, Start: at(5), End: at(3000), EndKind: allocator.EventRelease},
+		{Key: allocator.LeaseKey{WorkerID: 2}, Holder: "d", Version: 2, Start: at(2990)},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("BuildTenures: got %d tenures %+v, want %d", len(got), got, len(want))
