@@ -107,7 +107,8 @@ type Service struct {
 	segments   Segments
 	maxCount   int
 	limiter    *Limiter
-	formats    map[string]snowflake.Format // a copy of Settings.Formats
+	formats    map[string]snowflake.Format // a copy of Settings.Formats; nil when empty
+	width      int                         // the Snowflake layout's width, read once
 	issued     [len(sourceNames)]atomic.Int64
 }
 
@@ -126,8 +127,15 @@ func NewService(snowflakes Snowflakes, segments Segments, s Settings) (*Service,
 	if err := checkFormats(s.Formats); err != nil {
 		return nil, err
 	}
-	return &Service{snowflakes: snowflakes, segments: segments, maxCount: s.MaxCount,
-		limiter: newLimiter(s.RateLimit, s.MaxCount, s.now), formats: maps.Clone(s.Formats)}, nil
+	svc := &Service{snowflakes: snowflakes, segments: segments, maxCount: s.MaxCount,
+		limiter: newLimiter(s.RateLimit, s.MaxCount, s.now)}
+	if len(s.Formats) > 0 {
+		svc.formats = maps.Clone(s.Formats)
+	}
+	if snowflakes != nil {
+		svc.width = snowflakes.Layout().Width()
+	}
+	return svc, nil
 }
 
 // MaxCount returns the largest count of one draw.

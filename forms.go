@@ -74,11 +74,11 @@ func checkFormats(m map[string]snowflake.Format) error {
 // layout's width for Snowflake IDs and NamespaceWidth for a namespace's.
 func (s *Service) Encoding(req DrawRequest) Encoding {
 	f := req.Format
-	if f == snowflake.FormatAny {
+	if f == snowflake.FormatAny && s.formats != nil {
 		f = s.formats[req.Namespace]
 	}
 	if req.Namespace == "" {
-		return Encoding{Format: f, Width: s.snowflakes.Layout().Width()}
+		return Encoding{Format: f, Width: s.width}
 	}
 	return Encoding{Format: f, Width: NamespaceWidth}
 }
