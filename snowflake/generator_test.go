@@ -553,3 +553,122 @@ func TestLostSwapRereadsAStaleClock(t *testing.T) {
 		t.Errorf("timestamp %v, want %v (the clock read again)", got, want)
 	}
 }
+
+// TestLostSwapAtTheCap: a caller of Next that loses its compare-and-swap
+// right after a millisecond whose sequence ran out waits for the next
+// millisecond (one sleep, to its boundary) instead of contending again;
+// outside that regime, and for batches, the loser retries at once.
+func TestLostSwapAtTheCap(t *testing.T) {
+	l := Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 15, SequenceBits: 2, Epoch: DefaultEpoch} // 4 IDs per ms
+	ms := func(id ID) int64 { return l.Decompose(id).Time.UnixMilli() - t0.UnixMilli() }
+	tests := []struct {
+		name string
+		// before is how many IDs are issued first, in one NextN from t0:
+		// 5 runs t0's millisecond out (one sleep of 700µs) and takes the
+		// first ID of the next.
+		before int
+		batch  int // 1: the loser calls Next, else NextN
+		// what the loser gets: timestamp (ms after t0's) and sequence of
+		// its first ID, and the sleeps the clock saw after the first.
+		wantMS, wantSeq int64
+		wantSleeps      []time.Duration
+	}{
+		{name: "at the cap, Next waits for the next millisecond", before: 5, batch: 1,
+			wantMS: 2, wantSeq: 0, wantSleeps: []time.Duration{time.Millisecond}},
+		{name: "at the cap, NextN retries at once", before: 5, batch: 2,
+			wantMS: 1, wantSeq: 2, wantSleeps: nil},
+		{name: "below the cap, Next retries at once", before: 1, batch: 1,
+			wantMS: 0, wantSeq: 2, wantSleeps: nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &hookClock{fakeClock: newFakeClock(t0)}
+			g := mustGenerator(t, Settings{Layout: l, Clock: clk})
+			before, err := g.NextN(nil, tc.before)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sleptBefore := len(clk.Slept())
+			var winner ID
+			clk.hook = func() {
+				var err error
+				if winner, err = g.Next(); err != nil {
+					t.Errorf("the winner's Next: %v", err)
+				}
+			}
+			// The loser loads the state, reads the clock (the winner issues
+			// in between) and loses its compare-and-swap.
+			var got ID
+			if tc.batch == 1 {
+				got, err = g.Next()
+			} else {
+				var ids []ID
+				ids, err = g.NextN(nil, tc.batch)
+				if len(ids) > 0 {
+					got = ids[0]
+				}
+			}
+			if err != nil {
+				t.Fatalf("the loser: %v", err)
+			}
+			if last := before[len(before)-1]; winner <= last || got <= winner {
+				t.Fatalf("got %d after the winner's %d after %d, want increasing", got, winner, last)
+			}
+			if ms(got) != tc.wantMS || l.Decompose(got).Sequence != tc.wantSeq {
+				t.Errorf("loser's ID: got ms +%d seq %d, want ms +%d seq %d", ms(got), l.Decompose(got).Sequence, tc.wantMS, tc.wantSeq)
+			}
+			if sleeps := clk.Slept()[sleptBefore:]; !slices.Equal(sleeps, tc.wantSleeps) {
+				t.Errorf("sleeps after the first IDs: got %v, want %v", sleeps, tc.wantSleeps)
+			}
+		})
+	}
+}
+
+// TestLosersAtTheCapShareOneSleep: callers of Next that lose their swaps
+// at the cap join the one sleeper like callers that found the sequence
+// used up; with a sleep under way they start no sleep of their own.
+func TestLosersAtTheCapShareOneSleep(t *testing.T) {
+	l := Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 15, SequenceBits: 2, Epoch: DefaultEpoch}
+	clk := &hookClock{fakeClock: newFakeClock(t0)}
+	g := mustGenerator(t, Settings{Layout: l, Clock: clk})
+	if _, err := g.NextN(nil, 5); err != nil { // t0's millisecond runs out
+		t.Fatal(err)
+	}
+	// Hold a sleep under way, as a caller that found the sequence used up
+	// would, while the loser arrives.
+	g.wait.mu.Lock()
+	g.wait.sleeping = true
+	g.wait.mu.Unlock()
+	var winner ID
+	clk.hook = func() {
+		var err error
+		if winner, err = g.Next(); err != nil {
+			t.Errorf("the winner's Next: %v", err)
+		}
+	}
+	done := make(chan ID, 1)
+	go func() {
+		id, err := g.Next()
+		if err != nil {
+			t.Errorf("the loser: %v", err)
+		}
+		done <- id
+	}()
+	testtime.WaitFor(t, 10*time.Second, "the loser to wait for the sleeper", func() bool {
+		g.wait.mu.Lock()
+		defer g.wait.mu.Unlock()
+		return g.wait.waiting == 1
+	})
+	clk.Advance(time.Millisecond) // the held sleep "ends" at the next boundary
+	g.wait.wake()
+	id := <-done
+	if id <= winner {
+		t.Errorf("got %d, want above the winner's %d", id, winner)
+	}
+	if got, want := l.Decompose(id).Time.UnixMilli(), t0.UnixMilli()+2; got != want {
+		t.Errorf("timestamp: got %d, want %d", got, want)
+	}
+	if got := clk.Slept(); len(got) != 1 {
+		t.Errorf("sleeps on the clock: got %v, want only the first (the loser joined the sleep under way)", got)
+	}
+}
