@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -417,7 +418,10 @@ func TestStopIsFinal(t *testing.T) {
 
 // TestOneSleeperAtTheCap: when a millisecond's sequence is used up, one
 // caller sleeps on the clock and the others wait for it, however many they
-// are; every caller then gets a distinct ID in increasing order.
+// are; every caller then gets a distinct ID in increasing order. A caller
+// that loses a swap right after the cap waits for the millisecond after
+// (TestLostSwapAtTheCap), so a round may issue fewer than 4 IDs when
+// callers collide: the test lets rounds run until every caller is served.
 func TestOneSleeperAtTheCap(t *testing.T) {
 	const callers = 8
 	clk := newGateClock(t0)
@@ -435,24 +439,40 @@ func TestOneSleeperAtTheCap(t *testing.T) {
 
 	ids := make([]ID, callers)
 	errs := make([]error, callers)
+	var served atomic.Int64
 	var wg sync.WaitGroup
 	for i := range callers {
-		wg.Go(func() { ids[i], errs[i] = g.Next() })
-	}
-	// 4 IDs per millisecond: two rounds of one sleeper and its waiters.
-	for round, wantWaiting := range []int{callers - 1, callers/2 - 1} {
-		testtime.WaitFor(t, 10*time.Second, "one sleeper and its waiters", func() bool {
-			_, in, _ := clk.counts()
-			return in == 1 && waiting() == wantWaiting
+		wg.Go(func() {
+			ids[i], errs[i] = g.Next()
+			served.Add(1)
 		})
-		if entered, in, _ := clk.counts(); entered != round+1 || in != 1 {
-			t.Fatalf("round %d: got %d sleeps begun, %d under way; want %d and 1", round, entered, in, round+1)
+	}
+	// Each round: one sleeper, every other caller not yet served waiting
+	// for it. At least 4 rounds would mean a round issued nothing.
+	rounds := 0
+	for ; served.Load() < callers; rounds++ {
+		if rounds == callers/2+2 {
+			t.Fatalf("%d rounds and %d of %d callers served", rounds, served.Load(), callers)
+		}
+		testtime.WaitFor(t, 10*time.Second, "one sleeper and its waiters", func() bool {
+			entered, in, _ := clk.counts()
+			left := callers - int(served.Load())
+			return left == 0 || entered == rounds+1 && in == 1 && waiting() == left-1
+		})
+		if served.Load() == callers {
+			break
+		}
+		if entered, in, _ := clk.counts(); entered != rounds+1 || in != 1 {
+			t.Fatalf("round %d: got %d sleeps begun, %d under way; want %d and 1", rounds, entered, in, rounds+1)
 		}
 		clk.release <- struct{}{}
 	}
 	wg.Wait()
-	if entered, _, maxIn := clk.counts(); entered != 2 || maxIn != 1 {
-		t.Errorf("got %d sleeps, at most %d at once; want 2 sleeps, one at a time", entered, maxIn)
+	if entered, _, maxIn := clk.counts(); entered != rounds || maxIn != 1 {
+		t.Errorf("got %d sleeps in %d rounds, at most %d at once; want one per round, one at a time", entered, rounds, maxIn)
+	}
+	if rounds < 2 {
+		t.Errorf("got %d rounds, want at least 2 (4 IDs per millisecond, %d callers)", rounds, callers)
 	}
 	for i, err := range errs {
 		if err != nil {
@@ -460,12 +480,19 @@ func TestOneSleeperAtTheCap(t *testing.T) {
 		}
 	}
 	slices.Sort(ids)
-	for i, id := range ids {
+	if len(slices.Compact(slices.Clone(ids))) != callers {
+		t.Fatalf("got %v, want %d distinct IDs", ids, callers)
+	}
+	perMS := map[int64]int{}
+	for _, id := range ids {
 		p := l.Decompose(id)
-		wantTS := l.Decompose(first[0]).Timestamp + 1 + int64(i/4)
-		if p.Timestamp != wantTS || p.Sequence != int64(i%4) {
-			t.Errorf("ID %d: got ts %d seq %d, want ts %d seq %d", i, p.Timestamp, p.Sequence, wantTS, i%4)
+		if p.Timestamp <= l.Decompose(first[0]).Timestamp {
+			t.Errorf("ID %d: timestamp %d, want after t0's %d", id, p.Timestamp, l.Decompose(first[0]).Timestamp)
 		}
+		if p.Sequence != int64(perMS[p.Timestamp]) {
+			t.Errorf("ID %d: sequence %d, want %d (a millisecond's IDs from 0 up)", id, p.Sequence, perMS[p.Timestamp])
+		}
+		perMS[p.Timestamp]++
 	}
 }
 
