@@ -355,8 +355,8 @@ func (g *Generator) reserve(want int64) (ts, seq, got int64, err error) {
 // the callers ask for more IDs than a millisecond holds and each of them
 // waits for a boundary sooner or later; retrying at once would keep two
 // cores contending for the state, each attempt a cache miss on both, for
-// as long as the millisecond's IDs last, which on two cores is most of
-// the millisecond. So the loser waits for the next millisecond with the
+// as long as the millisecond's IDs last (docs/benchmarks.md, "the loser of
+// a swap waits"). So the loser waits for the next millisecond with the
 // sleeper, and the winner issues on alone. It reports whether it waited.
 //
 // The millisecond loses no IDs as long as the winner or a later caller
