@@ -140,11 +140,12 @@ func newSonyflake(unit time.Duration) func(tb testing.TB) func(batch int) opFunc
 	}
 }
 
-// BenchmarkNext issues one ID per op, from 1 and 2 goroutines sharing one
-// generator. ns/op is the wall time per ID.
+// BenchmarkNext issues one ID per op, from 1, 2, 16 and 64 goroutines
+// sharing one generator, as the HTTP server does under GET /ids?count=1
+// with many connections. ns/op is the wall time per ID.
 func BenchmarkNext(b *testing.B) {
 	for _, in := range impls() {
-		for _, goroutines := range []int{1, 2} {
+		for _, goroutines := range []int{1, 2, 16, 64} {
 			b.Run(fmt.Sprintf("impl=%s/goroutines=%d", in.name, goroutines), func(b *testing.B) {
 				measure(b, in, goroutines, 1)
 			})

@@ -23,7 +23,10 @@
 // A Generator is safe for concurrent use. Every ID it returns is strictly
 // greater than the one before. When a millisecond's sequence is used up,
 // one caller sleeps to the next millisecond boundary and the others wait for
-// it, rather than each spinning or sleeping on its own; issuing without
+// it, rather than each spinning or sleeping on its own. Right after a
+// millisecond that ran out, a caller of Next that loses the race for the
+// state to another caller joins that wait too instead of racing again, so
+// that at the cap one core issues while the others sleep. Issuing without
 // waiting takes no lock and allocates nothing. A clock that
 // steps back by up to Settings.MaxBackwardWait (10 ms by default) is waited
 // out; a larger step back makes Next return a *RefusalError wrapping

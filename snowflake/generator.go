@@ -78,6 +78,12 @@ type Generator struct {
 	// wait lets one goroutine sleep when the sequence is used up (or the
 	// fence's floor lies ahead) while the others wait for it.
 	wait sleeper
+	// cappedTS is the last millisecond (since the epoch) whose sequence
+	// ran out. While the one before the current state's did, callers ask
+	// for more IDs than a millisecond holds, and a caller of Next that
+	// loses a compare-and-swap waits for the next millisecond instead of
+	// contending again (see reserve).
+	cappedTS atomic.Int64
 
 	clock        Clock
 	sys          *systemClock // clock, when it is the system clock: read without an interface call
@@ -152,6 +158,7 @@ func NewGenerator(s Settings) (*Generator, error) {
 	g.sys, _ = clock.(*systemClock)
 	g.wait.cond.L = &g.wait.mu
 	g.state.Store(stateNone)
+	g.cappedTS.Store(math.MinInt64)
 	g.SetFence(s.Fence)
 	return g, nil
 }
@@ -306,6 +313,9 @@ func (g *Generator) reserve(want int64) (ts, seq, got int64, err error) {
 			seq = lastSeq + 1
 		default:
 			// The millisecond's sequence is used up: wait for the boundary.
+			if g.cappedTS.Load() < last {
+				g.cappedTS.Store(last)
+			}
 			g.wait.sleep(g.clock, time.Duration((last+1+g.epochMS)*1e6-nowNS))
 			continue
 		}
@@ -333,8 +343,36 @@ func (g *Generator) reserve(want int64) (ts, seq, got int64, err error) {
 		if g.state.CompareAndSwap(old, ts<<g.seqBits|(seq+got-1)) {
 			return ts, seq, got, nil
 		}
+		if want == 1 && g.yieldAtCap(nowNS) {
+			continue
+		}
 		lost = true
 	}
+}
+
+// yieldAtCap is called by a caller of Next that lost a compare-and-swap.
+// When the millisecond before the winner's ran out of sequence numbers,
+// the callers ask for more IDs than a millisecond holds and each of them
+// waits for a boundary sooner or later; retrying at once would keep two
+// cores contending for the state, each attempt a cache miss on both, for
+// as long as the millisecond's IDs last (docs/benchmarks.md, "the loser of
+// a swap waits"). So the loser waits for the next millisecond with the
+// sleeper, and the winner issues on alone. It reports whether it waited.
+//
+// The millisecond loses no IDs as long as the winner or a later caller
+// keeps asking; if none does, the next millisecond follows one that did
+// not run out, and losers retry at once again.
+func (g *Generator) yieldAtCap(nowNS int64) bool {
+	cur := g.state.Load()
+	if cur < 0 {
+		return false // none issued yet, or stopped: the loop decides
+	}
+	curTS := cur >> g.seqBits
+	if g.cappedTS.Load() < curTS-1 {
+		return false
+	}
+	g.wait.sleep(g.clock, time.Duration((curTS+1+g.epochMS)*1e6-nowNS))
+	return true
 }
 
 // A sleeper makes the goroutines that must wait for the clock share one

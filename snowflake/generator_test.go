@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -417,7 +418,10 @@ func TestStopIsFinal(t *testing.T) {
 
 // TestOneSleeperAtTheCap: when a millisecond's sequence is used up, one
 // caller sleeps on the clock and the others wait for it, however many they
-// are; every caller then gets a distinct ID in increasing order.
+// are; every caller then gets a distinct ID in increasing order. A caller
+// that loses a swap right after the cap waits for the millisecond after
+// (TestLostSwapAtTheCap), so a round may issue fewer than 4 IDs when
+// callers collide: the test lets rounds run until every caller is served.
 func TestOneSleeperAtTheCap(t *testing.T) {
 	const callers = 8
 	clk := newGateClock(t0)
@@ -435,24 +439,40 @@ func TestOneSleeperAtTheCap(t *testing.T) {
 
 	ids := make([]ID, callers)
 	errs := make([]error, callers)
+	var served atomic.Int64
 	var wg sync.WaitGroup
 	for i := range callers {
-		wg.Go(func() { ids[i], errs[i] = g.Next() })
-	}
-	// 4 IDs per millisecond: two rounds of one sleeper and its waiters.
-	for round, wantWaiting := range []int{callers - 1, callers/2 - 1} {
-		testtime.WaitFor(t, 10*time.Second, "one sleeper and its waiters", func() bool {
-			_, in, _ := clk.counts()
-			return in == 1 && waiting() == wantWaiting
+		wg.Go(func() {
+			ids[i], errs[i] = g.Next()
+			served.Add(1)
 		})
-		if entered, in, _ := clk.counts(); entered != round+1 || in != 1 {
-			t.Fatalf("round %d: got %d sleeps begun, %d under way; want %d and 1", round, entered, in, round+1)
+	}
+	// Each round: one sleeper, every other caller not yet served waiting
+	// for it. At least 4 rounds would mean a round issued nothing.
+	rounds := 0
+	for ; served.Load() < callers; rounds++ {
+		if rounds == callers/2+2 {
+			t.Fatalf("%d rounds and %d of %d callers served", rounds, served.Load(), callers)
+		}
+		testtime.WaitFor(t, 10*time.Second, "one sleeper and its waiters", func() bool {
+			entered, in, _ := clk.counts()
+			left := callers - int(served.Load())
+			return left == 0 || entered == rounds+1 && in == 1 && waiting() == left-1
+		})
+		if served.Load() == callers {
+			break
+		}
+		if entered, in, _ := clk.counts(); entered != rounds+1 || in != 1 {
+			t.Fatalf("round %d: got %d sleeps begun, %d under way; want %d and 1", rounds, entered, in, rounds+1)
 		}
 		clk.release <- struct{}{}
 	}
 	wg.Wait()
-	if entered, _, maxIn := clk.counts(); entered != 2 || maxIn != 1 {
-		t.Errorf("got %d sleeps, at most %d at once; want 2 sleeps, one at a time", entered, maxIn)
+	if entered, _, maxIn := clk.counts(); entered != rounds || maxIn != 1 {
+		t.Errorf("got %d sleeps in %d rounds, at most %d at once; want one per round, one at a time", entered, rounds, maxIn)
+	}
+	if rounds < 2 {
+		t.Errorf("got %d rounds, want at least 2 (4 IDs per millisecond, %d callers)", rounds, callers)
 	}
 	for i, err := range errs {
 		if err != nil {
@@ -460,12 +480,19 @@ func TestOneSleeperAtTheCap(t *testing.T) {
 		}
 	}
 	slices.Sort(ids)
-	for i, id := range ids {
+	if len(slices.Compact(slices.Clone(ids))) != callers {
+		t.Fatalf("got %v, want %d distinct IDs", ids, callers)
+	}
+	perMS := map[int64]int{}
+	for _, id := range ids {
 		p := l.Decompose(id)
-		wantTS := l.Decompose(first[0]).Timestamp + 1 + int64(i/4)
-		if p.Timestamp != wantTS || p.Sequence != int64(i%4) {
-			t.Errorf("ID %d: got ts %d seq %d, want ts %d seq %d", i, p.Timestamp, p.Sequence, wantTS, i%4)
+		if p.Timestamp <= l.Decompose(first[0]).Timestamp {
+			t.Errorf("ID %d: timestamp %d, want after t0's %d", id, p.Timestamp, l.Decompose(first[0]).Timestamp)
 		}
+		if p.Sequence != int64(perMS[p.Timestamp]) {
+			t.Errorf("ID %d: sequence %d, want %d (a millisecond's IDs from 0 up)", id, p.Sequence, perMS[p.Timestamp])
+		}
+		perMS[p.Timestamp]++
 	}
 }
 
@@ -551,5 +578,124 @@ func TestLostSwapRereadsAStaleClock(t *testing.T) {
 	}
 	if got, want := g.Layout().Decompose(id).Time, t0.Add(50*time.Millisecond).Truncate(time.Millisecond); !got.Equal(want) {
 		t.Errorf("timestamp %v, want %v (the clock read again)", got, want)
+	}
+}
+
+// TestLostSwapAtTheCap: a caller of Next that loses its compare-and-swap
+// right after a millisecond whose sequence ran out waits for the next
+// millisecond (one sleep, to its boundary) instead of contending again;
+// outside that regime, and for batches, the loser retries at once.
+func TestLostSwapAtTheCap(t *testing.T) {
+	l := Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 15, SequenceBits: 2, Epoch: DefaultEpoch} // 4 IDs per ms
+	ms := func(id ID) int64 { return l.Decompose(id).Time.UnixMilli() - t0.UnixMilli() }
+	tests := []struct {
+		name string
+		// before is how many IDs are issued first, in one NextN from t0:
+		// 5 runs t0's millisecond out (one sleep of 700µs) and takes the
+		// first ID of the next.
+		before int
+		batch  int // 1: the loser calls Next, else NextN
+		// what the loser gets: timestamp (ms after t0's) and sequence of
+		// its first ID, and the sleeps the clock saw after the first.
+		wantMS, wantSeq int64
+		wantSleeps      []time.Duration
+	}{
+		{name: "at the cap, Next waits for the next millisecond", before: 5, batch: 1,
+			wantMS: 2, wantSeq: 0, wantSleeps: []time.Duration{time.Millisecond}},
+		{name: "at the cap, NextN retries at once", before: 5, batch: 2,
+			wantMS: 1, wantSeq: 2, wantSleeps: nil},
+		{name: "below the cap, Next retries at once", before: 1, batch: 1,
+			wantMS: 0, wantSeq: 2, wantSleeps: nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &hookClock{fakeClock: newFakeClock(t0)}
+			g := mustGenerator(t, Settings{Layout: l, Clock: clk})
+			before, err := g.NextN(nil, tc.before)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sleptBefore := len(clk.Slept())
+			var winner ID
+			clk.hook = func() {
+				var err error
+				if winner, err = g.Next(); err != nil {
+					t.Errorf("the winner's Next: %v", err)
+				}
+			}
+			// The loser loads the state, reads the clock (the winner issues
+			// in between) and loses its compare-and-swap.
+			var got ID
+			if tc.batch == 1 {
+				got, err = g.Next()
+			} else {
+				var ids []ID
+				ids, err = g.NextN(nil, tc.batch)
+				if len(ids) > 0 {
+					got = ids[0]
+				}
+			}
+			if err != nil {
+				t.Fatalf("the loser: %v", err)
+			}
+			if last := before[len(before)-1]; winner <= last || got <= winner {
+				t.Fatalf("got %d after the winner's %d after %d, want increasing", got, winner, last)
+			}
+			if ms(got) != tc.wantMS || l.Decompose(got).Sequence != tc.wantSeq {
+				t.Errorf("loser's ID: got ms +%d seq %d, want ms +%d seq %d", ms(got), l.Decompose(got).Sequence, tc.wantMS, tc.wantSeq)
+			}
+			if sleeps := clk.Slept()[sleptBefore:]; !slices.Equal(sleeps, tc.wantSleeps) {
+				t.Errorf("sleeps after the first IDs: got %v, want %v", sleeps, tc.wantSleeps)
+			}
+		})
+	}
+}
+
+// TestLosersAtTheCapShareOneSleep: callers of Next that lose their swaps
+// at the cap join the one sleeper like callers that found the sequence
+// used up; with a sleep under way they start no sleep of their own.
+func TestLosersAtTheCapShareOneSleep(t *testing.T) {
+	l := Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 15, SequenceBits: 2, Epoch: DefaultEpoch}
+	clk := &hookClock{fakeClock: newFakeClock(t0)}
+	g := mustGenerator(t, Settings{Layout: l, Clock: clk})
+	if _, err := g.NextN(nil, 5); err != nil { // t0's millisecond runs out
+		t.Fatal(err)
+	}
+	// Hold a sleep under way, as a caller that found the sequence used up
+	// would, while the loser arrives.
+	g.wait.mu.Lock()
+	g.wait.sleeping = true
+	g.wait.mu.Unlock()
+	var winner ID
+	clk.hook = func() {
+		var err error
+		if winner, err = g.Next(); err != nil {
+			t.Errorf("the winner's Next: %v", err)
+		}
+	}
+	done := make(chan ID, 1)
+	go func() {
+		id, err := g.Next()
+		if err != nil {
+			t.Errorf("the loser: %v", err)
+		}
+		done <- id
+	}()
+	testtime.WaitFor(t, 10*time.Second, "the loser to wait for the sleeper", func() bool {
+		g.wait.mu.Lock()
+		defer g.wait.mu.Unlock()
+		return g.wait.waiting == 1
+	})
+	clk.Advance(time.Millisecond) // the held sleep "ends" at the next boundary
+	g.wait.wake()
+	id := <-done
+	if id <= winner {
+		t.Errorf("got %d, want above the winner's %d", id, winner)
+	}
+	if got, want := l.Decompose(id).Time.UnixMilli(), t0.UnixMilli()+2; got != want {
+		t.Errorf("timestamp: got %d, want %d", got, want)
+	}
+	if got := clk.Slept(); len(got) != 1 {
+		t.Errorf("sleeps on the clock: got %v, want only the first (the loser joined the sleep under way)", got)
 	}
 }
