@@ -172,6 +172,10 @@ type Config struct {
 	// ShutdownTimeout bounds each step of Close. Default
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// DrainWindow is how long Drain keeps the node serving after it
+	// turned not ready, before Close stops accepting connections. Default
+	// DefaultDrainWindow; NoDrainWindow (or any negative value) none.
+	DrainWindow time.Duration
 
 	// Clock is the wall clock the Snowflake IDs carry; nil means
 	// snowflake.SystemClock(). Tests step it to play clock jumps.
@@ -248,6 +252,12 @@ func (c Config) resolve() (Config, error) {
 	if c.ShutdownTimeout < 0 {
 		return Config{}, fmt.Errorf("invalid Config.ShutdownTimeout %s: want more than 0", c.ShutdownTimeout)
 	}
+	if c.DrainWindow == 0 {
+		c.DrainWindow = DefaultDrainWindow
+	}
+	if c.DrainWindow < 0 {
+		c.DrainWindow = NoDrainWindow
+	}
 	if c.TokensFile != "" && c.Tokens != "" {
 		return Config{}, errors.New("invalid Config.TokensFile and Config.Tokens: tokens given twice, set one")
 	}
@@ -307,6 +317,7 @@ type App struct {
 	ownStore   bool // opened by Open, closed by Close
 	durability string
 	keeper     *allocator.Keeper
+	ready      *readiness // the keeper as the probes see it, off once draining
 	segments   *allocator.Segments
 	auth       *idgen.Authorizer
 	svc        *idgen.Service
@@ -438,6 +449,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, fmt.Errorf("start lease keeper: %w", err)
 	}
 	a.keeper = keeper
+	a.ready = &readiness{Keeper: keeper}
 
 	ss := c.Segments
 	ss.Fallback = keeper
@@ -473,7 +485,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		Service:    a.svc,
 		Auth:       a.auth,
 		Leases:     broker,
-		Lease:      keeper,
+		Lease:      a.ready,
 		Segments:   a.segments,
 		Admin:      data,
 		Database:   ping,
@@ -494,7 +506,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		Service: a.svc,
 		Auth:    a.auth,
 		Leases:  broker,
-		Ready:   keeper,
+		Ready:   a.ready,
 		Logger:  a.log,
 		Tracer:  tracingCfg.Tracer,
 	})
@@ -617,6 +629,9 @@ func (a *App) Close(ctx context.Context) error {
 		a.closed = true
 		serving := a.serving
 		a.mu.Unlock()
+		if a.ready != nil {
+			a.ready.draining.Store(true) // probes say so while requests finish
+		}
 
 		a.log.Info("shutting down: finishing requests in flight")
 		sctx, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
