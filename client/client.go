@@ -541,6 +541,9 @@ func (c *Client) get(ctx context.Context, path string, out any) error {
 			return fail(attempt-1, joinLast(ErrCircuitOpen, last))
 		}
 		err := c.attempt(ctx, path, out)
+		// Another node, not tried yet in this call, takes the call on:
+		// only a call that failed on every node counts for the breaker.
+		moveOn := err != nil && moves < len(c.nodes.urls)-1 && failsOver(err)
 		switch {
 		case err == nil:
 			c.breaker.done(outcomeSuccess)
@@ -548,6 +551,8 @@ func (c *Client) get(ctx context.Context, path string, out any) error {
 		case ctx.Err() != nil:
 			c.breaker.done(outcomeNeutral)
 			return fail(attempt, joinLast(ctx.Err(), last))
+		case moveOn:
+			c.breaker.done(outcomeNeutral)
 		case failure(err):
 			c.breaker.done(outcomeFailure)
 		default:
@@ -556,9 +561,8 @@ func (c *Client) get(ctx context.Context, path string, out any) error {
 		if !retryable(err) || attempt >= c.maxAttempts {
 			return fail(attempt, err)
 		}
-		if moves < len(c.nodes.urls)-1 && failsOver(err) {
-			// Another node, not tried yet in this call: at once, whatever
-			// this one's Retry-After.
+		if moveOn {
+			// At once, whatever this node's Retry-After.
 			moves++
 			last = err
 			continue

@@ -15,7 +15,9 @@ import (
 // or that drains before it stops), it moves on to the next node in the
 // list, round, and tries the call there at once, without a backoff, until
 // every node was tried once in the call; after that the retries of
-// Options apply. Asking another node again is always safe: an answer lost
+// Options apply. The circuit breaker counts a call's failure only once it
+// failed on every node: a node that is down does not open it for the
+// others. Asking another node again is always safe: an answer lost
 // on the way only leaves a gap in the IDs.
 //
 // Each URL is checked as New checks its one; an empty list or a URL given

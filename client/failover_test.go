@@ -30,7 +30,9 @@ func TestFailoverMovesOn(t *testing.T) {
 	draining, live := startServer(t, true), startServer(t, true)
 	draining.faults.inject503(1000, "30")
 	clk := newFakeClock()
-	c, err := newFailoverClient([]string{deadURL(t), draining.URL, live.URL}, Options{}, clk)
+	// A breaker that opens at the first failure: the failures that move
+	// the call on must not count.
+	c, err := newFailoverClient([]string{deadURL(t), draining.URL, live.URL}, Options{Breaker: BreakerOptions{Threshold: 1}}, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,6 +46,9 @@ func TestFailoverMovesOn(t *testing.T) {
 	}
 	if got := c.BaseURL(); got != live.URL {
 		t.Errorf("BaseURL after the failover: got %s, want %s", got, live.URL)
+	}
+	if got := c.BreakerState(); got != BreakerClosed {
+		t.Errorf("breaker after a call that succeeded on the third node: got %s, want closed", got)
 	}
 	before, liveBefore := draining.faults.requests.Load(), live.faults.requests.Load()
 	if _, err := c.Next(context.Background()); err != nil {
