@@ -3,9 +3,11 @@
 // are wired: Open brings them up in the order they depend on each other
 // (listener, database and its checks, migrations, the restore check of
 // the state file, keeper, segments, the core, the HTTP and gRPC APIs on
-// one listener, the background loops), and Close takes them down in the
-// reverse order, so that no request finds the allocators closed and the
-// lease is released last before the database.
+// one listener, the background loops); Drain turns the node not ready and
+// keeps it serving for its drain window, so that balancers take it out;
+// and Close takes the parts down in the reverse order, so that no request
+// finds the allocators closed and the lease is released last before the
+// database.
 //
 //	a, err := app.Open(ctx, app.Config{DSN: "sqlite:idgen.db", Migrate: true})
 //	if err != nil {
@@ -13,6 +15,7 @@
 //	}
 //	go func() { serveErr <- a.Serve() }()
 //	…
+//	_ = a.Drain(ctx) // at SIGTERM: not ready, serving for Config.DrainWindow
 //	err = a.Close(ctx)
 package app
 
