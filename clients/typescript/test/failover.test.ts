@@ -65,6 +65,16 @@ describe("baseUrls", () => {
     assert.equal(waits.length, 2, `waits ${JSON.stringify(waits)}: want one before each of the 2 retries`);
   });
 
+  it("reopens a stream on the next node when the first does not answer", async () => {
+    const { client: c, waits } = client({ baseUrls: [await deadUrl(), h.direct.url] });
+    let received = 0n;
+    for await (const batch of c.streamIds({ batchSize: 50, total: 200 })) {
+      received += batch.count;
+    }
+    assert.equal(received, 200n);
+    assert.equal(waits.length, 1, `waits ${JSON.stringify(waits)}: want the one backoff before the stream was reopened`);
+  });
+
   it("takes baseUrl or a non-empty baseUrls, not both", () => {
     for (const bad of [{}, { baseUrls: [] }, { baseUrl: h.direct.url, baseUrls: [h.direct.url] }] as ClientOptions[]) {
       assert.throws(() => new IdgenClient(bad), RangeError, JSON.stringify(bad));
