@@ -3,9 +3,11 @@
 // are wired: Open brings them up in the order they depend on each other
 // (listener, database and its checks, migrations, the restore check of
 // the state file, keeper, segments, the core, the HTTP and gRPC APIs on
-// one listener, the background loops), and Close takes them down in the
-// reverse order, so that no request finds the allocators closed and the
-// lease is released last before the database.
+// one listener, the background loops); Drain turns the node not ready and
+// keeps it serving for its drain window, so that balancers take it out;
+// and Close takes the parts down in the reverse order, so that no request
+// finds the allocators closed and the lease is released last before the
+// database.
 //
 //	a, err := app.Open(ctx, app.Config{DSN: "sqlite:idgen.db", Migrate: true})
 //	if err != nil {
@@ -13,6 +15,7 @@
 //	}
 //	go func() { serveErr <- a.Serve() }()
 //	…
+//	_ = a.Drain(ctx) // at SIGTERM: not ready, serving for Config.DrainWindow
 //	err = a.Close(ctx)
 package app
 
@@ -172,6 +175,10 @@ type Config struct {
 	// ShutdownTimeout bounds each step of Close. Default
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// DrainWindow is how long Drain keeps the node serving after it
+	// turned not ready, before Close stops accepting connections. Default
+	// DefaultDrainWindow; NoDrainWindow (or any negative value) none.
+	DrainWindow time.Duration
 
 	// Clock is the wall clock the Snowflake IDs carry; nil means
 	// snowflake.SystemClock(). Tests step it to play clock jumps.
@@ -248,6 +255,12 @@ func (c Config) resolve() (Config, error) {
 	if c.ShutdownTimeout < 0 {
 		return Config{}, fmt.Errorf("invalid Config.ShutdownTimeout %s: want more than 0", c.ShutdownTimeout)
 	}
+	if c.DrainWindow == 0 {
+		c.DrainWindow = DefaultDrainWindow
+	}
+	if c.DrainWindow < 0 {
+		c.DrainWindow = NoDrainWindow
+	}
 	if c.TokensFile != "" && c.Tokens != "" {
 		return Config{}, errors.New("invalid Config.TokensFile and Config.Tokens: tokens given twice, set one")
 	}
@@ -307,6 +320,7 @@ type App struct {
 	ownStore   bool // opened by Open, closed by Close
 	durability string
 	keeper     *allocator.Keeper
+	ready      *readiness // the keeper as the probes see it, off once draining
 	segments   *allocator.Segments
 	auth       *idgen.Authorizer
 	svc        *idgen.Service
@@ -438,6 +452,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, fmt.Errorf("start lease keeper: %w", err)
 	}
 	a.keeper = keeper
+	a.ready = &readiness{Keeper: keeper}
 
 	ss := c.Segments
 	ss.Fallback = keeper
@@ -473,7 +488,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		Service:    a.svc,
 		Auth:       a.auth,
 		Leases:     broker,
-		Lease:      keeper,
+		Lease:      a.ready,
 		Segments:   a.segments,
 		Admin:      data,
 		Database:   ping,
@@ -494,7 +509,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		Service: a.svc,
 		Auth:    a.auth,
 		Leases:  broker,
-		Ready:   keeper,
+		Ready:   a.ready,
 		Logger:  a.log,
 		Tracer:  tracingCfg.Tracer,
 	})
@@ -617,6 +632,9 @@ func (a *App) Close(ctx context.Context) error {
 		a.closed = true
 		serving := a.serving
 		a.mu.Unlock()
+		if a.ready != nil {
+			a.ready.draining.Store(true) // probes say so while requests finish
+		}
 
 		a.log.Info("shutting down: finishing requests in flight")
 		sctx, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)

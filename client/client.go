@@ -159,7 +159,7 @@ type Parts struct {
 // of several). It is safe for concurrent use. Close it to stop background
 // cache refills.
 type Client struct {
-	base      string // scheme://host[/prefix], no trailing slash
+	nodes     *nodes // scheme://host[/prefix], no trailing slash: one, or several (NewFailover)
 	hc        *http.Client
 	ownHC     bool
 	clock     clock
@@ -196,7 +196,7 @@ func New(baseURL string, opts Options) (*Client, error) {
 }
 
 func newClient(baseURL string, opts Options, clk clock) (*Client, error) {
-	base, err := parseBaseURL(baseURL)
+	nodes, err := newNodes([]string{baseURL})
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +210,7 @@ func newClient(baseURL string, opts Options, clk clock) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{
-		base:           base,
+		nodes:          nodes,
 		hc:             opts.HTTPClient,
 		clock:          clk,
 		userAgent:      orDefault(opts.UserAgent, "idgen-go-client"),
@@ -529,8 +529,9 @@ func (c *Client) get(ctx context.Context, path string, out any) error {
 		return fmt.Errorf("idgen client: GET %s: %w", path, err)
 	}
 	var (
-		last error
-		bo   *backoff.Backoff // the waits between this call's attempts, made at the first retry
+		last  error
+		bo    *backoff.Backoff // the waits between this call's attempts, made at the first retry
+		moves int              // the times this call moved on to another node (NewFailover)
 	)
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
@@ -540,6 +541,9 @@ func (c *Client) get(ctx context.Context, path string, out any) error {
 			return fail(attempt-1, joinLast(ErrCircuitOpen, last))
 		}
 		err := c.attempt(ctx, path, out)
+		// Another node, not tried yet in this call, takes the call on:
+		// only a call that failed on every node counts for the breaker.
+		moveOn := err != nil && moves < len(c.nodes.urls)-1 && failsOver(err)
 		switch {
 		case err == nil:
 			c.breaker.done(outcomeSuccess)
@@ -547,6 +551,8 @@ func (c *Client) get(ctx context.Context, path string, out any) error {
 		case ctx.Err() != nil:
 			c.breaker.done(outcomeNeutral)
 			return fail(attempt, joinLast(ctx.Err(), last))
+		case moveOn:
+			c.breaker.done(outcomeNeutral)
 		case failure(err):
 			c.breaker.done(outcomeFailure)
 		default:
@@ -554,6 +560,12 @@ func (c *Client) get(ctx context.Context, path string, out any) error {
 		}
 		if !retryable(err) || attempt >= c.maxAttempts {
 			return fail(attempt, err)
+		}
+		if moveOn {
+			// At once, whatever this node's Retry-After.
+			moves++
+			last = err
+			continue
 		}
 		if bo == nil {
 			bo = backoff.New(min(c.backoffBase, c.backoffMax), c.backoffMax)
@@ -589,7 +601,18 @@ func joinLast(err, last error) error {
 func (c *Client) attempt(ctx context.Context, path string, out any) error {
 	actx, cancel := context.WithTimeout(ctx, c.attemptTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodGet, c.base+path, nil)
+	node, base := c.nodes.current()
+	err := c.send(actx, base+path, out)
+	if err != nil && ctx.Err() == nil && failsOver(err) {
+		c.nodes.failed(node)
+	}
+	return err
+}
+
+// send is one GET of target, its 200 answer decoded into out; errors as
+// attempt.
+func (c *Client) send(actx context.Context, target string, out any) error {
+	req, err := http.NewRequestWithContext(actx, http.MethodGet, target, nil)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}

@@ -571,8 +571,8 @@ func TestNewValidates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if c.base != "http://idgen:8080/prefix" || c.maxAttempts != DefaultMaxAttempts || c.breaker.threshold != DefaultBreakerThreshold {
-		t.Errorf("zero Options: got base %q attempts %d threshold %d", c.base, c.maxAttempts, c.breaker.threshold)
+	if c.BaseURL() != "http://idgen:8080/prefix" || c.maxAttempts != DefaultMaxAttempts || c.breaker.threshold != DefaultBreakerThreshold {
+		t.Errorf("zero Options: got base %q attempts %d threshold %d", c.BaseURL(), c.maxAttempts, c.breaker.threshold)
 	}
 }
 

@@ -17,6 +17,12 @@
 // breaker that opens after five failed attempts in a row and lets one probe
 // through after five seconds; no local cache.
 //
+// With no load balancer in front of the nodes, NewFailover takes every
+// node's URL: a call moves on to the next node at once when one does not
+// answer or answers 503 (it cannot prove its lease, or drains before it
+// stops), and only a call that failed on every node counts for the
+// circuit breaker.
+//
 // # Retries
 //
 // A retried draw may leave a gap (IDs whose response never arrived), never

@@ -34,10 +34,11 @@ const (
 
 // sample is one request of the load.
 type sample struct {
-	at     time.Time // when the response arrived
-	ids    []int64
-	status int
-	err    error
+	at      time.Time     // when the response arrived
+	latency time.Duration // from the request sent to its answer read
+	ids     []int64
+	status  int
+	err     error
 }
 
 // load sends GET /ids?count=loadBatch from loadClients goroutines until
@@ -67,8 +68,10 @@ func startLoad(url string) *load {
 					return
 				}
 				var r idsResponse
+				sent := time.Now()
 				status, err := getJSON(l.url+"/ids?count="+strconv.Itoa(loadBatch), &r)
 				s := sample{at: time.Now(), status: status, err: err}
+				s.latency = s.at.Sub(sent)
 				for _, id := range r.IDs {
 					n, perr := strconv.ParseInt(id, 10, 64)
 					if perr != nil && s.err == nil {
@@ -104,6 +107,17 @@ func (l *load) since(t time.Time) []sample {
 	return out
 }
 
+// between returns the samples that arrived in [from, to).
+func (l *load) between(from, to time.Time) []sample {
+	var out []sample
+	for _, s := range l.since(from) {
+		if s.at.Before(to) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // worker returns the worker ID of a Snowflake ID in the default layout,
 // which the compose file's nodes use.
 func worker(id int64) int64 {
@@ -124,6 +138,20 @@ func workersIn(samples []sample) []int64 {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// p99 returns the 99th percentile of the samples' latency, as the caller
+// saw it (through the balancer, its retries included).
+func p99(samples []sample) time.Duration {
+	if len(samples) == 0 {
+		return 0
+	}
+	lat := make([]time.Duration, len(samples))
+	for i, s := range samples {
+		lat[i] = s.latency
+	}
+	slices.Sort(lat)
+	return lat[min(len(lat)*99/100, len(lat)-1)]
 }
 
 // failures counts the samples that were not a full batch.
@@ -283,8 +311,10 @@ func TestComposeCluster(t *testing.T) {
 	}
 	failed, first := failures(all)
 	failedDown, _ := failures(down)
-	t.Logf("load: %d clients, %d requests of %d IDs, %d IDs, %d distinct, %d duplicates, %d failed requests (%d while %s was down)",
-		loadClients, len(all), loadBatch, total, len(seen), dups, failed, failedDown, killed)
+	t.Logf("load: %d clients, %d requests of %d IDs, %d IDs, %d distinct, %d duplicates, %d failed requests (%d while %s was down); "+
+		"latency p99 %v (%v from the kill until the node was back)",
+		loadClients, len(all), loadBatch, total, len(seen), dups, failed, failedDown, killed,
+		p99(all).Round(100*time.Microsecond), p99(l.between(tKill, tBack)).Round(100*time.Microsecond))
 	t.Logf("before the kill: workers %v; killed %s (worker %d); while down: %d requests, workers %v; "+
 		"restarted as worker %d, first ID through the balancer %v after the start; after: %d requests, workers %v",
 		workersIn(before), killed, workers[killed], len(down), workersIn(settled),

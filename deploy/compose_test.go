@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/idgen-project/idgen/app"
 )
 
 // composeFile has no top-level name: Compose v1, which CI runs, rejects one.
@@ -236,8 +238,18 @@ func TestCompose(t *testing.T) {
 				t.Errorf("%s: datacenter %s differs from another node on the same database (%s)", name, env["IDGEN_DATACENTER"], dc)
 			}
 			stacks[env["IDGEN_DSN"]] = env["IDGEN_DATACENTER"]
-			if d, err := time.ParseDuration(s.StopGrace); err != nil || d < 35*time.Second {
-				t.Errorf("%s: stop_grace_period %q: want at least 35s to release the lease", name, s.StopGrace)
+			// The drain window, then three shutdown steps.
+			drain, step := app.DefaultDrainWindow, app.DefaultShutdownTimeout
+			for v, d := range map[string]*time.Duration{"IDGEN_DRAIN_WINDOW": &drain, "IDGEN_SHUTDOWN_TIMEOUT": &step} {
+				if env[v] != "" {
+					var err error
+					if *d, err = time.ParseDuration(env[v]); err != nil {
+						t.Errorf("%s: %s=%q: %v", name, v, env[v], err)
+					}
+				}
+			}
+			if d, err := time.ParseDuration(s.StopGrace); err != nil || d <= drain+3*step {
+				t.Errorf("%s: stop_grace_period %q: want more than the drain window %v + 3 x %v to release the lease", name, s.StopGrace, drain, step)
 			}
 		}
 		if nodes < 3 {

@@ -81,6 +81,8 @@ type probe struct {
 		Path string    `yaml:"path"`
 		Port yaml.Node `yaml:"port"` // a name or a number
 	} `yaml:"httpGet"`
+	PeriodSeconds    int `yaml:"periodSeconds"`
+	FailureThreshold int `yaml:"failureThreshold"`
 }
 
 func (c container) env(name string) string {
@@ -269,12 +271,24 @@ func TestKubernetes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("IDGEN_SHUTDOWN_TIMEOUT=%q: %v", c.env("IDGEN_SHUTDOWN_TIMEOUT"), err)
 		}
-		need := time.Duration(sleep)*time.Second + 3*step
+		// The drain window: after SIGTERM the pod answers 503 on /readyz
+		// and keeps serving until the readiness probe has seen it.
+		drain, err := time.ParseDuration(c.env("IDGEN_DRAIN_WINDOW"))
+		if err != nil || drain <= 0 {
+			t.Fatalf("IDGEN_DRAIN_WINDOW=%q: want a duration above 0 (%v)", c.env("IDGEN_DRAIN_WINDOW"), err)
+		}
+		p := c.ReadinessProbe
+		if p == nil || p.PeriodSeconds != 1 {
+			t.Errorf("readinessProbe periodSeconds: want 1, so that a draining pod leaves the endpoints within a second or two")
+		} else if noticed := time.Duration(p.PeriodSeconds*max(p.FailureThreshold, 1)) * time.Second; noticed >= drain {
+			t.Errorf("readinessProbe notices a draining pod after %v, want less than IDGEN_DRAIN_WINDOW %v", noticed, drain)
+		}
+		need := time.Duration(sleep)*time.Second + drain + 3*step
 		if pod.TerminationGracePeriodSeconds == nil {
 			t.Fatal("terminationGracePeriodSeconds not set (the default 30 s is too short)")
 		}
 		if got := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second; got <= need {
-			t.Errorf("terminationGracePeriodSeconds %v, want more than preStop %ds + 3 x %v = %v", got, sleep, step, need)
+			t.Errorf("terminationGracePeriodSeconds %v, want more than preStop %ds + drain window %v + 3 x %v = %v", got, sleep, drain, step, need)
 		}
 		ttl, err := time.ParseDuration(c.env("IDGEN_LEASE_TTL"))
 		hb, err2 := time.ParseDuration(c.env("IDGEN_HEARTBEAT"))

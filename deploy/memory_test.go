@@ -92,7 +92,7 @@ func TestLargestRequestFitsMemoryLimit(t *testing.T) {
 			dsn := "sqlite:" + filepath.Join(dir, "idgen.db")
 			addrFile := filepath.Join(dir, "addr")
 			var logs bytes.Buffer
-			cmd := exec.Command(bin, "serve", "--dsn", dsn, "--listen", "127.0.0.1:0", "--addr-file", addrFile, "--max-count", largest)
+			cmd := exec.Command(bin, "serve", "--dsn", dsn, "--listen", "127.0.0.1:0", "--addr-file", addrFile, "--max-count", largest, "--drain-window", "0")
 			cmd.Env = testproc.Env() // GOGC as the binary sets it
 			cmd.Stdout, cmd.Stderr = &logs, &logs
 			if err := cmd.Start(); err != nil {

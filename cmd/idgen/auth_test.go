@@ -218,7 +218,7 @@ func TestServeTokens(t *testing.T) {
 		defer close(exited)
 		runErr = runEnv(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--addr-file", addrFile,
 			"--dsn", "sqlite:" + filepath.Join(dir, "idgen.db"), "--tokens-file", path,
-			"--lease-events-retention", "0"}, env{
+			"--lease-events-retention", "0", "--drain-window", "0"}, env{
 			getenv: func(string) string { return "" }, stdin: strings.NewReader(""), stdout: io.Discard, stderr: logs,
 			hangups: func(c chan<- os.Signal) func() { hup <- c; return func() {} },
 		})

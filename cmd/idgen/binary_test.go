@@ -84,7 +84,7 @@ func runBinaryBounded(t *testing.T, bound time.Duration, bin, dir string, env []
 func startBinary(t *testing.T, bin, dir string, env []string, args ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, logs: &testserver.LogBuffer{}, waited: make(chan struct{}), addrFile: filepath.Join(t.TempDir(), "addr")}
-	p.cmd = exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--addr-file", p.addrFile}, args...)...)
+	p.cmd = exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--addr-file", p.addrFile, "--drain-window", "0"}, args...)...)
 	p.cmd.Dir, p.cmd.Env = dir, env
 	p.cmd.Stdout, p.cmd.Stderr = io.Discard, p.logs
 	if err := p.cmd.Start(); err != nil {

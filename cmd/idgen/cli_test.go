@@ -124,6 +124,7 @@ func TestUsageErrors(t *testing.T) {
 		{"heartbeat zero in the environment", []string{"serve"}, map[string]string{"IDGEN_HEARTBEAT": "0"}, "invalid --heartbeat 0s", "idgen serve"},
 		{"shutdown-timeout zero", []string{"serve", "--shutdown-timeout", "0s"}, nil, "invalid --shutdown-timeout 0s", "idgen serve"},
 		{"shutdown-timeout negative", []string{"serve", "--shutdown-timeout", "-1s"}, nil, "invalid --shutdown-timeout -1s: want more than 0", "idgen serve"},
+		{"drain-window negative", []string{"serve", "--drain-window", "-1s"}, nil, "invalid --drain-window -1s (IDGEN_DRAIN_WINDOW): want 0 (none) or more", "idgen serve"},
 		{"addr-file in a missing directory", []string{"serve", "--addr-file", "/nonexistent/dir/addr", "--listen", "127.0.0.1:0"}, nil, "invalid --addr-file", "idgen serve"},
 		{"log-format", []string{"serve", "--log-format", "xml"}, nil, "want text or json", "idgen serve"},
 		{"listen without port", []string{"serve", "--listen", "localhost"}, nil, "want host:port", "idgen serve"},

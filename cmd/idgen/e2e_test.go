@@ -138,7 +138,7 @@ func startNodeUnready(t *testing.T, args ...string) *node {
 	n := &node{t: t, logs: &testserver.LogBuffer{}, cancel: cancel, done: make(chan error, 1),
 		client: &http.Client{Timeout: 30 * time.Second}}
 	addrFile := filepath.Join(t.TempDir(), "addr")
-	argv := append([]string{"serve", "--listen", "127.0.0.1:0", "--addr-file", addrFile}, args...)
+	argv := append([]string{"serve", "--listen", "127.0.0.1:0", "--addr-file", addrFile, "--drain-window", "0"}, args...)
 	exited := make(chan struct{})
 	go func() {
 		err := run(ctx, argv, func(string) string { return "" }, io.Discard, n.logs)

@@ -120,6 +120,10 @@ type env struct {
 	// returns is called: idgen serve reloads its tokens file on it. Nil
 	// (in tests that do not send one) leaves SIGHUP alone.
 	hangups func(c chan<- os.Signal) (stop func())
+	// hurry, when not nil, ends at a SIGTERM or SIGINT that comes after
+	// the one that cancelled the command's context: idgen serve ends its
+	// drain window on it. Nil (in tests) leaves the window to run out.
+	hurry context.Context
 }
 
 // usageError is a bad command line: a flag, argument or environment value

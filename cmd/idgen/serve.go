@@ -24,9 +24,11 @@ Snowflake IDs (GET /ids?count=N), segment IDs (GET /ids?count=N&namespace=NS),
 ID decomposition (GET /ids/{id}), /healthz, /readyz, /metrics, a status page at /
 and, with --admin-token, the admin API under /admin/.
 
-On SIGTERM or SIGINT it stops accepting connections, finishes the requests in
-flight, gives back the unused tails of its segment ranges, releases its lease
-and exits 0. On SIGHUP it reloads its --tokens-file.
+On SIGTERM or SIGINT it turns not ready (/readyz 503, gRPC health NOT_SERVING)
+and keeps serving for --drain-window, so that a balancer takes it out first (a
+second SIGTERM or SIGINT ends the window); then it stops accepting connections,
+finishes the requests in flight, gives back the unused tails of its segment
+ranges, releases its lease and exits 0. On SIGHUP it reloads its --tokens-file.
 `
 
 // serveConfig is the validated configuration of idgen serve: the node's
@@ -64,6 +66,7 @@ type serveFlags struct {
 	retention    time.Duration
 	backwardWait time.Duration
 	compact      retentionFlag
+	drainWindow  time.Duration
 	// publicDetails is --public-status-details; left out, the node
 	// decides (app.Config.StatusDetailsPublic).
 	publicDetails bool
@@ -97,6 +100,10 @@ func newServeFlags() *serveFlags {
 		defaultText("`decimal` for every ID")
 	d.Duration(&c.ShutdownTimeout, "shutdown-timeout", "D", app.DefaultShutdownTimeout,
 		"bound on each shutdown step (finishing requests, returning segment tails, releasing the lease)").positiveValue()
+	d.Duration(&sf.drainWindow, "drain-window", "D", app.DefaultDrainWindow,
+		"on SIGTERM or SIGINT, how long the node keeps serving after `/readyz` turned 503, before it stops accepting "+
+			"connections: long enough for a balancer or Kubernetes, checking readiness, to take it out; "+
+			"a second signal ends it; `0` stops at once")
 
 	d.group = "Database"
 	d.String(&c.DSN, "dsn", "DSN", "sqlite:idgen.db",
@@ -269,6 +276,14 @@ func parseServe(args []string, e env) (serveConfig, error) {
 	default:
 		c.app.Keeper.MaxBackwardWait = sf.backwardWait
 	}
+	switch {
+	case sf.drainWindow < 0:
+		return serveConfig{}, usagef(cmd, "invalid --drain-window %s (%s): want 0 (none) or more", sf.drainWindow, envName("drain-window"))
+	case sf.drainWindow == 0:
+		c.app.DrainWindow = app.NoDrainWindow
+	default:
+		c.app.DrainWindow = sf.drainWindow
+	}
 	c.app.EtcdCompactRetention = sf.compact.d
 	// IDGEN_TOKENS is a tokens file's content, for deployments that pass
 	// configuration in the environment; it has no flag.
@@ -357,18 +372,20 @@ func runServe(ctx context.Context, args []string, e env) error {
 		_, err := io.WriteString(e.stdout, sc.scrub(c.printed))
 		return err
 	}
-	if err := serve(ctx, c, newLogger(sc.writer(e.stderr), c.logFormat, c.logLevel), e.hangups); err != nil {
+	if err := serve(ctx, c, newLogger(sc.writer(e.stderr), c.logFormat, c.logLevel), e.hangups, e.hurry); err != nil {
 		return sc.err(flagWorded{err})
 	}
 	return nil
 }
 
-// serve runs an idgen node (app.App) until ctx is cancelled, then shuts it
-// down; see package app for the order of both. With --addr-file it writes
+// serve runs an idgen node (app.App) until ctx is cancelled, then drains
+// it (app.App.Drain) until its drain window or hurry ends, and shuts it
+// down; see package app for the order of both. hurry, nil in tests that
+// send no second signal, ends at a second SIGTERM or SIGINT. With --addr-file it writes
 // the address it serves on to that file once listening (and removes the
 // file at start and at exit, so that it never names a node that is gone
 // after a graceful exit).
-func serve(ctx context.Context, c serveConfig, log *slog.Logger, hangups func(chan<- os.Signal) func()) (err error) {
+func serve(ctx context.Context, c serveConfig, log *slog.Logger, hangups func(chan<- os.Signal) func(), hurry context.Context) (err error) {
 	if c.addrFile != "" {
 		if err := removeAddrFile(c.addrFile); err != nil {
 			return err
@@ -409,6 +426,10 @@ func serve(ctx context.Context, c serveConfig, log *slog.Logger, hangups func(ch
 	}
 	select {
 	case <-ctx.Done():
+		if hurry == nil {
+			hurry = context.WithoutCancel(ctx)
+		}
+		_ = a.Drain(hurry) // ended early by a second signal, which it logs
 	case err = <-serveErr: // the listener failed
 	}
 	// Close waits for Serve to return; after a shutdown it returns nil.

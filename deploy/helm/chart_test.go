@@ -298,9 +298,17 @@ func TestChartDefaults(t *testing.T) {
 		if err != nil {
 			t.Fatalf("IDGEN_SHUTDOWN_TIMEOUT=%q: %v", env["IDGEN_SHUTDOWN_TIMEOUT"], err)
 		}
-		need := time.Duration(sleep)*time.Second + 3*step
+		drain, err := time.ParseDuration(env["IDGEN_DRAIN_WINDOW"])
+		if err != nil {
+			t.Fatalf("IDGEN_DRAIN_WINDOW=%q: %v", env["IDGEN_DRAIN_WINDOW"], err)
+		}
+		need := time.Duration(sleep)*time.Second + drain + 3*step
 		if g := pod.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= need {
-			t.Errorf("terminationGracePeriodSeconds %v, want more than preStop %ds + 3 x %v", g, sleep, step)
+			t.Errorf("terminationGracePeriodSeconds %v, want more than preStop %ds + drain window %v + 3 x %v", g, sleep, drain, step)
+		}
+		// The readiness probe sees the drain: it fails within the window.
+		if p := c.ReadinessProbe; p == nil || time.Duration(p.PeriodSeconds*max(p.FailureThreshold, 1))*time.Second >= drain {
+			t.Errorf("readinessProbe %+v: want periodSeconds x failureThreshold below the drain window %v", p, drain)
 		}
 		ttl, err1 := time.ParseDuration(env["IDGEN_LEASE_TTL"])
 		hb, err2 := time.ParseDuration(env["IDGEN_HEARTBEAT"])
@@ -510,6 +518,7 @@ func TestChartConfigMirrorsFlags(t *testing.T) {
   log-format: text
   log-level: debug
   shutdown-timeout: 5s
+  drain-window: 2s
   allow-unsafe-durability: true
   addr-file: /var/run/idgen/addr
   tokens-file: /etc/idgen/tokens

@@ -212,6 +212,7 @@ func (n *node) args() []string {
 		"--listen", n.addr, "--dsn", n.dsn, "--holder", n.holder,
 		"--lease-ttl", leaseTTL.String(), "--heartbeat", heartbeat.String(),
 		"--worker-ids", n.c.workers, "--admin-token", adminToken, "--log-level", "info",
+		"--drain-window", "0", // the scenarios time their faults from the SIGTERM
 	}
 	return append(a, n.flags...)
 }

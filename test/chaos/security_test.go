@@ -244,7 +244,7 @@ func serveCanary(t *testing.T, bin, dsn string, viaEnv bool, logPath string) (st
 	t.Helper()
 	addr := freeAddr(t)
 	args := []string{"serve", "--listen", addr, "--holder", "canary", "--lease-ttl", leaseTTL.String(),
-		"--heartbeat", heartbeat.String(), "--worker-ids", "4-5", "--admin-token", adminToken}
+		"--heartbeat", heartbeat.String(), "--worker-ids", "4-5", "--admin-token", adminToken, "--drain-window", "0"}
 	env := testproc.Env()
 	if viaEnv {
 		env = append(env, "IDGEN_DSN="+dsn)

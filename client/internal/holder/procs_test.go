@@ -48,7 +48,7 @@ func startNode(t *testing.T, bin, dir, name string, args ...string) *node {
 	t.Helper()
 	addrFile := filepath.Join(dir, name+".addr")
 	all := append([]string{"serve", "--listen", "127.0.0.1:0", "--addr-file", addrFile, "--holder", name,
-		"--lease-ttl", "3s", "--heartbeat", "1s", "--log-level", "info"}, args...)
+		"--lease-ttl", "3s", "--heartbeat", "1s", "--log-level", "info", "--drain-window", "0"}, args...)
 	p := startProc(t, name, bin, filepath.Join(dir, name+".log"), nil, all...)
 	var url string
 	testtime.WaitFor(t, 30*time.Second, name+" listening", func() bool {

@@ -8,7 +8,7 @@ import threading
 import time
 import urllib.parse
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -113,11 +113,18 @@ class Client:
     scope), sent as a bearer token. Counts above ``max_count`` (the
     server's --max-count) are split over several requests.
 
+    ``base_url`` may be a list of several nodes' URLs, for callers with no
+    load balancer in front of them: every call goes to one node, the first
+    at the start, and moves on to the next (round) when an attempt gets no
+    answer or a 503 (a node that cannot prove its lease, or that drains
+    before it stops), at once, without a backoff, until every node was
+    tried once in the call; then the retries above apply.
+
     Close it (or use it as a context manager) to stop cache refills."""
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         *,
         token: str | None = None,
         max_attempts: int = 4,
@@ -135,7 +142,12 @@ class Client:
             raise ValueError("backoff_base, backoff_max and max_retry_after must be >= 0, attempt_timeout > 0")
         if max_count < 1:
             raise ValueError(f"max_count {max_count}: want at least 1")
-        self._t = Transport(base_url, token, user_agent)
+        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        if not urls or len(set(urls)) != len(urls):
+            raise ValueError("base_url: want one URL, or a list of distinct URLs")
+        self._nodes = [Transport(u, token, user_agent) for u in urls]
+        self._node_lock = threading.Lock()
+        self._node = 0  # the index of the node calls go to now
         self._max_attempts = max_attempts
         self._backoff_base = backoff_base
         self._backoff_max = backoff_max
@@ -167,7 +179,8 @@ class Client:
                 self._ns_caches[ns] = BlockCache(self._fetch_for_cache, self._closing, ns, size, low)
 
     def __repr__(self) -> str:
-        return f"Client({self._t.base_url!r})"
+        urls = [t.base_url for t in self._nodes]
+        return f"Client({urls[0] if len(urls) == 1 else urls!r})"
 
     def __enter__(self) -> Client:
         return self
@@ -187,7 +200,21 @@ class Client:
             caches.append(self._snow_cache)
         for c in caches:
             c.close()
-        self._t.close()
+        for t in self._nodes:
+            t.close()
+
+    @property
+    def base_url(self) -> str:
+        """The base URL calls go to now: with several nodes, the one the
+        client moved on to last."""
+        with self._node_lock:
+            return self._nodes[self._node].base_url
+
+    def _moved_on(self, i: int) -> None:
+        """Moves on from node i to the next, unless another call did."""
+        with self._node_lock:
+            if self._node == i:
+                self._node = (i + 1) % len(self._nodes)
 
     # --- Snowflake IDs -----------------------------------------------------
 
@@ -320,6 +347,7 @@ class Client:
         """GET path, retried as the options say; the JSON object of a 200."""
         bo: Backoff | None = None
         attempt = 0
+        moves = 0  # the times this call moved on to another node
         while True:
             attempt += 1
             if self._closing.is_set():
@@ -330,15 +358,23 @@ class Client:
                 if left <= 0:
                     raise CallTimeoutError(f"idgen client: GET {path}: the call's timeout passed")
                 timeout = min(timeout, left)
+            with self._node_lock:
+                node = self._node
             try:
-                return self._t.call("GET", path, want=200, timeout=timeout)
+                return self._nodes[node].call("GET", path, want=200, timeout=timeout)
             except (TransportError, ProblemError) as e:
                 if attempt > 1:
                     e.add_note(f"after {attempt} attempts")
+                fails_over = isinstance(e, TransportError) or e.status == 503
+                if fails_over:
+                    self._moved_on(node)
                 if isinstance(e, ProblemError) and not e.temporary:
                     raise
                 if attempt >= self._max_attempts:
                     raise
+                if fails_over and moves < len(self._nodes) - 1:
+                    moves += 1  # another node, not tried in this call: at once
+                    continue
                 if bo is None:
                     bo = Backoff(min(self._backoff_base, self._backoff_max), self._backoff_max)
                 wait = bo.next()

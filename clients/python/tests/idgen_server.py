@@ -109,6 +109,7 @@ class Node:
             "--holder", name,
             "--admin-token", self.admin_token,
             "--shutdown-timeout", "5s",
+            "--drain-window", "0",
         ]
         if tokens_file is not None:
             argv += ["--tokens-file", tokens_file]

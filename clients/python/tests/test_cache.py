@@ -34,13 +34,13 @@ class CacheTest(unittest.TestCase):
         c = Client(self.node.url, token=self.node.secret["app"], cache=cache)
         self.addCleanup(c.close)
         paths: list[str] = []
-        real = c._t.call
+        real = c._nodes[0].call
 
         def counting(*a: object, **kw: object) -> dict[str, object]:
             paths.append(str(a[1]))
             return real(*a, **kw)  # type: ignore[arg-type]
 
-        c._t.call = counting  # type: ignore[assignment]
+        c._nodes[0].call = counting  # type: ignore[assignment]
         return c, paths
 
     def test_snowflake_blocks(self) -> None:

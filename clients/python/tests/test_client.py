@@ -66,13 +66,13 @@ class ClientTest(unittest.TestCase):
     def test_counts_above_max_count_are_split(self) -> None:
         c = self.client(max_count=100)
         calls = []
-        real = c._t.call
+        real = c._nodes[0].call
 
         def counting(*a: object, **kw: object) -> dict[str, object]:
             calls.append(a[1])
             return real(*a, **kw)  # type: ignore[arg-type]
 
-        c._t.call = counting  # type: ignore[assignment]
+        c._nodes[0].call = counting  # type: ignore[assignment]
         ids = c.ids(250)
         self.assertEqual(len(set(ids)), 250)
         self.assertEqual(len(calls), 3, f"got {len(calls)} requests, want 3 (100 + 100 + 50): {calls}")

@@ -7,6 +7,7 @@ import {
 } from "@connectrpc/connect-node";
 
 import { IdgenError, serverDelayMs } from "./errors.js";
+import { FailoverTransport } from "./failover.js";
 import { decodeId, formatWidth as formatLength, idFormats, type Bounds, type IdFormat } from "./forms.js";
 import {
   IdFormat as WireFormat,
@@ -21,10 +22,16 @@ import { countIds, parseId, type IdRange } from "./ranges.js";
 import { backoffMs, retryDefaults, retryable, sleep, type RetryOptions } from "./retry.js";
 import { RevisionTracker } from "./revision.js";
 
-/** Options of an IdgenClient. Only baseUrl is required. */
+/** Options of an IdgenClient. Only baseUrl (or baseUrls, or transport) is required. */
 export interface ClientOptions extends RetryOptions {
   /** The idgen node or load balancer, for example "http://127.0.0.1:8080". */
-  baseUrl: string;
+  baseUrl?: string;
+  /**
+   * Several idgen nodes with no load balancer in front, instead of
+   * baseUrl: calls go to one node and move on to the next when it does
+   * not answer or answers UNAVAILABLE (FailoverTransport).
+   */
+  baseUrls?: readonly string[];
   /** A token of the caller, sent as "Authorization: Bearer <token>". */
   token?: string;
   /**
@@ -112,7 +119,7 @@ export interface CallOptions {
  */
 export class IdgenClient {
   readonly #ids: Client<typeof IdService>;
-  readonly #session: Http2SessionManager | undefined;
+  readonly #sessions: Http2SessionManager[] = [];
   readonly #revisions = new RevisionTracker();
   readonly #maxAttempts: number;
   readonly #backoffBaseMs: number;
@@ -152,20 +159,28 @@ export class IdgenClient {
       }
       const protocol = options.protocol ?? "connect";
       const httpVersion = protocol === "grpc" ? "2" : (options.httpVersion ?? "2");
-      if (httpVersion === "2") {
-        this.#session = new Http2SessionManager(options.baseUrl);
-        // No compression: idgen's messages are a few dozen bytes, and a
-        // server that sees gzip accepted compresses every one of them.
-        const o = { baseUrl: options.baseUrl, interceptors, httpVersion, sessionManager: this.#session, acceptCompression: [] };
-        transport =
-          protocol === "grpc"
+      const nodeTransport = (baseUrl: string): Transport => {
+        if (httpVersion === "2") {
+          const sessionManager = new Http2SessionManager(baseUrl);
+          this.#sessions.push(sessionManager);
+          // No compression: idgen's messages are a few dozen bytes, and a
+          // server that sees gzip accepted compresses every one of them.
+          const o = { baseUrl, interceptors, httpVersion, sessionManager, acceptCompression: [] };
+          return protocol === "grpc"
             ? createGrpcTransport(o)
             : protocol === "grpc-web"
               ? createGrpcWebTransport(o)
               : createConnectTransport(o);
+        }
+        const o = { baseUrl, interceptors, httpVersion, acceptCompression: [] };
+        return protocol === "grpc-web" ? createGrpcWebTransport(o) : createConnectTransport(o);
+      };
+      if (options.baseUrls !== undefined && options.baseUrl === undefined && options.baseUrls.length > 0) {
+        transport = new FailoverTransport(options.baseUrls.map(nodeTransport));
+      } else if (options.baseUrl !== undefined && options.baseUrls === undefined) {
+        transport = nodeTransport(options.baseUrl);
       } else {
-        const o = { baseUrl: options.baseUrl, interceptors, httpVersion, acceptCompression: [] };
-        transport = protocol === "grpc-web" ? createGrpcWebTransport(o) : createConnectTransport(o);
+        throw new RangeError("idgen client: give baseUrl, or a non-empty baseUrls, not both");
       }
     }
     this.#ids = createClient(IdService, transport);
@@ -319,9 +334,11 @@ export class IdgenClient {
     return r < 0n ? undefined : r;
   }
 
-  /** Closes the client's HTTP/2 connection. Calls made after fail. */
+  /** Closes the client's HTTP/2 connections. Calls made after fail. */
   close(): void {
-    this.#session?.abort();
+    for (const s of this.#sessions) {
+      s.abort();
+    }
   }
 
   /** Converts a response, checking a strict namespace's revision. */

@@ -17,6 +17,7 @@ export {
   type ParsedId,
 } from "./client.js";
 export { IdgenError, StaleRevisionError } from "./errors.js";
+export { FailoverTransport, failsOver } from "./failover.js";
 export { composeBounds, decodeId, encodeId, formatWidth, idFormats, type Bounds, type IdFormat, type Layout } from "./forms.js";
 export { countIds, expandRanges, maxId, parseId, type IdRange } from "./ranges.js";
 export { backoffMs, problemInfo, retryable, type RetryOptions } from "./retry.js";

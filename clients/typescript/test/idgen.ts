@@ -82,6 +82,7 @@ export async function startIdgen(): Promise<IdgenProcess> {
         "--tokens-file", join(dir, "tokens"),
         "--admin-token", adminToken,
         "--shutdown-timeout", "5s",
+        "--drain-window", "0",
       ],
       { stdio: ["ignore", "pipe", "pipe"] },
     );
