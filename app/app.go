@@ -470,6 +470,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	a.metrics = prometheus.NewRegistry()
 	a.api, err = httpapi.New(httpapi.Config{
+		Sequences:  sequencesOf(a.store, a.svc),
 		Service:    a.svc,
 		Auth:       a.auth,
 		Leases:     broker,

@@ -1,0 +1,22 @@
+package app
+
+import (
+	"github.com/idgen-project/idgen"
+	"github.com/idgen-project/idgen/allocator/sequence"
+)
+
+// sequenceKeeper is a store that keeps sequences: PostgreSQL, MySQL and
+// SQLite.
+type sequenceKeeper interface {
+	Sequences() sequence.Store
+}
+
+// sequencesOf returns the core of the sequence API on store, charging the
+// rate limits of svc; nil when the store keeps no sequences (etcd).
+func sequencesOf(store any, svc *idgen.Service) *idgen.Sequences {
+	sk, ok := store.(sequenceKeeper)
+	if !ok {
+		return nil
+	}
+	return idgen.NewSequences(sequence.NewService(sk.Sequences(), sequence.Settings{}), svc)
+}
