@@ -102,6 +102,10 @@ func toEntryJSON(e sequence.Entry) entryJSON {
 	}
 }
 
+// Sequences returns the sequence core the server serves (nil for none),
+// for the gRPC transport to serve the same.
+func (s *Server) Sequences() *idgen.Sequences { return s.seqs }
+
 // addSequenceRoutes registers /v1/sequences; without a sequence core (a
 // store that keeps no sequences) every route answers 404.
 func (s *Server) addSequenceRoutes(e *echo.Echo) {
