@@ -464,6 +464,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		Service: a.svc, Auth: a.auth, Lease: keeper, Segments: a.segments, Store: data, Database: ping,
 		Logger: a.log, Version: c.Version, Durability: a.durability, PublicDetails: c.StatusDetailsPublic(), Space: a.spaceReporter(),
 		Clock: c.Clock, LeaseTTL: ks.TTL, MaxClockOffset: ks.MaxClockOffset, Policy: policy(ks, c.Segments),
+		Sequences: sequenceReader(a.store),
 	})
 	if err != nil {
 		return nil, err

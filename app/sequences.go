@@ -3,6 +3,7 @@ package app
 import (
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator/sequence"
+	"github.com/idgen-project/idgen/httpapi/statuspage"
 )
 
 // sequenceKeeper is a store that keeps sequences: PostgreSQL, MySQL and
@@ -19,4 +20,14 @@ func sequencesOf(store any, svc *idgen.Service) *idgen.Sequences {
 		return nil
 	}
 	return idgen.NewSequences(sequence.NewService(sk.Sequences(), sequence.Settings{}), svc)
+}
+
+// sequenceReader returns the sequences of store for the status page; nil
+// when it keeps none.
+func sequenceReader(store any) statuspage.SequenceReader {
+	sk, ok := store.(sequenceKeeper)
+	if !ok {
+		return nil
+	}
+	return sk.Sequences()
 }

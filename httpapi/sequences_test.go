@@ -121,6 +121,16 @@ func TestSequencesHTTP(t *testing.T) {
 	if st["period"] != year || st["last_number"] != "6" || st["open_reservations"] != 1.0 || got["format"] != "INV-{yyyy}-{seq:06}" {
 		t.Errorf("sequence: got %v, want its format and status %s, last 6, 1 open", got, year)
 	}
+
+	// The status page shows it to the admin scope, not to others.
+	page1 := e.admin("GET", "/", "").Body.String()
+	row := `<tr data-sequence="inv"><td>inv</td><td><code>INV-{yyyy}-{seq:06}</code></td><td>yearly <span class="muted">(Europe/Berlin)</span></td><td>` + year + `</td><td>6</td><td>1</td>`
+	if !strings.Contains(page1, row) {
+		t.Errorf("status page: no row %s", row)
+	}
+	if anon := e.do("GET", "/", "").Body.String(); strings.Contains(anon, `data-sequence=`) {
+		t.Error("status page without details names the sequences")
+	}
 }
 
 // TestSequencesHTTPBadInput: each bad request gets a problem and changes
