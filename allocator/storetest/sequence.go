@@ -46,6 +46,7 @@ var sequenceSuite = []struct {
 	{"LedgerFiltersAndPaging", testSequenceLedger},
 	{"Status", testSequenceStatus},
 	{"ConcurrentReservesGapFree", testSequenceConcurrent},
+	{"ServiceCombinesGapFree", testSequenceService},
 }
 
 // invoiceSequence is a yearly invoice sequence in Berlin.
@@ -497,5 +498,61 @@ func testSequenceConcurrent(t *testing.T, s SequenceStore) {
 		if seen[e.Number] != e.ReservationID {
 			t.Errorf("number %d: ledger says %s, the caller got it under %s", e.Number, e.ReservationID, seen[e.Number])
 		}
+	}
+}
+
+// testSequenceService reserves through a sequence.Service (a node) from
+// many goroutines: every caller gets consecutive numbers, none twice, the
+// ledger holds 1..N under the callers' reservations, and the node needed
+// no more round trips than reservations.
+func testSequenceService(t *testing.T, s SequenceStore) {
+	mustCreateSequence(t, s, sequence.Sequence{Name: "svc", Format: "S{seq:08}"})
+	svc := sequence.NewService(s, sequence.Settings{})
+	const callers, each = 16, 10
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		seen = map[int64]string{}
+		errs []error
+	)
+	for c := range callers {
+		wg.Go(func() {
+			caller := fmt.Sprintf("c%d", c)
+			for i := range each {
+				r, err := svc.Reserve(t.Context(), "svc", 1+(c+i)%4, caller, "")
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					for _, n := range r.Numbers() {
+						if prev, dup := seen[n]; dup {
+							errs = append(errs, fmt.Errorf("number %d given to %s and %s", n, prev, r.ID))
+						}
+						seen[n] = r.ID
+					}
+					if r.Caller != caller {
+						errs = append(errs, fmt.Errorf("reservation %s: caller %q, want %q", r.ID, r.Caller, caller))
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		t.Error(err)
+	}
+	entries := ledger(t, s, "svc")
+	if len(entries) != len(seen) {
+		t.Errorf("ledger: %d rows, want %d numbers handed out", len(entries), len(seen))
+	}
+	checkGapFree(t, entries, 1)
+	for _, e := range entries {
+		if seen[e.Number] != e.ReservationID {
+			t.Errorf("number %d: ledger says %s, the caller got it under %s", e.Number, e.ReservationID, seen[e.Number])
+		}
+	}
+	if trips := svc.RoundTrips(); trips > callers*each {
+		t.Errorf("%d round trips for %d reservations", trips, callers*each)
 	}
 }
