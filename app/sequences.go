@@ -6,14 +6,14 @@ import (
 	"github.com/idgen-project/idgen/httpapi/statuspage"
 )
 
-// sequenceKeeper is a store that keeps sequences: PostgreSQL, MySQL and
-// SQLite.
+// sequenceKeeper is a store that keeps sequences: PostgreSQL, MySQL,
+// SQLite and etcd.
 type sequenceKeeper interface {
 	Sequences() sequence.Store
 }
 
 // sequencesOf returns the core of the sequence API on store, charging the
-// rate limits of svc; nil when the store keeps no sequences (etcd).
+// rate limits of svc; nil when the store keeps no sequences.
 func sequencesOf(store any, svc *idgen.Service) *idgen.Sequences {
 	sk, ok := store.(sequenceKeeper)
 	if !ok {

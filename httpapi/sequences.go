@@ -113,7 +113,7 @@ func (s *Server) addSequenceRoutes(e *echo.Echo) {
 	route := func(add addFunc, path string, mw echo.MiddlewareFunc, h echo.HandlerFunc) {
 		s.add(add, path, mw(func(c echo.Context) error {
 			if s.seqs == nil {
-				return &idgen.Error{Code: idgen.NotFound, Detail: "this node's store keeps no sequences (PostgreSQL, MySQL and SQLite do)"}
+				return &idgen.Error{Code: idgen.NotFound, Detail: "this node's store keeps no sequences"}
 			}
 			return h(c)
 		}))

@@ -35,7 +35,7 @@ var _ idgenv1connect.SequenceServiceHandler = sequenceService{}
 // the node's store keeps no sequences.
 func (q sequenceService) core(ctx context.Context) (*idgen.Sequences, idgen.Caller, error) {
 	if q.s.seqs == nil {
-		return nil, idgen.Caller{}, connectError(&idgen.Error{Code: idgen.NotFound, Detail: "this node's store keeps no sequences (PostgreSQL, MySQL and SQLite do)"})
+		return nil, idgen.Caller{}, connectError(&idgen.Error{Code: idgen.NotFound, Detail: "this node's store keeps no sequences"})
 	}
 	return q.s.seqs, callInfoOf(ctx).caller, nil
 }

@@ -18,6 +18,9 @@ const (
 	// DefaultMaxBatch is how many numbers one store round trip reserves at
 	// most when Settings.MaxBatch is zero.
 	DefaultMaxBatch = 10000
+	// DefaultMaxRequests is how many callers one store round trip serves
+	// at most when Settings.MaxRequests is zero.
+	DefaultMaxRequests = 100
 	// DefaultStoreTimeout bounds one store round trip when
 	// Settings.StoreTimeout is zero.
 	DefaultStoreTimeout = 10 * time.Second
@@ -30,6 +33,10 @@ type Settings struct {
 	// MaxBatch is the most numbers one store round trip reserves for the
 	// callers it combines; at least MaxCount.
 	MaxBatch int
+	// MaxRequests is the most reservations one store round trip makes;
+	// 0 means DefaultMaxRequests (the etcd store takes at most 100 in
+	// one transaction).
+	MaxRequests int
 	// StoreTimeout bounds one store round trip. It runs on for the callers
 	// it combines even when the caller that sent it gives up.
 	StoreTimeout time.Duration
@@ -52,6 +59,7 @@ type Service struct {
 	store      Store
 	maxCount   int
 	maxBatch   int
+	maxReqs    int
 	timeout    time.Duration
 	newID      func() string
 	roundTrips atomic.Int64
@@ -83,6 +91,9 @@ func NewService(store Store, s Settings) *Service {
 	svc.maxBatch = max(svc.maxBatch, svc.maxCount)
 	if s.MaxBatch <= 0 {
 		svc.maxBatch = max(DefaultMaxBatch, svc.maxCount)
+	}
+	if svc.maxReqs = s.MaxRequests; svc.maxReqs <= 0 {
+		svc.maxReqs = DefaultMaxRequests
 	}
 	if svc.timeout <= 0 {
 		svc.timeout = DefaultStoreTimeout
@@ -165,12 +176,12 @@ func (s *Service) leave(q *queue, w *waiter) bool {
 }
 
 // roundTrip takes the callers queued on q, from the first, up to maxBatch
-// numbers, reserves them in one store call, and hands the next round trip
+// numbers and maxReqs callers, reserves them in one store call, and hands the next round trip
 // to the first caller left, or ends the queue.
 func (s *Service) roundTrip(ctx context.Context, name string, q *queue) {
 	s.mu.Lock()
 	n, total := 0, 0
-	for n < len(q.pending) && (n == 0 || total+q.pending[n].req.Count <= s.maxBatch) {
+	for n < len(q.pending) && n < s.maxReqs && (n == 0 || total+q.pending[n].req.Count <= s.maxBatch) {
 		total += q.pending[n].req.Count
 		n++
 	}

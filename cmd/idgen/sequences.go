@@ -62,7 +62,7 @@ func runSequences(ctx context.Context, args []string, e env) error {
 func sequenceStore(store stores.Store) (sequence.Store, error) {
 	sk, ok := store.(interface{ Sequences() sequence.Store })
 	if !ok {
-		return nil, errors.New("this database keeps no sequences: use PostgreSQL, MySQL or SQLite")
+		return nil, errors.New("this database keeps no sequences")
 	}
 	return sk.Sequences(), nil
 }
