@@ -174,3 +174,32 @@ func TestServiceCallerLeavesQueue(t *testing.T) {
 		}
 	}
 }
+
+// TestServiceRequestCap splits queued callers into round trips of at most
+// MaxRequests callers.
+func TestServiceRequestCap(t *testing.T) {
+	store := &countingStore{entered: make(chan struct{}, 10)}
+	svc := NewService(store, Settings{MaxRequests: 2})
+	store.gate.Lock()
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = svc.Reserve(t.Context(), "s", 1, "", "") })
+	<-store.entered
+	for i := range 5 {
+		wg.Go(func() {
+			if _, err := svc.Reserve(t.Context(), "s", 1, "", ""); err != nil {
+				t.Error(err)
+			}
+		})
+		testtime.WaitFor(t, 10*time.Second, "a caller to queue", func() bool { return svc.queued("s") == i+1 })
+	}
+	store.gate.Unlock()
+	wg.Wait()
+	if got := svc.RoundTrips(); got != 4 {
+		t.Errorf("got %d round trips, want 4: the held one, then 2+2+1", got)
+	}
+	for i, call := range store.calls {
+		if len(call) > 2 {
+			t.Errorf("round trip %d: %d requests, want at most 2", i, len(call))
+		}
+	}
+}
