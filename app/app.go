@@ -493,13 +493,14 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, fmt.Errorf("http api: %w", err)
 	}
 	a.rpc, err = rpcapi.New(rpcapi.Config{
+		Service: a.svc,
+		Auth:    a.auth,
+		Leases:  broker,
+		Ready:   keeper,
+		Logger:  a.log,
+		Tracer:  tracingCfg.Tracer,
+
 		Sequences: a.api.Sequences(),
-		Service:   a.svc,
-		Auth:      a.auth,
-		Leases:    broker,
-		Ready:     keeper,
-		Logger:    a.log,
-		Tracer:    tracingCfg.Tracer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("grpc api: %w", err)

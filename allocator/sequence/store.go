@@ -30,7 +30,7 @@ func ParseState(s string) (State, error) {
 // Request is one caller's reservation, as the Service passes it to the
 // store: several are reserved in one transaction, in order.
 type Request struct {
-	// ID is the reservation ID, made by the Service (NewReservationID).
+	// ID is the reservation ID, made by the Service (Settings.NewID).
 	ID string
 	// Count is how many numbers, at least 1.
 	Count int
@@ -140,8 +140,8 @@ type Status struct {
 // Store keeps sequences, their per-period counters and the ledger. Every
 // time it records and every period it decides is the store's time (read
 // in the transaction), never the node's. allocator/postgres,
-// allocator/mysql and allocator/sqlite provide one (their Sequences
-// method); allocator/storetest checks them alike.
+// allocator/mysql, allocator/sqlite and allocator/etcd provide one (their
+// Sequences method); allocator/storetest checks them alike.
 type Store interface {
 	// CreateSequence records seq (compiled: valid), with the store's
 	// time as its creation time. ErrExists for a name in use.
