@@ -479,12 +479,14 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		Service: a.svc, Auth: a.auth, Lease: keeper, Segments: a.segments, Store: data, Database: ping,
 		Logger: a.log, Version: c.Version, Durability: a.durability, PublicDetails: c.StatusDetailsPublic(), Space: a.spaceReporter(),
 		Clock: c.Clock, LeaseTTL: ks.TTL, MaxClockOffset: ks.MaxClockOffset, Policy: policy(ks, c.Segments),
+		Sequences: sequenceReader(a.store),
 	})
 	if err != nil {
 		return nil, err
 	}
 	a.metrics = prometheus.NewRegistry()
 	a.api, err = httpapi.New(httpapi.Config{
+		Sequences:  sequencesOf(a.store, a.svc),
 		Service:    a.svc,
 		Auth:       a.auth,
 		Leases:     broker,
@@ -512,6 +514,8 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		Ready:   a.ready,
 		Logger:  a.log,
 		Tracer:  tracingCfg.Tracer,
+
+		Sequences: a.api.Sequences(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("grpc api: %w", err)

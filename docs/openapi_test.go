@@ -375,6 +375,47 @@ func TestResponsesMatchSpec(t *testing.T) {
 			}
 		})
 	}
+	// The sequence API, in order: reservations confirmed and voided by
+	// the ID the reservation before returned ($RID).
+	const seqPath = "/v1/sequences/{name}"
+	seqExchanges := []exchange{
+		{"create sequence", "POST", "/v1/sequences", "/v1/sequences", `{"name":"invoices","format":"INV-{yyyy}-{seq:06}","reset":"yearly","time_zone":"Europe/Berlin","ttl_seconds":60}`, adminToken, 201},
+		{"create sequence again", "POST", "/v1/sequences", "/v1/sequences", `{"name":"invoices","format":"{seq}"}`, adminToken, 409},
+		{"create sequence without a counter", "POST", "/v1/sequences", "/v1/sequences", `{"name":"bad","format":"INV-{yyyy}"}`, adminToken, 400},
+		{"list sequences", "GET", "/v1/sequences", "/v1/sequences", "", adminToken, 200},
+		{"get sequence", "GET", "/v1/sequences/invoices", seqPath, "", adminToken, 200},
+		{"get missing sequence", "GET", "/v1/sequences/nope", seqPath, "", adminToken, 404},
+		{"reserve", "POST", "/v1/sequences/invoices/reservations", seqPath + "/reservations", `{"count":2}`, "", 201},
+		{"reserve above the cap", "POST", "/v1/sequences/invoices/reservations", seqPath + "/reservations", `{"count":100000}`, "", 400},
+		{"confirm", "POST", "/v1/sequences/invoices/reservations/$RID/confirm", seqPath + "/reservations/{id}/confirm", "", "", 200},
+		{"confirm again", "POST", "/v1/sequences/invoices/reservations/$RID/confirm", seqPath + "/reservations/{id}/confirm", "", "", 409},
+		{"reserve to void", "POST", "/v1/sequences/invoices/reservations", seqPath + "/reservations", `{"count":1}`, "", 201},
+		{"void", "POST", "/v1/sequences/invoices/reservations/$RID/void", seqPath + "/reservations/{id}/void", "", "", 200},
+		{"void unknown", "POST", "/v1/sequences/invoices/reservations/nope/void", seqPath + "/reservations/{id}/void", "", "", 404},
+		{"ledger", "GET", "/v1/sequences/invoices/ledger?limit=2", seqPath + "/ledger", "", adminToken, 200},
+		{"ledger bad state", "GET", "/v1/sequences/invoices/ledger?state=lost", seqPath + "/ledger", "", adminToken, 400},
+		{"ledger CSV", "GET", "/v1/sequences/invoices/ledger.csv?state=confirmed", seqPath + "/ledger.csv", "", adminToken, 200},
+	}
+	var rid string
+	for _, ex := range seqExchanges {
+		ex.path = strings.ReplaceAll(ex.path, "$RID", rid)
+		t.Run(ex.name, func(t *testing.T) {
+			resp, data := send(t, ts.URL, ex) //nolint:bodyclose // send read and closed it
+			if resp.StatusCode < 300 {
+				covered[ex.method+" "+ex.op] = true
+			}
+			checkResponse(t, s, ex, resp, data)
+			if strings.HasPrefix(ex.name, "reserve") && resp.StatusCode == 201 {
+				var r struct {
+					ReservationID string `json:"reservation_id"`
+				}
+				if err := json.Unmarshal(data, &r); err != nil || r.ReservationID == "" {
+					t.Fatalf("reserve: no reservation_id in %s (%v)", data, err)
+				}
+				rid = r.ReservationID
+			}
+		})
+	}
 	for _, op := range s.operations() {
 		if !covered[op] {
 			t.Errorf("no successful request covers %s: add one to the table", op)

@@ -431,6 +431,9 @@ func TestRoutes(t *testing.T) {
 		"GET /tinyid/id/nextId", "POST /tinyid/id/nextId", "GET /tinyid/id/nextIdSimple", "POST /tinyid/id/nextIdSimple",
 		"POST /v1/leases", "POST /v1/leases/:datacenter/:worker/heartbeat", "POST /v1/leases/:datacenter/:worker/release",
 		"GET /v1/leases/layout",
+		"GET /v1/sequences", "POST /v1/sequences", "GET /v1/sequences/:name", "GET /v1/sequences/:name/ledger",
+		"GET /v1/sequences/:name/ledger.csv", "POST /v1/sequences/:name/reservations",
+		"POST /v1/sequences/:name/reservations/:id/confirm", "POST /v1/sequences/:name/reservations/:id/void",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("Routes():\ngot  %q\nwant %q", got, want)

@@ -106,6 +106,9 @@ type Config struct {
 	Space SpaceReporter
 	// Tracing, when its Tracer is set, traces requests.
 	Tracing Tracing
+	// Sequences serves /v1/sequences (sequences.go); nil answers 404
+	// there: the store keeps no sequences.
+	Sequences *idgen.Sequences
 	// PublicStatusDetails shows every caller of /readyz the lease holder
 	// and fencing version, not only the admin scope (package probe).
 	PublicStatusDetails bool
@@ -123,7 +126,8 @@ type Route struct {
 type Server struct {
 	svc           *idgen.Service
 	auth          *idgen.Authorizer
-	leases        *idgen.Broker // nil: the lease API is off
+	leases        *idgen.Broker    // nil: the lease API is off
+	seqs          *idgen.Sequences // nil: the store keeps no sequences
 	lease         LeaseReporter
 	segments      SegmentReporter
 	admin         AdminStore
@@ -157,6 +161,7 @@ func New(cfg Config) (*Server, error) {
 		svc:           cfg.Service,
 		auth:          cfg.Auth,
 		leases:        cfg.Leases,
+		seqs:          cfg.Sequences,
 		lease:         cfg.Lease,
 		segments:      cfg.Segments,
 		admin:         cfg.Admin,
@@ -219,6 +224,7 @@ func New(cfg Config) (*Server, error) {
 	s.add(g.DELETE, "/namespaces/:name", s.handleAdminDeleteNamespace)
 
 	s.addLeaseRoutes(e)
+	s.addSequenceRoutes(e)
 	s.addCompatRoutes(e)
 
 	if s.tracing.Tracer != nil {

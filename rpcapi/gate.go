@@ -102,7 +102,7 @@ func (d *cappedGzip) Close() error { return d.zr.Close() }
 // callers cannot grow the label set).
 func procedures() map[string]bool {
 	out := make(map[string]bool)
-	for _, name := range []string{idgenv1connect.IdServiceName, idgenv1connect.LeaseServiceName} {
+	for _, name := range []string{idgenv1connect.IdServiceName, idgenv1connect.LeaseServiceName, idgenv1connect.SequenceServiceName} {
 		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(name))
 		sd, ok := d.(protoreflect.ServiceDescriptor)
 		if err != nil || !ok {

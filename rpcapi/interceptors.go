@@ -33,6 +33,8 @@ func scopeOf(procedure string) (idgen.Scopes, bool) {
 		return idgen.ScopeIDs, true
 	case strings.HasPrefix(procedure, "/"+idgenv1connect.LeaseServiceName+"/"):
 		return idgen.ScopeLeases, true
+	case strings.HasPrefix(procedure, "/"+idgenv1connect.SequenceServiceName+"/"):
+		return sequenceScope(procedure), true
 	}
 	return 0, false
 }

@@ -52,6 +52,9 @@ type Config struct {
 	// Leases runs LeaseService's calls; nil, or a broker that is not On,
 	// leaves LeaseService off (NOT_FOUND).
 	Leases *idgen.Broker
+	// Sequences serves SequenceService (sequences.go); nil answers
+	// NOT_FOUND there: the store keeps no sequences.
+	Sequences *idgen.Sequences
 	// Ready, when not nil, decides the health status of IdService (and of
 	// the whole server, service ""): the node's keeper.
 	Ready ReadyChecker
@@ -71,7 +74,8 @@ type Config struct {
 type Server struct {
 	svc         *idgen.Service
 	auth        *idgen.Authorizer
-	leases      *idgen.Broker // nil: LeaseService is off
+	leases      *idgen.Broker    // nil: LeaseService is off
+	seqs        *idgen.Sequences // nil: SequenceService answers NOT_FOUND
 	ready       ReadyChecker
 	sendTimeout time.Duration
 	layout      snowflake.Layout
@@ -108,6 +112,7 @@ func New(cfg Config) (*Server, error) {
 		svc:         cfg.Service,
 		auth:        cfg.Auth,
 		leases:      cfg.Leases,
+		seqs:        cfg.Sequences,
 		ready:       cfg.Ready,
 		sendTimeout: cfg.StreamSendTimeout,
 		layout:      cfg.Service.Layout(),
@@ -139,6 +144,7 @@ func New(cfg Config) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle(idgenv1connect.NewIdServiceHandler(idService{s}, opts))
 	mux.Handle(idgenv1connect.NewLeaseServiceHandler(leaseService{s}, opts))
+	mux.Handle(idgenv1connect.NewSequenceServiceHandler(sequenceService{s}, opts))
 	mux.Handle(grpchealth.NewHandler(healthChecker{s}, open))
 	reflector := grpcreflect.NewStaticReflector(Services()...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, open))
@@ -156,6 +162,7 @@ func Services() []string {
 	return []string{
 		idgenv1connect.IdServiceName,
 		idgenv1connect.LeaseServiceName,
+		idgenv1connect.SequenceServiceName,
 		grpchealth.HealthV1ServiceName,
 	}
 }
@@ -167,6 +174,7 @@ func rpcPrefixes() []string {
 	return []string{
 		"/" + idgenv1connect.IdServiceName + "/",
 		"/" + idgenv1connect.LeaseServiceName + "/",
+		"/" + idgenv1connect.SequenceServiceName + "/",
 		"/" + grpchealth.HealthV1ServiceName + "/",
 		"/grpc.reflection.v1.ServerReflection/",
 		"/grpc.reflection.v1alpha.ServerReflection/",

@@ -115,6 +115,8 @@ type Store struct {
 	// through one store go one at a time instead of failing each other's
 	// compares, each starting from the record the last one left.
 	fetches sync.Map
+
+	seqs sequenceState // sequence.go
 }
 
 // Open connects to the etcd cluster dsn names (see the package

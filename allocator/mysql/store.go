@@ -24,6 +24,7 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/dburl"
+	"github.com/idgen-project/idgen/internal/seqsql"
 	"github.com/idgen-project/idgen/internal/sqlstore"
 	"github.com/idgen-project/idgen/internal/sqltx"
 	"github.com/idgen-project/idgen/migrations"
@@ -74,6 +75,7 @@ type Store struct {
 	// pruneBatch is how many events one statement of PruneLeaseEvents
 	// deletes.
 	pruneBatch int
+	seq        *seqsql.Store // Sequences
 }
 
 // Open connects to the MySQL or MariaDB database named by dsn, a URL such as
@@ -116,7 +118,9 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	tx := sqltx.New(sqltx.DB(db, &sql.TxOptions{Isolation: sql.LevelSerializable}),
 		sqltx.Settings{Name: "mysql", Retryable: retryable})
-	return &Store{db: db, connector: connector, dsn: safe, tx: tx, pruneBatch: defaultPruneBatch}, nil
+	st := &Store{db: db, connector: connector, dsn: safe, tx: tx, pruneBatch: defaultPruneBatch}
+	st.seq = st.newSequences()
+	return st, nil
 }
 
 // connect opens a pool on the database named by dsn, lets setup size it,

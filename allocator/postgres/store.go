@@ -20,6 +20,7 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/dburl"
+	"github.com/idgen-project/idgen/internal/seqsql"
 	"github.com/idgen-project/idgen/internal/sqltx"
 	"github.com/idgen-project/idgen/migrations"
 )
@@ -37,6 +38,7 @@ type Store struct {
 	// pruneBatch is how many events one statement of PruneLeaseEvents
 	// deletes.
 	pruneBatch int
+	seq        *seqsql.Store // Sequences
 }
 
 // idleTxTimeoutParam is the session setting that ends a session left idle
@@ -87,7 +89,9 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		Commit:   func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) },
 		Rollback: func(ctx context.Context, tx pgx.Tx) error { return tx.Rollback(ctx) },
 	}, sqltx.Settings{Name: "postgres", Retryable: retryable})
-	return &Store{pool: pool, dsn: safe, tx: tx, pruneBatch: defaultPruneBatch}, nil
+	st := &Store{pool: pool, dsn: safe, tx: tx, pruneBatch: defaultPruneBatch}
+	st.seq = st.newSequences()
+	return st, nil
 }
 
 // dsnError is the error of a DSN pgx cannot parse; safe is the DSN without

@@ -25,6 +25,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/seqsql"
 	"github.com/idgen-project/idgen/internal/sqlstore"
 	"github.com/idgen-project/idgen/internal/sqltx"
 	"github.com/idgen-project/idgen/migrations"
@@ -52,6 +53,7 @@ type Store struct {
 	// pruneBatch is how many events one statement of PruneLeaseEvents
 	// deletes.
 	pruneBatch int
+	seq        *seqsql.Store // Sequences
 }
 
 // Open opens (and creates when missing) the SQLite database file named by
@@ -78,7 +80,9 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	// begins and waits busy_timeout for it: no statement fails later on a
 	// conflict, so no error is worth another try.
 	tx := sqltx.New(sqltx.DB(db, nil), sqltx.Settings{Name: "sqlite"})
-	return &Store{db: db, driverDSN: driverDSN, tx: tx, pruneBatch: defaultPruneBatch}, nil
+	st := &Store{db: db, driverDSN: driverDSN, tx: tx, pruneBatch: defaultPruneBatch}
+	st.seq = st.newSequences()
+	return st, nil
 }
 
 // parseDSN returns the file name in a sqlite: DSN.

@@ -353,6 +353,7 @@ func TestBinaryDSNNotEncoded(t *testing.T) {
 		{"namespaces", "create", "orders"},
 		{"namespaces", "delete", "orders"},
 		{"namespaces", "import", "leaf", "--from", good},
+		{"sequences", "list"},
 	}
 	for _, dsn := range bad {
 		var runs [][]string

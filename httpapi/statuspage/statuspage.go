@@ -86,6 +86,9 @@ type Config struct {
 	// Space, when not nil, is the sample of the database's space and
 	// alarms (etcd): the node's *probe.Space.
 	Space SpaceReporter
+	// Sequences, when not nil, are the store's sequences, shown with their
+	// current period, last number and open reservations (sequences.go).
+	Sequences SequenceReader
 }
 
 // SpaceReporter gives the latest sample of the database's space and
@@ -161,6 +164,9 @@ type view struct {
 	LeasesError                        string
 	Namespaces                         []namespaceRow
 	NamespacesError                    string
+	HasSequences                       bool
+	Sequences                          []sequenceRow
+	SequencesError                     string
 }
 
 type leaseRow struct {
@@ -251,6 +257,13 @@ func (p *Page) Serve(w http.ResponseWriter, r *http.Request) error {
 			row.Fetches, row.FetchErrors, row.FallbackIDs = b.Fetches, b.FetchErrors, b.FallbackIDs
 		}
 		v.Namespaces = append(v.Namespaces, row)
+	}
+	if p.cfg.Sequences != nil && aud.Details {
+		v.HasSequences = true
+		v.Sequences, err = p.sequenceRows(ctx)
+		if err != nil {
+			v.SequencesError = probe.StoreFailure(err, aud)
+		}
 	}
 	var space *probe.SpaceReport
 	if p.cfg.Space != nil {

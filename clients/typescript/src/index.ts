@@ -26,3 +26,5 @@ export { RevisionTracker } from "./revision.js";
 export { errorInfoDetail, idgenErrorInfo, retryInfoDelayMs, retryInfoDetail, type ErrorInfo } from "./details.js";
 export * as idsProto from "./gen/idgen/v1/ids_pb.js";
 export * as leaseProto from "./gen/idgen/v1/lease_pb.js";
+export { SequenceClient, type Reservation, type SequenceClientOptions } from "./sequences.js";
+export * as sequenceProto from "./gen/idgen/v1/sequence_pb.js";

@@ -1,0 +1,17 @@
+package etcd
+
+import (
+	"testing"
+
+	"github.com/idgen-project/idgen/allocator/storetest"
+)
+
+func TestSequences(t *testing.T) {
+	storetest.RunSequences(t, func(t *testing.T) storetest.SequenceStore {
+		s := openTest(t)
+		return struct {
+			etcdSequences
+			*Store
+		}{etcdSequences{s}, s}
+	})
+}

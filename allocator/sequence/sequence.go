@@ -1,0 +1,217 @@
+// Package sequence is idgen's model of business numbers: sequences whose
+// numbers are formatted ("INV-2026-000123"), restart every year, month or
+// day in a named time zone, and are each accounted for in a ledger.
+//
+// A caller reserves N numbers of a sequence and gets them formatted and as
+// integers, with a reservation ID and an expiry; it then confirms them
+// (they were used) or voids them. A reservation neither confirmed nor
+// voided before its expiry is expired. A store (Store) writes one ledger
+// row per number in the same transaction that advances the period's
+// counter, so within a period the ledger holds every number from the start
+// value to the last one issued, each exactly once, whatever crashes.
+//
+// The period a number belongs to is decided by the store's time (the
+// database's now()), never by a node's clock: the store reads its time in
+// the transaction that advances the counter and passes it to
+// Sequence.PeriodAt.
+//
+// Service is what a node runs over a Store: it combines the concurrent
+// reservations of one sequence into one store round trip.
+package sequence
+
+import (
+	"errors"
+	"fmt"
+	"time"
+	_ "time/tzdata" // IANA zones even on hosts without /usr/share/zoneinfo
+
+	"github.com/idgen-project/idgen/allocator"
+)
+
+// Errors of the package and of every Store. Stores wrap them with %w.
+var (
+	// ErrInvalid is a malformed sequence, count, state or ledger query.
+	ErrInvalid = errors.New("invalid sequence request")
+	// ErrNotFound is a sequence that does not exist.
+	ErrNotFound = errors.New("sequence not found")
+	// ErrExists is a sequence created under a name in use.
+	ErrExists = errors.New("sequence already exists")
+	// ErrReservationNotFound is a reservation ID the sequence does not know.
+	ErrReservationNotFound = errors.New("reservation not found")
+	// ErrNotYours is a confirmation or void of a reservation by a caller
+	// other than the one that made it.
+	ErrNotYours = errors.New("reservation made by another caller")
+	// ErrExpired is a confirmation or void of a reservation past its expiry.
+	ErrExpired = errors.New("reservation expired")
+	// ErrSettled is a confirmation or void of a reservation already
+	// confirmed or voided.
+	ErrSettled = errors.New("reservation already settled")
+	// ErrPeriodExhausted is a reservation that would take the period's
+	// counter past the largest number the format's counter width shows.
+	ErrPeriodExhausted = errors.New("period exhausted: the counter would pass the width of the format")
+)
+
+// Reset is how often a sequence's counter restarts at its start value.
+type Reset string
+
+// The resets.
+const (
+	ResetNone    Reset = "none"
+	ResetYearly  Reset = "yearly"
+	ResetMonthly Reset = "monthly"
+	ResetDaily   Reset = "daily"
+)
+
+// Defaults and limits of a Sequence.
+const (
+	DefaultStart = 1
+	DefaultTTL   = 5 * time.Minute
+	MinTTL       = time.Second
+	MaxTTL       = 24 * time.Hour
+	// MaxDescriptionLen bounds a description, in bytes.
+	MaxDescriptionLen = 256
+	// NoPeriod is the period of every number of a sequence that never
+	// resets.
+	NoPeriod = "all"
+)
+
+// Sequence is a sequence's settings. Fields left zero take the defaults
+// (Normalize).
+type Sequence struct {
+	// Name follows the rule of namespace names (allocator.ValidNamespace).
+	Name string
+	// Format is the text ParseFormat parses, e.g. "INV-{yyyy}-{seq:06}".
+	Format string
+	// Reset is when the counter restarts; "" is ResetNone.
+	Reset Reset
+	// Zone is the IANA time zone the periods and the date fields are read
+	// in, e.g. "Europe/Berlin"; "" is "UTC".
+	Zone string
+	// Start is the first number of each period; 0 means DefaultStart (use
+	// StartZero for a sequence that starts at 0).
+	Start int64
+	// StartZero makes 0 the first number of each period.
+	StartZero bool
+	// TTL is how long a reservation may wait for its confirmation or void;
+	// 0 means DefaultTTL.
+	TTL time.Duration
+	// Description is free text for operators.
+	Description string
+	// CreatedAt is set by the store.
+	CreatedAt time.Time
+}
+
+// Normalize returns s with its defaults filled in.
+func (s Sequence) Normalize() Sequence {
+	if s.Reset == "" {
+		s.Reset = ResetNone
+	}
+	if s.Zone == "" {
+		s.Zone = "UTC"
+	}
+	if s.Start == 0 && !s.StartZero {
+		s.Start = DefaultStart
+	}
+	s.StartZero = s.Start == 0
+	if s.TTL == 0 {
+		s.TTL = DefaultTTL
+	}
+	return s
+}
+
+// Compiled is a valid sequence ready to number: its format parsed and its
+// zone loaded.
+type Compiled struct {
+	Sequence
+	format Format
+	loc    *time.Location
+}
+
+// Compile validates s (after Normalize) and returns it compiled. Its
+// errors wrap ErrInvalid (or allocator.ErrInvalidNamespace for the name)
+// and say what to change.
+func (s Sequence) Compile() (*Compiled, error) {
+	s = s.Normalize()
+	if err := allocator.ValidNamespace(s.Name); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	f, err := ParseFormat(s.Format)
+	if err != nil {
+		return nil, err
+	}
+	loc, err := loadZone(s.Zone)
+	if err != nil {
+		return nil, err
+	}
+	switch s.Reset {
+	case ResetNone:
+	case ResetYearly:
+		if !f.year {
+			return nil, fmt.Errorf("%w: a sequence reset yearly needs the year in its format ({yyyy} or {yy}), or its numbers would repeat from one year to the next", ErrInvalid)
+		}
+	case ResetMonthly:
+		if !f.year || !f.month {
+			return nil, fmt.Errorf("%w: a sequence reset monthly needs the year and month in its format ({yyyy}{MM}), or its numbers would repeat", ErrInvalid)
+		}
+	case ResetDaily:
+		if !f.year || !f.month || !f.day {
+			return nil, fmt.Errorf("%w: a sequence reset daily needs the year, month and day in its format ({yyyyMMdd}), or its numbers would repeat", ErrInvalid)
+		}
+	default:
+		return nil, fmt.Errorf("%w: unknown reset %q: want none, yearly, monthly or daily", ErrInvalid, s.Reset)
+	}
+	switch {
+	case s.Start < 0:
+		return nil, fmt.Errorf("%w: start %d is negative", ErrInvalid, s.Start)
+	case s.Start > f.MaxNumber():
+		return nil, fmt.Errorf("%w: start %d does not fit the counter's %d digits", ErrInvalid, s.Start, f.width)
+	case s.TTL < MinTTL || s.TTL > MaxTTL:
+		return nil, fmt.Errorf("%w: ttl %v: want %v to %v", ErrInvalid, s.TTL, MinTTL, MaxTTL)
+	case len(s.Description) > MaxDescriptionLen:
+		return nil, fmt.Errorf("%w: description is %d bytes long, at most %d allowed", ErrInvalid, len(s.Description), MaxDescriptionLen)
+	}
+	if s.TTL%time.Millisecond != 0 {
+		return nil, fmt.Errorf("%w: ttl %v: want whole milliseconds", ErrInvalid, s.TTL)
+	}
+	return &Compiled{Sequence: s, format: f, loc: loc}, nil
+}
+
+// loadZone loads the IANA zone name. "Local" is refused: it is the node's
+// zone, and two nodes would disagree.
+func loadZone(name string) (*time.Location, error) {
+	if name == "Local" {
+		return nil, fmt.Errorf("%w: time zone \"Local\" is the node's own; name an IANA zone such as Europe/Berlin", ErrInvalid)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: unknown time zone %q: name an IANA zone such as Europe/Berlin or UTC", ErrInvalid, name)
+	}
+	return loc, nil
+}
+
+// Location returns the sequence's time zone.
+func (c *Compiled) Location() *time.Location { return c.loc }
+
+// MaxNumber returns the largest number the sequence issues in a period.
+func (c *Compiled) MaxNumber() int64 { return c.format.MaxNumber() }
+
+// PeriodAt returns the period that store time t falls in, read in the
+// sequence's zone: "2026" (yearly), "2026-11" (monthly), "2026-11-27"
+// (daily) or NoPeriod.
+func (c *Compiled) PeriodAt(t time.Time) string {
+	lt := t.In(c.loc)
+	switch c.Reset {
+	case ResetYearly:
+		return lt.Format("2006")
+	case ResetMonthly:
+		return lt.Format("2006-01")
+	case ResetDaily:
+		return lt.Format("2006-01-02")
+	}
+	return NoPeriod
+}
+
+// Write returns number n as the sequence writes it at store time t.
+func (c *Compiled) Write(t time.Time, n int64) string {
+	return c.format.Write(t.In(c.loc), n)
+}

@@ -1,0 +1,238 @@
+package sequence
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of Settings.
+const (
+	// DefaultMaxCount is the largest reservation when Settings.MaxCount
+	// is zero.
+	DefaultMaxCount = 1000
+	// DefaultMaxBatch is how many numbers one store round trip reserves at
+	// most when Settings.MaxBatch is zero.
+	DefaultMaxBatch = 10000
+	// DefaultMaxRequests is how many callers one store round trip serves
+	// at most when Settings.MaxRequests is zero.
+	DefaultMaxRequests = 100
+	// DefaultStoreTimeout bounds one store round trip when
+	// Settings.StoreTimeout is zero.
+	DefaultStoreTimeout = 10 * time.Second
+)
+
+// Settings configure a Service; zero fields mean the defaults.
+type Settings struct {
+	// MaxCount is the cap of one reservation's count.
+	MaxCount int
+	// MaxBatch is the most numbers one store round trip reserves for the
+	// callers it combines; at least MaxCount.
+	MaxBatch int
+	// MaxRequests is the most reservations one store round trip makes;
+	// 0 means DefaultMaxRequests (the etcd store takes at most 100 in
+	// one transaction).
+	MaxRequests int
+	// StoreTimeout bounds one store round trip. It runs on for the callers
+	// it combines even when the caller that sent it gives up.
+	StoreTimeout time.Duration
+	// NewID makes reservation IDs; nil is 128 random bits in base32
+	// (crypto/rand.Text).
+	NewID func() string
+}
+
+// Service is what a node runs over a Store: it validates reservations and
+// combines the concurrent ones of one sequence into one store round trip.
+// Callers that arrive while a round trip of the sequence is out queue; the
+// next round trip takes them all (up to MaxBatch numbers), in arrival
+// order, so that an earlier caller gets lower numbers. Within a period
+// numbers then strictly increase across the cluster: the store advances
+// the period's counter under its row lock, one transaction after another.
+// It is safe for concurrent use and starts no goroutine: the first caller
+// of a round trip runs it, and hands the next one to the first caller
+// still queued.
+type Service struct {
+	store      Store
+	maxCount   int
+	maxBatch   int
+	maxReqs    int
+	timeout    time.Duration
+	newID      func() string
+	roundTrips atomic.Int64
+
+	mu     sync.Mutex
+	queues map[string]*queue // sequences with a round trip out
+}
+
+// queue is one sequence's callers waiting for a round trip.
+type queue struct {
+	pending []*waiter
+}
+
+// waiter is one caller's reservation on its way.
+type waiter struct {
+	req  Request
+	res  Reservation
+	err  error
+	done chan struct{} // closed when res or err is set
+	lead chan struct{} // closed when the waiter is to run the next round trip
+}
+
+// NewService returns a Service over store.
+func NewService(store Store, s Settings) *Service {
+	svc := &Service{store: store, maxCount: s.MaxCount, maxBatch: s.MaxBatch, timeout: s.StoreTimeout, newID: s.NewID, queues: map[string]*queue{}}
+	if svc.maxCount <= 0 {
+		svc.maxCount = DefaultMaxCount
+	}
+	svc.maxBatch = max(svc.maxBatch, svc.maxCount)
+	if s.MaxBatch <= 0 {
+		svc.maxBatch = max(DefaultMaxBatch, svc.maxCount)
+	}
+	if svc.maxReqs = s.MaxRequests; svc.maxReqs <= 0 {
+		svc.maxReqs = DefaultMaxRequests
+	}
+	if svc.timeout <= 0 {
+		svc.timeout = DefaultStoreTimeout
+	}
+	if svc.newID == nil {
+		svc.newID = rand.Text
+	}
+	return svc
+}
+
+// Store returns the store the service runs over.
+func (s *Service) Store() Store { return s.store }
+
+// MaxCount returns the cap of one reservation's count.
+func (s *Service) MaxCount() int { return s.maxCount }
+
+// RoundTrips returns how many store round trips Reserve has made.
+func (s *Service) RoundTrips() int64 { return s.roundTrips.Load() }
+
+// Reserve reserves count numbers of sequence name for caller, recording
+// requestID in the ledger. A count below 1 or above MaxCount is refused
+// (ErrInvalid) before anything is reserved. When ctx ends while the caller
+// still queues, nothing is reserved for it; once its round trip is out,
+// Reserve waits for it: its numbers are in the ledger whatever happens,
+// and expire unless confirmed.
+func (s *Service) Reserve(ctx context.Context, name string, count int, caller, requestID string) (Reservation, error) {
+	if count < 1 || count > s.maxCount {
+		return Reservation{}, fmt.Errorf("%w: count %d: want 1 to %d", ErrInvalid, count, s.maxCount)
+	}
+	w := &waiter{
+		req:  Request{ID: s.newID(), Count: count, Caller: caller, RequestID: requestID},
+		done: make(chan struct{}),
+		lead: make(chan struct{}),
+	}
+	s.mu.Lock()
+	q, running := s.queues[name]
+	if !running {
+		q = &queue{}
+		s.queues[name] = q
+	}
+	q.pending = append(q.pending, w)
+	s.mu.Unlock()
+	if running {
+		select {
+		case <-w.done:
+			return w.res, w.err
+		case <-w.lead:
+		case <-ctx.Done():
+			if s.leave(q, w) {
+				return Reservation{}, fmt.Errorf("reserve on sequence %q: %w", name, ctx.Err())
+			}
+			select { // out in a round trip, or handed the next one
+			case <-w.done:
+				return w.res, w.err
+			case <-w.lead:
+			}
+		}
+	}
+	s.roundTrip(ctx, name, q)
+	<-w.done
+	return w.res, w.err
+}
+
+// leave takes w out of q if it still queues and was not handed the next
+// round trip, and reports whether it did.
+func (s *Service) leave(q *queue, w *waiter) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-w.lead:
+		return false
+	default:
+	}
+	i := slices.Index(q.pending, w)
+	if i < 0 {
+		return false
+	}
+	q.pending = slices.Delete(q.pending, i, i+1)
+	return true
+}
+
+// roundTrip takes the callers queued on q, from the first, up to maxBatch
+// numbers and maxReqs callers, reserves them in one store call, and hands the next round trip
+// to the first caller left, or ends the queue.
+func (s *Service) roundTrip(ctx context.Context, name string, q *queue) {
+	s.mu.Lock()
+	n, total := 0, 0
+	for n < len(q.pending) && n < s.maxReqs && (n == 0 || total+q.pending[n].req.Count <= s.maxBatch) {
+		total += q.pending[n].req.Count
+		n++
+	}
+	batch := slices.Clone(q.pending[:n])
+	q.pending = slices.Delete(q.pending, 0, n)
+	s.mu.Unlock()
+
+	reqs := make([]Request, len(batch))
+	for i, w := range batch {
+		reqs[i] = w.req
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+	res, err := s.store.Reserve(sctx, name, reqs)
+	cancel()
+	s.roundTrips.Add(1)
+	if err == nil && len(res) != len(reqs) {
+		err = fmt.Errorf("reserve on sequence %q: the store answered %d reservations for %d", name, len(res), len(reqs))
+	}
+	for i, w := range batch {
+		if err != nil {
+			w.err = err
+		} else {
+			w.res = res[i]
+		}
+		close(w.done)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(q.pending) > 0 {
+		close(q.pending[0].lead)
+		return
+	}
+	delete(s.queues, name)
+}
+
+// Create creates seq (validated first: nothing is written for an invalid
+// one).
+func (s *Service) Create(ctx context.Context, seq Sequence) (Sequence, error) {
+	if _, err := seq.Compile(); err != nil {
+		return Sequence{}, err
+	}
+	return s.store.CreateSequence(ctx, seq)
+}
+
+// Confirm confirms reservation id of sequence name for caller.
+func (s *Service) Confirm(ctx context.Context, name, id, caller string) (Reservation, error) {
+	return s.store.Settle(ctx, name, id, caller, Confirmed)
+}
+
+// Void voids reservation id of sequence name for caller.
+func (s *Service) Void(ctx context.Context, name, id, caller string) (Reservation, error) {
+	return s.store.Settle(ctx, name, id, caller, Voided)
+}
