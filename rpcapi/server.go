@@ -23,6 +23,7 @@ import (
 	"connectrpc.com/grpcreflect"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
 
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/proto/idgen/v1/idgenv1connect"
@@ -77,6 +78,12 @@ type Server struct {
 	layout      snowflake.Layout
 	log         *slog.Logger
 	metrics     *metrics
+	tracing     tracingInterceptor // tracer nil: no tracing
+
+	native   *grpc.Server // serves the gRPC connections of split
+	splitMu  sync.Mutex
+	split    *splitter // nil until Listen
+	shutdown bool      // Shutdown was called
 
 	mux        *http.ServeMux
 	gate       http.Handler
@@ -132,7 +139,8 @@ func New(cfg Config) (*Server, error) {
 	// past the gate (which counts its own) is counted too.
 	interceptors := []connect.Interceptor{s.metrics, s.lifecycle()}
 	if cfg.Tracer != nil {
-		interceptors = append(interceptors, tracingInterceptor{tracer: cfg.Tracer, prop: propagation.TraceContext{}})
+		s.tracing = tracingInterceptor{tracer: cfg.Tracer, prop: propagation.TraceContext{}}
+		interceptors = append(interceptors, s.tracing)
 	}
 	opts := handlerOptions(interceptors...)
 	open := handlerOptions(s.metrics)
@@ -147,6 +155,7 @@ func New(cfg Config) (*Server, error) {
 	s.errors = connect.NewErrorWriter(open)
 	s.procedures = procedures()
 	s.gate = http.HandlerFunc(s.serveGate)
+	s.native = s.newNative()
 	return s, nil
 }
 
