@@ -497,6 +497,8 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		Ready:   keeper,
 		Logger:  a.log,
 		Tracer:  tracingCfg.Tracer,
+		// As the HTTP server bounds the reading of a request.
+		ReadTimeout: httpapi.ReadTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("grpc api: %w", err)

@@ -3,23 +3,25 @@ package rpcapi
 import (
 	"context"
 	"errors"
-	"net"
 	"runtime"
 	"sync"
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	_ "google.golang.org/grpc/encoding/gzip" // gzip requests and answers, as connect serves them
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/reflection"
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	grpcstatus "google.golang.org/grpc/status"
-	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/idgen-project/idgen"
@@ -49,6 +51,13 @@ func (s *Server) newNative() *grpc.Server {
 		// Calls run on reused goroutines, whose stacks have grown, rather
 		// than a new goroutine each.
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
+		// As net/http's HTTP/2 server, which served these calls before:
+		// at most 250 streams at a time on a connection, and a client's
+		// keepalive pings welcome (grpc-go's default ends a connection
+		// pinged more often than every 5 minutes).
+		grpc.MaxConcurrentStreams(250),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
+		grpc.InTapHandle(s.tap),
 		grpc.UnaryInterceptor(s.nativeUnary),
 		grpc.StreamInterceptor(s.nativeStream),
 	)
@@ -106,97 +115,133 @@ func codeOf(err error) connect.Code {
 	return connect.CodeUnknown
 }
 
-// nativeCall is the part of a native call the interceptors share.
-type nativeCall struct {
+// mdRequestID is idgen.HeaderRequestID as a metadata key.
+const mdRequestID = "x-request-id"
+
+// admitted is what tap puts in the context of a call of idgen's
+// services it let in.
+type admitted struct {
 	procedure string
 	start     time.Time
+	requestID string
+	caller    idgen.Caller
+	call      *call
 	span      func(error)
 }
 
-// enter admits a native call of procedure, needing scope, as the gate and
-// the connect interceptors do: the request ID, the token, Drain, then the
-// span. On an error the call was refused (and counted).
-func (s *Server) enter(ctx context.Context, procedure string, scope idgen.Scopes, c *call) (context.Context, nativeCall, error) {
-	nc := nativeCall{procedure: procedure, start: time.Now()}
-	md, _ := metadata.FromIncomingContext(ctx)
-	requestID := idgen.RequestID(md.Get(idgen.HeaderRequestID))
-	_ = grpc.SetHeader(ctx, metadata.Pairs(idgen.HeaderRequestID, requestID))
-	var caller idgen.Caller
+type admittedKey struct{}
+
+// tap admits a call of idgen's services as the gate does, from its headers
+// alone, before grpc-go reads a byte of its request: the token, Drain, the
+// request ID. A refusal is counted and answered at once (without the
+// X-Request-Id header: grpc-go answers it without headers of the
+// server's). The call's context gets a cancel of its own, which its
+// deadlines use (ctxWatch): the request must come within
+// Config.ReadTimeout.
+func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	scope, ok := scopeOf(info.FullMethodName)
+	if !ok { // health, reflection: open, as /healthz is
+		return ctx, nil
+	}
+	a := &admitted{procedure: info.FullMethodName, start: time.Now()}
+	// The keys are in lower case, as grpc-go keeps them.
+	a.requestID = idgen.RequestID(info.Header[mdRequestID])
 	var err error
 	if s.draining() {
 		err = errShuttingDown()
-	} else if caller, err = s.auth.Authorize(md.Get("authorization"), scope); err != nil {
+	} else if a.caller, err = s.auth.Authorize(info.Header["authorization"], scope); err != nil {
 		err = s.errorOf(ctx, err, "")
-	} else if !s.begin() {
+	}
+	if err != nil {
+		s.metrics.done(a.procedure, a.start, err)
+		return ctx, grpcError(ctx, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w := &ctxWatch{cancel: cancel, reading: true}
+	_ = w.SetReadDeadline(a.start.Add(s.readTimeout))
+	a.call = &call{rc: w}
+	return context.WithValue(ctx, admittedKey{}, a), nil
+}
+
+// enter lets in a call tap admitted: Drain, then the span. On an error the
+// call was refused (and counted).
+func (s *Server) enter(ctx context.Context, stream bool) (context.Context, *admitted, error) {
+	a, _ := ctx.Value(admittedKey{}).(*admitted)
+	if a == nil { // tap runs for every call of idgen's services
+		return ctx, nil, grpcstatus.Error(codes.Internal, "rpcapi: a call not admitted")
+	}
+	_ = grpc.SetHeader(ctx, metadata.MD{mdRequestID: {a.requestID}})
+	c := a.call
+	var err error
+	if !s.begin() {
 		err = errShuttingDown()
-	} else if c != nil && !s.track(c) {
+	} else if stream && !s.track(c) {
 		s.end()
 		err = errShuttingDown()
 	}
 	if err != nil {
-		s.metrics.done(procedure, nc.start, err)
-		return ctx, nc, grpcError(ctx, err)
+		c.stopWatch()
+		s.metrics.done(a.procedure, a.start, err)
+		return ctx, a, grpcError(ctx, err)
 	}
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		caller.Address = p.Addr.String()
+		a.caller.Address = p.Addr.String()
 	}
-	caller.RequestID = requestID
-	ctx = context.WithValue(ctx, callInfoKey{}, callInfo{caller: caller, call: c})
+	a.caller.RequestID = a.requestID
+	ctx = context.WithValue(ctx, callInfoKey{}, callInfo{caller: a.caller, call: c})
 	if s.tracing.tracer != nil {
+		md, _ := metadata.FromIncomingContext(ctx)
 		var span trace.Span
-		ctx, span = s.tracing.start(ctx, procedure, mdCarrier(md))
-		nc.span = func(err error) { end(span, err) }
+		ctx, span = s.tracing.start(ctx, a.procedure, mdCarrier(md))
+		a.span = func(err error) { end(span, err) }
 	}
-	return ctx, nc, nil
+	return ctx, a, nil
 }
 
 // leave ends a call enter let in.
-func (s *Server) leave(ctx context.Context, nc nativeCall, c *call, err error) error {
-	if nc.span != nil {
-		nc.span(err)
+func (s *Server) leave(ctx context.Context, a *admitted, stream bool, err error) error {
+	if a.span != nil {
+		a.span(err)
 	}
-	s.metrics.done(nc.procedure, nc.start, err)
-	if c != nil {
-		c.stopWatch()
-		s.untrack(c)
+	s.metrics.done(a.procedure, a.start, err)
+	a.call.stopWatch()
+	if stream {
+		s.untrack(a.call)
 	}
 	s.end()
 	return grpcError(ctx, err)
 }
 
 func (s *Server) nativeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	scope, ok := scopeOf(info.FullMethod)
-	if !ok { // health, reflection: open, as /healthz is
+	if _, ok := scopeOf(info.FullMethod); !ok {
 		resp, err := handler(ctx, req)
 		return resp, grpcError(ctx, err)
 	}
-	ctx, nc, err := s.enter(ctx, info.FullMethod, scope, nil)
+	ctx, a, err := s.enter(ctx, false)
 	if err != nil {
 		return nil, err
 	}
+	// grpc-go has read the request: a unary call has no deadline left.
+	a.call.stopWatch()
 	resp, err := handler(ctx, req)
-	return resp, s.leave(ctx, nc, nil, err)
+	return resp, s.leave(ctx, a, false, err)
 }
 
 func (s *Server) nativeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	ctx := ss.Context()
-	scope, ok := scopeOf(info.FullMethod)
-	if !ok {
+	if _, ok := scopeOf(info.FullMethod); !ok {
 		return grpcError(ctx, handler(srv, ss))
 	}
-	// The send deadlines of a stream (gate.go) close its connection: a
-	// send blocked on a caller that does not read cannot be ended
-	// otherwise.
-	c := &call{rc: s.sendWatch(ctx)}
-	c.body.done.Store(true) // grpc-go reads the request itself
-	ctx, nc, err := s.enter(ctx, info.FullMethod, scope, c)
+	// The request is read by the handler; StreamIds lifts the read
+	// deadline once it has it, and bounds its sends (gate.go).
+	ctx, a, err := s.enter(ctx, true)
 	if err != nil {
 		return err
 	}
 	s.metrics.streams.Inc()
 	err = handler(srv, &nativeStream{ServerStream: ss, ctx: ctx, sent: s.metrics.sent.WithLabelValues(info.FullMethod)})
 	s.metrics.streams.Dec()
-	return s.leave(ctx, nc, c, err)
+	return s.leave(ctx, a, true, err)
 }
 
 // nativeStream is a server stream with the context enter made, counting
@@ -237,67 +282,68 @@ func (c mdCarrier) Keys() []string {
 	return out
 }
 
-// sendWatch returns the deadlines of a native stream: a timer that
-// closes the stream's connection when a send has not finished by its write
-// deadline. Without a known connection (a grpc-go server not behind the
-// split), the deadlines do nothing.
-func (s *Server) sendWatch(ctx context.Context) deadliner {
-	p, ok := peer.FromContext(ctx)
-	s.splitMu.Lock()
-	sp := s.split
-	s.splitMu.Unlock()
-	if !ok || p.Addr == nil || sp == nil {
-		return noDeadlines{}
-	}
-	conn := sp.conn(p.Addr.String())
-	if conn == nil {
-		return noDeadlines{}
-	}
-	return &connWatch{conn: conn}
-}
-
 // deadliner bounds a call's reading and writing: an
-// *http.ResponseController, or a native stream's connWatch.
+// *http.ResponseController, or a native call's ctxWatch.
 type deadliner interface {
 	SetReadDeadline(time.Time) error
 	SetWriteDeadline(time.Time) error
 }
 
-type noDeadlines struct{}
+// ctxWatch ends a native call at its deadline by cancelling its stream's
+// context (tap made it the stream's own), which ends a wait for the request
+// and a send blocked on a caller that does not read, without touching the
+// connection's other calls. The read deadline holds until it is lifted
+// (the request is in); then the write deadline does.
+type ctxWatch struct {
+	cancel context.CancelFunc
 
-func (noDeadlines) SetReadDeadline(time.Time) error  { return nil }
-func (noDeadlines) SetWriteDeadline(time.Time) error { return nil }
-
-// connWatch closes conn at the write deadline. The request of a native
-// call is in before its handler runs, so there is no read deadline.
-type connWatch struct {
-	conn  net.Conn
-	mu    sync.Mutex
-	timer *time.Timer
+	mu      sync.Mutex
+	reading bool
+	timer   *time.Timer
 }
 
-func (w *connWatch) SetReadDeadline(time.Time) error { return nil }
-
-func (w *connWatch) SetWriteDeadline(t time.Time) error {
+func (w *ctxWatch) SetReadDeadline(t time.Time) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.reading {
+		return nil
+	}
+	if t.IsZero() {
+		w.reading = false
+	}
+	w.set(t)
+	return nil
+}
+
+func (w *ctxWatch) SetWriteDeadline(t time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.reading {
+		w.set(t)
+	}
+	return nil
+}
+
+// set moves the timer to t; zero stops it. w.mu is held.
+func (w *ctxWatch) set(t time.Time) {
 	switch {
 	case t.IsZero():
 		if w.timer != nil {
 			w.timer.Stop()
 		}
 	case w.timer == nil:
-		w.timer = time.AfterFunc(time.Until(t), func() { _ = w.conn.Close() })
+		w.timer = time.AfterFunc(time.Until(t), w.cancel)
 	default:
 		w.timer.Reset(time.Until(t))
 	}
-	return nil
 }
 
-// stopWatch stops the timer of a native stream's deadlines once it ends.
+// stopWatch lifts a native call's deadlines: its request is in (unary),
+// or it ends.
 func (c *call) stopWatch() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	_ = c.rc.SetReadDeadline(time.Time{})
 	_ = c.rc.SetWriteDeadline(time.Time{})
 }
 

@@ -65,7 +65,15 @@ type Config struct {
 	// that has not taken a message after this long loses the stream. 0
 	// means DefaultStreamSendTimeout.
 	StreamSendTimeout time.Duration
+	// ReadTimeout bounds how long a gRPC call served by grpc-go (Listen)
+	// may take to deliver its request, as the HTTP server's ReadTimeout
+	// bounds the others. 0 means DefaultReadTimeout.
+	ReadTimeout time.Duration
 }
+
+// DefaultReadTimeout is Config.ReadTimeout's default, the HTTP API's
+// (httpapi.ReadTimeout).
+const DefaultReadTimeout = 10 * time.Second
 
 // Server serves the gRPC API. Build it with New, serve Handler (or Mount),
 // and at shutdown call Drain, then Wait. It starts no goroutine of its own.
@@ -75,6 +83,7 @@ type Server struct {
 	leases      *idgen.Broker // nil: LeaseService is off
 	ready       ReadyChecker
 	sendTimeout time.Duration
+	readTimeout time.Duration
 	layout      snowflake.Layout
 	log         *slog.Logger
 	metrics     *metrics
@@ -122,6 +131,9 @@ func New(cfg Config) (*Server, error) {
 		drained:     make(chan struct{}),
 		idle:        make(chan struct{}),
 		inflight:    make(map[*call]struct{}),
+	}
+	if s.readTimeout = cfg.ReadTimeout; s.readTimeout <= 0 {
+		s.readTimeout = DefaultReadTimeout
 	}
 	if s.sendTimeout <= 0 {
 		s.sendTimeout = DefaultStreamSendTimeout

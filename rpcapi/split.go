@@ -73,7 +73,6 @@ func (s *Server) Listen(ln net.Listener, timeout time.Duration) net.Listener {
 		timeout:  timeout,
 		stopC:    make(chan struct{}),
 		sniffing: make(map[net.Conn]struct{}),
-		native:   make(map[string]net.Conn),
 	}
 	sp.httpLn = newChanListener(ln.Addr(), sp.close)
 	sp.grpcLn = newChanListener(ln.Addr(), nil)
@@ -90,10 +89,13 @@ func (s *Server) Listen(ln net.Listener, timeout time.Duration) net.Listener {
 }
 
 // Shutdown ends the gRPC connections Listen gave grpc-go: it stops taking
-// new ones, lets the calls under way end (after Drain, streams end at
-// once, one blocked on a caller that does not read after drainGrace) and
-// closes every connection once they have, or when ctx ends; then it waits
-// for the split's goroutines. Without Listen it does nothing.
+// new ones and lets the calls under way end (after Drain, streams end at
+// once, one blocked on a caller that does not read after drainGrace);
+// once they all have, it gives the answers drainGrace to reach their
+// callers and closes the connections still open (health and reflection
+// streams, callers that do not read). When ctx ends first, it closes every
+// connection and returns ctx's error. Then it waits for the split's
+// goroutines. Without Listen it does nothing.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.splitMu.Lock()
 	s.shutdown = true
@@ -112,6 +114,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	var err error
 	select {
 	case <-stopped:
+	case <-s.idle:
+		grace := time.NewTimer(drainGrace)
+		select {
+		case <-stopped:
+		case <-grace.C:
+			s.native.Stop()
+		case <-ctx.Done():
+			err = ctx.Err()
+			s.native.Stop()
+		}
+		grace.Stop()
 	case <-ctx.Done():
 		err = ctx.Err()
 		s.native.Stop()
@@ -133,7 +146,6 @@ type splitter struct {
 
 	mu       sync.Mutex
 	sniffing map[net.Conn]struct{} // connections not handed over yet
-	native   map[string]net.Conn   // grpc-go's connections, by remote address
 }
 
 // close closes the listener and ends the reading of the connections not
@@ -208,25 +220,7 @@ func (sp *splitter) route(c net.Conn) {
 		sp.httpLn.hand(rc)
 		return
 	}
-	key := c.RemoteAddr().String()
-	sp.mu.Lock()
-	sp.native[key] = c
-	sp.mu.Unlock()
-	rc.onClose = func() {
-		sp.mu.Lock()
-		defer sp.mu.Unlock()
-		if sp.native[key] == c {
-			delete(sp.native, key)
-		}
-	}
 	sp.grpcLn.hand(rc)
-}
-
-// conn returns grpc-go's connection from the remote address addr, or nil.
-func (sp *splitter) conn(addr string) net.Conn {
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	return sp.native[addr]
 }
 
 // sniff reads c up to the end of its first request's headers. It returns
@@ -350,9 +344,6 @@ type replayConn struct {
 	buf    []byte
 	tail   []byte
 	filter bool
-
-	closeOnce sync.Once
-	onClose   func()
 }
 
 func (c *replayConn) Read(p []byte) (int, error) {
@@ -403,15 +394,6 @@ func (c *replayConn) nextFrame() error {
 	}
 	c.buf = frame
 	return nil
-}
-
-func (c *replayConn) Close() error {
-	c.closeOnce.Do(func() {
-		if c.onClose != nil {
-			c.onClose()
-		}
-	})
-	return c.Conn.Close()
 }
 
 // chanListener is a net.Listener of the connections the split hands it.
