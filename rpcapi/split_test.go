@@ -2,6 +2,7 @@ package rpcapi_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -80,8 +81,8 @@ func serveSplit(t *testing.T, s *rpcapi.Server) splitServed {
 
 // TestSplit: on one port, a stock gRPC client's calls (unary, streaming,
 // health, reflection) are served by grpc-go, and gRPC-Web and the Connect
-// protocol, over HTTP/1.1 and h2c, by connect, as is gRPC over HTTP/1.1's
-// neighbour h2c when the connection starts with another protocol.
+// protocol, over HTTP/1.1 and h2c, by connect, as is a gRPC call on an h2c
+// connection that started with the Connect protocol.
 func TestSplit(t *testing.T) {
 	s := freeServer(t, rpcapi.Config{})
 	srv := serveSplit(t, s)
@@ -102,7 +103,7 @@ func TestSplit(t *testing.T) {
 	}
 	msgs := 0
 	for {
-		if _, err := st.Recv(); err == io.EOF {
+		if _, err := st.Recv(); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
 			t.Fatalf("grpc-go StreamIds: %v", err)
@@ -177,6 +178,23 @@ func TestSplit(t *testing.T) {
 			}
 		})
 	}
+	t.Run("grpc after connect on one h2c connection", func(t *testing.T) {
+		tr := &http.Transport{Protocols: &h2}
+		defer tr.CloseIdleConnections()
+		hc := &http.Client{Transport: tr}
+		before := srv.viaHTTP.Load()
+		for i, client := range []idgenv1connect.IdServiceClient{
+			idgenv1connect.NewIdServiceClient(hc, "http://"+srv.addr),
+			idgenv1connect.NewIdServiceClient(hc, "http://"+srv.addr, connect.WithGRPC()),
+		} {
+			if _, err := client.NextIds(ctx, connect.NewRequest(&idgenv1.NextIdsRequest{Count: 1})); err != nil {
+				t.Fatalf("call %d: %v", i, err)
+			}
+		}
+		if got := srv.viaHTTP.Load() - before; got != 2 {
+			t.Errorf("the HTTP server answered %d of 2 calls, want 2", got)
+		}
+	})
 }
 
 // TestNativeSendTimeout: a native gRPC stream whose caller stops reading
