@@ -1,12 +1,15 @@
 // Package rpcapi is idgen's gRPC API: the services of proto/idgen/v1
 // (IdService and LeaseService), gRPC health checking and server
-// reflection, served by connect-go over gRPC, gRPC-Web and the Connect
-// protocol on the HTTP API's listener (Mount). It only decodes, calls the
-// core (package idgen: Service, Authorizer, Broker) and encodes: tokens,
-// scopes, the rate limit, counts, lease rules and error codes are the
-// core's, as for the HTTP API. Tokens are checked from a call's headers
-// before a byte of its body is read, and bodies are capped as sent and as
-// decompressed (gate.go).
+// reflection, on the HTTP API's listener. Listen splits the listener by
+// each connection's first request: gRPC calls over h2c go to grpc-go's own
+// transport (native.go, split.go), everything else to the HTTP server,
+// where Mount serves gRPC, gRPC-Web and the Connect protocol with
+// connect-go. Both stacks call the same service methods. It only decodes,
+// calls the core (package idgen: Service, Authorizer, Broker) and encodes:
+// tokens, scopes, the rate limit, counts, lease rules and error codes are
+// the core's, as for the HTTP API. Tokens are checked from a call's
+// headers before a byte of its body is read, and bodies are capped as sent
+// and as decompressed (gate.go, native.go).
 package rpcapi
 
 import (
@@ -75,8 +78,10 @@ type Config struct {
 // (httpapi.ReadTimeout).
 const DefaultReadTimeout = 10 * time.Second
 
-// Server serves the gRPC API. Build it with New, serve Handler (or Mount),
-// and at shutdown call Drain, then Wait. It starts no goroutine of its own.
+// Server serves the gRPC API. Build it with New, serve Mount's handler on
+// the listener Listen returns, and at shutdown call Drain, then the HTTP
+// server's Shutdown, then Shutdown, then Wait. Only Listen starts
+// goroutines; Shutdown stops them and waits for them.
 type Server struct {
 	svc         *idgen.Service
 	auth        *idgen.Authorizer
