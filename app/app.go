@@ -516,6 +516,8 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		Tracer:  tracingCfg.Tracer,
 
 		Sequences: a.api.Sequences(),
+		// As the HTTP server bounds the reading of a request.
+		ReadTimeout: httpapi.ReadTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("grpc api: %w", err)
@@ -547,8 +549,10 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 	}
 	a.srv = a.api.HTTPServer(c.Listen)
-	// One listener for both APIs: HTTP/1.1 and, for gRPC, HTTP/2 without
-	// TLS (h2c, with prior knowledge); gRPC-Web and Connect work on both.
+	// One listener for both APIs: HTTP/1.1 and HTTP/2 without TLS (h2c,
+	// with prior knowledge); gRPC-Web and Connect work on both. Serve hands
+	// the h2c connections whose first request is a gRPC call to grpc-go
+	// instead (rpcapi.Server.Listen).
 	a.srv.Handler = a.rpc.Mount(a.api.Handler())
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
@@ -619,7 +623,9 @@ func (a *App) Serve() error {
 	defer close(a.serveDone)
 
 	a.log.Info("idgen serving", "addr", a.ln.Addr().String(), "admin", a.cfg.AdminToken != "")
-	err := a.srv.Serve(a.ln)
+	// gRPC calls over h2c go to grpc-go, the rest to the HTTP server
+	// (rpcapi.Server.Listen).
+	err := a.srv.Serve(a.rpc.Listen(a.ln, a.srv.ReadHeaderTimeout))
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -647,6 +653,9 @@ func (a *App) Close(ctx context.Context) error {
 		// wait for them, then let the server finish the rest.
 		a.rpc.Drain()
 		err := a.srv.Shutdown(sctx)
+		if gerr := a.rpc.Shutdown(sctx); gerr != nil && err == nil {
+			err = gerr
+		}
 		if werr := a.rpc.Wait(sctx); werr != nil && err == nil {
 			err = werr
 		}

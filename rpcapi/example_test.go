@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/idgen-project/idgen/app"
 	idgenv1 "github.com/idgen-project/idgen/proto/idgen/v1"
 	"github.com/idgen-project/idgen/proto/idgen/v1/idgenv1connect"
+	"github.com/idgen-project/idgen/rpcapi"
 )
 
 // A caller of IdService over gRPC (cleartext HTTP/2, as idgen serves it on
@@ -64,4 +66,31 @@ func Example() {
 	// 3 IDs from SOURCE_SNOWFLAKE increasing: true
 	// lease token, worker 0
 	// worker 0 datacenter 0
+}
+
+// Serving both stacks on one port, as app.App does: the HTTP server gets
+// the connections Listen does not give grpc-go, and the shutdown runs
+// Drain, the HTTP server's Shutdown, Shutdown and Wait in that order.
+// (Compiled, not run: s comes from rpcapi.New.)
+func ExampleServer_Listen() {
+	var s *rpcapi.Server // from rpcapi.New
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: s.Mount(http.NotFoundHandler()), Protocols: &protocols, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(s.Listen(ln, srv.ReadHeaderTimeout)) }()
+
+	// At shutdown:
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s.Drain()
+	_ = srv.Shutdown(ctx)
+	_ = s.Shutdown(ctx)
+	_ = s.Wait(ctx)
+	<-served
 }

@@ -176,7 +176,7 @@ func (s *Server) untrack(c *call) {
 
 // call is one request in the gate, known to Drain while its handler runs.
 type call struct {
-	rc   *http.ResponseController
+	rc   deadliner // *http.ResponseController, or a native stream's connWatch
 	body gateBody
 
 	mu        sync.Mutex

@@ -15,21 +15,29 @@ import (
 // service is NOT_SERVING once Drain was called.
 type healthChecker struct{ s *Server }
 
-func (h healthChecker) Check(_ context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
+func (h healthChecker) Check(ctx context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
+	serving, err := h.serving(req.Service)
+	if err != nil {
+		return nil, err
+	}
+	if !serving {
+		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
+	}
+	return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil
+}
+
+// serving is the status of service, for connect and grpc-go alike; an
+// unknown service is NOT_FOUND.
+func (h healthChecker) serving(service string) (bool, error) {
 	s := h.s
 	serving := !s.draining()
-	switch req.Service {
+	switch service {
 	case "", idgenv1connect.IdServiceName:
-		serving = serving && (s.ready == nil || s.ready.Ready() == nil)
+		return serving && (s.ready == nil || s.ready.Ready() == nil), nil
 	case idgenv1connect.LeaseServiceName:
-		serving = serving && s.leaseAPIOn()
-	default:
-		return nil, connectError(idgen.Errorf(idgen.NotFound, "unknown service %q", req.Service))
+		return serving && s.leaseAPIOn(), nil
 	}
-	if serving {
-		return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil
-	}
-	return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
+	return false, connectError(idgen.Errorf(idgen.NotFound, "unknown service %q", service))
 }
 
 // leaseAPIOn reports whether LeaseService has a broker and a token of the

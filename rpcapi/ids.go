@@ -110,10 +110,21 @@ func (s *Server) checkCount(field string, n int32) error {
 	return nil
 }
 
-// NextIds serves IdService.NextIds.
+// NextIds serves IdService.NextIds over connect.
 func (h idService) NextIds(ctx context.Context, req *connect.Request[idgenv1.NextIdsRequest]) (*connect.Response[idgenv1.NextIdsResponse], error) {
-	s := h.s
-	m := req.Msg
+	return response(h.s.nextIDs(ctx, req.Msg))
+}
+
+// response wraps the answer of a call for connect.
+func response[T any](msg *T, err error) (*connect.Response[T], error) {
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(msg), nil
+}
+
+// nextIDs is IdService.NextIds, for connect and grpc-go alike.
+func (s *Server) nextIDs(ctx context.Context, m *idgenv1.NextIdsRequest) (*idgenv1.NextIdsResponse, error) {
 	if err := s.checkCount("count", m.GetCount()); err != nil {
 		return nil, err
 	}
@@ -141,7 +152,7 @@ func (h idService) NextIds(ctx context.Context, req *connect.Request[idgenv1.Nex
 		}
 		out.Format = idgenv1.IdFormat(enc.Format)
 	}
-	return connect.NewResponse(out), nil
+	return out, nil
 }
 
 // encoding returns the core's Encoding for a request of namespace ns in
@@ -159,8 +170,12 @@ func (s *Server) encoding(ctx context.Context, ns string, f idgenv1.IdFormat) (i
 // before each batch is made and before it is sent, so at most the batch
 // being made is lost (never handed out again).
 func (h idService) StreamIds(ctx context.Context, req *connect.Request[idgenv1.StreamIdsRequest], stream *connect.ServerStream[idgenv1.StreamIdsResponse]) error {
-	s := h.s
-	m := req.Msg
+	return h.s.streamIDs(ctx, req.Msg, stream.Send)
+}
+
+// streamIDs is IdService.StreamIds, for connect and grpc-go alike: send
+// sends one message.
+func (s *Server) streamIDs(ctx context.Context, m *idgenv1.StreamIdsRequest, send func(*idgenv1.StreamIdsResponse) error) error {
 	if err := s.checkCount("batch_size", m.GetBatchSize()); err != nil {
 		return err
 	}
@@ -206,7 +221,7 @@ func (h idService) StreamIds(ctx context.Context, req *connect.Request[idgenv1.S
 		if err := c.beforeSend(s.sendTimeout); err != nil {
 			return err
 		}
-		if err := stream.Send(msg); err != nil {
+		if err := send(msg); err != nil {
 			return err
 		}
 		sent += n
@@ -226,10 +241,15 @@ func (s *Server) stopped(ctx context.Context) error {
 	}
 }
 
-// Parse serves IdService.Parse: idgen.Service.Decode, or DecodeText when
-// text is set.
+// Parse serves IdService.Parse over connect.
 func (h idService) Parse(ctx context.Context, req *connect.Request[idgenv1.ParseRequest]) (*connect.Response[idgenv1.ParseResponse], error) {
-	m := req.Msg
+	return response(h.s.parse(ctx, req.Msg))
+}
+
+// parse is IdService.Parse: idgen.Service.Decode, or DecodeText when text
+// is set.
+func (s *Server) parse(ctx context.Context, m *idgenv1.ParseRequest) (*idgenv1.ParseResponse, error) {
+	h := idService{s}
 	caller := callInfoOf(ctx).caller
 	var id snowflake.ID
 	var p snowflake.Parts
@@ -247,7 +267,7 @@ func (h idService) Parse(ctx context.Context, req *connect.Request[idgenv1.Parse
 		return nil, h.s.errorOf(ctx, err, "")
 	}
 	forms := h.s.svc.Forms(id)
-	return connect.NewResponse(&idgenv1.ParseResponse{
+	return &idgenv1.ParseResponse{
 		Id:          int64(id),
 		Time:        timestamppb.New(p.Time),
 		TimestampMs: p.Time.UnixMilli(),
@@ -255,12 +275,17 @@ func (h idService) Parse(ctx context.Context, req *connect.Request[idgenv1.Parse
 		Worker:      int32(p.Worker),
 		Sequence:    int32(p.Sequence),
 		Forms:       &idgenv1.IdForms{Decimal: forms[0], Base32: forms[1], Base62: forms[2], Hex: forms[3]},
-	}), nil
+	}, nil
 }
 
-// Compose serves IdService.Compose: idgen.Service.Compose.
+// Compose serves IdService.Compose over connect.
 func (h idService) Compose(ctx context.Context, req *connect.Request[idgenv1.ComposeRequest]) (*connect.Response[idgenv1.ComposeResponse], error) {
-	m := req.Msg
+	return response(h.s.compose(ctx, req.Msg))
+}
+
+// compose is IdService.Compose: idgen.Service.Compose.
+func (s *Server) compose(ctx context.Context, m *idgenv1.ComposeRequest) (*idgenv1.ComposeResponse, error) {
+	h := idService{s}
 	if m.GetTime() == nil {
 		return nil, connectError(idgen.Errorf(idgen.Invalid, "time is required"))
 	}
@@ -279,5 +304,5 @@ func (h idService) Compose(ctx context.Context, req *connect.Request[idgenv1.Com
 	if enc.Named() {
 		out.FirstText, out.LastText = enc.String(int64(got.First)), enc.String(int64(got.Last))
 	}
-	return connect.NewResponse(out), nil
+	return out, nil
 }

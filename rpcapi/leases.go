@@ -34,21 +34,30 @@ func (l leaseService) layout() *idgenv1.Layout {
 	}
 }
 
-// GetLayout serves LeaseService.GetLayout.
-func (l leaseService) GetLayout(ctx context.Context, _ *connect.Request[idgenv1.GetLayoutRequest]) (*connect.Response[idgenv1.GetLayoutResponse], error) {
+// GetLayout serves LeaseService.GetLayout over connect.
+func (l leaseService) GetLayout(ctx context.Context, req *connect.Request[idgenv1.GetLayoutRequest]) (*connect.Response[idgenv1.GetLayoutResponse], error) {
+	return response(l.getLayout(ctx, req.Msg))
+}
+
+// getLayout is LeaseService.GetLayout, for connect and grpc-go alike.
+func (l leaseService) getLayout(ctx context.Context, _ *idgenv1.GetLayoutRequest) (*idgenv1.GetLayoutResponse, error) {
 	if _, err := l.caller(ctx); err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&idgenv1.GetLayoutResponse{Layout: l.layout()}), nil
+	return &idgenv1.GetLayoutResponse{Layout: l.layout()}, nil
 }
 
-// AcquireLease serves LeaseService.AcquireLease.
+// AcquireLease serves LeaseService.AcquireLease over connect.
 func (l leaseService) AcquireLease(ctx context.Context, req *connect.Request[idgenv1.AcquireLeaseRequest]) (*connect.Response[idgenv1.AcquireLeaseResponse], error) {
+	return response(l.acquireLease(ctx, req.Msg))
+}
+
+// acquireLease is LeaseService.AcquireLease, for connect and grpc-go alike.
+func (l leaseService) acquireLease(ctx context.Context, m *idgenv1.AcquireLeaseRequest) (*idgenv1.AcquireLeaseResponse, error) {
 	caller, err := l.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	m := req.Msg
 	ar := idgen.AcquireRequest{
 		Holder: m.GetHolder(), Datacenter: int64(m.GetDatacenter()), TTLMS: m.GetTtlMs(),
 		CeilingMS: m.GetCeilingMs(), MaxPrevCeilingMS: m.GetMaxPrevCeilingMs(),
@@ -61,7 +70,7 @@ func (l leaseService) AcquireLease(ctx context.Context, req *connect.Request[idg
 		return nil, l.s.errorOf(ctx, err, "")
 	}
 	lease := g.Lease
-	return connect.NewResponse(&idgenv1.AcquireLeaseResponse{
+	return &idgenv1.AcquireLeaseResponse{
 		Datacenter:        int32(lease.DatacenterID),
 		Worker:            int32(lease.WorkerID),
 		FencingVersion:    lease.FencingVersion,
@@ -78,7 +87,7 @@ func (l leaseService) AcquireLease(ctx context.Context, req *connect.Request[idg
 		ExpiresAtMs:       lease.ExpiresAt.UnixMilli(),
 		DbTimeMs:          g.DBTime.UnixMilli(),
 		Layout:            l.layout(),
-	}), nil
+	}, nil
 }
 
 // leaseCall starts a heartbeat or release: its caller and the lease's key.
@@ -94,9 +103,13 @@ func (l leaseService) leaseCall(ctx context.Context, datacenter, worker int32) (
 	return caller, key, nil
 }
 
-// HeartbeatLease serves LeaseService.HeartbeatLease.
+// HeartbeatLease serves LeaseService.HeartbeatLease over connect.
 func (l leaseService) HeartbeatLease(ctx context.Context, req *connect.Request[idgenv1.HeartbeatLeaseRequest]) (*connect.Response[idgenv1.HeartbeatLeaseResponse], error) {
-	m := req.Msg
+	return response(l.heartbeatLease(ctx, req.Msg))
+}
+
+// heartbeatLease is LeaseService.HeartbeatLease, for connect and grpc-go alike.
+func (l leaseService) heartbeatLease(ctx context.Context, m *idgenv1.HeartbeatLeaseRequest) (*idgenv1.HeartbeatLeaseResponse, error) {
 	caller, key, err := l.leaseCall(ctx, m.GetDatacenter(), m.GetWorker())
 	if err != nil {
 		return nil, err
@@ -108,18 +121,22 @@ func (l leaseService) HeartbeatLease(ctx context.Context, req *connect.Request[i
 	if err != nil {
 		return nil, l.s.errorOf(ctx, err, "")
 	}
-	return connect.NewResponse(&idgenv1.HeartbeatLeaseResponse{
+	return &idgenv1.HeartbeatLeaseResponse{
 		FencingVersion: ext.Lease.FencingVersion,
 		CeilingMs:      ext.Lease.CeilingMS,
 		ExpiresAtMs:    ext.Lease.ExpiresAt.UnixMilli(),
 		DbTimeMs:       ext.DBTime.UnixMilli(),
 		TtlMs:          ext.TTL.Milliseconds(),
-	}), nil
+	}, nil
 }
 
-// ReleaseLease serves LeaseService.ReleaseLease.
+// ReleaseLease serves LeaseService.ReleaseLease over connect.
 func (l leaseService) ReleaseLease(ctx context.Context, req *connect.Request[idgenv1.ReleaseLeaseRequest]) (*connect.Response[idgenv1.ReleaseLeaseResponse], error) {
-	m := req.Msg
+	return response(l.releaseLease(ctx, req.Msg))
+}
+
+// releaseLease is LeaseService.ReleaseLease, for connect and grpc-go alike.
+func (l leaseService) releaseLease(ctx context.Context, m *idgenv1.ReleaseLeaseRequest) (*idgenv1.ReleaseLeaseResponse, error) {
 	caller, key, err := l.leaseCall(ctx, m.GetDatacenter(), m.GetWorker())
 	if err != nil {
 		return nil, err
@@ -131,5 +148,5 @@ func (l leaseService) ReleaseLease(ctx context.Context, req *connect.Request[idg
 	if err != nil {
 		return nil, l.s.errorOf(ctx, err, "")
 	}
-	return connect.NewResponse(&idgenv1.ReleaseLeaseResponse{CeilingMs: ceiling}), nil
+	return &idgenv1.ReleaseLeaseResponse{CeilingMs: ceiling}, nil
 }

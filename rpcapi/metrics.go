@@ -49,7 +49,7 @@ func (s *Server) Collectors() []prometheus.Collector {
 func (m *metrics) done(procedure string, start time.Time, err error) {
 	code := "ok"
 	if err != nil {
-		code = connect.CodeOf(err).String()
+		code = codeOf(err).String()
 	}
 	m.requests.WithLabelValues(procedure, code).Inc()
 	m.duration.WithLabelValues(procedure).Observe(time.Since(start).Seconds())

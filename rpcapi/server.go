@@ -1,12 +1,15 @@
 // Package rpcapi is idgen's gRPC API: the services of proto/idgen/v1
 // (IdService and LeaseService), gRPC health checking and server
-// reflection, served by connect-go over gRPC, gRPC-Web and the Connect
-// protocol on the HTTP API's listener (Mount). It only decodes, calls the
-// core (package idgen: Service, Authorizer, Broker) and encodes: tokens,
-// scopes, the rate limit, counts, lease rules and error codes are the
-// core's, as for the HTTP API. Tokens are checked from a call's headers
-// before a byte of its body is read, and bodies are capped as sent and as
-// decompressed (gate.go).
+// reflection, on the HTTP API's listener. Listen splits the listener by
+// each connection's first request: gRPC calls over h2c go to grpc-go's own
+// transport (native.go, split.go), everything else to the HTTP server,
+// where Mount serves gRPC, gRPC-Web and the Connect protocol with
+// connect-go. Both stacks call the same service methods. It only decodes,
+// calls the core (package idgen: Service, Authorizer, Broker) and encodes:
+// tokens, scopes, the rate limit, counts, lease rules and error codes are
+// the core's, as for the HTTP API. Tokens are checked from a call's
+// headers before a byte of its body is read, and bodies are capped as sent
+// and as decompressed (gate.go, native.go).
 package rpcapi
 
 import (
@@ -23,6 +26,7 @@ import (
 	"connectrpc.com/grpcreflect"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
 
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/proto/idgen/v1/idgenv1connect"
@@ -67,10 +71,20 @@ type Config struct {
 	// that has not taken a message after this long loses the stream. 0
 	// means DefaultStreamSendTimeout.
 	StreamSendTimeout time.Duration
+	// ReadTimeout bounds how long a gRPC call served by grpc-go (Listen)
+	// may take to deliver its request, as the HTTP server's ReadTimeout
+	// bounds the others. 0 means DefaultReadTimeout.
+	ReadTimeout time.Duration
 }
 
-// Server serves the gRPC API. Build it with New, serve Handler (or Mount),
-// and at shutdown call Drain, then Wait. It starts no goroutine of its own.
+// DefaultReadTimeout is Config.ReadTimeout's default, the HTTP API's
+// (httpapi.ReadTimeout).
+const DefaultReadTimeout = 10 * time.Second
+
+// Server serves the gRPC API. Build it with New, serve Mount's handler on
+// the listener Listen returns, and at shutdown call Drain, then the HTTP
+// server's Shutdown, then Shutdown, then Wait. Only Listen starts
+// goroutines; Shutdown stops them and waits for them.
 type Server struct {
 	svc         *idgen.Service
 	auth        *idgen.Authorizer
@@ -78,9 +92,16 @@ type Server struct {
 	seqs        *idgen.Sequences // nil: SequenceService answers NOT_FOUND
 	ready       ReadyChecker
 	sendTimeout time.Duration
+	readTimeout time.Duration
 	layout      snowflake.Layout
 	log         *slog.Logger
 	metrics     *metrics
+	tracing     tracingInterceptor // tracer nil: no tracing
+
+	native   *grpc.Server // serves the gRPC connections of split
+	splitMu  sync.Mutex
+	split    *splitter // nil until Listen
+	shutdown bool      // Shutdown was called
 
 	mux        *http.ServeMux
 	gate       http.Handler
@@ -121,6 +142,9 @@ func New(cfg Config) (*Server, error) {
 		idle:        make(chan struct{}),
 		inflight:    make(map[*call]struct{}),
 	}
+	if s.readTimeout = cfg.ReadTimeout; s.readTimeout <= 0 {
+		s.readTimeout = DefaultReadTimeout
+	}
 	if s.sendTimeout <= 0 {
 		s.sendTimeout = DefaultStreamSendTimeout
 	}
@@ -137,7 +161,8 @@ func New(cfg Config) (*Server, error) {
 	// past the gate (which counts its own) is counted too.
 	interceptors := []connect.Interceptor{s.metrics, s.lifecycle()}
 	if cfg.Tracer != nil {
-		interceptors = append(interceptors, tracingInterceptor{tracer: cfg.Tracer, prop: propagation.TraceContext{}})
+		s.tracing = tracingInterceptor{tracer: cfg.Tracer, prop: propagation.TraceContext{}}
+		interceptors = append(interceptors, s.tracing)
 	}
 	opts := handlerOptions(interceptors...)
 	open := handlerOptions(s.metrics)
@@ -153,6 +178,7 @@ func New(cfg Config) (*Server, error) {
 	s.errors = connect.NewErrorWriter(open)
 	s.procedures = procedures()
 	s.gate = http.HandlerFunc(s.serveGate)
+	s.native = s.newNative()
 	return s, nil
 }
 

@@ -3,7 +3,6 @@ package rpcapi
 import (
 	"context"
 	"errors"
-	"net/http"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -11,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/idgen-project/idgen"
 )
@@ -26,8 +26,8 @@ type tracingInterceptor struct {
 }
 
 // start starts the span of a call in the context the gate made.
-func (ti tracingInterceptor) start(ctx context.Context, procedure string, h http.Header) (context.Context, trace.Span) {
-	ctx = ti.prop.Extract(ctx, propagation.HeaderCarrier(h))
+func (ti tracingInterceptor) start(ctx context.Context, procedure string, carrier propagation.TextMapCarrier) (context.Context, trace.Span) {
+	ctx = ti.prop.Extract(ctx, carrier)
 	ctx, span := ti.tracer.Start(ctx, strings.TrimPrefix(procedure, "/"), trace.WithSpanKind(trace.SpanKindServer))
 	if span.IsRecording() {
 		ci := callInfoOf(ctx)
@@ -47,7 +47,7 @@ func (ti tracingInterceptor) start(ctx context.Context, procedure string, h http
 // the codes that mean the server failed, and ends it.
 func end(span trace.Span, err error) {
 	if err != nil && span.IsRecording() {
-		code := connect.CodeOf(err)
+		code := codeOf(err)
 		span.SetAttributes(attribute.Int("rpc.grpc.status_code", int(code)))
 		switch code {
 		case connect.CodeUnknown, connect.CodeDeadlineExceeded, connect.CodeUnimplemented,
@@ -57,6 +57,8 @@ func end(span trace.Span, err error) {
 		var cerr *connect.Error
 		if errors.As(err, &cerr) {
 			span.SetAttributes(attribute.String("rpc.grpc.status_message", cerr.Message()))
+		} else if st, ok := grpcstatus.FromError(err); ok {
+			span.SetAttributes(attribute.String("rpc.grpc.status_message", st.Message()))
 		}
 	}
 	span.End()
@@ -64,7 +66,7 @@ func end(span trace.Span, err error) {
 
 func (ti tracingInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		ctx, span := ti.start(ctx, req.Spec().Procedure, req.Header())
+		ctx, span := ti.start(ctx, req.Spec().Procedure, propagation.HeaderCarrier(req.Header()))
 		resp, err := next(ctx, req)
 		end(span, err)
 		return resp, err
@@ -73,7 +75,7 @@ func (ti tracingInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc
 
 func (ti tracingInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		ctx, span := ti.start(ctx, conn.Spec().Procedure, conn.RequestHeader())
+		ctx, span := ti.start(ctx, conn.Spec().Procedure, propagation.HeaderCarrier(conn.RequestHeader()))
 		err := next(ctx, conn)
 		end(span, err)
 		return err
