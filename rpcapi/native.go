@@ -63,6 +63,7 @@ func (s *Server) newNative() *grpc.Server {
 	)
 	idgenv1.RegisterIdServiceServer(gs, nativeIDs{s: s})
 	idgenv1.RegisterLeaseServiceServer(gs, nativeLeases{l: leaseService{s}})
+	idgenv1.RegisterSequenceServiceServer(gs, nativeSequences{q: sequenceService{s}})
 	healthpb.RegisterHealthServer(gs, nativeHealth{h: healthChecker{s}})
 	opts := reflection.ServerOptions{Services: staticServices{}}
 	reflectionv1.RegisterServerReflectionServer(gs, reflection.NewServerV1(opts))
@@ -389,6 +390,46 @@ func (n nativeLeases) HeartbeatLease(ctx context.Context, m *idgenv1.HeartbeatLe
 
 func (n nativeLeases) ReleaseLease(ctx context.Context, m *idgenv1.ReleaseLeaseRequest) (*idgenv1.ReleaseLeaseResponse, error) {
 	return n.l.releaseLease(ctx, m)
+}
+
+// nativeSequences serves SequenceService on grpc-go through the connect
+// handlers: its calls are store round trips, for which a request wrapper
+// costs nothing worth a second copy of each method.
+type nativeSequences struct {
+	idgenv1.UnimplementedSequenceServiceServer
+	q sequenceService
+}
+
+// unwrap is the grpc-go answer of a connect handler's.
+func unwrap[T any](resp *connect.Response[T], err error) (*T, error) {
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg, nil
+}
+
+func (n nativeSequences) CreateSequence(ctx context.Context, m *idgenv1.CreateSequenceRequest) (*idgenv1.CreateSequenceResponse, error) {
+	return unwrap(n.q.CreateSequence(ctx, connect.NewRequest(m)))
+}
+
+func (n nativeSequences) ListSequences(ctx context.Context, m *idgenv1.ListSequencesRequest) (*idgenv1.ListSequencesResponse, error) {
+	return unwrap(n.q.ListSequences(ctx, connect.NewRequest(m)))
+}
+
+func (n nativeSequences) ReserveNumbers(ctx context.Context, m *idgenv1.ReserveNumbersRequest) (*idgenv1.ReserveNumbersResponse, error) {
+	return unwrap(n.q.ReserveNumbers(ctx, connect.NewRequest(m)))
+}
+
+func (n nativeSequences) ConfirmReservation(ctx context.Context, m *idgenv1.ConfirmReservationRequest) (*idgenv1.ConfirmReservationResponse, error) {
+	return unwrap(n.q.ConfirmReservation(ctx, connect.NewRequest(m)))
+}
+
+func (n nativeSequences) VoidReservation(ctx context.Context, m *idgenv1.VoidReservationRequest) (*idgenv1.VoidReservationResponse, error) {
+	return unwrap(n.q.VoidReservation(ctx, connect.NewRequest(m)))
+}
+
+func (n nativeSequences) GetLedger(ctx context.Context, m *idgenv1.GetLedgerRequest) (*idgenv1.GetLedgerResponse, error) {
+	return unwrap(n.q.GetLedger(ctx, connect.NewRequest(m)))
 }
 
 // nativeHealth serves the health service on grpc-go with the checker
