@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 )
 
 // DefaultTable is the ClickHouse table of the audit trail unless the DSN
@@ -63,6 +64,7 @@ type ClickHouse struct {
 	table    string
 	name     string // the redacted DSN
 	client   *http.Client
+	ensured  atomic.Bool // the table exists (EnsureTable succeeded)
 }
 
 // NewClickHouse returns the sink of dsn,
@@ -131,13 +133,22 @@ func (c *ClickHouse) EnsureTable(ctx context.Context) error {
 	if _, err := c.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+c.database, nil); err != nil {
 		return err
 	}
-	_, err := c.Exec(ctx, DDL(c.database, c.table), nil)
-	return err
+	if _, err := c.Exec(ctx, DDL(c.database, c.table), nil); err != nil {
+		return err
+	}
+	c.ensured.Store(true)
+	return nil
 }
 
 // Write implements Sink.Write: one INSERT … FORMAT JSONEachRow of the
-// batch.
+// batch, after creating the table if no Write did yet (a server down when
+// the node started gets its table when it comes back).
 func (c *ClickHouse) Write(ctx context.Context, events []Event) error {
+	if !c.ensured.Load() {
+		if err := c.EnsureTable(ctx); err != nil {
+			return err
+		}
+	}
 	var body bytes.Buffer
 	enc := json.NewEncoder(&body)
 	for i := range events {

@@ -176,8 +176,8 @@ func (r *Recorder) Sink() Sink { return r.sink }
 // node) and puts it in the buffer, or drops and counts it when the buffer
 // is full. It never blocks on the sink.
 func (r *Recorder) Record(ev Event) {
-	r.stamp(&ev)
 	r.mu.Lock()
+	r.stamp(&ev)
 	kick := r.enqueue(ev)
 	r.mu.Unlock()
 	if kick {
@@ -185,6 +185,15 @@ func (r *Recorder) Record(ev Event) {
 	}
 }
 
+// SetNode sets the holder name written to the events recorded from now
+// on (the keeper's, known once it is built).
+func (r *Recorder) SetNode(node string) {
+	r.mu.Lock()
+	r.s.Node = node
+	r.mu.Unlock()
+}
+
+// stamp fills in ev's ID, time and node. r.mu is held.
 func (r *Recorder) stamp(ev *Event) {
 	if ev.ID == "" {
 		ev.ID = NewID()
