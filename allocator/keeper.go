@@ -251,7 +251,6 @@ func (ls *leaseState) takeBlock() Block {
 	return b
 }
 
-
 // Keeper claims a worker ID from the lease table, keeps it with
 // heartbeats and issues Snowflake IDs only while it can prove it owns it.
 //

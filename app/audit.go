@@ -19,8 +19,8 @@ type AuditConfig struct {
 	// (audit.OpenSink). Logs and errors show it with the password masked.
 	Sink string
 	// Settings are the pipeline's: buffer, batch size, flush and block
-	// intervals (audit.Settings; Node, Clock and Logger are the node's).
-	Settings audit.Settings
+	// intervals (audit.RecorderSettings; Node, Clock and Logger are the node's).
+	Settings audit.RecorderSettings
 	// Stdout is where the "stdout" sink writes; nil is os.Stdout.
 	Stdout io.Writer
 }

@@ -14,14 +14,14 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// Defaults of Settings.
+// Defaults of RecorderSettings.
 const (
 	DefaultBuffer        = 65536
 	DefaultBatchSize     = 1000
 	DefaultFlushInterval = time.Second
 	DefaultBlockInterval = time.Second
 	DefaultSendTimeout   = 10 * time.Second
-	// MaxBuffer bounds Settings.Buffer: at about 500 bytes an event, a
+	// MaxBuffer bounds RecorderSettings.Buffer: at about 500 bytes an event, a
 	// full buffer takes some 500 MiB.
 	MaxBuffer = 1 << 20
 )
@@ -39,8 +39,8 @@ type Sink interface {
 	Close() error
 }
 
-// Settings configure a Recorder. The zero value means the defaults.
-type Settings struct {
+// RecorderSettings configure a Recorder. The zero value means the defaults.
+type RecorderSettings struct {
 	// Node is the recording node's holder name, written to every event.
 	Node string
 	// Buffer is how many events wait at most, those being sent included:
@@ -68,18 +68,18 @@ type Settings struct {
 
 // Resolve returns s with its defaults filled in, or an error naming the
 // field out of range.
-func (s Settings) Resolve() (Settings, error) {
+func (s RecorderSettings) Resolve() (RecorderSettings, error) {
 	if s.Buffer == 0 {
 		s.Buffer = DefaultBuffer
 	}
 	if s.Buffer < 1 || s.Buffer > MaxBuffer {
-		return s, fmt.Errorf("invalid audit Settings.Buffer %d: want 1 to %d", s.Buffer, MaxBuffer)
+		return s, fmt.Errorf("invalid RecorderSettings.Buffer %d: want 1 to %d", s.Buffer, MaxBuffer)
 	}
 	if s.BatchSize == 0 {
 		s.BatchSize = min(DefaultBatchSize, s.Buffer)
 	}
 	if s.BatchSize < 1 || s.BatchSize > s.Buffer {
-		return s, fmt.Errorf("invalid audit Settings.BatchSize %d: want 1 to the buffer, %d", s.BatchSize, s.Buffer)
+		return s, fmt.Errorf("invalid RecorderSettings.BatchSize %d: want 1 to the buffer, %d", s.BatchSize, s.Buffer)
 	}
 	for _, d := range []struct {
 		name string
@@ -91,7 +91,7 @@ func (s Settings) Resolve() (Settings, error) {
 			*d.v = d.def
 		}
 		if *d.v < time.Millisecond {
-			return s, fmt.Errorf("invalid audit Settings.%s %s: want at least 1ms", d.name, *d.v)
+			return s, fmt.Errorf("invalid RecorderSettings.%s %s: want at least 1ms", d.name, *d.v)
 		}
 	}
 	return s, nil
@@ -125,7 +125,7 @@ type pendingBlock struct {
 // goroutine (Start, Close) sends the buffer to the sink.
 type Recorder struct {
 	sink  Sink
-	s     Settings
+	s     RecorderSettings
 	clock snowflake.Clock
 	log   *slog.Logger
 
@@ -148,7 +148,7 @@ type Recorder struct {
 }
 
 // New returns a recorder sending to sink, not started.
-func New(sink Sink, s Settings) (*Recorder, error) {
+func New(sink Sink, s RecorderSettings) (*Recorder, error) {
 	s, err := s.Resolve()
 	if err != nil {
 		return nil, err

@@ -39,6 +39,11 @@ var fieldFlags = map[string]string{
 	"LeaseSettings.AcquireRate":  "lease-api-acquire-rate",
 	"LeaseSettings.AcquireBurst": "lease-api-acquire-burst",
 
+	"RecorderSettings.Buffer":        "audit-buffer",
+	"RecorderSettings.BatchSize":     "audit-batch",
+	"RecorderSettings.FlushInterval": "audit-flush-interval",
+	"RecorderSettings.BlockInterval": "audit-block-interval",
+
 	"RateLimit.Rate":         "rate-limit",
 	"RateLimit.Burst":        "rate-burst",
 	"RateLimit.MaxAddresses": "rate-limit-addresses",
