@@ -501,6 +501,8 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		Space:      a.spaceReporter(),
 		Tracing:    tracingCfg,
 
+		AuditClickHouse: a.auditClickHouse(),
+
 		PublicStatusDetails: c.StatusDetailsPublic(),
 	})
 	if err != nil {

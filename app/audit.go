@@ -89,3 +89,13 @@ func (a *App) auditNotice() statuspage.AuditReporter {
 	}
 	return a.audit
 }
+
+// auditClickHouse returns the audit sink when it is ClickHouse, for
+// GET /admin/audit/who; nil otherwise.
+func (a *App) auditClickHouse() *audit.ClickHouse {
+	if a.audit == nil {
+		return nil
+	}
+	ch, _ := a.audit.Sink().(*audit.ClickHouse)
+	return ch
+}
