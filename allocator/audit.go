@@ -1,6 +1,8 @@
 package allocator
 
 import (
+	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -35,4 +37,24 @@ func ClaimFloor(detail string) (floorMS int64, ok bool) {
 		return 0, false
 	}
 	return prev + 1, true
+}
+
+// Validate reports a block no holder of a layout issuing perMS IDs per
+// millisecond can have issued: a negative count, a span that is empty or
+// starts at or before 0, or more IDs than the span's milliseconds hold.
+// The zero Block is valid.
+func (b Block) Validate(perMS int64) error {
+	switch {
+	case b == Block{}:
+		return nil
+	case b.Count < 0:
+		return fmt.Errorf("issued count %d is negative", b.Count)
+	case b.Count == 0:
+		return fmt.Errorf("issued count 0 with a span %d-%d: leave the block out to report nothing", b.FromMS, b.ToMS)
+	case b.FromMS <= 0 || b.ToMS < b.FromMS:
+		return fmt.Errorf("issued span %d-%d: want 0 < from_ms <= to_ms (Unix milliseconds)", b.FromMS, b.ToMS)
+	case perMS > 0 && (b.ToMS-b.FromMS+1) <= math.MaxInt64/perMS && b.Count > (b.ToMS-b.FromMS+1)*perMS:
+		return fmt.Errorf("issued count %d exceeds the %d IDs per millisecond a worker ID can issue over %d-%d", b.Count, perMS, b.FromMS, b.ToMS)
+	}
+	return nil
 }

@@ -103,7 +103,7 @@ func (l leaseService) HeartbeatLease(ctx context.Context, req *connect.Request[i
 	}
 	ext, err := l.s.leases.Heartbeat(ctx, caller, idgen.HeartbeatRequest{
 		Key: key, Holder: m.GetHolder(), FencingVersion: m.GetFencingVersion(), Secret: m.GetLeaseSecret(),
-		TTLMS: m.GetTtlMs(), CeilingMS: m.GetCeilingMs(),
+		TTLMS: m.GetTtlMs(), CeilingMS: m.GetCeilingMs(), Issued: issuedOf(m.GetIssued()),
 	})
 	if err != nil {
 		return nil, l.s.errorOf(ctx, err, "")
@@ -126,10 +126,15 @@ func (l leaseService) ReleaseLease(ctx context.Context, req *connect.Request[idg
 	}
 	ceiling, err := l.s.leases.Release(ctx, caller, idgen.ReleaseRequest{
 		Key: key, Holder: m.GetHolder(), FencingVersion: m.GetFencingVersion(), Secret: m.GetLeaseSecret(),
-		LastTimestampMS: m.GetLastTimestampMs(), NoneIssued: m.GetNoneIssued(),
+		LastTimestampMS: m.GetLastTimestampMs(), NoneIssued: m.GetNoneIssued(), Issued: issuedOf(m.GetIssued()),
 	})
 	if err != nil {
 		return nil, l.s.errorOf(ctx, err, "")
 	}
 	return connect.NewResponse(&idgenv1.ReleaseLeaseResponse{CeilingMs: ceiling}), nil
+}
+
+// issuedOf returns the block a holder reported, the zero one when none.
+func issuedOf(b *idgenv1.IssuedBlock) allocator.Block {
+	return allocator.Block{Count: b.GetCount(), FromMS: b.GetFromMs(), ToMS: b.GetToMs()}
 }
