@@ -30,10 +30,13 @@ Flags (environment variable in brackets):
 
 // runAudit is idgen audit.
 func runAudit(ctx context.Context, args []string, e env) error {
-	subs := []subcommand{{"who", auditWho}}
 	if len(args) > 0 {
-		if s, ok := findSub(subs, args[0]); ok {
-			return s.run(ctx, args[1:], e)
+		switch args[0] {
+		case "who":
+			return auditWho(ctx, args[1:], e)
+		case "-h", "-help", "--help":
+			fmt.Fprint(e.stdout, usageOf("audit"))
+			return nil
 		}
 	}
 	return usagef("audit", "want who ID, e.g. idgen audit who 123456789012345678")
