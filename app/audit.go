@@ -33,11 +33,8 @@ func (c AuditConfig) validate() error {
 	if _, err := c.Settings.Resolve(); err != nil {
 		return err
 	}
-	if c.Sink == "stdout" {
-		return nil
-	}
-	if _, err := audit.NewClickHouse(c.Sink, nil); err != nil && (len(c.Sink) < 5 || c.Sink[:5] != "file:") {
-		return fmt.Errorf("invalid Config.Audit.Sink: %w", err)
+	if err := audit.CheckSink(c.Sink); err != nil {
+		return fmt.Errorf("invalid AuditConfig.Sink: %w", err)
 	}
 	return nil
 }

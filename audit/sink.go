@@ -45,6 +45,24 @@ func OpenSink(spec string, stdout io.Writer) (Sink, error) {
 	return nil, fmt.Errorf("%w %s: want stdout, file:PATH or clickhouse://user:password@host:8123/database", ErrInvalidSink, RedactSink(spec))
 }
 
+// CheckSink reports a spec OpenSink would refuse for its form, without
+// opening anything (a file that cannot be opened is found by OpenSink).
+func CheckSink(spec string) error {
+	switch {
+	case spec == "stdout":
+		return nil
+	case strings.HasPrefix(spec, "file:"):
+		if spec == "file:" {
+			return fmt.Errorf("%w: file: needs a path (file:/var/log/idgen/audit.jsonl)", ErrInvalidSink)
+		}
+		return nil
+	case strings.HasPrefix(spec, "clickhouse://"), strings.HasPrefix(spec, "clickhouses://"):
+		_, err := NewClickHouse(spec, nil)
+		return err
+	}
+	return fmt.Errorf("%w %s: want stdout, file:PATH or clickhouse://user:password@host:8123/database", ErrInvalidSink, RedactSink(spec))
+}
+
 // RedactSink returns spec with any password masked.
 func RedactSink(spec string) string {
 	if spec == "stdout" || strings.HasPrefix(spec, "file:") {

@@ -62,3 +62,16 @@ func TestAuditWho(t *testing.T) {
 		}
 	})
 }
+
+// TestServeAuditSinkFlags: a sink of no known form is a usage error naming
+// the flag, and neither it nor --print-config shows a ClickHouse password.
+func TestServeAuditSinkFlags(t *testing.T) {
+	r := cli(t, nil, "serve", "--audit-sink", "kafka://u:pw-never-shown@host/x")
+	if r.code != 2 || !strings.Contains(r.stderr, "--audit-sink") || strings.Contains(r.stderr, "pw-never-shown") {
+		t.Errorf("serve --audit-sink kafka://…: got exit code %d, stderr %q; want 2 naming --audit-sink, no password", r.code, r.stderr)
+	}
+	r = cli(t, nil, "serve", "--print-config", "--audit-sink", "clickhouse://u:pw-never-shown@127.0.0.1:8123/idgen")
+	if r.code != 0 || !strings.Contains(r.stdout, `audit-sink: "clickhouse://u:xxxxx@127.0.0.1:8123/idgen"`) || strings.Contains(r.stdout+r.stderr, "pw-never-shown") {
+		t.Errorf("serve --print-config: got exit code %d, stdout %q; want the sink with its password masked", r.code, r.stdout)
+	}
+}

@@ -16,7 +16,7 @@ import (
 func TestFieldFlags(t *testing.T) {
 	types := map[string]reflect.Type{}
 	for _, v := range []any{app.Config{}, app.TracingConfig{}, idgen.Settings{}, idgen.LeaseSettings{},
-		idgen.RateLimit{}, allocator.KeeperSettings{}, allocator.SegmentSettings{}, audit.RecorderSettings{}} {
+		idgen.RateLimit{}, allocator.KeeperSettings{}, allocator.SegmentSettings{}, audit.RecorderSettings{}, app.AuditConfig{}} {
 		types[reflect.TypeOf(v).Name()] = reflect.TypeOf(v)
 	}
 	fs := newServeFlags().f.fs
