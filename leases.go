@@ -497,6 +497,10 @@ type HeartbeatRequest struct {
 	// heartbeat must name it (the acquire answer's ttl_ms, to keep it).
 	TTLMS     int64
 	CeilingMS int64
+	// Issued is what the holder reports having issued since its last
+	// report, for the audit trail (allocator.Block); optional. A block no
+	// holder can have issued is logged and left out, never refused.
+	Issued allocator.Block
 }
 
 // Extension is an extended lease.
@@ -526,11 +530,13 @@ func (b *Broker) Heartbeat(ctx context.Context, caller Caller, req HeartbeatRequ
 	if err != nil {
 		return Extension{}, err
 	}
+	req.Issued = b.issued(ctx, caller, req.Issued)
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	lease, dbNow, err := b.store.Heartbeat(sctx, allocator.HeartbeatRequest{
 		Key: req.Key, Holder: holder, FencingVersion: req.FencingVersion, TTL: ttl,
 		CeilingMS: ceiling, MaxClockOffset: offset, Owner: caller.Name, SecretHash: hash, RequestID: caller.RequestID,
+		Block: req.Issued,
 	})
 	if errors.Is(err, allocator.ErrLeaseLost) {
 		b.recordLost(ctx, req.Key, caller, holder, req.FencingVersion, err)
@@ -540,6 +546,19 @@ func (b *Broker) Heartbeat(ctx context.Context, caller Caller, req HeartbeatRequ
 		return Extension{}, b.storeError(ctx, "heartbeat", err)
 	}
 	return Extension{Lease: lease, TTL: ttl, DBTime: dbNow}, nil
+}
+
+// issued returns the block a holder reported, or none when no holder of
+// the layout can have issued it (logged): the audit trail records only
+// plausible reports, and never refuses the heartbeat or release that
+// carries one, which would cost the holder its lease.
+func (b *Broker) issued(ctx context.Context, caller Caller, blk allocator.Block) allocator.Block {
+	if err := blk.Validate(b.layout.PerWorkerCap() / 1000); err != nil {
+		b.log.LogAttrs(ctx, slog.LevelWarn, "lease API: issued block not recorded", slog.String("caller", caller.Name),
+			slog.String("request_id", caller.RequestID), slog.Any("err", err))
+		return allocator.Block{}
+	}
+	return blk
 }
 
 // maxRecentLost bounds the lost events a broker remembers having recorded.
@@ -595,6 +614,9 @@ type ReleaseRequest struct {
 	Secret          string // the acquire answer's lease secret
 	LastTimestampMS int64
 	NoneIssued      bool
+	// Issued is what the holder reports having issued since its last
+	// report, for the audit trail (allocator.Block); optional.
+	Issued allocator.Block
 }
 
 // Release gives a lease back, its ceiling lowered to the last timestamp
@@ -619,11 +641,12 @@ func (b *Broker) Release(ctx context.Context, caller Caller, req ReleaseRequest)
 	case req.LastTimestampMS > 0 && req.NoneIssued:
 		return 0, leaseInvalid("last_timestamp_ms %d and none_issued: say one of them; the lease is unchanged", req.LastTimestampMS)
 	}
+	req.Issued = b.issued(ctx, caller, req.Issued)
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	ceiling, err := b.store.Release(sctx, allocator.ReleaseRequest{
 		Key: req.Key, Holder: holder, FencingVersion: req.FencingVersion, LastTimestampMS: req.LastTimestampMS,
-		Owner: caller.Name, SecretHash: hash, RequestID: caller.RequestID,
+		Owner: caller.Name, SecretHash: hash, RequestID: caller.RequestID, Block: req.Issued,
 	})
 	switch {
 	case errors.Is(err, allocator.ErrLeaseLost):

@@ -230,6 +230,25 @@ type leaseState struct {
 	deadline atomic.Int64 // monotonic ns (since Keeper.monoBase); 0 revokes
 	ceiling  atomic.Int64 // committed ceiling, Unix ms
 	hbAt     atomic.Int64 // database time of the last heartbeat, Unix ns
+	// issued counts the IDs issued since the last block report
+	// (takeBlock); fromMS is where that report's span ended, the floor
+	// before the first. Only the run loop and Close touch fromMS.
+	issued atomic.Int64
+	fromMS int64
+}
+
+// takeBlock returns what ls issued since its last report and starts the
+// next one: the report goes with the store call whatever its outcome
+// (the IDs were issued either way). The count is taken before the last timestamp is read, so that
+// every ID counted lies at or below ToMS.
+func (ls *leaseState) takeBlock() Block {
+	n := ls.issued.Swap(0)
+	if n == 0 {
+		return Block{}
+	}
+	b := Block{Count: n, FromMS: max(ls.fromMS, ls.floorMS), ToMS: ls.gen.LastTimestamp()}
+	ls.fromMS = b.ToMS
+	return b
 }
 
 // Keeper claims a worker ID from the lease table, keeps it with
@@ -390,6 +409,7 @@ func (k *Keeper) release(ctx context.Context, ls *leaseState) error {
 	last := ls.gen.Stop()
 	ceiling, err := k.store.Release(ctx, ReleaseRequest{
 		Key: ls.lease.LeaseKey, Holder: k.s.Holder, FencingVersion: ls.lease.FencingVersion, LastTimestampMS: last,
+		Block: ls.takeBlock(),
 	})
 	if errors.Is(err, ErrLeaseLost) {
 		k.logger.Warn("lease gone before its release (expired, evicted or taken over); its ceiling stays",
@@ -418,6 +438,7 @@ func (k *Keeper) Next() (snowflake.ID, error) {
 	if err != nil {
 		return 0, k.refused(err)
 	}
+	ls.issued.Add(1)
 	return id, nil
 }
 
@@ -441,16 +462,19 @@ func (k *Keeper) NextSnowflakesFenced(dst []int64, n int) ([]int64, LeaseToken, 
 	}
 	tok := LeaseToken{DatacenterID: ls.lease.DatacenterID, WorkerID: ls.lease.WorkerID, FencingVersion: ls.lease.FencingVersion}
 	var buf [64]snowflake.ID
+	start := len(dst)
 	for n > 0 {
 		ids, err := ls.gen.NextN(buf[:0], min(n, len(buf)))
 		for _, id := range ids {
 			dst = append(dst, int64(id))
 		}
 		if err != nil {
+			ls.issued.Add(int64(len(dst) - start))
 			return dst, tok, k.refused(err)
 		}
 		n -= len(ids)
 	}
+	ls.issued.Add(int64(len(dst) - start))
 	return dst, tok, nil
 }
 
@@ -786,9 +810,10 @@ func (k *Keeper) heartbeat(ctx context.Context, ls *leaseState) error {
 	// Give up on a heartbeat that could not land before the deadline.
 	timeout := max(time.Duration(ls.deadline.Load())-sent, k.s.Heartbeat)
 	hctx, cancel := context.WithTimeout(ctx, timeout)
+	block := ls.takeBlock()
 	lease, dbNow, err := k.store.Heartbeat(hctx, HeartbeatRequest{
 		Key: ls.lease.LeaseKey, Holder: k.s.Holder, FencingVersion: ls.lease.FencingVersion,
-		TTL: k.s.TTL, CeilingMS: ceiling, MaxClockOffset: k.s.MaxClockOffset,
+		TTL: k.s.TTL, CeilingMS: ceiling, MaxClockOffset: k.s.MaxClockOffset, Block: block,
 	})
 	cancel()
 	switch {
@@ -814,7 +839,7 @@ func (k *Keeper) heartbeat(ctx context.Context, ls *leaseState) error {
 		k.logger.Error("lease lost; stopped issuing and claiming afresh", "datacenter", ls.lease.DatacenterID,
 			"worker", ls.lease.WorkerID, "fencing_version", ls.lease.FencingVersion, "last_timestamp_ms", last)
 		ev := LeaseEvent{LeaseKey: ls.lease.LeaseKey, Holder: k.s.Holder, FencingVersion: ls.lease.FencingVersion,
-			Kind: EventLost, Detail: fmt.Sprintf("heartbeat matched no row; last timestamp used %d", last)}
+			Kind: EventLost, Detail: fmt.Sprintf("heartbeat matched no row; last timestamp used %d", last), Block: ls.takeBlock()}
 		ectx, cancel := context.WithTimeout(ctx, k.s.Heartbeat)
 		if rerr := k.store.RecordLeaseEvent(ectx, ev); rerr != nil {
 			k.logger.Warn("could not record lost lease", "err", rerr)

@@ -80,6 +80,10 @@ type LeaseEvent struct {
 	Owner string
 	// RequestID is the ID of the request that caused the event, "" if none.
 	RequestID string
+	// Block, on a lost event a keeper records, is what the holder issued
+	// since its last report, for the audit trail; stores neither write
+	// nor read it.
+	Block Block
 }
 
 // Validate reports an event no store could record: an unknown kind, or a
@@ -168,6 +172,9 @@ type HeartbeatRequest struct {
 	Owner      string
 	SecretHash string
 	RequestID  string
+	// Block is what the holder issued since its last report, for the
+	// audit trail; stores ignore it.
+	Block Block
 }
 
 // ReleaseRequest gives a lease back. The store leaves behind the ceiling
@@ -186,6 +193,9 @@ type ReleaseRequest struct {
 	Owner      string
 	SecretHash string
 	RequestID  string
+	// Block is what the holder issued since its last report, for the
+	// audit trail; stores ignore it.
+	Block Block
 }
 
 // EvictRequest asks LeaseAdmin.Evict to take a lease from its holder.

@@ -33,6 +33,7 @@ import (
 
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/audit"
 	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/httpapi/statuspage"
 	"github.com/idgen-project/idgen/internal/dburl"
@@ -145,6 +146,9 @@ type Config struct {
 	LeaseEventsPruneInterval time.Duration
 	// Version is shown on the status page and in the metrics.
 	Version string
+	// Audit configures the audit trail of lease events, segment fetches
+	// and blocks of IDs; off by default.
+	Audit AuditConfig
 
 	// EtcdCompactRetention is how much of etcd's history the node keeps:
 	// it compacts the revisions older than this, cluster-wide, in the
@@ -234,6 +238,9 @@ func (c Config) resolve() (Config, error) {
 		return Config{}, err
 	}
 	c.Keeper = ks
+	if err := c.Audit.validate(); err != nil {
+		return Config{}, err
+	}
 	if c.Segments, err = c.Segments.Resolve(); err != nil {
 		return Config{}, err
 	}
@@ -345,6 +352,8 @@ type App struct {
 	tracer *tracing.Provider
 	// state keeps the state file; nil without one.
 	state *nodestate.Store
+	// audit sends the audit trail; nil when it is off.
+	audit *audit.Recorder
 
 	// mu guards serving and closed; serveDone is closed when a Serve that
 	// started returns.
@@ -440,9 +449,15 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if data, err = a.openAudit(c, data); err != nil {
+		return nil, err
+	}
 	keeper, err := allocator.NewKeeper(data, ks)
 	if err != nil {
 		return nil, fmt.Errorf("lease keeper: %w", err)
+	}
+	if a.audit != nil {
+		a.audit.SetNode(keeper.Holder())
 	}
 	startCtx, cancelStart := context.WithTimeout(ctx, c.OpenTimeout)
 	err = keeper.Start(startCtx)
@@ -480,6 +495,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		Logger: a.log, Version: c.Version, Durability: a.durability, PublicDetails: c.StatusDetailsPublic(), Space: a.spaceReporter(),
 		Clock: c.Clock, LeaseTTL: ks.TTL, MaxClockOffset: ks.MaxClockOffset, Policy: policy(ks, c.Segments),
 		Sequences: sequenceReader(a.store),
+		Audit:     a.auditNotice(),
 	})
 	if err != nil {
 		return nil, err
@@ -501,6 +517,8 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		Durability: a.durability,
 		Space:      a.spaceReporter(),
 		Tracing:    tracingCfg,
+
+		AuditClickHouse: a.auditClickHouse(),
 
 		PublicStatusDetails: c.StatusDetailsPublic(),
 	})
@@ -536,6 +554,9 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	if a.compactor != nil {
 		collectors = append(collectors, a.compactor.collectors()...)
+	}
+	if a.audit != nil {
+		collectors = append(collectors, a.audit.Collectors()...)
 	}
 	if c.LeaseEventsRetention > 0 {
 		a.pruner = newEventsPruner(data, c.LeaseEventsRetention, c.LeaseEventsPruneInterval, c.Clock, a.log)
@@ -722,6 +743,12 @@ func (a *App) stop(ctx context.Context) (err error) {
 		}
 		cancel()
 	}
+	// After the keeper: its release and last block are in the trail.
+	sctx, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
+	if cerr := a.closeAudit(sctx); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("audit trail: %w", cerr))
+	}
+	cancel()
 	if a.state != nil {
 		if cerr := a.state.Flush(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("write state file: %w", cerr))

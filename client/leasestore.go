@@ -194,6 +194,7 @@ func (s *LeaseStore) Heartbeat(ctx context.Context, req allocator.HeartbeatReque
 	in := &idgenv1.HeartbeatLeaseRequest{
 		Datacenter: int32(req.Key.DatacenterID), Worker: int32(req.Key.WorkerID), Holder: req.Holder,
 		FencingVersion: req.FencingVersion, LeaseSecret: secret, TtlMs: req.TTL.Milliseconds(), CeilingMs: req.CeilingMS,
+		Issued: issuedBlock(req.Block),
 	}
 	b, err := call(ctx, s, "HeartbeatLease", req.RequestID, s.rpc.HeartbeatLease, in)
 	if err != nil {
@@ -229,6 +230,7 @@ func (s *LeaseStore) Release(ctx context.Context, req allocator.ReleaseRequest) 
 		Datacenter: int32(req.Key.DatacenterID), Worker: int32(req.Key.WorkerID), Holder: req.Holder,
 		FencingVersion: req.FencingVersion, LeaseSecret: secret,
 		LastTimestampMs: req.LastTimestampMS, NoneIssued: req.LastTimestampMS == 0,
+		Issued: issuedBlock(req.Block),
 	}
 	b, err := call(ctx, s, "ReleaseLease", req.RequestID, s.rpc.ReleaseLease, in)
 	if err == nil || errors.Is(err, allocator.ErrLeaseLost) {
@@ -364,4 +366,13 @@ func permanent(err error) bool {
 		}
 	}
 	return errors.Is(err, ErrBadResponse) || errors.Is(err, ErrInvalidInput)
+}
+
+// issuedBlock is the block of IDs the generator reports with a heartbeat
+// or release, for the node's audit trail; nil when it issued none.
+func issuedBlock(b allocator.Block) *idgenv1.IssuedBlock {
+	if b.Count == 0 {
+		return nil
+	}
+	return &idgenv1.IssuedBlock{Count: b.Count, FromMs: b.FromMS, ToMs: b.ToMS}
 }

@@ -423,7 +423,7 @@ func TestRoutes(t *testing.T) {
 		got = append(got, r.Method+" "+r.Path)
 	}
 	want := []string{
-		"GET /", "GET /admin/lease-events", "GET /admin/leases", "POST /admin/leases/:datacenter/:worker/evict",
+		"GET /", "GET /admin/audit/who/:id", "GET /admin/lease-events", "GET /admin/leases", "POST /admin/leases/:datacenter/:worker/evict",
 		"GET /admin/namespaces", "POST /admin/namespaces",
 		"DELETE /admin/namespaces/:name", "GET /admin/namespaces/:name", "PATCH /admin/namespaces/:name",
 		"GET /api/segment/get/:key", "GET /api/snowflake/get/:key", "POST /api/v1/id", "GET /api/v1/ids",

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/app"
+	"github.com/idgen-project/idgen/audit"
 	"github.com/idgen-project/idgen/httpapi"
 )
 
@@ -99,6 +102,24 @@ func BenchmarkIDsCount1Tokens(b *testing.B) {
 func BenchmarkIDsCount1000(b *testing.B) {
 	e := newEnv(b, envOptions{})
 	benchHandler(b, e.h, "/ids?count=1000")
+}
+
+// BenchmarkIDsCount1Audit and BenchmarkIDsCount1000Audit are their
+// namesakes with the audit trail on (JSON lines to a file, block records
+// every millisecond): the handler's path must not be slower for it.
+func BenchmarkIDsCount1Audit(b *testing.B) {
+	e := newEnv(b, envOptions{audit: benchAudit(b)})
+	benchHandler(b, e.h, "/ids")
+}
+
+func BenchmarkIDsCount1000Audit(b *testing.B) {
+	e := newEnv(b, envOptions{audit: benchAudit(b)})
+	benchHandler(b, e.h, "/ids?count=1000")
+}
+
+func benchAudit(b *testing.B) app.AuditConfig {
+	return app.AuditConfig{Sink: "file:" + filepath.Join(b.TempDir(), "audit.jsonl"),
+		Settings: audit.RecorderSettings{BlockInterval: time.Millisecond}}
 }
 
 func BenchmarkIDsNamespace(b *testing.B) {

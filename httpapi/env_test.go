@@ -18,6 +18,7 @@ import (
 
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/app"
 	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/httpapi/statuspage"
 	"github.com/idgen-project/idgen/internal/metrics"
@@ -43,6 +44,7 @@ type envOptions struct {
 	clock     snowflake.Clock  // the clock IDs carry; nil is the system's
 	layout    snowflake.Layout // the zero Layout is the default one
 	leaseAPI  idgen.LeaseSettings
+	audit     app.AuditConfig // the audit trail; off when zero
 }
 
 // env is one idgen node (internal/testserver: a store, a lease keeper, a
@@ -85,6 +87,7 @@ func newEnv(tb testing.TB, o envOptions) *env {
 		Logger:   logger,
 		NoWait:   o.noWait,
 		LeaseAPI: o.leaseAPI,
+		Audit:    o.audit,
 	})
 	return &env{tb: tb, store: s.Store(), keeper: s.Keeper(), segments: s.Segments(), srv: s.API(), svc: s.Service(), auth: s.Authorizer(),
 		page: s.Status(), h: s.Handler()}

@@ -43,6 +43,19 @@ type heartbeatRequest struct {
 	LeaseSecret    string `json:"lease_secret"`
 	TTLMS          int64  `json:"ttl_ms"`
 	CeilingMS      int64  `json:"ceiling_ms"`
+	Issued         issued `json:"issued"`
+}
+
+// issued is the optional block of IDs a holder reports with a heartbeat
+// or a release (allocator.Block), for the node's audit trail.
+type issued struct {
+	Count  int64 `json:"count"`
+	FromMS int64 `json:"from_ms"`
+	ToMS   int64 `json:"to_ms"`
+}
+
+func (b issued) block() allocator.Block {
+	return allocator.Block{Count: b.Count, FromMS: b.FromMS, ToMS: b.ToMS}
 }
 
 // releaseRequest is the body of POST /v1/leases/{dc}/{worker}/release.
@@ -52,6 +65,7 @@ type releaseRequest struct {
 	LeaseSecret     string `json:"lease_secret"`
 	LastTimestampMS int64  `json:"last_timestamp_ms"`
 	NoneIssued      bool   `json:"none_issued"`
+	Issued          issued `json:"issued"`
 }
 
 // leaseCall returns the caller requireScope checked, or 404 when the lease
@@ -143,6 +157,7 @@ func (s *Server) handleLeaseHeartbeat(c echo.Context) error {
 	}
 	ext, err := s.leases.Heartbeat(c.Request().Context(), caller, idgen.HeartbeatRequest{
 		Key: key, Holder: req.Holder, FencingVersion: req.FencingVersion, Secret: req.LeaseSecret, TTLMS: req.TTLMS, CeilingMS: req.CeilingMS,
+		Issued: req.Issued.block(),
 	})
 	if err != nil {
 		return err
@@ -166,7 +181,7 @@ func (s *Server) handleLeaseRelease(c echo.Context) error {
 	}
 	ceiling, err := s.leases.Release(c.Request().Context(), caller, idgen.ReleaseRequest{
 		Key: key, Holder: req.Holder, FencingVersion: req.FencingVersion, Secret: req.LeaseSecret,
-		LastTimestampMS: req.LastTimestampMS, NoneIssued: req.NoneIssued,
+		LastTimestampMS: req.LastTimestampMS, NoneIssued: req.NoneIssued, Issued: req.Issued.block(),
 	})
 	if err != nil {
 		return err

@@ -24,6 +24,7 @@ import (
 
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/audit"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -109,6 +110,9 @@ type Config struct {
 	// Sequences serves /v1/sequences (sequences.go); nil answers 404
 	// there: the store keeps no sequences.
 	Sequences *idgen.Sequences
+	// AuditClickHouse, when not nil, is the node's ClickHouse audit table:
+	// GET /admin/audit/who reads it after the store's lease events.
+	AuditClickHouse *audit.ClickHouse
 	// PublicStatusDetails shows every caller of /readyz the lease holder
 	// and fencing version, not only the admin scope (package probe).
 	PublicStatusDetails bool
@@ -131,6 +135,7 @@ type Server struct {
 	lease         LeaseReporter
 	segments      SegmentReporter
 	admin         AdminStore
+	auditCH       *audit.ClickHouse // nil: who reads the store only
 	db            Pinger
 	log           *slog.Logger
 	clock         snowflake.Clock
@@ -165,6 +170,7 @@ func New(cfg Config) (*Server, error) {
 		lease:         cfg.Lease,
 		segments:      cfg.Segments,
 		admin:         cfg.Admin,
+		auditCH:       cfg.AuditClickHouse,
 		db:            cfg.Database,
 		log:           cfg.Logger,
 		clock:         cfg.Clock,
@@ -217,6 +223,7 @@ func New(cfg Config) (*Server, error) {
 	s.add(g.GET, "/leases", s.handleAdminLeases)
 	s.add(g.POST, "/leases/:datacenter/:worker/evict", s.handleAdminEvict)
 	s.add(g.GET, "/lease-events", s.handleAdminLeaseEvents)
+	s.add(g.GET, "/audit/who/:id", s.handleAdminAuditWho)
 	s.add(g.GET, "/namespaces", s.handleAdminNamespaces)
 	s.add(g.POST, "/namespaces", s.handleAdminCreateNamespace)
 	s.add(g.GET, "/namespaces/:name", s.handleAdminNamespace)

@@ -116,7 +116,7 @@ func (l leaseService) heartbeatLease(ctx context.Context, m *idgenv1.HeartbeatLe
 	}
 	ext, err := l.s.leases.Heartbeat(ctx, caller, idgen.HeartbeatRequest{
 		Key: key, Holder: m.GetHolder(), FencingVersion: m.GetFencingVersion(), Secret: m.GetLeaseSecret(),
-		TTLMS: m.GetTtlMs(), CeilingMS: m.GetCeilingMs(),
+		TTLMS: m.GetTtlMs(), CeilingMS: m.GetCeilingMs(), Issued: issuedOf(m.GetIssued()),
 	})
 	if err != nil {
 		return nil, l.s.errorOf(ctx, err, "")
@@ -143,10 +143,15 @@ func (l leaseService) releaseLease(ctx context.Context, m *idgenv1.ReleaseLeaseR
 	}
 	ceiling, err := l.s.leases.Release(ctx, caller, idgen.ReleaseRequest{
 		Key: key, Holder: m.GetHolder(), FencingVersion: m.GetFencingVersion(), Secret: m.GetLeaseSecret(),
-		LastTimestampMS: m.GetLastTimestampMs(), NoneIssued: m.GetNoneIssued(),
+		LastTimestampMS: m.GetLastTimestampMs(), NoneIssued: m.GetNoneIssued(), Issued: issuedOf(m.GetIssued()),
 	})
 	if err != nil {
 		return nil, l.s.errorOf(ctx, err, "")
 	}
 	return &idgenv1.ReleaseLeaseResponse{CeilingMs: ceiling}, nil
+}
+
+// issuedOf returns the block a holder reported, the zero one when none.
+func issuedOf(b *idgenv1.IssuedBlock) allocator.Block {
+	return allocator.Block{Count: b.GetCount(), FromMS: b.GetFromMs(), ToMS: b.GetToMs()}
 }

@@ -59,6 +59,14 @@ func commands() []command {
 			help: sequencesHelp, run: runSequences,
 		},
 		{
+			name: "audit", summary: "name the holder that issued a Snowflake ID (who)",
+			forms: []form{
+				{synopsis: "audit who ID [--layout T/D/W/S] [--epoch TIME] [--audit-sink DSN] [--dsn DSN]",
+					summary: "name the holder, fencing version and lease window of the worker ID that issued ID, from the lease events (and ClickHouse)"},
+			},
+			help: auditHelp, run: runAudit,
+		},
+		{
 			name: "restore-fence", summary: "fence a restored database before nodes start on it",
 			forms: []form{
 				{synopsis: "restore-fence [--gap N] [--up-to TIME] [--max-ttl D] [--reason TEXT] [--force] [--dsn DSN]",

@@ -39,6 +39,12 @@ var fieldFlags = map[string]string{
 	"LeaseSettings.AcquireRate":  "lease-api-acquire-rate",
 	"LeaseSettings.AcquireBurst": "lease-api-acquire-burst",
 
+	"AuditConfig.Sink":               "audit-sink",
+	"RecorderSettings.Buffer":        "audit-buffer",
+	"RecorderSettings.BatchSize":     "audit-batch",
+	"RecorderSettings.FlushInterval": "audit-flush-interval",
+	"RecorderSettings.BlockInterval": "audit-block-interval",
+
 	"RateLimit.Rate":         "rate-limit",
 	"RateLimit.Burst":        "rate-burst",
 	"RateLimit.MaxAddresses": "rate-limit-addresses",

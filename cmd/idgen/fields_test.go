@@ -8,6 +8,7 @@ import (
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
+	"github.com/idgen-project/idgen/audit"
 )
 
 // TestFieldFlags walks fieldFlags: every field it names exists on its
@@ -15,7 +16,7 @@ import (
 func TestFieldFlags(t *testing.T) {
 	types := map[string]reflect.Type{}
 	for _, v := range []any{app.Config{}, app.TracingConfig{}, idgen.Settings{}, idgen.LeaseSettings{},
-		idgen.RateLimit{}, allocator.KeeperSettings{}, allocator.SegmentSettings{}} {
+		idgen.RateLimit{}, allocator.KeeperSettings{}, allocator.SegmentSettings{}, audit.RecorderSettings{}, app.AuditConfig{}} {
 		types[reflect.TypeOf(v).Name()] = reflect.TypeOf(v)
 	}
 	fs := newServeFlags().f.fs

@@ -13,6 +13,7 @@ import (
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
+	"github.com/idgen-project/idgen/audit"
 	"github.com/idgen-project/idgen/internal/dburl"
 	"github.com/idgen-project/idgen/internal/tracing"
 	"github.com/idgen-project/idgen/snowflake"
@@ -225,6 +226,21 @@ func newServeFlags() *serveFlags {
 	d.Float(&c.Tracing.SampleRatio, "trace-sample-ratio", "F", tracing.DefaultRequestSampleRatio,
 		"share of requests traced that come without a sampled trace of their caller, 0 to 1, "+
 			"unless `OTEL_TRACES_SAMPLER` is set; the node's own lease and segment calls are always traced")
+
+	d.group = "Audit trail"
+	d.String(&c.Audit.Sink, "audit-sink", "SINK", "",
+		"send an audit record of every lease event (acquire, heartbeat, release, takeover, lost, evict), segment fetch and block of IDs to "+
+			"`stdout` or `file:PATH` (JSON lines) or `clickhouse://user:pass@host:8123/db?table=idgen_audit` (its HTTP interface; "+
+			"idgen creates the table). Empty: off. Never slows issuance: events wait in a bounded buffer, and past it are dropped and counted").
+		maskedBy(audit.RedactSink)
+	d.Int(&c.Audit.Settings.Buffer, "audit-buffer", "N", audit.DefaultBuffer,
+		fmt.Sprintf("most audit events waiting for the sink (while it is down, say), 1 to %d; past it new events are dropped and counted (`idgen_audit_dropped_total`)", audit.MaxBuffer)).positiveValue()
+	d.Int(&c.Audit.Settings.BatchSize, "audit-batch", "N", audit.DefaultBatchSize,
+		"most audit events sent in one write; at most `--audit-buffer`").positiveValue()
+	d.Duration(&c.Audit.Settings.FlushInterval, "audit-flush-interval", "D", audit.DefaultFlushInterval,
+		"longest an audit event waits before its batch is sent").positiveValue()
+	d.Duration(&c.Audit.Settings.BlockInterval, "audit-block-interval", "D", audit.DefaultBlockInterval,
+		"at most one block record (IDs issued, by holder and lease) per holder per interval; reports in between add up").positiveValue()
 
 	d.group = "Logging"
 	d.Var(&sf.logFormat, "log-format", "FORMAT", "`text` (logfmt) or `json`, on stderr")

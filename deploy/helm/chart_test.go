@@ -542,6 +542,11 @@ func TestChartConfigMirrorsFlags(t *testing.T) {
   rate-limit-addresses: 1000
   tracing: true
   trace-sample-ratio: 0.5
+  audit-sink: stdout
+  audit-buffer: 1000
+  audit-batch: 100
+  audit-flush-interval: 2s
+  audit-block-interval: 5s
   id-format: base32,orders=hex
   etcd-compact-retention: 10m
   state-file: /var/lib/idgen/state

@@ -89,6 +89,15 @@ type Config struct {
 	// Sequences, when not nil, are the store's sequences, shown with their
 	// current period, last number and open reservations (sequences.go).
 	Sequences SequenceReader
+	// Audit, when not nil, says when the audit trail needs attention
+	// (events dropped, its sink failing): the node's *audit.Recorder.
+	Audit AuditReporter
+}
+
+// AuditReporter says when the audit trail needs attention: ok is true
+// with a title and a detail for the page's line.
+type AuditReporter interface {
+	Notice() (title, detail string, ok bool)
 }
 
 // SpaceReporter gives the latest sample of the database's space and
@@ -276,6 +285,11 @@ func (p *Page) Serve(w http.ResponseWriter, r *http.Request) error {
 		Durability: p.cfg.Durability, LeaseTTL: p.cfg.LeaseTTL, MaxClockOffset: p.cfg.MaxClockOffset,
 		LeasesError: v.LeasesError, NamespacesError: v.NamespacesError, Pools: v.Pools, Namespaces: v.Namespaces,
 		HeartbeatFails: hbFails, Lost: lost, Window: p.history.window, HideNames: !aud.Details, Space: space})
+	if p.cfg.Audit != nil {
+		if title, detail, ok := p.cfg.Audit.Notice(); ok {
+			v.Attention = append(v.Attention, notice{Severity: warning, Title: title, Detail: detail})
+		}
+	}
 	if !aud.Details {
 		v.Namespaces = nil // counted in the notices, not named
 	}

@@ -76,6 +76,8 @@ type Options struct {
 	// node never exports unless Tracing asks for it).
 	RateLimit idgen.RateLimit
 	Tracing   app.TracingConfig
+	// Audit is app.Config's: the audit trail, off when zero.
+	Audit app.AuditConfig
 	// LeaseAPI is app.Config's: the lease API's pool, caps and bounds;
 	// the zero value is idgen serve's defaults.
 	LeaseAPI idgen.LeaseSettings
@@ -125,6 +127,7 @@ func MustStart(tb testing.TB, o Options) *Server {
 		RateLimit:  o.RateLimit,
 		LeaseAPI:   o.LeaseAPI,
 		Tracing:    tracingOf(o),
+		Audit:      o.Audit,
 
 		TokensReloadInterval:     o.TokensReloadInterval,
 		LeaseEventsRetention:     o.LeaseEventsRetention,

@@ -570,7 +570,10 @@ type HeartbeatLeaseRequest struct {
 	// never lowered by a heartbeat.
 	CeilingMs int64 `protobuf:"varint,6,opt,name=ceiling_ms,json=ceilingMs,proto3" json:"ceiling_ms,omitempty"`
 	// The lease secret AcquireLease returned.
-	LeaseSecret   string `protobuf:"bytes,7,opt,name=lease_secret,json=leaseSecret,proto3" json:"lease_secret,omitempty"`
+	LeaseSecret string `protobuf:"bytes,7,opt,name=lease_secret,json=leaseSecret,proto3" json:"lease_secret,omitempty"`
+	// What the holder issued since its last report, for the node's audit
+	// trail; optional.
+	Issued        *IssuedBlock `protobuf:"bytes,8,opt,name=issued,proto3" json:"issued,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -654,6 +657,80 @@ func (x *HeartbeatLeaseRequest) GetLeaseSecret() string {
 	return ""
 }
 
+func (x *HeartbeatLeaseRequest) GetIssued() *IssuedBlock {
+	if x != nil {
+		return x.Issued
+	}
+	return nil
+}
+
+// IssuedBlock says how many IDs a holder issued under its lease since its
+// last report, and the span of their timestamps: every one of them has
+// from_ms <= timestamp <= to_ms (Unix milliseconds). The node records it
+// in its audit trail as the holder reported it; it changes nothing else.
+type IssuedBlock struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many IDs; 0 reports nothing.
+	Count int64 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// The earliest timestamp among them, in Unix milliseconds.
+	FromMs int64 `protobuf:"varint,2,opt,name=from_ms,json=fromMs,proto3" json:"from_ms,omitempty"`
+	// The latest timestamp among them, in Unix milliseconds.
+	ToMs          int64 `protobuf:"varint,3,opt,name=to_ms,json=toMs,proto3" json:"to_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssuedBlock) Reset() {
+	*x = IssuedBlock{}
+	mi := &file_idgen_v1_lease_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssuedBlock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssuedBlock) ProtoMessage() {}
+
+func (x *IssuedBlock) ProtoReflect() protoreflect.Message {
+	mi := &file_idgen_v1_lease_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssuedBlock.ProtoReflect.Descriptor instead.
+func (*IssuedBlock) Descriptor() ([]byte, []int) {
+	return file_idgen_v1_lease_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *IssuedBlock) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *IssuedBlock) GetFromMs() int64 {
+	if x != nil {
+		return x.FromMs
+	}
+	return 0
+}
+
+func (x *IssuedBlock) GetToMs() int64 {
+	if x != nil {
+		return x.ToMs
+	}
+	return 0
+}
+
 // HeartbeatLeaseResponse is the extended lease.
 type HeartbeatLeaseResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -673,7 +750,7 @@ type HeartbeatLeaseResponse struct {
 
 func (x *HeartbeatLeaseResponse) Reset() {
 	*x = HeartbeatLeaseResponse{}
-	mi := &file_idgen_v1_lease_proto_msgTypes[7]
+	mi := &file_idgen_v1_lease_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +762,7 @@ func (x *HeartbeatLeaseResponse) String() string {
 func (*HeartbeatLeaseResponse) ProtoMessage() {}
 
 func (x *HeartbeatLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_idgen_v1_lease_proto_msgTypes[7]
+	mi := &file_idgen_v1_lease_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +775,7 @@ func (x *HeartbeatLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatLeaseResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_idgen_v1_lease_proto_rawDescGZIP(), []int{7}
+	return file_idgen_v1_lease_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HeartbeatLeaseResponse) GetFencingVersion() int64 {
@@ -756,14 +833,17 @@ type ReleaseLeaseRequest struct {
 	// The lease secret AcquireLease returned.
 	LeaseSecret string `protobuf:"bytes,6,opt,name=lease_secret,json=leaseSecret,proto3" json:"lease_secret,omitempty"`
 	// True when the holder issued no ID under this lease.
-	NoneIssued    bool `protobuf:"varint,7,opt,name=none_issued,json=noneIssued,proto3" json:"none_issued,omitempty"`
+	NoneIssued bool `protobuf:"varint,7,opt,name=none_issued,json=noneIssued,proto3" json:"none_issued,omitempty"`
+	// What the holder issued since its last report, for the node's audit
+	// trail; optional.
+	Issued        *IssuedBlock `protobuf:"bytes,8,opt,name=issued,proto3" json:"issued,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReleaseLeaseRequest) Reset() {
 	*x = ReleaseLeaseRequest{}
-	mi := &file_idgen_v1_lease_proto_msgTypes[8]
+	mi := &file_idgen_v1_lease_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -775,7 +855,7 @@ func (x *ReleaseLeaseRequest) String() string {
 func (*ReleaseLeaseRequest) ProtoMessage() {}
 
 func (x *ReleaseLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_idgen_v1_lease_proto_msgTypes[8]
+	mi := &file_idgen_v1_lease_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -788,7 +868,7 @@ func (x *ReleaseLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_idgen_v1_lease_proto_rawDescGZIP(), []int{8}
+	return file_idgen_v1_lease_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReleaseLeaseRequest) GetDatacenter() int32 {
@@ -840,6 +920,13 @@ func (x *ReleaseLeaseRequest) GetNoneIssued() bool {
 	return false
 }
 
+func (x *ReleaseLeaseRequest) GetIssued() *IssuedBlock {
+	if x != nil {
+		return x.Issued
+	}
+	return nil
+}
+
 // ReleaseLeaseResponse says what the release left behind.
 type ReleaseLeaseResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -853,7 +940,7 @@ type ReleaseLeaseResponse struct {
 
 func (x *ReleaseLeaseResponse) Reset() {
 	*x = ReleaseLeaseResponse{}
-	mi := &file_idgen_v1_lease_proto_msgTypes[9]
+	mi := &file_idgen_v1_lease_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +952,7 @@ func (x *ReleaseLeaseResponse) String() string {
 func (*ReleaseLeaseResponse) ProtoMessage() {}
 
 func (x *ReleaseLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_idgen_v1_lease_proto_msgTypes[9]
+	mi := &file_idgen_v1_lease_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +965,7 @@ func (x *ReleaseLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_idgen_v1_lease_proto_rawDescGZIP(), []int{9}
+	return file_idgen_v1_lease_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReleaseLeaseResponse) GetCeilingMs() int64 {
@@ -938,7 +1025,7 @@ const file_idgen_v1_lease_proto_rawDesc = "" +
 	"\n" +
 	"db_time_ms\x18\x0e \x01(\x03R\bdbTimeMs\x12(\n" +
 	"\x06layout\x18\x0f \x01(\v2\x10.idgen.v1.LayoutR\x06layout\x12!\n" +
-	"\flease_secret\x18\x10 \x01(\tR\vleaseSecret\"\xe9\x01\n" +
+	"\flease_secret\x18\x10 \x01(\tR\vleaseSecret\"\x98\x02\n" +
 	"\x15HeartbeatLeaseRequest\x12\x1e\n" +
 	"\n" +
 	"datacenter\x18\x01 \x01(\x05R\n" +
@@ -949,7 +1036,12 @@ const file_idgen_v1_lease_proto_rawDesc = "" +
 	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\x12\x1d\n" +
 	"\n" +
 	"ceiling_ms\x18\x06 \x01(\x03R\tceilingMs\x12!\n" +
-	"\flease_secret\x18\a \x01(\tR\vleaseSecret\"\xb9\x01\n" +
+	"\flease_secret\x18\a \x01(\tR\vleaseSecret\x12-\n" +
+	"\x06issued\x18\b \x01(\v2\x15.idgen.v1.IssuedBlockR\x06issued\"Q\n" +
+	"\vIssuedBlock\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x03R\x05count\x12\x17\n" +
+	"\afrom_ms\x18\x02 \x01(\x03R\x06fromMs\x12\x13\n" +
+	"\x05to_ms\x18\x03 \x01(\x03R\x04toMs\"\xb9\x01\n" +
 	"\x16HeartbeatLeaseResponse\x12'\n" +
 	"\x0ffencing_version\x18\x01 \x01(\x03R\x0efencingVersion\x12\x1d\n" +
 	"\n" +
@@ -957,7 +1049,7 @@ const file_idgen_v1_lease_proto_rawDesc = "" +
 	"\rexpires_at_ms\x18\x03 \x01(\x03R\vexpiresAtMs\x12\x1c\n" +
 	"\n" +
 	"db_time_ms\x18\x04 \x01(\x03R\bdbTimeMs\x12\x15\n" +
-	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\"\xfe\x01\n" +
+	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\"\xad\x02\n" +
 	"\x13ReleaseLeaseRequest\x12\x1e\n" +
 	"\n" +
 	"datacenter\x18\x01 \x01(\x05R\n" +
@@ -968,7 +1060,8 @@ const file_idgen_v1_lease_proto_rawDesc = "" +
 	"\x11last_timestamp_ms\x18\x05 \x01(\x03R\x0flastTimestampMs\x12!\n" +
 	"\flease_secret\x18\x06 \x01(\tR\vleaseSecret\x12\x1f\n" +
 	"\vnone_issued\x18\a \x01(\bR\n" +
-	"noneIssued\"5\n" +
+	"noneIssued\x12-\n" +
+	"\x06issued\x18\b \x01(\v2\x15.idgen.v1.IssuedBlockR\x06issued\"5\n" +
 	"\x14ReleaseLeaseResponse\x12\x1d\n" +
 	"\n" +
 	"ceiling_ms\x18\x01 \x01(\x03R\tceilingMs2\xcc\x02\n" +
@@ -990,7 +1083,7 @@ func file_idgen_v1_lease_proto_rawDescGZIP() []byte {
 	return file_idgen_v1_lease_proto_rawDescData
 }
 
-var file_idgen_v1_lease_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_idgen_v1_lease_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_idgen_v1_lease_proto_goTypes = []any{
 	(*Layout)(nil),                 // 0: idgen.v1.Layout
 	(*GetLayoutRequest)(nil),       // 1: idgen.v1.GetLayoutRequest
@@ -999,27 +1092,30 @@ var file_idgen_v1_lease_proto_goTypes = []any{
 	(*AcquireLeaseRequest)(nil),    // 4: idgen.v1.AcquireLeaseRequest
 	(*AcquireLeaseResponse)(nil),   // 5: idgen.v1.AcquireLeaseResponse
 	(*HeartbeatLeaseRequest)(nil),  // 6: idgen.v1.HeartbeatLeaseRequest
-	(*HeartbeatLeaseResponse)(nil), // 7: idgen.v1.HeartbeatLeaseResponse
-	(*ReleaseLeaseRequest)(nil),    // 8: idgen.v1.ReleaseLeaseRequest
-	(*ReleaseLeaseResponse)(nil),   // 9: idgen.v1.ReleaseLeaseResponse
+	(*IssuedBlock)(nil),            // 7: idgen.v1.IssuedBlock
+	(*HeartbeatLeaseResponse)(nil), // 8: idgen.v1.HeartbeatLeaseResponse
+	(*ReleaseLeaseRequest)(nil),    // 9: idgen.v1.ReleaseLeaseRequest
+	(*ReleaseLeaseResponse)(nil),   // 10: idgen.v1.ReleaseLeaseResponse
 }
 var file_idgen_v1_lease_proto_depIdxs = []int32{
-	0, // 0: idgen.v1.GetLayoutResponse.layout:type_name -> idgen.v1.Layout
-	3, // 1: idgen.v1.AcquireLeaseRequest.workers:type_name -> idgen.v1.WorkerPool
-	0, // 2: idgen.v1.AcquireLeaseResponse.layout:type_name -> idgen.v1.Layout
-	1, // 3: idgen.v1.LeaseService.GetLayout:input_type -> idgen.v1.GetLayoutRequest
-	4, // 4: idgen.v1.LeaseService.AcquireLease:input_type -> idgen.v1.AcquireLeaseRequest
-	6, // 5: idgen.v1.LeaseService.HeartbeatLease:input_type -> idgen.v1.HeartbeatLeaseRequest
-	8, // 6: idgen.v1.LeaseService.ReleaseLease:input_type -> idgen.v1.ReleaseLeaseRequest
-	2, // 7: idgen.v1.LeaseService.GetLayout:output_type -> idgen.v1.GetLayoutResponse
-	5, // 8: idgen.v1.LeaseService.AcquireLease:output_type -> idgen.v1.AcquireLeaseResponse
-	7, // 9: idgen.v1.LeaseService.HeartbeatLease:output_type -> idgen.v1.HeartbeatLeaseResponse
-	9, // 10: idgen.v1.LeaseService.ReleaseLease:output_type -> idgen.v1.ReleaseLeaseResponse
-	7, // [7:11] is the sub-list for method output_type
-	3, // [3:7] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	0,  // 0: idgen.v1.GetLayoutResponse.layout:type_name -> idgen.v1.Layout
+	3,  // 1: idgen.v1.AcquireLeaseRequest.workers:type_name -> idgen.v1.WorkerPool
+	0,  // 2: idgen.v1.AcquireLeaseResponse.layout:type_name -> idgen.v1.Layout
+	7,  // 3: idgen.v1.HeartbeatLeaseRequest.issued:type_name -> idgen.v1.IssuedBlock
+	7,  // 4: idgen.v1.ReleaseLeaseRequest.issued:type_name -> idgen.v1.IssuedBlock
+	1,  // 5: idgen.v1.LeaseService.GetLayout:input_type -> idgen.v1.GetLayoutRequest
+	4,  // 6: idgen.v1.LeaseService.AcquireLease:input_type -> idgen.v1.AcquireLeaseRequest
+	6,  // 7: idgen.v1.LeaseService.HeartbeatLease:input_type -> idgen.v1.HeartbeatLeaseRequest
+	9,  // 8: idgen.v1.LeaseService.ReleaseLease:input_type -> idgen.v1.ReleaseLeaseRequest
+	2,  // 9: idgen.v1.LeaseService.GetLayout:output_type -> idgen.v1.GetLayoutResponse
+	5,  // 10: idgen.v1.LeaseService.AcquireLease:output_type -> idgen.v1.AcquireLeaseResponse
+	8,  // 11: idgen.v1.LeaseService.HeartbeatLease:output_type -> idgen.v1.HeartbeatLeaseResponse
+	10, // 12: idgen.v1.LeaseService.ReleaseLease:output_type -> idgen.v1.ReleaseLeaseResponse
+	9,  // [9:13] is the sub-list for method output_type
+	5,  // [5:9] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_idgen_v1_lease_proto_init() }
@@ -1033,7 +1129,7 @@ func file_idgen_v1_lease_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_idgen_v1_lease_proto_rawDesc), len(file_idgen_v1_lease_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,7 +26,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file idgen/v1/lease.proto.
  */
 export const file_idgen_v1_lease: GenFile = /*@__PURE__*/
-  fileDesc("ChRpZGdlbi92MS9sZWFzZS5wcm90bxIIaWRnZW4udjEicgoGTGF5b3V0EhEKCXRpbWVfYml0cxgBIAEoBRIXCg9kYXRhY2VudGVyX2JpdHMYAiABKAUSEwoLd29ya2VyX2JpdHMYAyABKAUSFQoNc2VxdWVuY2VfYml0cxgEIAEoBRIQCghlcG9jaF9tcxgFIAEoAyISChBHZXRMYXlvdXRSZXF1ZXN0IjUKEUdldExheW91dFJlc3BvbnNlEiAKBmxheW91dBgBIAEoCzIQLmlkZ2VuLnYxLkxheW91dCImCgpXb3JrZXJQb29sEgsKA21pbhgBIAEoBRILCgNtYXgYAiABKAUioQEKE0FjcXVpcmVMZWFzZVJlcXVlc3QSDgoGaG9sZGVyGAEgASgJEhIKCmRhdGFjZW50ZXIYAiABKAUSJQoHd29ya2VycxgDIAEoCzIULmlkZ2VuLnYxLldvcmtlclBvb2wSDgoGdHRsX21zGAQgASgDEhIKCmNlaWxpbmdfbXMYBSABKAMSGwoTbWF4X3ByZXZfY2VpbGluZ19tcxgGIAEoAyL5AgoUQWNxdWlyZUxlYXNlUmVzcG9uc2USEgoKZGF0YWNlbnRlchgBIAEoBRIOCgZ3b3JrZXIYAiABKAUSFwoPZmVuY2luZ192ZXJzaW9uGAMgASgDEg4KBmhvbGRlchgEIAEoCRIQCghmbG9vcl9tcxgFIAEoAxISCgpjZWlsaW5nX21zGAYgASgDEhcKD3ByZXZpb3VzX2hvbGRlchgHIAEoCRIOCgZ0dGxfbXMYCCABKAMSFAoMaGVhcnRiZWF0X21zGAkgASgDEhEKCW1hcmdpbl9tcxgKIAEoAxIbChNtYXhfY2xvY2tfb2Zmc2V0X21zGAsgASgDEhwKFG1heF9iYWNrd2FyZF93YWl0X21zGAwgASgDEhUKDWV4cGlyZXNfYXRfbXMYDSABKAMSEgoKZGJfdGltZV9tcxgOIAEoAxIgCgZsYXlvdXQYDyABKAsyEC5pZGdlbi52MS5MYXlvdXQSFAoMbGVhc2Vfc2VjcmV0GBAgASgJIp4BChVIZWFydGJlYXRMZWFzZVJlcXVlc3QSEgoKZGF0YWNlbnRlchgBIAEoBRIOCgZ3b3JrZXIYAiABKAUSDgoGaG9sZGVyGAMgASgJEhcKD2ZlbmNpbmdfdmVyc2lvbhgEIAEoAxIOCgZ0dGxfbXMYBSABKAMSEgoKY2VpbGluZ19tcxgGIAEoAxIUCgxsZWFzZV9zZWNyZXQYByABKAkigAEKFkhlYXJ0YmVhdExlYXNlUmVzcG9uc2USFwoPZmVuY2luZ192ZXJzaW9uGAEgASgDEhIKCmNlaWxpbmdfbXMYAiABKAMSFQoNZXhwaXJlc19hdF9tcxgDIAEoAxISCgpkYl90aW1lX21zGAQgASgDEg4KBnR0bF9tcxgFIAEoAyKoAQoTUmVsZWFzZUxlYXNlUmVxdWVzdBISCgpkYXRhY2VudGVyGAEgASgFEg4KBndvcmtlchgCIAEoBRIOCgZob2xkZXIYAyABKAkSFwoPZmVuY2luZ192ZXJzaW9uGAQgASgDEhkKEWxhc3RfdGltZXN0YW1wX21zGAUgASgDEhQKDGxlYXNlX3NlY3JldBgGIAEoCRITCgtub25lX2lzc3VlZBgHIAEoCCIqChRSZWxlYXNlTGVhc2VSZXNwb25zZRISCgpjZWlsaW5nX21zGAEgASgDMswCCgxMZWFzZVNlcnZpY2USSQoJR2V0TGF5b3V0EhouaWRnZW4udjEuR2V0TGF5b3V0UmVxdWVzdBobLmlkZ2VuLnYxLkdldExheW91dFJlc3BvbnNlIgOQAgESTQoMQWNxdWlyZUxlYXNlEh0uaWRnZW4udjEuQWNxdWlyZUxlYXNlUmVxdWVzdBoeLmlkZ2VuLnYxLkFjcXVpcmVMZWFzZVJlc3BvbnNlElMKDkhlYXJ0YmVhdExlYXNlEh8uaWRnZW4udjEuSGVhcnRiZWF0TGVhc2VSZXF1ZXN0GiAuaWRnZW4udjEuSGVhcnRiZWF0TGVhc2VSZXNwb25zZRJNCgxSZWxlYXNlTGVhc2USHS5pZGdlbi52MS5SZWxlYXNlTGVhc2VSZXF1ZXN0Gh4uaWRnZW4udjEuUmVsZWFzZUxlYXNlUmVzcG9uc2VCN1o1Z2l0aHViLmNvbS9pZGdlbi1wcm9qZWN0L2lkZ2VuL3Byb3RvL2lkZ2VuL3YxO2lkZ2VudjFiBnByb3RvMw");
+  fileDesc("ChRpZGdlbi92MS9sZWFzZS5wcm90bxIIaWRnZW4udjEicgoGTGF5b3V0EhEKCXRpbWVfYml0cxgBIAEoBRIXCg9kYXRhY2VudGVyX2JpdHMYAiABKAUSEwoLd29ya2VyX2JpdHMYAyABKAUSFQoNc2VxdWVuY2VfYml0cxgEIAEoBRIQCghlcG9jaF9tcxgFIAEoAyISChBHZXRMYXlvdXRSZXF1ZXN0IjUKEUdldExheW91dFJlc3BvbnNlEiAKBmxheW91dBgBIAEoCzIQLmlkZ2VuLnYxLkxheW91dCImCgpXb3JrZXJQb29sEgsKA21pbhgBIAEoBRILCgNtYXgYAiABKAUioQEKE0FjcXVpcmVMZWFzZVJlcXVlc3QSDgoGaG9sZGVyGAEgASgJEhIKCmRhdGFjZW50ZXIYAiABKAUSJQoHd29ya2VycxgDIAEoCzIULmlkZ2VuLnYxLldvcmtlclBvb2wSDgoGdHRsX21zGAQgASgDEhIKCmNlaWxpbmdfbXMYBSABKAMSGwoTbWF4X3ByZXZfY2VpbGluZ19tcxgGIAEoAyL5AgoUQWNxdWlyZUxlYXNlUmVzcG9uc2USEgoKZGF0YWNlbnRlchgBIAEoBRIOCgZ3b3JrZXIYAiABKAUSFwoPZmVuY2luZ192ZXJzaW9uGAMgASgDEg4KBmhvbGRlchgEIAEoCRIQCghmbG9vcl9tcxgFIAEoAxISCgpjZWlsaW5nX21zGAYgASgDEhcKD3ByZXZpb3VzX2hvbGRlchgHIAEoCRIOCgZ0dGxfbXMYCCABKAMSFAoMaGVhcnRiZWF0X21zGAkgASgDEhEKCW1hcmdpbl9tcxgKIAEoAxIbChNtYXhfY2xvY2tfb2Zmc2V0X21zGAsgASgDEhwKFG1heF9iYWNrd2FyZF93YWl0X21zGAwgASgDEhUKDWV4cGlyZXNfYXRfbXMYDSABKAMSEgoKZGJfdGltZV9tcxgOIAEoAxIgCgZsYXlvdXQYDyABKAsyEC5pZGdlbi52MS5MYXlvdXQSFAoMbGVhc2Vfc2VjcmV0GBAgASgJIsUBChVIZWFydGJlYXRMZWFzZVJlcXVlc3QSEgoKZGF0YWNlbnRlchgBIAEoBRIOCgZ3b3JrZXIYAiABKAUSDgoGaG9sZGVyGAMgASgJEhcKD2ZlbmNpbmdfdmVyc2lvbhgEIAEoAxIOCgZ0dGxfbXMYBSABKAMSEgoKY2VpbGluZ19tcxgGIAEoAxIUCgxsZWFzZV9zZWNyZXQYByABKAkSJQoGaXNzdWVkGAggASgLMhUuaWRnZW4udjEuSXNzdWVkQmxvY2siPAoLSXNzdWVkQmxvY2sSDQoFY291bnQYASABKAMSDwoHZnJvbV9tcxgCIAEoAxINCgV0b19tcxgDIAEoAyKAAQoWSGVhcnRiZWF0TGVhc2VSZXNwb25zZRIXCg9mZW5jaW5nX3ZlcnNpb24YASABKAMSEgoKY2VpbGluZ19tcxgCIAEoAxIVCg1leHBpcmVzX2F0X21zGAMgASgDEhIKCmRiX3RpbWVfbXMYBCABKAMSDgoGdHRsX21zGAUgASgDIs8BChNSZWxlYXNlTGVhc2VSZXF1ZXN0EhIKCmRhdGFjZW50ZXIYASABKAUSDgoGd29ya2VyGAIgASgFEg4KBmhvbGRlchgDIAEoCRIXCg9mZW5jaW5nX3ZlcnNpb24YBCABKAMSGQoRbGFzdF90aW1lc3RhbXBfbXMYBSABKAMSFAoMbGVhc2Vfc2VjcmV0GAYgASgJEhMKC25vbmVfaXNzdWVkGAcgASgIEiUKBmlzc3VlZBgIIAEoCzIVLmlkZ2VuLnYxLklzc3VlZEJsb2NrIioKFFJlbGVhc2VMZWFzZVJlc3BvbnNlEhIKCmNlaWxpbmdfbXMYASABKAMyzAIKDExlYXNlU2VydmljZRJJCglHZXRMYXlvdXQSGi5pZGdlbi52MS5HZXRMYXlvdXRSZXF1ZXN0GhsuaWRnZW4udjEuR2V0TGF5b3V0UmVzcG9uc2UiA5ACARJNCgxBY3F1aXJlTGVhc2USHS5pZGdlbi52MS5BY3F1aXJlTGVhc2VSZXF1ZXN0Gh4uaWRnZW4udjEuQWNxdWlyZUxlYXNlUmVzcG9uc2USUwoOSGVhcnRiZWF0TGVhc2USHy5pZGdlbi52MS5IZWFydGJlYXRMZWFzZVJlcXVlc3QaIC5pZGdlbi52MS5IZWFydGJlYXRMZWFzZVJlc3BvbnNlEk0KDFJlbGVhc2VMZWFzZRIdLmlkZ2VuLnYxLlJlbGVhc2VMZWFzZVJlcXVlc3QaHi5pZGdlbi52MS5SZWxlYXNlTGVhc2VSZXNwb25zZUI3WjVnaXRodWIuY29tL2lkZ2VuLXByb2plY3QvaWRnZW4vcHJvdG8vaWRnZW4vdjE7aWRnZW52MWIGcHJvdG8z");
 
 /**
  * Layout is the Snowflake bit layout: sign bit (0) | time | datacenter |
@@ -402,6 +402,14 @@ export type HeartbeatLeaseRequest = Message<"idgen.v1.HeartbeatLeaseRequest"> & 
    * @generated from field: string lease_secret = 7;
    */
   leaseSecret: string;
+
+  /**
+   * What the holder issued since its last report, for the node's audit
+   * trail; optional.
+   *
+   * @generated from field: idgen.v1.IssuedBlock issued = 8;
+   */
+  issued?: IssuedBlock | undefined;
 };
 
 /**
@@ -410,6 +418,44 @@ export type HeartbeatLeaseRequest = Message<"idgen.v1.HeartbeatLeaseRequest"> & 
  */
 export const HeartbeatLeaseRequestSchema: GenMessage<HeartbeatLeaseRequest> = /*@__PURE__*/
   messageDesc(file_idgen_v1_lease, 6);
+
+/**
+ * IssuedBlock says how many IDs a holder issued under its lease since its
+ * last report, and the span of their timestamps: every one of them has
+ * from_ms <= timestamp <= to_ms (Unix milliseconds). The node records it
+ * in its audit trail as the holder reported it; it changes nothing else.
+ *
+ * @generated from message idgen.v1.IssuedBlock
+ */
+export type IssuedBlock = Message<"idgen.v1.IssuedBlock"> & {
+  /**
+   * How many IDs; 0 reports nothing.
+   *
+   * @generated from field: int64 count = 1;
+   */
+  count: bigint;
+
+  /**
+   * The earliest timestamp among them, in Unix milliseconds.
+   *
+   * @generated from field: int64 from_ms = 2;
+   */
+  fromMs: bigint;
+
+  /**
+   * The latest timestamp among them, in Unix milliseconds.
+   *
+   * @generated from field: int64 to_ms = 3;
+   */
+  toMs: bigint;
+};
+
+/**
+ * Describes the message idgen.v1.IssuedBlock.
+ * Use `create(IssuedBlockSchema)` to create a new message.
+ */
+export const IssuedBlockSchema: GenMessage<IssuedBlock> = /*@__PURE__*/
+  messageDesc(file_idgen_v1_lease, 7);
 
 /**
  * HeartbeatLeaseResponse is the extended lease.
@@ -458,7 +504,7 @@ export type HeartbeatLeaseResponse = Message<"idgen.v1.HeartbeatLeaseResponse"> 
  * Use `create(HeartbeatLeaseResponseSchema)` to create a new message.
  */
 export const HeartbeatLeaseResponseSchema: GenMessage<HeartbeatLeaseResponse> = /*@__PURE__*/
-  messageDesc(file_idgen_v1_lease, 7);
+  messageDesc(file_idgen_v1_lease, 8);
 
 /**
  * ReleaseLeaseRequest gives a lease back.
@@ -518,6 +564,14 @@ export type ReleaseLeaseRequest = Message<"idgen.v1.ReleaseLeaseRequest"> & {
    * @generated from field: bool none_issued = 7;
    */
   noneIssued: boolean;
+
+  /**
+   * What the holder issued since its last report, for the node's audit
+   * trail; optional.
+   *
+   * @generated from field: idgen.v1.IssuedBlock issued = 8;
+   */
+  issued?: IssuedBlock | undefined;
 };
 
 /**
@@ -525,7 +579,7 @@ export type ReleaseLeaseRequest = Message<"idgen.v1.ReleaseLeaseRequest"> & {
  * Use `create(ReleaseLeaseRequestSchema)` to create a new message.
  */
 export const ReleaseLeaseRequestSchema: GenMessage<ReleaseLeaseRequest> = /*@__PURE__*/
-  messageDesc(file_idgen_v1_lease, 8);
+  messageDesc(file_idgen_v1_lease, 9);
 
 /**
  * ReleaseLeaseResponse says what the release left behind.
@@ -548,7 +602,7 @@ export type ReleaseLeaseResponse = Message<"idgen.v1.ReleaseLeaseResponse"> & {
  * Use `create(ReleaseLeaseResponseSchema)` to create a new message.
  */
 export const ReleaseLeaseResponseSchema: GenMessage<ReleaseLeaseResponse> = /*@__PURE__*/
-  messageDesc(file_idgen_v1_lease, 9);
+  messageDesc(file_idgen_v1_lease, 10);
 
 /**
  * LeaseService grants, extends and releases worker-ID leases.
