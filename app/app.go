@@ -502,7 +502,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	a.metrics = prometheus.NewRegistry()
 	a.api, err = httpapi.New(httpapi.Config{
-		Sequences:  sequencesOf(a.store, a.svc),
+		Sequences:  sequencesOf(a.store, a.svc, a.audit),
 		Service:    a.svc,
 		Auth:       a.auth,
 		Leases:     broker,

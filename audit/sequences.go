@@ -1,0 +1,76 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/idgen-project/idgen/allocator/sequence"
+)
+
+// The kinds of the sequence events: numbers reserved, and reservations
+// confirmed, voided or found expired.
+const (
+	KindSequenceReserve Kind = "sequence_reserve"
+	KindSequenceConfirm Kind = "sequence_confirm"
+	KindSequenceVoid    Kind = "sequence_void"
+	KindSequenceExpire  Kind = "sequence_expire"
+)
+
+// Sequences wraps a sequence.Store so that every reservation and every
+// change of a reservation's state reaches the audit trail: one event per
+// reservation (Namespace is the sequence, First and Last its numbers,
+// Owner the caller, Detail the period and the reservation ID), recorded
+// after the store committed it. The ledger stays the record of the
+// numbers; the trail says who did what when, beside the leases.
+type Sequences struct {
+	sequence.Store
+	rec *Recorder
+}
+
+// WrapSequences returns store reporting to rec.
+func WrapSequences(store sequence.Store, rec *Recorder) *Sequences {
+	return &Sequences{Store: store, rec: rec}
+}
+
+func sequenceEvent(kind Kind, r sequence.Reservation) Event {
+	return Event{Kind: kind, Namespace: r.Sequence, First: r.First, Last: r.First + int64(r.Count) - 1,
+		Count: int64(r.Count), Owner: r.Caller, RequestID: r.RequestID,
+		Detail: fmt.Sprintf("period %s, reservation %s", r.Period, r.ID)}
+}
+
+// Reserve implements sequence.Store.Reserve and records each reservation.
+func (s *Sequences) Reserve(ctx context.Context, name string, reqs []sequence.Request) ([]sequence.Reservation, error) {
+	out, err := s.Store.Reserve(ctx, name, reqs)
+	if err != nil {
+		return out, err
+	}
+	for _, r := range out {
+		s.rec.Record(sequenceEvent(KindSequenceReserve, r))
+	}
+	return out, nil
+}
+
+// Settle implements sequence.Store.Settle and records a confirm or a void.
+func (s *Sequences) Settle(ctx context.Context, name, reservationID, caller string, to sequence.State) (sequence.Reservation, error) {
+	r, err := s.Store.Settle(ctx, name, reservationID, caller, to)
+	if err != nil {
+		return r, err
+	}
+	kind := KindSequenceConfirm
+	if to == sequence.Voided {
+		kind = KindSequenceVoid
+	}
+	s.rec.Record(sequenceEvent(kind, r))
+	return r, nil
+}
+
+// ExpireReservations implements sequence.Store.ExpireReservations and
+// records how many numbers expired, when any did.
+func (s *Sequences) ExpireReservations(ctx context.Context, name string) (int64, error) {
+	n, err := s.Store.ExpireReservations(ctx, name)
+	if err == nil && n > 0 {
+		s.rec.Record(Event{Kind: KindSequenceExpire, Namespace: name, Count: n,
+			Detail: fmt.Sprintf("%d numbers past their reservation's expiry", n)})
+	}
+	return n, err
+}
