@@ -2,8 +2,8 @@ package app
 
 import (
 	"github.com/idgen-project/idgen"
-	"github.com/idgen-project/idgen/audit"
 	"github.com/idgen-project/idgen/allocator/sequence"
+	"github.com/idgen-project/idgen/audit"
 	"github.com/idgen-project/idgen/httpapi/statuspage"
 )
 
