@@ -876,6 +876,7 @@ func TestSegmentsStrictQueueLeave(t *testing.T) {
 		t.Errorf("fetch sizes: got %v, want %v", store.sizes(), want)
 	}
 }
+
 // otherNode starts another allocator on store, as a second node would, and
 // draws one ID of "orders" with it, which fetches the next range. It
 // returns the allocator and the ID.
