@@ -119,8 +119,8 @@ func (q *strictQueue) removeLocked(w *strictWaiter) {
 	}
 }
 
-// fetchGroup fetches the IDs of group (led by me, one of them), hands the
-// next group its turn, gives every member its part and returns me's.
+// fetchGroup fetches the IDs of group (led by me, one of them), gives
+// every member its part, hands the next group its turn and returns me's.
 func (ns *segNamespace) fetchGroup(group []*strictWaiter, me *strictWaiter) (Segment, error) {
 	var total int64
 	for _, w := range group {
@@ -146,12 +146,16 @@ func (ns *segNamespace) fetchGroup(group []*strictWaiter, me *strictWaiter) (Seg
 			w.err = err
 		}
 	}
-	ns.nextGroup()
 	for _, w := range group {
 		if w != me {
 			close(w.ready)
 		}
 	}
+	// The next group's leader is woken last: the scheduler runs the
+	// goroutine woken last first (each wake-up pushes the one before to the
+	// back of the run queue), so the next fetch starts before the members
+	// just woken write their answers rather than after.
+	ns.nextGroup()
 	return me.seg, me.err
 }
 
