@@ -13,7 +13,8 @@
 #     of the three.
 # Everything listens on loopback. Writes $OUT/results.jsonl (one
 # idgen-loadtest --json object per load tool run, labelled
-# round/store/variant/nodes/mode) and $OUT/table.md.
+# round/store/variant/nodes/mode), $OUT/fetches.txt (the store fetches
+# the nodes made during each run, from their metrics) and $OUT/table.md.
 #
 # Environment:
 #   BEFORE    a checkout of the older commit (required), e.g. made with
@@ -58,6 +59,7 @@ trap cleanup EXIT
 mkdir -p "$out"
 results="$out/results.jsonl"
 : >"$results"
+: >"$out/fetches.txt"
 log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
 log "building $(cd "$before" && git rev-parse --short HEAD) (before) and $(cd "$root" && git rev-parse --short HEAD) (after)"
@@ -89,11 +91,11 @@ start_etcd() {
 			>"$tmp/etcd$i.log" 2>&1 &
 		pids+=("$!")
 	done
-	for i in $(seq 300); do
+	for i in $(seq 600); do
 		curl -fsS "http://127.0.0.1:$base/health" 2>/dev/null | grep -q '"health":"true"' && break
 		sleep 0.1
 	done
-	curl -fsS "http://127.0.0.1:$base/health" | grep -q '"health":"true"'
+	curl -fsS "http://127.0.0.1:$base/health" | grep -q '"health":"true"' || { tail -n 5 "$tmp"/etcd?.log >&2; exit 1; }
 	etcd_dsn="etcd://127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
 	log "etcd members at 127.0.0.1:$base-$((base + 2))"
 }
@@ -138,10 +140,22 @@ stop_nodes() {
 	urls=()
 }
 
+# fetches: the strict fetches the nodes have made so far, summed.
+fetches() {
+	local u sum=0 v
+	for u in "${urls[@]}"; do
+		v=$(curl -fsS "$u/metrics" | awk '/^idgen_segment_fetches_total\{namespace="ledger"\}/ {print $2}')
+		sum=$((sum + ${v:-0}))
+	done
+	echo "$sum"
+}
+
 # load LABEL MODE(closed|RATE) NODES: one load tool per node, at once;
-# prints the summed requests/s.
+# prints the summed requests/s. $OUT/fetches.txt gets the label, the
+# requests and the store fetches of the run (warm-up included in both).
 load() {
-	local label=$1 mode=$2 n=$3 i c rate_args=() files=() tools=()
+	local label=$1 mode=$2 n=$3 i c rate_args=() files=() tools=() f0
+	f0=$(fetches)
 	for i in $(seq 0 $((n - 1))); do
 		c=$(((conns + n - 1 - i) / n))
 		rate_args=()
@@ -153,6 +167,7 @@ load() {
 	done
 	for i in "${tools[@]}"; do wait "$i" || true; done
 	cat "${files[@]}" >>"$results"
+	echo "$label fetches=$(($(fetches) - f0))" >>"$out/fetches.txt"
 	cat "${files[@]}" | jq -s 'map(.requests_per_s) | add | floor'
 }
 
