@@ -126,7 +126,21 @@ func (ns *segNamespace) fetchGroup(group []*strictWaiter, me *strictWaiter) (Seg
 	for _, w := range group {
 		total += w.n
 	}
-	seg, err := ns.fetchExact(total)
+	// Close waits for the fetch (Segments.wg) rather than abort it: an
+	// aborted fetch may still commit, and its IDs would be lost.
+	ns.mu.Lock()
+	closed := ns.closed
+	if !closed {
+		ns.s.wg.Add(1)
+	}
+	ns.mu.Unlock()
+	var (
+		seg Segment
+		err = ErrSegmentsClosed
+	)
+	if !closed {
+		seg, err = ns.fetchExact(total)
+	}
 	switch {
 	case err == nil:
 		first := seg.First
@@ -145,6 +159,9 @@ func (ns *segNamespace) fetchGroup(group []*strictWaiter, me *strictWaiter) (Seg
 		for _, w := range group {
 			w.err = err
 		}
+	}
+	if !closed {
+		ns.s.wg.Done()
 	}
 	for _, w := range group {
 		if w != me {

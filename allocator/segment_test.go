@@ -877,6 +877,44 @@ func TestSegmentsStrictQueueLeave(t *testing.T) {
 	}
 }
 
+// TestSegmentsStrictCloseWaits: Close lets a strict fetch in flight
+// finish, so its draw is served, and fails the draws queued behind it
+// without fetching for them.
+func TestSegmentsStrictCloseWaits(t *testing.T) {
+	store := newFakeSegmentStore(Namespace{Name: "invoices", Mode: ModeStrict, Step: 1})
+	ctx := testCtx(t)
+	s := mustSegments(t, store, testSettings())
+	mustDrawOne(t, ctx, s, "invoices") // ID 1
+
+	store.closeGate()
+	first := goDraw(ctx, s, "invoices", 2)
+	fetchesStarted(t, ctx, store, 2)
+	queued := goDraw(ctx, s, "invoices", 1)
+	strictQueued(t, ctx, s, "invoices", 1)
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close(ctx) }()
+	for !s.closed.Load() {
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	store.openGate()
+	if d := <-first; d.err != nil || !slices.Equal(d.b.Ranges, []IDRange{{2, 3}}) {
+		t.Errorf("the draw in flight at Close: got %v, %v, want [{2 3}]", d.b.Ranges, d.err)
+	}
+	if d := <-queued; !errors.Is(d.err, ErrSegmentsClosed) {
+		t.Errorf("the queued draw: got %v, want ErrSegmentsClosed", d.err)
+	}
+	if err := <-closed; err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if want := []int64{1, 2}; !slices.Equal(store.sizes(), want) {
+		t.Errorf("fetch sizes: got %v, want %v", store.sizes(), want)
+	}
+}
+
 // otherNode starts another allocator on store, as a second node would, and
 // draws one ID of "orders" with it, which fetches the next range. It
 // returns the allocator and the ID.
