@@ -68,7 +68,7 @@ func (ns *segNamespace) fetchStrict(ctx context.Context, n int64) (Segment, erro
 		q.busy = true
 		w.grouped = true
 		q.mu.Unlock()
-		return ns.fetchGroup([]*strictWaiter{w}, w)
+		return ns.fetchGroup(ctx, []*strictWaiter{w}, w)
 	}
 	q.pending = append(q.pending, w)
 	q.mu.Unlock()
@@ -104,7 +104,7 @@ func (ns *segNamespace) fetchStrict(ctx context.Context, n int64) (Segment, erro
 		<-w.ready // its group's fetch is under way, bounded by the fetch timeout
 	}
 	if w.group != nil {
-		return ns.fetchGroup(w.group, w)
+		return ns.fetchGroup(ctx, w.group, w)
 	}
 	return w.seg, w.err
 }
@@ -121,7 +121,8 @@ func (q *strictQueue) removeLocked(w *strictWaiter) {
 
 // fetchGroup fetches the IDs of group (led by me, one of them), gives
 // every member its part, hands the next group its turn and returns me's.
-func (ns *segNamespace) fetchGroup(group []*strictWaiter, me *strictWaiter) (Segment, error) {
+// ctx is me's: its values (a trace) go with the fetch, its end does not.
+func (ns *segNamespace) fetchGroup(ctx context.Context, group []*strictWaiter, me *strictWaiter) (Segment, error) {
 	var total int64
 	for _, w := range group {
 		total += w.n
@@ -139,7 +140,7 @@ func (ns *segNamespace) fetchGroup(group []*strictWaiter, me *strictWaiter) (Seg
 		err = ErrSegmentsClosed
 	)
 	if !closed {
-		seg, err = ns.fetchExact(total)
+		seg, err = ns.fetchExact(ctx, total)
 	}
 	switch {
 	case err == nil:
@@ -153,7 +154,7 @@ func (ns *segNamespace) fetchGroup(group []*strictWaiter, me *strictWaiter) (Seg
 		// together: each draw is refused only if its own count is more
 		// than is left, so they fetch one by one, in arrival order.
 		for _, w := range group {
-			w.seg, w.err = ns.fetchExact(w.n)
+			w.seg, w.err = ns.fetchExact(ctx, w.n)
 		}
 	default:
 		for _, w := range group {
@@ -213,12 +214,15 @@ func (ns *segNamespace) nextGroup() {
 }
 
 // fetchExact fetches exactly n slots for strict draws, bounded by the fetch
-// timeout and Close, and records the fetch in the namespace's stats.
-func (ns *segNamespace) fetchExact(n int64) (Segment, error) {
+// timeout and Close (not by ctx, whose values it keeps: the fetch serves
+// other draws too), and records the fetch in the namespace's stats.
+func (ns *segNamespace) fetchExact(ctx context.Context, n int64) (Segment, error) {
 	s := ns.s
-	fctx, cancel := context.WithTimeout(s.stop, s.fetchTimeout)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.fetchTimeout)
+	stopped := context.AfterFunc(s.stop, cancel)
 	start := s.clock.Now()
 	seg, err := s.store.FetchSegment(fctx, ns.name, n)
+	stopped()
 	cancel()
 	end := s.clock.Now()
 
