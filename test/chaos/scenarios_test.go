@@ -635,7 +635,7 @@ func scenarioKillRestart(e *env) (*cluster, *load, []Draw, outcome) {
 	})
 	time.Sleep(2*leaseTTL + time.Second)
 	draws := l.stop()
-	worst, recovered := restartRecovery(draws, restarts, 0)
+	worst, recovered := restartRecovery(draws, restarts, 0, "")
 	out.recovery = worst
 	out.note("seed=%d kills=%d recovered_before_next_kill=%d", seed, len(restarts), recovered)
 	if recovered == 0 {
@@ -668,9 +668,10 @@ func killRandomly(n int, d time.Duration, restartOne func(i int)) (uint64, []res
 }
 
 // restartRecovery counts the restarts the process survived long enough to
-// serve after (a 200 before it was killed again) and returns the slowest
-// of those recoveries. The draws of process i carry Draw.Node base+i.
-func restartRecovery(draws []Draw, restarts []restart, base int) (worst time.Duration, recovered int) {
+// serve after (a 200 to a draw of namespace ns, "" for Snowflake, before it
+// was killed again) and returns the slowest of those recoveries. The draws
+// of process i carry Draw.Node base+i.
+func restartRecovery(draws []Draw, restarts []restart, base int, ns string) (worst time.Duration, recovered int) {
 	for k, r := range restarts {
 		next := time.Now()
 		for _, later := range restarts[k+1:] {
@@ -679,7 +680,7 @@ func restartRecovery(draws []Draw, restarts []restart, base int) (worst time.Dur
 				break
 			}
 		}
-		if first, ok := FirstOK(draws, base+r.idx, "", r.at); ok && first.Before(next) {
+		if first, ok := FirstOK(draws, base+r.idx, ns, r.at); ok && first.Before(next) {
 			recovered++
 			worst = max(worst, first.Sub(r.at))
 		}
@@ -810,7 +811,7 @@ func scenarioStrictKillRestart(e *env) (*cluster, *load, []Draw, outcome) {
 		return waitServer(e.db.name, 2*time.Minute)
 	})
 	draws := l.stop()
-	worst, recovered := restartRecovery(draws, restarts, 0)
+	worst, recovered := restartRecovery(draws, restarts, 0, "ledger")
 	out.note("seed=%d kills=%d recovered_before_next_kill=%d kill_recovery=%s", seed, len(restarts), recovered, worst.Round(time.Millisecond))
 	if recovered == 0 {
 		out.problem("no restarted node served before it was killed again")
