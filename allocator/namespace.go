@@ -23,7 +23,7 @@ type (
 
 const (
 	ModeBuffered Mode = "buffered" // ranges are pre-fetched and double-buffered
-	ModeStrict   Mode = "strict"   // every request is its own fetch of exactly N
+	ModeStrict   Mode = "strict"   // IDs fetched when drawn, exactly N; concurrent draws on a node share a fetch
 
 	FallbackNone      Fallback = "none"      // unavailable while the database is
 	FallbackSnowflake Fallback = "snowflake" // Snowflake IDs while the database is unreachable

@@ -22,9 +22,12 @@ import (
 // draws from and the next one, fetched in the background once the current
 // range is consumed past SegmentSettings.Threshold. A draw from a warm range
 // is one atomic add and a bounds check; callers wait for the database only
-// when both ranges are empty. For a namespace in strict mode every draw is
-// its own fetch of exactly the IDs asked for, so IDs are gap-free and
-// increase across every node, at the speed of the database.
+// when both ranges are empty. For a namespace in strict mode the IDs are
+// fetched when drawn, exactly as many as asked for, so IDs are gap-free and
+// increase across every node. Strict draws that wait at the same time on
+// one node share one fetch of the sum of their counts, split in arrival
+// order (segment_strict.go): a fetch serves every draw that arrived while
+// the previous one was in flight.
 //
 // An ID is handed out only from a range whose fetch returned without error.
 // A fetch that fails, even one whose commit may have happened before the
@@ -212,9 +215,12 @@ type Batch struct {
 	// the fetch that took the IDs: the version the store's fetch left on
 	// the namespace's row (Segment.Namespace.Version), which grows with
 	// every fetch from any node and is never given to two fetches (see
-	// SegmentStore.FetchSegment). A caller that saw revision r before it
-	// asked can refuse an answer whose revision is not above r: a stale
-	// or replayed answer. 0 for a buffered namespace and for the fallback.
+	// SegmentStore.FetchSegment). Draws that waited together on one node
+	// and shared a fetch share its revision; a draw that starts after
+	// another returned always gets a later fetch. So a caller that saw
+	// revision r before it asked can refuse an answer whose revision is
+	// not above r: a stale or replayed answer. 0 for a buffered namespace
+	// and for the fallback.
 	Revision int64
 	// Lease is, when the fallback served (Source is SourceSnowflake), the
 	// worker lease that made the IDs.
@@ -342,6 +348,9 @@ type SegmentStats struct {
 	// the IDs they served.
 	Fallbacks   int64
 	FallbackIDs int64
+	// StrictQueued is the number of strict draws waiting for the next
+	// fetch, which they will share, while one is in flight.
+	StrictQueued int
 	// Loading is true while a background fetch is in flight.
 	Loading bool
 	// Failing is true from a failed fetch until the next successful one.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -288,6 +289,153 @@ func TestSegmentIntegrationStrict(t *testing.T) {
 			return draws.Draw(ctx, segs[a], "invoices", 100)
 		})
 		allocator.CheckConsecutive(t, slices.Concat(drawn...), next)
+	})
+}
+
+// heldStore holds its first FetchSegment until hold closes and counts
+// the calls that reached the store.
+type heldStore struct {
+	allocator.SegmentStore
+	hold    chan struct{}
+	mu      sync.Mutex
+	fetches int
+	sizes   []int64
+}
+
+func (h *heldStore) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
+	h.mu.Lock()
+	h.fetches++
+	h.sizes = append(h.sizes, n)
+	first := h.fetches == 1
+	h.mu.Unlock()
+	if first {
+		select {
+		case <-h.hold:
+		case <-ctx.Done():
+			return allocator.Segment{}, ctx.Err()
+		}
+	}
+	return h.SegmentStore.FetchSegment(ctx, name, n)
+}
+
+func (h *heldStore) counts() (int, []int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.fetches, slices.Clone(h.sizes)
+}
+
+// TestSegmentIntegrationStrictCombined: strict draws that wait at the same
+// time on one node share one store round trip. While a fetch is held, 8
+// draws of 1 to 8 IDs queue; they are served by one fetch of 36, split in
+// the order they queued, with one revision. Then 3 allocators of 8
+// goroutines draw concurrently: the IDs are gap-free with no duplicate,
+// each goroutine's revisions increase, and no more fetches reach the
+// stores than there are draws.
+func TestSegmentIntegrationStrictCombined(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, env *segEnv) {
+		env.create(t, allocator.Namespace{Name: "invoices", Step: 1, Mode: allocator.ModeStrict})
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+
+		held := &heldStore{SegmentStore: env.store(t), hold: make(chan struct{})}
+		sg := newSegs(t, held, segSettings())
+		type result struct {
+			b   allocator.Batch
+			err error
+		}
+		draw := func(n int) <-chan result {
+			ch := make(chan result, 1)
+			go func() {
+				var r result
+				r.err = sg.Draw(ctx, "invoices", n, &r.b)
+				ch <- r
+			}()
+			return ch
+		}
+		waitFor := func(what string, ok func() bool) {
+			t.Helper()
+			for !ok() {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("waiting for %s: %v", what, ctx.Err())
+				case <-time.After(time.Millisecond):
+				}
+			}
+		}
+		first := draw(1)
+		waitFor("the first fetch", func() bool { n, _ := held.counts(); return n == 1 })
+		var queued []<-chan result
+		for n := 1; n <= 8; n++ {
+			queued = append(queued, draw(n))
+			waitFor(fmt.Sprintf("%d queued draws", n), func() bool {
+				st, ok := sg.NamespaceStats("invoices")
+				return ok && st.StrictQueued == n
+			})
+		}
+		close(held.hold)
+		r := <-first
+		if r.err != nil || !slices.Equal(r.b.Ranges, []allocator.IDRange{{First: 1, Last: 1}}) {
+			t.Fatalf("the first draw: got %v, %v, want 1..1", r.b.Ranges, r.err)
+		}
+		next, rev := int64(2), int64(0)
+		for i, ch := range queued {
+			n := int64(i + 1)
+			q := <-ch
+			if q.err != nil {
+				t.Fatalf("queued draw %d: %v", i, q.err)
+			}
+			if want := []allocator.IDRange{{First: next, Last: next + n - 1}}; !slices.Equal(q.b.Ranges, want) {
+				t.Errorf("queued draw %d: got %v, want %v", i, q.b.Ranges, want)
+			}
+			if i == 0 {
+				rev = q.b.Revision
+			}
+			if q.b.Revision != rev || rev <= r.b.Revision {
+				t.Errorf("queued draw %d: revision %d, want %d, above the first draw's %d", i, q.b.Revision, rev, r.b.Revision)
+			}
+			next += n
+		}
+		if fetches, sizes := held.counts(); fetches != 2 || !slices.Equal(sizes, []int64{1, 36}) {
+			t.Errorf("fetches: got %d of sizes %v, want 2 of [1 36]: one round trip for the 8 queued draws", fetches, sizes)
+		}
+
+		const allocators, goroutines, perG = 3, 8, 60
+		recs := make([]*recordingStore, allocators)
+		segs := make([]*allocator.Segments, allocators)
+		set := segSettings()
+		set.FetchTimeout = contendedFetchTimeout
+		for a := range allocators {
+			recs[a] = &recordingStore{SegmentStore: env.store(t)}
+			segs[a] = newSegs(t, recs[a], set)
+		}
+		var draws atomic.Int64
+		drawn := allocator.DrawConcurrently(t, allocators, goroutines, func(a, _ int) ([]int64, error) {
+			prev := rev
+			return allocator.MixedDraws{
+				Sizes: []int{1, 1, 2, 1, 3},
+				Check: func(_ int, b *allocator.Batch) error {
+					draws.Add(1)
+					if b.Revision <= prev {
+						return fmt.Errorf("revision %d not above %d, the goroutine's previous one", b.Revision, prev)
+					}
+					prev = b.Revision
+					return nil
+				},
+			}.Draw(ctx, segs[a], "invoices", perG)
+		})
+		all := slices.Concat(drawn...)
+		allocator.CheckUnique(t, slices.Clone(all), allocators*goroutines*perG)
+		allocator.CheckConsecutive(t, all, next)
+		fetches := 0
+		for _, r := range recs {
+			r.mu.Lock()
+			fetches += r.fetches
+			r.mu.Unlock()
+		}
+		t.Logf("%s: %d strict draws in %d store fetches", env.backend.name, draws.Load(), fetches)
+		if int64(fetches) > draws.Load() {
+			t.Errorf("fetches: got %d for %d draws, want at most one per draw", fetches, draws.Load())
+		}
 	})
 }
 

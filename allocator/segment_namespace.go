@@ -77,6 +77,8 @@ type segNamespace struct {
 	fallbacks   atomic.Int64
 	fallbackIDs atomic.Int64
 	fallingBack bool // a fallback was logged since the last successful fetch
+
+	strict strictQueue // strict draws waiting to share a fetch (segment_strict.go)
 }
 
 func newSegNamespace(s *Segments, name string) *segNamespace {
@@ -605,39 +607,6 @@ func (ns *segNamespace) checkLeft(n int64) error {
 	return fmt.Errorf("namespace %q: %w: %d IDs left, %d asked for", ns.name, ErrNamespaceExhausted, left, n)
 }
 
-// fetchStrict fetches exactly n IDs for a strict draw, bounded by ctx and
-// the fetch timeout.
-func (ns *segNamespace) fetchStrict(ctx context.Context, n int64) (Segment, error) {
-	s := ns.s
-	if s.closed.Load() {
-		return Segment{}, ErrSegmentsClosed
-	}
-	fctx, cancel := context.WithTimeout(ctx, s.fetchTimeout)
-	start := s.clock.Now()
-	seg, err := s.store.FetchSegment(fctx, ns.name, n)
-	cancel()
-	end := s.clock.Now()
-
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	ns.fetches++
-	ns.lastLatency = end.Sub(start)
-	if err == nil {
-		err = ns.checkLocked(seg, n, false)
-	}
-	if err != nil {
-		ns.recordErrLocked(err, end)
-		if segPermanent(err) {
-			return Segment{}, fmt.Errorf("namespace %q: %w", ns.name, err)
-		}
-		return Segment{}, fmt.Errorf("%w: namespace %q: strict fetch: %w", ErrUnavailable, ns.name, err)
-	}
-	ns.lastFetchAt = end
-	ns.failing = nil
-	ns.applyRowLocked(seg.Namespace)
-	return seg, nil
-}
-
 // serveFallback appends n Snowflake IDs to dst, provided every one of them
 // lies above limit, the ID of the namespace's max_id_limit (the limit
 // itself without a stride, Namespace.IDOf): the store never moves
@@ -702,6 +671,9 @@ func (ns *segNamespace) stopDraws() (segTail, bool) {
 }
 
 func (ns *segNamespace) stats() (SegmentStats, bool) {
+	ns.strict.mu.Lock()
+	queued := len(ns.strict.pending)
+	ns.strict.mu.Unlock()
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
 	if !ns.known {
@@ -731,6 +703,7 @@ func (ns *segNamespace) stats() (SegmentStats, bool) {
 		LastFetchAt:      ns.lastFetchAt,
 		Fallbacks:        ns.fallbacks.Load(),
 		FallbackIDs:      ns.fallbackIDs.Load(),
+		StrictQueued:     queued,
 		Loading:          ns.loading,
 		Failing:          ns.failing != nil,
 		LastError:        ns.lastErr,

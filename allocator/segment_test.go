@@ -651,37 +651,267 @@ func TestSegmentsStrictGapFree(t *testing.T) {
 		next += int64(n)
 	}
 
-	// Concurrently: together the IDs are gap-free, and no two fetches get
-	// the same revision.
+	// Concurrently: together the IDs are gap-free; each goroutine's
+	// revisions increase (its next draw starts after its last returned);
+	// draws that shared a fetch share its revision, so there are as many
+	// revisions as fetches, and no more fetches than draws.
+	_, before, _ := store.counts()
 	var (
 		mu   sync.Mutex
 		revs = map[int64]bool{}
 	)
-	draws := MixedDraws{
-		Sizes: []int{1, 2, 3}, // 25 draws of 49 IDs
-		Check: func(_ int, b *Batch) error {
-			mu.Lock()
-			defer mu.Unlock()
-			if revs[b.Revision] || b.Revision <= lastRev {
-				return fmt.Errorf("revision %d given twice, or not above %d", b.Revision, lastRev)
-			}
-			revs[b.Revision] = true
-			return nil
-		},
-	}
 	drawn := DrawConcurrently(t, len(segs), 4, func(a, _ int) ([]int64, error) {
+		prev := lastRev
+		draws := MixedDraws{
+			Sizes: []int{1, 2, 3}, // 25 draws of 49 IDs
+			Check: func(_ int, b *Batch) error {
+				if b.Revision <= prev {
+					return fmt.Errorf("revision %d not above %d, the goroutine's previous one", b.Revision, prev)
+				}
+				prev = b.Revision
+				mu.Lock()
+				defer mu.Unlock()
+				revs[b.Revision] = true
+				return nil
+			},
+		}
 		return draws.Draw(ctx, segs[a], "invoices", 49)
 	})
 	CheckConsecutive(t, slices.Concat(drawn...), next)
 	for i, s := range segs {
 		st := stats(t, s, "invoices")
-		if st.Runway != 0 || st.Mode != ModeStrict {
-			t.Errorf("allocator %d: got runway %d, mode %q, want 0, strict", i, st.Runway, st.Mode)
+		if st.Runway != 0 || st.Mode != ModeStrict || st.StrictQueued != 0 {
+			t.Errorf("allocator %d: got runway %d, mode %q, queued %d, want 0, strict, 0", i, st.Runway, st.Mode, st.StrictQueued)
 		}
 	}
-	// Every fetch was exactly one draw: nothing was buffered.
-	if _, fetches, _ := store.counts(); fetches != 30+12*25 {
-		t.Errorf("fetches: got %d, want %d", fetches, 30+12*25)
+	// Nothing was buffered: every fetch served draws.
+	_, after, _ := store.counts()
+	if fetches := after - before; fetches != len(revs) || fetches > 12*25 {
+		t.Errorf("fetches: got %d for %d revisions, want one per revision and at most one per draw (%d)", fetches, len(revs), 12*25)
+	}
+}
+
+// strictQueued waits until n strict draws of name queue on s for the next
+// fetch, bounded by ctx.
+func strictQueued(t *testing.T, ctx context.Context, s *Segments, name string, n int) {
+	t.Helper()
+	for {
+		if st, ok := s.NamespaceStats(name); ok && st.StrictQueued == n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %d queued strict draws of %q: %v", n, name, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// fetchesStarted waits until store has seen n fetches, bounded by ctx.
+func fetchesStarted(t *testing.T, ctx context.Context, store *fakeSegmentStore, n int) {
+	t.Helper()
+	for {
+		if _, got, _ := store.counts(); got >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %d fetches: %v", n, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// strictDraw is the outcome of one strict draw run in a goroutine.
+type strictDraw struct {
+	b   Batch
+	err error
+}
+
+// goDraw starts a draw of n IDs of name and returns where its outcome
+// arrives.
+func goDraw(ctx context.Context, s *Segments, name string, n int) <-chan strictDraw {
+	ch := make(chan strictDraw, 1)
+	go func() {
+		var d strictDraw
+		d.err = s.Draw(ctx, name, n, &d.b)
+		ch <- d
+	}()
+	return ch
+}
+
+// TestSegmentsStrictCombined holds a strict fetch in flight while draws of
+// 1 to 5 IDs queue one after the other: they share the next fetch, of the
+// sum of their counts, split in the order they queued, with one revision
+// above the first fetch's; a draw that starts after they returned gets a
+// fetch of its own.
+func TestSegmentsStrictCombined(t *testing.T) {
+	store := newFakeSegmentStore(Namespace{Name: "invoices", Mode: ModeStrict, Step: 1})
+	ctx := testCtx(t)
+	s := newTestSegments(t, store, testSettings())
+	mustDrawOne(t, ctx, s, "invoices") // looks the namespace up: ID 1
+
+	store.closeGate()
+	first := goDraw(ctx, s, "invoices", 1)
+	fetchesStarted(t, ctx, store, 2)
+	var queued []<-chan strictDraw
+	for n := 1; n <= 5; n++ {
+		queued = append(queued, goDraw(ctx, s, "invoices", n))
+		strictQueued(t, ctx, s, "invoices", n)
+	}
+	store.openGate()
+
+	d := <-first
+	if d.err != nil {
+		t.Fatal(d.err)
+	}
+	if want := []IDRange{{2, 2}}; !slices.Equal(d.b.Ranges, want) {
+		t.Fatalf("the draw in flight: got %v, want %v", d.b.Ranges, want)
+	}
+	next, rev := int64(3), int64(0)
+	for i, ch := range queued {
+		n := int64(i + 1)
+		d := <-ch
+		if d.err != nil {
+			t.Fatalf("queued draw %d: %v", i, d.err)
+		}
+		if want := []IDRange{{next, next + n - 1}}; !slices.Equal(d.b.Ranges, want) {
+			t.Errorf("queued draw %d of %d: got %v, want %v", i, n, d.b.Ranges, want)
+		}
+		if i == 0 {
+			rev = d.b.Revision
+		}
+		if d.b.Revision != rev {
+			t.Errorf("queued draw %d: revision %d, want %d like the other draws of its fetch", i, d.b.Revision, rev)
+		}
+		next += n
+	}
+	if want := []int64{1, 1, 15}; !slices.Equal(store.sizes(), want) {
+		t.Errorf("fetch sizes: got %v, want %v", store.sizes(), want)
+	}
+	if rev <= d.b.Revision {
+		t.Errorf("the shared revision %d is not above the first fetch's", rev)
+	}
+	b := mustDraw(t, ctx, s, "invoices", 2)
+	if want := []IDRange{{next, next + 1}}; !slices.Equal(b.Ranges, want) || b.Revision <= rev {
+		t.Errorf("a later draw: got %v revision %d, want %v above revision %d", b.Ranges, b.Revision, want, rev)
+	}
+	if st := stats(t, s, "invoices"); st.Fetches != 4 || st.StrictQueued != 0 {
+		t.Errorf("stats: got %d fetches, %d queued, want 4, 0", st.Fetches, st.StrictQueued)
+	}
+}
+
+// TestSegmentsStrictQueueLeave: a queued draw whose ctx ends leaves the
+// queue and takes no IDs; a fetch that fails fails every draw of its
+// group and none is served later; the namespace's exhaustion refuses only
+// the draws that ask for more than is left.
+func TestSegmentsStrictQueueLeave(t *testing.T) {
+	store := newFakeSegmentStore(Namespace{Name: "invoices", Mode: ModeStrict, Step: 1, MaxIDLimit: 11})
+	ctx := testCtx(t)
+	s := newTestSegments(t, store, testSettings())
+	mustDrawOne(t, ctx, s, "invoices") // ID 1
+
+	// A queued draw leaves when its ctx ends.
+	store.closeGate()
+	first := goDraw(ctx, s, "invoices", 1)
+	fetchesStarted(t, ctx, store, 2)
+	stay := goDraw(ctx, s, "invoices", 2)
+	strictQueued(t, ctx, s, "invoices", 1)
+	leaveCtx, leave := context.WithCancel(ctx)
+	left := goDraw(leaveCtx, s, "invoices", 3)
+	strictQueued(t, ctx, s, "invoices", 2)
+	leave()
+	if d := <-left; !errors.Is(d.err, ErrUnavailable) || !errors.Is(d.err, context.Canceled) || len(d.b.IDs) != 0 {
+		t.Errorf("the draw that left: got %v with %v, want ErrUnavailable and context.Canceled, no IDs", d.err, d.b.IDs)
+	}
+	strictQueued(t, ctx, s, "invoices", 1)
+	store.openGate()
+	if d := <-first; d.err != nil || !slices.Equal(d.b.Ranges, []IDRange{{2, 2}}) {
+		t.Errorf("the draw in flight: got %v, %v, want [{2 2}]", d.b.Ranges, d.err)
+	}
+	if d := <-stay; d.err != nil || !slices.Equal(d.b.Ranges, []IDRange{{3, 4}}) {
+		t.Errorf("the draw that stayed: got %v, %v, want [{3 4}]", d.b.Ranges, d.err)
+	}
+
+	// A failed fetch fails its whole group; their IDs are never served.
+	store.closeGate()
+	first = goDraw(ctx, s, "invoices", 1)
+	fetchesStarted(t, ctx, store, 4)
+	store.inject(fakeFault{err: errors.New("reply lost"), commit: true}) // for the next fetch: the group's
+	a := goDraw(ctx, s, "invoices", 1)
+	strictQueued(t, ctx, s, "invoices", 1)
+	b := goDraw(ctx, s, "invoices", 2)
+	strictQueued(t, ctx, s, "invoices", 2)
+	store.openGate()
+	if d := <-first; d.err != nil || !slices.Equal(d.b.Ranges, []IDRange{{5, 5}}) {
+		t.Errorf("the draw in flight: got %v, %v, want [{5 5}]", d.b.Ranges, d.err)
+	}
+	for _, ch := range []<-chan strictDraw{a, b} {
+		if d := <-ch; !errors.Is(d.err, ErrUnavailable) || len(d.b.IDs) != 0 {
+			t.Errorf("a draw of the failed fetch: got %v with %v, want ErrUnavailable, no IDs", d.err, d.b.IDs)
+		}
+	}
+
+	// IDs 6..8 went with the failed fetch; after 9, 2 are left up to 11.
+	// Together the draws of 2 and 2 ask for too many: the first is
+	// served, the second refused.
+	store.closeGate()
+	first = goDraw(ctx, s, "invoices", 1)
+	fetchesStarted(t, ctx, store, 6)
+	a = goDraw(ctx, s, "invoices", 2)
+	strictQueued(t, ctx, s, "invoices", 1)
+	b = goDraw(ctx, s, "invoices", 2)
+	strictQueued(t, ctx, s, "invoices", 2)
+	store.openGate()
+	if d := <-first; d.err != nil || !slices.Equal(d.b.Ranges, []IDRange{{9, 9}}) {
+		t.Errorf("the draw in flight: got %v, %v, want [{9 9}]", d.b.Ranges, d.err)
+	}
+	if d := <-a; d.err != nil || !slices.Equal(d.b.Ranges, []IDRange{{10, 11}}) {
+		t.Errorf("the first draw of 2: got %v, %v, want [{10 11}]", d.b.Ranges, d.err)
+	}
+	if d := <-b; !errors.Is(d.err, ErrNamespaceExhausted) || len(d.b.IDs) != 0 {
+		t.Errorf("the second draw of 2: got %v with %v, want ErrNamespaceExhausted, no IDs", d.err, d.b.IDs)
+	}
+	if want := []int64{1, 1, 2, 1, 3, 1, 4, 2, 2}; !slices.Equal(store.sizes(), want) {
+		t.Errorf("fetch sizes: got %v, want %v", store.sizes(), want)
+	}
+}
+
+// TestSegmentsStrictCloseWaits: Close lets a strict fetch in flight
+// finish, so its draw is served, and fails the draws queued behind it
+// without fetching for them.
+func TestSegmentsStrictCloseWaits(t *testing.T) {
+	store := newFakeSegmentStore(Namespace{Name: "invoices", Mode: ModeStrict, Step: 1})
+	ctx := testCtx(t)
+	s := mustSegments(t, store, testSettings())
+	mustDrawOne(t, ctx, s, "invoices") // ID 1
+
+	store.closeGate()
+	first := goDraw(ctx, s, "invoices", 2)
+	fetchesStarted(t, ctx, store, 2)
+	queued := goDraw(ctx, s, "invoices", 1)
+	strictQueued(t, ctx, s, "invoices", 1)
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close(ctx) }()
+	for !s.closed.Load() {
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	store.openGate()
+	if d := <-first; d.err != nil || !slices.Equal(d.b.Ranges, []IDRange{{2, 3}}) {
+		t.Errorf("the draw in flight at Close: got %v, %v, want [{2 3}]", d.b.Ranges, d.err)
+	}
+	if d := <-queued; !errors.Is(d.err, ErrSegmentsClosed) {
+		t.Errorf("the queued draw: got %v, want ErrSegmentsClosed", d.err)
+	}
+	if err := <-closed; err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if want := []int64{1, 2}; !slices.Equal(store.sizes(), want) {
+		t.Errorf("fetch sizes: got %v, want %v", store.sizes(), want)
 	}
 }
 

@@ -201,10 +201,10 @@ const casFastRetries = 2
 // that may be stale), lets change compute the new one and writes it in a
 // transaction comparing the record's mod revision with the snapshot's. When
 // the compare fails the transaction returns the current record, and
-// casNamespace tries again at once from it: a stale cached snapshot is
-// simply replaced; a conflict with another writer is counted, and after
-// casFastRetries of them in a row it backs off and reads the record afresh
-// (what a failed compare returned is stale by the end of a backoff).
+// casNamespace tries again from it, never from a read of its own: a stale
+// cached snapshot is simply replaced, at once; a conflict with another
+// writer is counted, and after casFastRetries of them in a row it backs
+// off before the next compare (against the record the last one returned).
 // change returns write=false to leave the record as it is; a refusal or an
 // error judged on the cached snapshot is judged again on the record as it
 // is. casNamespace returns the record after the change, as a snapshot, and
@@ -219,9 +219,14 @@ func (s *Store) casNamespace(ctx context.Context, op, name string, cached *nsSna
 	)
 	key := s.keys.namespace(name)
 	snap := cached
+	carried := false // snap is what a failed compare returned before a backoff
 	err := s.retry(ctx, op+" "+name, func(ctx context.Context, cli *clientv3.Client) (bool, error) {
 		conflicts := 0
-		for fromCache := snap == cached && snap != nil; ; fromCache = false {
+		// A refusal judged on a snapshot that may be stale (cached, or
+		// carried over a backoff) is judged again on the record as it is.
+		judgeAgain := snap != nil && (snap == cached || carried)
+		carried = false
+		for fromCache := snap == cached && snap != nil; ; fromCache, judgeAgain = false, false {
 			if snap == nil {
 				rec, kv, err := s.readNamespace(ctx, cli, name)
 				if err != nil {
@@ -234,9 +239,7 @@ func (s *Store) casNamespace(ctx context.Context, op, name string, cached *nsSna
 			}
 			rec := snap.rec
 			write, err := change(&rec)
-			if (err != nil || !write) && fromCache {
-				// Judged on a snapshot that may be stale: judge again on
-				// the record as it is.
+			if (err != nil || !write) && judgeAgain {
 				snap = nil
 				continue
 			}
@@ -275,8 +278,13 @@ func (s *Store) casNamespace(ctx context.Context, op, name string, cached *nsSna
 				continue // the cache was stale: no conflict with a writer
 			}
 			if conflicts++; conflicts > casFastRetries {
-				snap = nil
-				return false, nil // back off; retry counts this one
+				// Back off (retry counts this one), then compare against
+				// what the failed compare returned rather than read the
+				// record again: if another writer changed it meanwhile,
+				// that compare fails too and returns the record as it is,
+				// at the cost the read would have had.
+				carried = snap != nil
+				return false, nil
 			}
 			s.conflicts.Add(1)
 		}

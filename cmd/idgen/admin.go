@@ -62,8 +62,8 @@ Flags of create:
   --min-step N         lower bound of the dynamic step (default the step)
   --max-step N         upper bound of the dynamic step (default 100 x the step, at most
                        1073741824)
-  --mode MODE          buffered (ranges pre-fetched, fast) or strict (every request is its
-                       own fetch: gap-free and increasing across nodes) (default buffered)
+  --mode MODE          buffered (ranges pre-fetched, fast) or strict (fetched when asked
+                       for: gap-free and increasing across nodes) (default buffered)
   --fallback F         none, or snowflake: serve Snowflake IDs while the database is
                        unreachable (default none). The namespace's counter then stops
                        below the smallest Snowflake ID of now (its max_id_limit)

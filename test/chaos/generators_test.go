@@ -469,7 +469,7 @@ func scenarioGenKill(e *env) (*cluster, *load, []Draw, outcome) {
 	})
 	time.Sleep(2*leaseTTL + time.Second)
 	draws, gdraws := gc.stopGenLoad(l, &out)
-	worst, recovered := restartRecovery(gdraws, restarts, 100)
+	worst, recovered := restartRecovery(gdraws, restarts, 100, "")
 	out.recovery = worst
 	out.note("seed=%d kills=%d recovered_before_next_kill=%d", seed, len(restarts), recovered)
 	if recovered == 0 {

@@ -190,8 +190,15 @@ type Report struct {
 
 	Ambiguous int64 // Snowflake IDs that fit two tenures (not fence-checked)
 
-	StrictGaps  int64 // missing IDs in a strict namespace's 1..max_id run
-	StrictOrder int64 // strict draws that were not above a draw completed before they started
+	// StrictGaps counts the IDs missing from a strict namespace's run up
+	// to its committed max_id beyond StrictUnanswered: a request that got
+	// no answer (transport error or 5xx) may have had its fetch commit, and
+	// those IDs are never handed out, so they may be missing; any other
+	// missing ID is a gap.
+	StrictGaps       int64
+	StrictMissing    int64 // IDs missing from strict namespaces' runs, explained or not
+	StrictUnanswered int64 // IDs asked for by strict requests with no answer (transport error or 5xx)
+	StrictOrder      int64 // strict draws that were not above a draw completed before they started
 
 	Examples []string // the first violations, described
 }
@@ -224,8 +231,9 @@ func (r *Report) example(format string, args ...any) {
 //     timestamps strictly increase from one tenure to the next (a new
 //     holder starts above the previous holder's ceiling).
 //   - Segments: no ID above the committed max_id; strict namespaces have no
-//     gaps up to max_id, and a strict draw that starts after another
-//     completed gets higher IDs.
+//     gaps up to max_id (but as many IDs as requests without an answer
+//     asked for, see Report.StrictGaps), and a strict draw that starts
+//     after another completed gets higher IDs.
 func Check(in Input) Report {
 	layout := in.Layout
 	if layout.IsZero() {
@@ -310,9 +318,20 @@ func checkStrict(r *Report, ns string, ids []int64, maxIDs map[string]int64, dra
 	if m, ok := maxIDs[ns]; ok && m > top {
 		top = m
 	}
-	if gaps := top - uniq[0] + 1 - int64(len(uniq)); gaps > 0 {
-		r.StrictGaps += gaps
-		r.example("strict namespace %s: %d IDs missing between %d and %d", ns, gaps, uniq[0], top)
+	var unanswered int64
+	for i := range draws {
+		if d := &draws[i]; d.Namespace == ns && (d.Status == 0 || d.Status >= 500) {
+			unanswered += int64(d.Count)
+		}
+	}
+	r.StrictUnanswered += unanswered
+	if missing := top - uniq[0] + 1 - int64(len(uniq)); missing > 0 {
+		r.StrictMissing += missing
+		if gaps := missing - unanswered; gaps > 0 {
+			r.StrictGaps += gaps
+			r.example("strict namespace %s: %d IDs missing between %d and %d, %d more than requests without an answer asked for",
+				ns, missing, uniq[0], top, gaps)
+		}
 	}
 	var ok []*Draw
 	for i := range draws {

@@ -168,6 +168,9 @@ func TestCheckSegments(t *testing.T) {
 		return Draw{Namespace: ns, Holder: "a", Count: len(ids), Send: at(sendMS), Recv: at(recvMS), Status: 200,
 			Source: "segment", IDs: ids}
 	}
+	failed := func(ns string, count, status int) Draw {
+		return Draw{Namespace: ns, Holder: "a", Count: count, Send: at(11), Recv: at(12), Status: status}
+	}
 	tests := []struct {
 		name                                       string
 		draws                                      []Draw
@@ -181,6 +184,9 @@ func TestCheckSegments(t *testing.T) {
 		{name: "strict clean", draws: []Draw{seg("s", 0, 10, 1, 2), seg("s", 5, 15, 3), seg("s", 20, 21, 4)}, maxID: 4, strict: true},
 		{name: "strict gap", draws: []Draw{seg("s", 0, 10, 1, 2), seg("s", 20, 21, 5)}, maxID: 5, strict: true, strictGaps: 2},
 		{name: "strict unserved tail", draws: []Draw{seg("s", 0, 10, 1, 2)}, maxID: 3, strict: true, strictGaps: 1},
+		{name: "strict gap of requests without an answer", draws: []Draw{seg("s", 0, 10, 1, 2), failed("s", 2, 503), seg("s", 20, 21, 5)}, maxID: 5, strict: true},
+		{name: "strict gap beyond requests without an answer", draws: []Draw{seg("s", 0, 10, 1, 2), failed("s", 1, 0), seg("s", 20, 21, 6)}, maxID: 6, strict: true, strictGaps: 2},
+		{name: "strict gap, a refused request", draws: []Draw{seg("s", 0, 10, 1, 2), failed("s", 2, 429), seg("s", 20, 21, 5)}, maxID: 5, strict: true, strictGaps: 2},
 		{
 			name:  "strict out of real-time order",
 			draws: []Draw{seg("s", 0, 10, 3, 4), seg("s", 20, 21, 1, 2)}, maxID: 4, strict: true, strictOrder: 1,
