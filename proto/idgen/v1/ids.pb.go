@@ -726,7 +726,9 @@ type StreamIdsResponse struct {
 	Source Source `protobuf:"varint,2,opt,name=source,proto3,enum=idgen.v1.Source" json:"source,omitempty"`
 	// What issued the IDs of this message; see FencingToken. A long stream of
 	// Snowflake IDs may move to another lease between messages. In a strict
-	// namespace every message is its own fetch, with its own revision.
+	// namespace every message comes from a fetch later than the message
+	// before it (requests waiting together on a node may share one), with a
+	// higher revision.
 	FencingToken  *FencingToken `protobuf:"bytes,3,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -370,7 +370,9 @@ export type StreamIdsResponse = Message<"idgen.v1.StreamIdsResponse"> & {
   /**
    * What issued the IDs of this message; see FencingToken. A long stream of
    * Snowflake IDs may move to another lease between messages. In a strict
-   * namespace every message is its own fetch, with its own revision.
+   * namespace every message comes from a fetch later than the message
+   * before it (requests waiting together on a node may share one), with a
+   * higher revision.
    *
    * @generated from field: idgen.v1.FencingToken fencing_token = 3;
    */
