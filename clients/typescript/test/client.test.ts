@@ -325,8 +325,12 @@ describe("strict-revision check", () => {
     const results = await Promise.all(
       Array.from({ length: 8 }, () => c.nextIds({ namespace: h.strictNamespace, count: 1 })),
     );
+    // A node may serve requests that wait together from one fetch, so
+    // several answers can carry one revision: none of them is stale.
     const revisions = results.map((r) => (r.fence?.kind === "revision" ? r.fence.revision : -1n));
-    assert.equal(new Set(revisions).size, 8, "eight fetches, eight revisions");
+    assert.ok(revisions.every((r) => r > 0n), `revisions ${revisions.join(", ")}, want each above 0`);
+    const ids = results.flatMap((r) => r.ids.map(String));
+    assert.equal(new Set(ids).size, 8, "eight calls, eight distinct IDs");
   });
 });
 
