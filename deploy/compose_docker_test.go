@@ -293,8 +293,30 @@ func TestComposeCluster(t *testing.T) {
 	tBack := time.Now()
 	time.Sleep(3 * time.Second)
 	after := l.since(tBack)
+
+	// A rolling restart: each node in turn stopped with SIGTERM (not ready
+	// at once, serving through its drain window, then gone), started again
+	// and ready before the next. The balancer must hide all of it.
+	tRoll := time.Now()
+	for _, node := range []string{"idgen-1", "idgen-2", "idgen-3"} {
+		docker(t, "stop", "--time", "30", container[node])
+		docker(t, "start", container[node])
+		eventually(t, node+" ready after its restart", 2*time.Minute, func() (bool, string) {
+			_, err := nodeWorker(node)
+			return err == nil, fmt.Sprint(err)
+		})
+	}
+	time.Sleep(2 * time.Second)
+	tRolled := time.Now()
+	rolling := l.between(tRoll, tRolled)
 	l.stop()
 	stopped = true
+	failedRolling, firstRolling := failures(rolling)
+	t.Logf("rolling restart of the three nodes in %v: %d requests, %d failed, latency p99 %v",
+		tRolled.Sub(tRoll).Round(100*time.Millisecond), len(rolling), failedRolling, p99(rolling).Round(100*time.Microsecond))
+	if failedRolling != 0 {
+		t.Errorf("%d requests through the balancer failed in the rolling restart (first: %s), want none", failedRolling, firstRolling)
+	}
 
 	// No ID twice, whatever happened.
 	all := l.since(time.Time{})
