@@ -32,8 +32,11 @@ import (
 // keep the screenshot (docs/status-page.png is made so).
 func TestStatusPageInChromium(t *testing.T) {
 	browsertest.Chromium(t)     // skip or fail early when there is none
-	const ttl = 3 * time.Second // a heartbeat a second: several in the window
-	s := testserver.MustStart(t, testserver.Options{Keeper: allocator.KeeperSettings{Holder: "chromium-node", TTL: ttl}})
+	// A heartbeat a second, several in the window; a ttl long enough that
+	// heartbeats stalled on a loaded machine do not lose the lease (the
+	// page would then show a second worker ID held).
+	const ttl = 10 * time.Second
+	s := testserver.MustStart(t, testserver.Options{Keeper: allocator.KeeperSettings{Holder: "chromium-node", TTL: ttl, Heartbeat: time.Second}})
 	if _, err := s.Store().CreateNamespace(context.Background(), allocator.Namespace{Name: "orders", MaxID: 999, Step: 100,
 		MinStep: 100, MaxStep: 20000, Mode: allocator.ModeBuffered, Fallback: allocator.FallbackNone, Description: "order numbers"}); err != nil {
 		t.Fatal(err)
@@ -48,7 +51,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	cfg.Durability = "ok"
 	cfg.PublicDetails = true // the page as docs/status-page.png shows it, details and all
 	// The Policy table as idgen serve fills it, from the node's settings.
-	policy, err := app.Config{DSN: "sqlite:" + filepath.Join(t.TempDir(), "policy.db"), Keeper: allocator.KeeperSettings{TTL: ttl}}.Policy()
+	policy, err := app.Config{DSN: "sqlite:" + filepath.Join(t.TempDir(), "policy.db"), Keeper: allocator.KeeperSettings{TTL: ttl, Heartbeat: time.Second}}.Policy()
 	if err != nil {
 		t.Fatal(err)
 	}
