@@ -31,7 +31,7 @@ import (
 // the free worker IDs summarised. Set IDGEN_STATUS_SCREENSHOT=path.png to
 // keep the screenshot (docs/status-page.png is made so).
 func TestStatusPageInChromium(t *testing.T) {
-	browsertest.Chromium(t)     // skip or fail early when there is none
+	browsertest.Chromium(t) // skip or fail early when there is none
 	// A heartbeat a second, several in the window; a ttl long enough that
 	// heartbeats stalled on a loaded machine do not lose the lease (the
 	// page would then show a second worker ID held).
