@@ -1,6 +1,7 @@
 package idgen
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -241,6 +242,18 @@ func ErrorOf(err error, namespace string) *Error {
 		out.Code, out.Detail = Internal, "internal error; see the server log"
 	}
 	return out
+}
+
+// StoreError is ErrorOf for a call whose work is a store round trip (the
+// admin API, the lease API, sequences): an error of no domain sentinel is
+// the store failing, answered Unavailable with a retry a second later,
+// unless the caller went away (context.Canceled), which stays Internal.
+func StoreError(err error, name string) *Error {
+	e := ErrorOf(err, name)
+	if e.Code == Internal && !errors.Is(err, context.Canceled) {
+		return &Error{Code: Unavailable, Detail: "the database is unavailable: retry later", RetryAfter: time.Second, Err: err}
+	}
+	return e
 }
 
 // refusalDelay is how long a caller should wait after a refusal of the

@@ -1,6 +1,7 @@
 package idgen_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"go/ast"
@@ -135,5 +136,28 @@ func TestErrorOf(t *testing.T) {
 	own := &idgen.Error{Code: idgen.TooMany, Detail: "slow down"}
 	if got := idgen.ErrorOf(fmt.Errorf("wrapped: %w", own), ""); got != own {
 		t.Errorf("ErrorOf of a wrapped *Error: got %v, want it as it is", got)
+	}
+}
+
+// TestStoreError: the one rule every store-backed call answers by (the
+// admin API, the lease API, sequences over HTTP and gRPC).
+func TestStoreError(t *testing.T) {
+	down := errors.New("dial tcp 127.0.0.1:5432: connection refused")
+	tests := []struct {
+		name  string
+		err   error
+		code  idgen.Code
+		retry time.Duration
+	}{
+		{"store down", down, idgen.Unavailable, time.Second},
+		{"caller gone", fmt.Errorf("query: %w", context.Canceled), idgen.Internal, 0},
+		{"domain error", allocator.ErrNamespaceNotFound, idgen.NotFound, 0},
+		{"sequence call, store down", idgen.SequenceError(down, "inv"), idgen.Unavailable, time.Second},
+	}
+	for _, tt := range tests {
+		got := idgen.StoreError(tt.err, "")
+		if got.Code != tt.code || got.RetryAfter != tt.retry {
+			t.Errorf("%s: got %s retry %v, want %s retry %v", tt.name, got.Code, got.RetryAfter, tt.code, tt.retry)
+		}
 	}
 }

@@ -373,14 +373,10 @@ func LeaseKeyOf(layout snowflake.Layout, datacenter, worker int64) (allocator.Le
 // log; else the domain's code with a detail that names nothing of the
 // store.
 func (b *Broker) storeError(ctx context.Context, op string, err error) error {
-	e := ErrorOf(err, "")
-	if e.Code == Internal {
+	if ErrorOf(err, "").Code == Internal {
 		b.log.LogAttrs(ctx, slog.LevelWarn, "lease API: store call failed", slog.String("call", op), slog.Any("err", err))
-		if !errors.Is(err, context.Canceled) {
-			return &Error{Code: Unavailable, Detail: "the database is unavailable; retry later", Err: err}
-		}
 	}
-	return e
+	return StoreError(err, "")
 }
 
 // AcquireRequest asks for a lease.

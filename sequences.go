@@ -188,7 +188,7 @@ func SequenceError(err error, name string) *Error {
 		}
 		out.Code, out.Detail = Invalid, msg
 	default:
-		return ErrorOf(err, "")
+		return StoreError(err, "")
 	}
 	return out
 }

@@ -157,7 +157,7 @@ func sendList[T, J any](s *Server, c echo.Context, member string, list func(cont
 	defer cancel()
 	rows, err := list(ctx)
 	if err != nil {
-		return storeError(err, "")
+		return idgen.StoreError(err, "")
 	}
 	out := make([]J, 0, len(rows))
 	for _, r := range rows {
@@ -176,7 +176,7 @@ func (s *Server) handleAdminNamespace(c echo.Context) error {
 	defer cancel()
 	ns, err := s.admin.GetNamespace(ctx, name)
 	if err != nil {
-		return storeError(err, name)
+		return idgen.StoreError(err, name)
 	}
 	return s.sendJSON(c, http.StatusOK, s.toNamespaceJSON(ns))
 }
@@ -230,7 +230,7 @@ func (s *Server) handleAdminCreateNamespace(c echo.Context) error {
 	defer cancel()
 	created, err := s.admin.CreateNamespace(ctx, ns)
 	if err != nil {
-		return storeError(err, ns.Name)
+		return idgen.StoreError(err, ns.Name)
 	}
 	// One revived from its tombstone goes on from the deleted one's version.
 	msg := "namespace created"
@@ -267,14 +267,14 @@ func (s *Server) handleAdminUpdateNamespace(c echo.Context) error {
 	defer cancel()
 	cur, err := s.admin.GetNamespace(ctx, name)
 	if err != nil {
-		return storeError(err, name)
+		return idgen.StoreError(err, name)
 	}
 	if _, u, err = u.Apply(cur, s.lease.SmallestIDNow()); err != nil {
 		return err
 	}
 	updated, err := s.admin.UpdateNamespace(ctx, name, u)
 	if err != nil {
-		return storeError(err, name)
+		return idgen.StoreError(err, name)
 	}
 	s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "namespace changed",
 		slog.String("namespace", updated.Name), slog.Int64("step", updated.Step), slog.Int64("min_step", updated.MinStep),
@@ -296,7 +296,7 @@ func (s *Server) handleAdminDeleteNamespace(c echo.Context) error {
 	if errors.Is(err, allocator.ErrNamespaceNotFound) {
 		return &idgen.Error{Code: idgen.NotFound, Detail: fmt.Sprintf("namespace %q does not exist or was deleted already", name), Err: err}
 	} else if err != nil {
-		return storeError(err, name)
+		return idgen.StoreError(err, name)
 	}
 	s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "namespace deleted",
 		slog.String("namespace", ns.Name), slog.Int64("max_id", ns.MaxID), slog.Int64("version", ns.Version))
@@ -315,17 +315,6 @@ func namespaceParam(c echo.Context) (string, *idgen.Error) {
 		return "", invalidf("namespace must match ^[a-z0-9][a-z0-9_.-]{0,63}$")
 	}
 	return name, nil
-}
-
-// storeError is the problem of a failed store call on namespace name (""
-// for none): the domain's errors keep their meaning, any other is 503; the
-// store's words are logged, not shown.
-func storeError(err error, name string) error {
-	ae := idgen.ErrorOf(err, name)
-	if ae.Code == idgen.Internal && !errors.Is(err, context.Canceled) {
-		ae = &idgen.Error{Code: idgen.Unavailable, Detail: "the database is unavailable: retry later", RetryAfter: time.Second, Err: err}
-	}
-	return ae
 }
 
 // decodeBody decodes a JSON request body of at most idgen.MaxRequestBytes
@@ -499,7 +488,7 @@ func (s *Server) handleAdminLeaseEvents(c echo.Context) error {
 	defer cancel()
 	events, err := s.admin.ListLeaseEvents(ctx, f)
 	if err != nil {
-		return storeError(err, "")
+		return idgen.StoreError(err, "")
 	}
 	out := struct {
 		Events    []leaseEventJSON `json:"events"`
@@ -573,7 +562,7 @@ func (s *Server) handleAdminEvict(c echo.Context) error {
 	defer cancel()
 	lease, err := s.admin.Evict(ctx, req)
 	if err != nil {
-		return storeError(err, "")
+		return idgen.StoreError(err, "")
 	}
 	s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "lease evicted",
 		slog.Int64("datacenter", key.DatacenterID), slog.Int64("worker", key.WorkerID),

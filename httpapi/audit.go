@@ -5,6 +5,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/audit"
 )
 
@@ -26,7 +27,7 @@ func (s *Server) handleAdminAuditWho(c echo.Context) error {
 	defer cancel()
 	a, err := audit.Who(ctx, s.svc.Layout(), s.admin, s.auditCH, int64(id))
 	if err != nil {
-		return storeError(err, "")
+		return idgen.StoreError(err, "")
 	}
 	return s.sendJSON(c, http.StatusOK, a)
 }

@@ -158,7 +158,7 @@ func (s *Server) handleCreateSequence(c echo.Context) error {
 	defer cancel()
 	created, err := s.seqs.Create(ctx, seq)
 	if err != nil {
-		return storeError(err, req.Name)
+		return idgen.StoreError(err, req.Name)
 	}
 	s.log.LogAttrs(c.Request().Context(), slog.LevelInfo, "sequence created",
 		slog.String("sequence", created.Name), slog.String("format", created.Format), slog.String("reset", string(created.Reset)),
@@ -172,7 +172,7 @@ func (s *Server) handleListSequences(c echo.Context) error {
 	defer cancel()
 	all, err := s.seqs.List(ctx)
 	if err != nil {
-		return storeError(err, "")
+		return idgen.StoreError(err, "")
 	}
 	out := make([]sequenceJSON, 0, len(all))
 	for _, seq := range all {
@@ -191,11 +191,11 @@ func (s *Server) handleGetSequence(c echo.Context) error {
 	name := c.Param("name")
 	seq, err := s.seqs.Get(ctx, name)
 	if err != nil {
-		return storeError(err, name)
+		return idgen.StoreError(err, name)
 	}
 	st, err := s.seqs.Status(ctx, name)
 	if err != nil {
-		return storeError(err, name)
+		return idgen.StoreError(err, name)
 	}
 	j := toSequenceJSON(seq)
 	j.Status = toStatusJSON(st)
@@ -220,7 +220,7 @@ func (s *Server) handleReserve(c echo.Context) error {
 	name := c.Param("name")
 	r, err := s.seqs.Reserve(ctx, callerOf(c), name, int(req.Count))
 	if err != nil {
-		return storeError(err, name)
+		return idgen.StoreError(err, name)
 	}
 	return s.sendJSON(c, http.StatusCreated, toReservationJSON(r))
 }
@@ -236,7 +236,7 @@ func (s *Server) handleSettle(confirm bool) echo.HandlerFunc {
 		}
 		r, err := settle(ctx, callerOf(c), name, id)
 		if err != nil {
-			return storeError(err, name)
+			return idgen.StoreError(err, name)
 		}
 		return s.sendJSON(c, http.StatusOK, toReservationJSON(r))
 	}
@@ -290,7 +290,7 @@ func (s *Server) handleLedger(c echo.Context) error {
 	defer cancel()
 	rows, err := s.seqs.Ledger(ctx, q)
 	if err != nil {
-		return storeError(err, q.Sequence)
+		return idgen.StoreError(err, q.Sequence)
 	}
 	out := struct {
 		Entries   []entryJSON `json:"entries"`
@@ -330,7 +330,7 @@ func (s *Server) handleLedgerCSV(c echo.Context) error {
 	ctx := c.Request().Context()
 	first, err := s.seqs.Ledger(ctx, q)
 	if err != nil {
-		return storeError(err, q.Sequence)
+		return idgen.StoreError(err, q.Sequence)
 	}
 	h := c.Response().Header()
 	h.Set(echo.HeaderContentType, "text/csv; charset=utf-8")

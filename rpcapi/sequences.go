@@ -2,7 +2,6 @@ package rpcapi
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"connectrpc.com/connect"
@@ -40,16 +39,10 @@ func (q sequenceService) core(ctx context.Context) (*idgen.Sequences, idgen.Call
 	return q.s.seqs, callInfoOf(ctx).caller, nil
 }
 
-// errorOf is the answer to a call on sequence name that failed with err.
+// errorOf is the answer to a call on sequence name that failed with err:
+// the core words every refusal (idgen.SequenceError), as for /v1/sequences.
 func (q sequenceService) errorOf(ctx context.Context, err error, name string) error {
-	var e *idgen.Error
-	if !errors.As(err, &e) {
-		e = idgen.SequenceError(err, name)
-	}
-	if e.Code == idgen.Internal && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-		e = &idgen.Error{Code: idgen.Unavailable, Detail: "the database is unavailable: retry later", RetryAfter: time.Second, Err: err}
-	}
-	return q.s.errorOf(ctx, e, "")
+	return q.s.errorOf(ctx, idgen.SequenceError(err, name), "")
 }
 
 func msOf(t time.Time) int64 {
