@@ -32,10 +32,14 @@ type memberSet struct {
 	main *clientv3.Client
 	cfgs []clientv3.Config // one per member, Endpoints of one
 
-	// mu guards clis and pref.
-	mu   sync.Mutex
-	clis []*clientv3.Client // nil until connected
-	pref int                // the preferred member
+	// mu guards clis, pref, ids, avoided and checked.
+	mu      sync.Mutex
+	clis    []*clientv3.Client // nil until connected
+	pref    int                // the preferred member
+	ids     []uint64           // the members' IDs, 0 until learned
+	avoided []time.Time        // when avoid last moved away from each member
+	checked time.Time          // when followLeader last asked for the leader
+	now     func() time.Time   // the node's clock; a seam for tests
 
 	ctx   context.Context // the member clients' lifetime; cancelled by close
 	stop  context.CancelFunc
@@ -50,7 +54,7 @@ const memberRetry = 2 * time.Second
 // starts the connector that connects them; close stops it. With a single
 // endpoint there is nothing to choose from: every try uses main.
 func newMemberSet(base clientv3.Config, main *clientv3.Client) *memberSet {
-	m := &memberSet{main: main, doneC: make(chan struct{})}
+	m := &memberSet{main: main, doneC: make(chan struct{}), now: time.Now}
 	m.ctx, m.stop = context.WithCancel(context.Background())
 	if len(base.Endpoints) < 2 {
 		close(m.doneC)
@@ -62,6 +66,8 @@ func newMemberSet(base clientv3.Config, main *clientv3.Client) *memberSet {
 		m.cfgs = append(m.cfgs, cfg)
 	}
 	m.clis = make([]*clientv3.Client, len(m.cfgs))
+	m.ids = make([]uint64, len(m.cfgs))
+	m.avoided = make([]time.Time, len(m.cfgs))
 	m.pref = rand.IntN(len(m.cfgs)) // spread the nodes over the members
 	go m.connect()
 	return m
@@ -144,9 +150,88 @@ func (m *memberSet) avoid(i int) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.avoided[i] = m.now()
 	if m.pref == i {
 		m.pref = (i + 1) % len(m.clis)
 	}
+}
+
+// Leader preference. Every write goes through the Raft leader; a member
+// that is not the leader forwards it, one hop more. When nodes race one
+// record (the strict fetches of a namespace, every one a compare-and-swap),
+// the node whose preferred member is the leader gets its compare in first,
+// round after round, and the others starve (docs/benchmarks.md, "strict
+// numbering"). So after a try lost a compare, followLeader moves the
+// preference to the leader: then the nodes that contend all reach it at
+// the same distance.
+const (
+	// leaderCheckEvery bounds how often followLeader asks for the leader.
+	leaderCheckEvery = time.Second
+	// leaderAvoidFor is how long a member that avoid moved away from (no
+	// answer, no leader) is not preferred again as the leader: a paused
+	// leader stays the leader in its followers' eyes until they elect
+	// another.
+	leaderAvoidFor = 10 * time.Second
+	// leaderCheckTimeout bounds each status request of followLeader.
+	leaderCheckTimeout = 500 * time.Millisecond
+)
+
+// followLeader makes the leader the preferred member, at most once every
+// leaderCheckEvery; it asks the preferred member which one leads, and the
+// others their IDs the first time it needs them. It gives up quietly on any
+// error: the preference then stays as it was. It may be called on a nil set.
+func (m *memberSet) followLeader(ctx context.Context) {
+	if m == nil || len(m.cfgs) < 2 {
+		return
+	}
+	now := m.now()
+	m.mu.Lock()
+	if now.Sub(m.checked) < leaderCheckEvery {
+		m.mu.Unlock()
+		return
+	}
+	m.checked = now
+	pref, cli := m.pref, m.clis[m.pref]
+	m.mu.Unlock()
+	if cli == nil {
+		return
+	}
+	leader, self, ok := m.status(ctx, pref, cli)
+	if !ok || leader == 0 || leader == self {
+		return
+	}
+	for i := range m.cfgs {
+		m.mu.Lock()
+		id, c := m.ids[i], m.clis[i]
+		m.mu.Unlock()
+		if id == 0 && c != nil {
+			_, id, _ = m.status(ctx, i, c)
+		}
+		if id != leader {
+			continue
+		}
+		m.mu.Lock()
+		if now.Sub(m.avoided[i]) >= leaderAvoidFor {
+			m.pref = i
+		}
+		m.mu.Unlock()
+		return
+	}
+}
+
+// status asks member i for its status: the leader's ID and its own. It
+// records the member's ID.
+func (m *memberSet) status(ctx context.Context, i int, cli *clientv3.Client) (leader, self uint64, ok bool) {
+	ctx, cancel := context.WithTimeout(ctx, leaderCheckTimeout)
+	defer cancel()
+	resp, err := cli.Status(ctx, m.cfgs[i].Endpoints[0])
+	if err != nil || resp.Header == nil {
+		return 0, 0, false
+	}
+	m.mu.Lock()
+	m.ids[i] = resp.Header.MemberId
+	m.mu.Unlock()
+	return resp.Leader, resp.Header.MemberId, true
 }
 
 // close stops the connector, waits for it, and closes the member clients.

@@ -15,14 +15,19 @@ import (
 	"github.com/idgen-project/idgen/internal/backoff"
 )
 
-// Backoff between tries of a compare-and-swap that lost to another writer,
-// or that met a member without a leader: from retryMin, doubling up to
+// Backoff between tries that met a member without a leader, or that lost
+// a compare-and-swap more than conflictsAtOnce times in a row: from retryMin, doubling up to
 // retryMax (internal/backoff's equal jitter). Only the context ends the
 // retries.
 const (
 	retryMin = 2 * time.Millisecond
 	retryMax = 250 * time.Millisecond
 )
+
+// conflictsAtOnce is how many tries in a row that lost a compare retry
+// runs again at once, before it backs off as for an error: every such
+// loss is another writer's commit, so only a bug could make them endless.
+const conflictsAtOnce = 64
 
 // Each try of a retried operation gets attemptMin to finish. A request
 // that went to a member which lost its leader waits for etcd's own request
@@ -47,8 +52,8 @@ const cleanupTimeout = 5 * time.Second
 // retry runs try until it reports done or fails with an error that another
 // try cannot cure. try reads what it needs and commits with a transaction
 // whose compares check that nothing it read has changed; it returns
-// done=false when they did not hold. retry then waits a backoff and runs
-// try again, from the read.
+// done=false when they did not hold. retry then runs try again, at once
+// (conflictsAtOnce), from the read.
 //
 // Each try runs under a context of its own, bounded as attemptMin says,
 // with the client of one member (memberSet).
@@ -63,6 +68,7 @@ func (s *Store) retry(ctx context.Context, op string, try func(ctx context.Conte
 	b := backoff.New(retryMin, retryMax)
 	timeout := attemptMin
 	timeouts := 0  // tries that ran out of their bound
+	conflicts := 0 // tries whose compares failed
 	var last error // the last transient error
 	for {
 		if err := ctx.Err(); err != nil {
@@ -81,6 +87,16 @@ func (s *Store) retry(ctx context.Context, op string, try func(ctx context.Conte
 			return nil
 		case err == nil:
 			s.conflicts.Add(1)
+			// A conflict means another writer's transaction committed:
+			// the cluster made progress. Try again at once: a loser that
+			// backed off would lose every race to the writer that won
+			// (its next compare goes out as soon as it learns of its
+			// commit), and with a backoff that grows it would starve
+			// (docs/benchmarks.md, "strict numbering").
+			s.members.followLeader(ctx)
+			if conflicts++; conflicts <= conflictsAtOnce {
+				continue
+			}
 		case timedOut:
 			last = fmt.Errorf("no answer within %s: %w", timeout, err)
 			s.transients.Add(1)

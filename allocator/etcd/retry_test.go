@@ -147,3 +147,67 @@ func TestSlowClusterStillServed(t *testing.T) {
 		t.Errorf("the claim fit in the first try's bound: the test did not slow it enough")
 	}
 }
+
+// TestConflictsFollowTheLeader: after a lost compare the store prefers the
+// Raft leader, unless it moved away from it lately; and asks at most once
+// a leaderCheckEvery.
+func TestConflictsFollowTheLeader(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{})
+	s := openDSN(t, c.DSN("idgen"))
+	deadline := time.Now().Add(30 * time.Second)
+	for !s.members.connected() {
+		if time.Now().After(deadline) {
+			t.Fatalf("member clients not connected within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	m := s.members
+	ctx := t.Context()
+	leaderOf := func() int {
+		t.Helper()
+		for i := range m.cfgs {
+			resp, err := m.clis[i].Status(ctx, m.cfgs[i].Endpoints[0])
+			if err != nil {
+				t.Fatalf("status of member %d: %v", i, err)
+			}
+			if resp.Leader == resp.Header.MemberId {
+				return i
+			}
+		}
+		t.Fatalf("no member is the leader")
+		return -1
+	}
+	leader := leaderOf()
+	clock := time.Now()
+	m.now = func() time.Time { return clock }
+
+	m.mu.Lock()
+	m.pref, m.checked = (leader+1)%len(m.cfgs), time.Time{}
+	m.mu.Unlock()
+	m.followLeader(ctx)
+	if got, _ := m.pick(); got != leader {
+		t.Errorf("after followLeader: got member %d preferred, want the leader %d", got, leader)
+	}
+
+	// Within leaderCheckEvery it does not ask again.
+	m.mu.Lock()
+	m.pref = (leader + 1) % len(m.cfgs)
+	m.mu.Unlock()
+	m.followLeader(ctx)
+	if got, _ := m.pick(); got == leader {
+		t.Errorf("followLeader asked again within %s: got the leader %d preferred", leaderCheckEvery, got)
+	}
+
+	// A leader that avoid moved away from lately is not preferred again.
+	m.avoid(leader)
+	clock = clock.Add(leaderCheckEvery)
+	m.followLeader(ctx)
+	if got, _ := m.pick(); got == leader {
+		t.Errorf("followLeader %s after avoid: got the avoided leader %d preferred", leaderCheckEvery, got)
+	}
+	clock = clock.Add(leaderAvoidFor)
+	m.followLeader(ctx)
+	if got, _ := m.pick(); got != leader {
+		t.Errorf("followLeader %s after avoid: got member %d preferred, want the leader %d", leaderAvoidFor+leaderCheckEvery, got, leader)
+	}
+}

@@ -193,8 +193,10 @@ type nsSnapshot struct {
 	rev int64
 }
 
-// casFastRetries is how many times in a row casNamespace tries again at
-// once, from the record a failed compare returned, before it backs off.
+// casFastRetries is how many times in a row casNamespace tries again
+// within one try, from the record a failed compare returned, before it
+// hands the conflict to retry (which runs the next try at once, on a
+// fresh attempt bound).
 const casFastRetries = 2
 
 // casNamespace reads the record of name (or starts from cached, a snapshot
@@ -203,8 +205,9 @@ const casFastRetries = 2
 // the compare fails the transaction returns the current record, and
 // casNamespace tries again from it, never from a read of its own: a stale
 // cached snapshot is simply replaced, at once; a conflict with another
-// writer is counted, and after casFastRetries of them in a row it backs
-// off before the next compare (against the record the last one returned).
+// writer is counted, and after casFastRetries of them in a row the try
+// ends and retry starts the next (against the record the last one
+// returned).
 // change returns write=false to leave the record as it is; a refusal or an
 // error judged on the cached snapshot is judged again on the record as it
 // is. casNamespace returns the record after the change, as a snapshot, and
@@ -278,7 +281,7 @@ func (s *Store) casNamespace(ctx context.Context, op, name string, cached *nsSna
 				continue // the cache was stale: no conflict with a writer
 			}
 			if conflicts++; conflicts > casFastRetries {
-				// Back off (retry counts this one), then compare against
+				// End the try (retry counts this one), then compare against
 				// what the failed compare returned rather than read the
 				// record again: if another writer changed it meanwhile,
 				// that compare fails too and returns the record as it is,
