@@ -263,9 +263,9 @@ func runAuditOutage(e *env, chURL *url.URL, ph auditPhase) {
 	}
 	out.note("clickhouse_stop_took=%s clickhouse_start_took=%s", down.Sub(stopping).Round(time.Millisecond), back.Sub(starting).Round(time.Millisecond))
 	out.note("outage=%s ids_during_outage=%d requests_during_outage=%d min_requests_per_second=%d max_latency=%s max_latency_outage=%s "+
-		"events_recorded=%d sent=%d dropped=%d send_failures=%d peak_queued=%d clickhouse_rows_raw=%d clickhouse_events_final=%d outage_events=%v %s",
+		"events_made=%d recorded=%d sent=%d dropped=%d send_failures=%d peak_queued=%d clickhouse_rows_raw=%d clickhouse_events_final=%d outage_events=%v %s",
 		back.Sub(down).Round(time.Millisecond), servedIDs, served, minPerSecond, maxLatency.Round(time.Millisecond), maxLatencyOutage.Round(time.Millisecond),
-		st.recorded+st.dropped, st.sent, st.dropped, st.failures, peakQueued, raw[0].Rows, got.Distinct, outageEvents, blockNote)
+		st.recorded+st.dropped, st.recorded, st.sent, st.dropped, st.failures, peakQueued, raw[0].Rows, got.Distinct, outageEvents, blockNote)
 	result := "PASS"
 	if len(out.problems) > 0 {
 		result = "FAIL"
