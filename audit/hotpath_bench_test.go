@@ -77,6 +77,11 @@ func BenchmarkAuditKeeperNext(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { _ = k.Close(context.Background()) })
+			for deadline := time.Now().Add(10 * time.Second); k.Ready() != nil; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					b.Fatalf("keeper not ready after 10s: %v", k.Ready())
+				}
+			}
 			b.ReportAllocs()
 			cpu0 := testtime.ProcessCPU(b)
 			for b.Loop() {
@@ -98,7 +103,12 @@ func BenchmarkAuditSegmentDraw(b *testing.B) {
 		b.Run(m.name, func(b *testing.B) {
 			ctx := context.Background()
 			store := benchStore(b, m.on)
-			if _, err := store.CreateNamespace(ctx, allocator.Namespace{Name: "orders", Step: 1 << 20, MinStep: 1 << 20, MaxStep: 1 << 20}); err != nil {
+			step := int64(1 << 20)
+			ns, err := allocator.NamespaceSpec{Name: "orders", Step: &step, MinStep: &step, MaxStep: &step}.Namespace(0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := store.CreateNamespace(ctx, ns); err != nil {
 				b.Fatal(err)
 			}
 			s, err := allocator.NewSegments(store, allocator.SegmentSettings{})

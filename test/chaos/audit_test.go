@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -273,6 +274,10 @@ func runAuditOutage(e *env, chURL *url.URL, ph auditPhase) {
 	e.sum.add(fmt.Sprintf("chaos: scenario=audit-outage/%s db=postgres requests=%d failed=%d ids=%d buffer=%d result=%s",
 		ph.name, len(draws), failed, acked, ph.buffer, result))
 	t.Logf("detail: %s", strings.Join(out.notes, " "))
+	if dir := os.Getenv("IDGEN_CHAOS_LOGS"); dir != "" {
+		keepLogs(t, dir, "audit-outage-"+ph.name, gc.cluster)
+		gc.keepGenLogs(e, "audit-outage-"+ph.name)
+	}
 	for _, p := range append(out.problems, gc.stopAll()...) {
 		t.Errorf("%s", p)
 	}
@@ -329,7 +334,23 @@ func checkBlockSums(ch *audit.ClickHouse, out *outcome, draws, gens []Draw, node
 	}
 	for h, n := range want {
 		if got[h] != n {
-			out.problem("%s: block records add up to %d IDs, it issued %d", h, got[h], n)
+			// What the logs say of the reports: a heartbeat that failed
+			// on its way, a block the node refused.
+			var why []string
+			logs := map[string]string{node: gc.nodes[0].log()}
+			for _, g := range gc.gens {
+				b, _ := os.ReadFile(g.logPath)
+				logs[g.name] = string(b)
+			}
+			for name, text := range logs {
+				for _, line := range strings.Split(text, "\n") {
+					if strings.Contains(line, "heartbeat failed") || strings.Contains(line, "block not recorded") ||
+						strings.Contains(line, "release") && strings.Contains(line, "level=WARN") {
+						why = append(why, name+": "+line)
+					}
+				}
+			}
+			out.problem("%s: block records add up to %d IDs, it issued %d; the logs:\n%s", h, got[h], n, strings.Join(why, "\n"))
 		}
 	}
 	return fmt.Sprintf("block_sums=%v issued=%v", got, want)
