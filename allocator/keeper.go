@@ -296,6 +296,7 @@ type Keeper struct {
 	started bool
 	closed  bool
 	stopC   chan struct{}
+	abortC  chan struct{} // Close's ctx ended: cancel the loop's call in flight
 	doneC   chan struct{}
 }
 
@@ -370,6 +371,7 @@ func (k *Keeper) Start(ctx context.Context) error {
 	}
 	k.started = true
 	k.stopC = make(chan struct{})
+	k.abortC = make(chan struct{})
 	k.doneC = make(chan struct{})
 	go k.run()
 	return nil
@@ -377,7 +379,9 @@ func (k *Keeper) Start(ctx context.Context) error {
 
 // Close stops the loop, stops issuing and releases the lease, lowering its
 // ceiling to the last timestamp used so that the next holder can start
-// right after it. ctx bounds the release.
+// right after it. A heartbeat or claim in flight is let finish, so that
+// the block of IDs it reports reaches the audit trail (a cancelled call
+// may never reach the store); ctx bounds that wait and the release.
 func (k *Keeper) Close(ctx context.Context) error {
 	k.mu.Lock()
 	if k.closed {
@@ -389,7 +393,12 @@ func (k *Keeper) Close(ctx context.Context) error {
 	k.mu.Unlock()
 	if started {
 		close(k.stopC)
-		<-k.doneC
+		select {
+		case <-k.doneC:
+		case <-ctx.Done():
+			close(k.abortC)
+			<-k.doneC
+		}
 	}
 	ls := k.cur.Swap(nil)
 	if ls == nil {
@@ -597,7 +606,7 @@ func (k *Keeper) run() {
 	defer cancel()
 	go func() {
 		select {
-		case <-k.stopC:
+		case <-k.abortC:
 			cancel()
 		case <-ctx.Done():
 		}

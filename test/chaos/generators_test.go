@@ -326,7 +326,7 @@ func scenarioGenPause(e *env) (*cluster, *load, []Draw, outcome) {
 	// get the paused generator's worker ID.
 	gc := startGenNodes(e, "2-5")
 	l := gc.startGenLoad()
-	out := outcome{recovery: -1}
+	out := outcome{recovery: -1, who: true}
 	g0 := gc.gens[0]
 	leases := g0.read().leases
 	old := leases[len(leases)-1]

@@ -358,40 +358,80 @@ func checkStrict(r *Report, ns string, ids []int64, maxIDs map[string]int64, dra
 	}
 }
 
+// owners matches Snowflake IDs to the tenures that issued them, by the
+// ownership rule of Check.
+type owners struct {
+	layout  snowflake.Layout
+	slackMS int64
+	offsets map[string]time.Duration // Input.ClockOffsetMin
+	tenures []Tenure
+	byKey   map[allocator.LeaseKey][]int
+}
+
+func newOwners(layout snowflake.Layout, slack time.Duration, in Input) *owners {
+	o := &owners{layout: layout, slackMS: max(slack.Milliseconds(), 1), offsets: in.ClockOffsetMin,
+		tenures: BuildTenures(in.Events), byKey: map[allocator.LeaseKey][]int{}}
+	for i, t := range o.tenures {
+		o.byKey[t.Key] = append(o.byKey[t.Key], i)
+	}
+	return o
+}
+
+// match returns the ID's parts, how many tenures of its worker d's holder
+// held during the request (timely), how many of those could have issued
+// its timestamp (fits), and the index of the last that could (found, -1
+// if none).
+func (o *owners) match(d *Draw, id int64) (p snowflake.Parts, timely, fits, found int) {
+	p = o.layout.Decompose(snowflake.ID(id))
+	key := allocator.LeaseKey{DatacenterID: p.Datacenter, WorkerID: p.Worker}
+	tms := p.Time.UnixMilli()
+	off := o.offsets[d.Holder].Milliseconds()
+	found = -1
+	for _, i := range o.byKey[key] {
+		t := &o.tenures[i]
+		if t.Holder != d.Holder || t.Start.After(d.Recv) || (!t.End.IsZero() && t.End.Before(d.Send)) {
+			continue
+		}
+		timely++
+		if tms < t.Start.UnixMilli()+off-o.slackMS {
+			continue
+		}
+		if !t.End.IsZero() && tms > t.End.UnixMilli()+o.slackMS {
+			continue
+		}
+		fits++
+		found = i
+	}
+	return p, timely, fits, found
+}
+
+// Attributor returns what names the tenure that issued a Snowflake ID of
+// a draw, by the ownership rule of Check on in's lease history (and
+// in.ClockOffsetMin, in.Layout): ok is false when no tenure, or more than
+// one, accounts for the ID.
+func Attributor(in Input) func(d *Draw, id int64) (t Tenure, ok bool) {
+	layout := in.Layout
+	if layout.IsZero() {
+		layout = snowflake.DefaultLayout()
+	}
+	o := newOwners(layout, cmp.Or(in.Slack, time.Millisecond), in)
+	return func(d *Draw, id int64) (Tenure, bool) {
+		if _, _, fits, found := o.match(d, id); fits == 1 {
+			return o.tenures[found], true
+		}
+		return Tenure{}, false
+	}
+}
+
 // checkOwnership matches every Snowflake ID to a tenure and checks fencing.
 func checkOwnership(r *Report, layout snowflake.Layout, slack time.Duration, in Input) {
-	tenures := BuildTenures(in.Events)
-	byKey := map[allocator.LeaseKey][]int{}
-	for i, t := range tenures {
-		byKey[t.Key] = append(byKey[t.Key], i)
-	}
-	slackMS := slack.Milliseconds()
-	if slackMS < 1 {
-		slackMS = 1
-	}
+	o := newOwners(layout, slack, in)
+	tenures, byKey := o.tenures, o.byKey
 	// assign returns the index of the one tenure that accounts for the ID,
 	// -1 if none does, -2 if several do. It counts the misses.
 	assign := func(d *Draw, id int64, count bool) int {
-		p := layout.Decompose(snowflake.ID(id))
+		p, timely, fits, found := o.match(d, id)
 		key := allocator.LeaseKey{DatacenterID: p.Datacenter, WorkerID: p.Worker}
-		tms := p.Time.UnixMilli()
-		off := in.ClockOffsetMin[d.Holder].Milliseconds()
-		timely, fits, found := 0, 0, -1
-		for _, i := range byKey[key] {
-			t := &tenures[i]
-			if t.Holder != d.Holder || t.Start.After(d.Recv) || (!t.End.IsZero() && t.End.Before(d.Send)) {
-				continue
-			}
-			timely++
-			if tms < t.Start.UnixMilli()+off-slackMS {
-				continue
-			}
-			if !t.End.IsZero() && tms > t.End.UnixMilli()+slackMS {
-				continue
-			}
-			fits++
-			found = i
-		}
 		// miss counts an ID no tenure accounts for in counter, with an
 		// example: format takes the ID, its worker and time, the holder
 		// twice and the request's send and receive times.

@@ -233,3 +233,30 @@ func TestFirstOK(t *testing.T) {
 		}
 	}
 }
+
+// TestAttributor: the tenure that issued each ID, by Check's rule: a's
+// before the takeover, c's after it, none for an ID of the wrong holder
+// and none past a's end.
+func TestAttributor(t *testing.T) {
+	events := []allocator.LeaseEvent{
+		ev(1, "a", 1, allocator.EventAcquire, 0),
+		ev(1, "c", 2, allocator.EventTakeover, 4000),
+	}
+	owner := Attributor(Input{Events: events})
+	for _, tc := range []struct {
+		name    string
+		d       Draw
+		holder  string
+		version int64
+	}{
+		{"a before the takeover", draw("a", 100, 110, sfID(t, 1, 105, 0)), "a", 1},
+		{"c after the takeover", draw("c", 4100, 4110, sfID(t, 1, 4105, 0)), "c", 2},
+		{"a's ID past its end", draw("a", 3990, 4200, sfID(t, 1, 4100, 0)), "", 0},
+		{"an ID of a worker b never held", draw("b", 100, 110, sfID(t, 1, 105, 0)), "", 0},
+	} {
+		got, ok := owner(&tc.d, tc.d.IDs[0])
+		if ok != (tc.holder != "") || got.Holder != tc.holder || got.Version != tc.version {
+			t.Errorf("%s: got %s v%d (ok %v), want %q v%d", tc.name, got.Holder, got.Version, ok, tc.holder, tc.version)
+		}
+	}
+}

@@ -63,6 +63,9 @@ type outcome struct {
 	recovery time.Duration // < 0: not applicable
 	notes    []string      // figures for the detail line
 	problems []string      // broken expectations of the scenario itself
+	// who: check `idgen audit who` on a sample of the scenario's IDs
+	// (checkWho), for the scenarios with a takeover of a stopped holder.
+	who bool
 }
 
 func (o *outcome) note(format string, args ...any) {
@@ -153,6 +156,9 @@ func (e *env) run(sc scenario) {
 	}
 	events, maxIDs := readHistory(t, e.db.dsn)
 	rep := Check(Input{Draws: draws, Events: events, ClockOffsetMin: out.clockMin, MaxID: maxIDs, Strict: out.strict})
+	if out.who {
+		e.checkWho(draws, events, &out)
+	}
 
 	result := "PASS"
 	if rep.Failed() || len(out.problems) > 0 {
@@ -286,7 +292,7 @@ func scenarioPause(e *env) (*cluster, *load, []Draw, outcome) {
 	c.nodes[3].start()
 	c.nodes[3].waitUp(30 * time.Second)
 	l := c.startLoad(loadSpec{Nodes: span(0, 3), Clients: 2, Interval: 20 * time.Millisecond})
-	out := outcome{recovery: -1}
+	out := outcome{recovery: -1, who: true}
 
 	time.Sleep(2 * time.Second)
 	paused := time.Now()

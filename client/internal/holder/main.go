@@ -18,7 +18,8 @@
 // It runs until SIGTERM or SIGINT, then finishes its batch, closes the
 // generator (releasing the lease with the last timestamp used) and exits
 // 0. The token comes from the environment (IDGEN_HOLDER_TOKEN), so that no
-// process listing shows it.
+// process listing shows it. The generator's warnings (a heartbeat or a
+// release that failed) go to standard error.
 package main
 
 import (
@@ -26,6 +27,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -74,6 +76,7 @@ func run() error {
 	}
 	opts := client.GeneratorOptions{
 		Token: os.Getenv("IDGEN_HOLDER_TOKEN"), Datacenter: *datacenter, TTL: *ttl, Heartbeat: *heartbeat, Holder: *holder,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	if *workers != "" {
 		lo, hi, _ := strings.Cut(*workers, "-")
