@@ -165,6 +165,13 @@ func Who(ctx context.Context, layout snowflake.Layout, src EventSource, ch *Clic
 		}
 		if h, ok := Find(hs, a.TimestampMS); ok {
 			a.Found, a.Holding, a.Source = true, &h, s.name
+			if at := h.AcquiredAt.UnixMilli(); !h.AcquiredAt.IsZero() && a.TimestampMS < at {
+				// The span's floor is only what the claim found (a free
+				// row's is 1 ms): the holder issued this ID only if its
+				// clock was that far behind the store's.
+				a.Note = fmt.Sprintf("the ID's time is %s before this holder's claim; no earlier holder is recorded, and this one issued it only if its clock was that far behind the store's",
+					time.Duration(at-a.TimestampMS)*time.Millisecond)
+			}
 			return a, nil
 		}
 		notes = append(notes, fmt.Sprintf("%s: %d holdings of worker %d/%d", s.name, len(hs), p.Datacenter, p.Worker))

@@ -57,6 +57,7 @@ func TestWhoAcrossATakeover(t *testing.T) {
 		idB := idAt(t, layout, 1, 3, b.Lease.FloorMS)
 		never := idAt(t, layout, 1, 4, b.Lease.FloorMS)
 		future := idAt(t, layout, 1, 3, b.Lease.CeilingMS+1)
+		early := idAt(t, layout, 1, 3, a.DBNow.UnixMilli()-3600_000)
 
 		for _, tc := range []struct {
 			name    string
@@ -66,6 +67,9 @@ func TestWhoAcrossATakeover(t *testing.T) {
 		}{
 			{"A's claim time", idA, "node-a", a.Lease.FencingVersion},
 			{"A's ceiling", idA2, "node-a", a.Lease.FencingVersion},
+			// The first claim of a free row found ceiling 0: only A's span
+			// holds the time, which the answer says is before the claim.
+			{"an hour before A's claim", early, "node-a", a.Lease.FencingVersion},
 			{"B's first millisecond", idB, "node-b", b.Lease.FencingVersion},
 			{"a worker never held", never, "", 0},
 			{"past B's ceiling", future, "", 0},
@@ -83,6 +87,9 @@ func TestWhoAcrossATakeover(t *testing.T) {
 			if !got.Found || got.Holding.Holder != tc.holder || got.Holding.FencingVersion != tc.version || got.Source != "store" {
 				t.Errorf("%s: got %+v (holding %+v), want holder %s at version %d from the store", tc.name, got, got.Holding, tc.holder, tc.version)
 				continue
+			}
+			if tc.name == "an hour before A's claim" && !strings.Contains(got.Note, "before this holder's claim") {
+				t.Errorf("%s: got note %q, want one saying the ID's time is before the claim", tc.name, got.Note)
 			}
 			if tc.holder == "node-a" && (got.Holding.EndedBy != "takeover by the next holder" || got.Holding.CeilingMS != b.PrevCeilingMS) {
 				t.Errorf("%s: got end %q, ceiling %d; want the takeover at ceiling %d", tc.name, got.Holding.EndedBy, got.Holding.CeilingMS, b.PrevCeilingMS)

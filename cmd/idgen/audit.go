@@ -115,5 +115,8 @@ func printWho(e env, a audit.Answer) {
 	}
 	fmt.Fprintf(tw, "lease window\t%s to %s\n", timeText(h.AcquiredAt), ended)
 	fmt.Fprintf(tw, "source\t%s\n", a.Source)
+	if a.Note != "" {
+		fmt.Fprintf(tw, "note\t%s\n", a.Note)
+	}
 	_ = tw.Flush()
 }
