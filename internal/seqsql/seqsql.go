@@ -505,12 +505,6 @@ func (s *Store) SequenceStatus(ctx context.Context, name string) (sequence.Statu
 	})
 }
 
-// pruneOutcome is what the transaction of Prune decided.
-type pruneOutcome struct {
-	n       int64
-	refusal error // nothing written: returned as is
-}
-
 // Prune implements sequence.Store in one transaction, under the lock of
 // the sequence's row, so that two prunes of one sequence queue.
 func (s *Store) Prune(ctx context.Context, name, before string, dryRun bool) (int64, error) {
@@ -521,61 +515,54 @@ func (s *Store) Prune(ctx context.Context, name, before string, dryRun bool) (in
 			return 0, err
 		}
 	}
-	out, err := sqltx.Get(ctx, s.tx, func(tx *sql.Tx) (pruneOutcome, error) {
+	return sqltx.Get(ctx, s.tx, func(tx *sql.Tx) (int64, error) {
 		now, err := s.now(ctx, tx)
 		if err != nil {
-			return pruneOutcome{}, err
+			return 0, err
 		}
 		seq, err := scanSequence(tx.QueryRowContext(ctx, s.q(`SELECT `+selectColumns+` FROM sequences WHERE name = ?`+s.d.ForUpdate), name))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			return pruneOutcome{}, fmt.Errorf("%s: sequence %q: %w", s.d.Name, name, sequence.ErrNotFound)
+			return 0, fmt.Errorf("%s: sequence %q: %w", s.d.Name, name, sequence.ErrNotFound)
 		case err != nil:
-			return pruneOutcome{}, fmt.Errorf("%s: prune sequence %q: %w", s.d.Name, name, err)
+			return 0, fmt.Errorf("%s: prune sequence %q: %w", s.d.Name, name, err)
 		}
 		c, err := seq.Compile()
 		if err != nil {
-			return pruneOutcome{}, fmt.Errorf("%s: sequence %q as stored: %w", s.d.Name, name, err)
+			return 0, fmt.Errorf("%s: sequence %q as stored: %w", s.d.Name, name, err)
 		}
 		if err := c.CheckPrune(before, c.PeriodAt(now)); err != nil {
-			return pruneOutcome{refusal: err}, nil
+			return 0, err
 		}
 		var open int64
 		if err := tx.QueryRowContext(ctx, s.q(`SELECT count(*) FROM sequence_ledger
 			WHERE sequence = ? AND period < ? AND state = 'reserved' AND expires_at > ?`), name, before, s.d.TimeArg(now)).Scan(&open); err != nil {
-			return pruneOutcome{}, fmt.Errorf("%s: prune sequence %q: %w", s.d.Name, name, err)
+			return 0, fmt.Errorf("%s: prune sequence %q: %w", s.d.Name, name, err)
 		}
 		if open > 0 {
-			return pruneOutcome{refusal: fmt.Errorf("%s: prune sequence %q before %s: %d numbers are reserved and not expired: %w; confirm or void them, or wait for their expiry",
-				s.d.Name, name, before, open, sequence.ErrOpenReservations)}, nil
+			return 0, fmt.Errorf("%s: prune sequence %q before %s: %d numbers are reserved and not expired: %w; confirm or void them, or wait for their expiry",
+				s.d.Name, name, before, open, sequence.ErrOpenReservations)
 		}
 		if dryRun {
 			var n int64
 			if err := tx.QueryRowContext(ctx, s.q(`SELECT count(*) FROM sequence_ledger WHERE sequence = ? AND period < ?`), name, before).Scan(&n); err != nil {
-				return pruneOutcome{}, fmt.Errorf("%s: prune sequence %q: %w", s.d.Name, name, err)
+				return 0, fmt.Errorf("%s: prune sequence %q: %w", s.d.Name, name, err)
 			}
-			return pruneOutcome{n: n}, nil
+			return n, nil
 		}
 		res, err := tx.ExecContext(ctx, s.q(`DELETE FROM sequence_ledger WHERE sequence = ? AND period < ?`), name, before)
 		if err != nil {
-			return pruneOutcome{}, fmt.Errorf("%s: prune sequence %q: %w", s.d.Name, name, err)
+			return 0, fmt.Errorf("%s: prune sequence %q: %w", s.d.Name, name, err)
 		}
 		n, err := res.RowsAffected()
 		if err != nil {
-			return pruneOutcome{}, fmt.Errorf("%s: prune sequence %q: %w", s.d.Name, name, err)
+			return 0, fmt.Errorf("%s: prune sequence %q: %w", s.d.Name, name, err)
 		}
 		if _, err := tx.ExecContext(ctx, s.q(`UPDATE sequences SET pruned_before = ? WHERE name = ? AND pruned_before < ?`), before, name, before); err != nil {
-			return pruneOutcome{}, fmt.Errorf("%s: prune sequence %q: %w", s.d.Name, name, err)
+			return 0, fmt.Errorf("%s: prune sequence %q: %w", s.d.Name, name, err)
 		}
-		return pruneOutcome{n: n}, nil
+		return n, nil
 	})
-	if err != nil {
-		return 0, err
-	}
-	if out.refusal != nil {
-		return 0, out.refusal
-	}
-	return out.n, nil
 }
 
 // timeCol scans a time column whatever the driver returns for it.
