@@ -159,6 +159,11 @@ type Config struct {
 	// NoEtcdCompaction (or any negative value) never compacts. At least
 	// MinEtcdCompactRetention when positive. Ignored by the SQL stores.
 	EtcdCompactRetention time.Duration
+	// SequenceExpiryInterval is how often the node marks expired the
+	// numbers of every sequence reserved past their expiry, so that the
+	// ledger shows them expired without anyone reading it. Default
+	// DefaultSequenceExpiryInterval. Ignored on a store without sequences.
+	SequenceExpiryInterval time.Duration
 	// SpaceInterval is how often the node samples the space its database
 	// takes and its alarms (etcd only), for /metrics, /readyz and the
 	// status page. Default DefaultSpaceInterval.
@@ -295,6 +300,12 @@ func (c Config) resolve() (Config, error) {
 	if c.EtcdCompactRetention > 0 && c.EtcdCompactRetention < MinEtcdCompactRetention {
 		return Config{}, fmt.Errorf("invalid Config.EtcdCompactRetention %s: want at least %s, or off", c.EtcdCompactRetention, MinEtcdCompactRetention)
 	}
+	if c.SequenceExpiryInterval == 0 {
+		c.SequenceExpiryInterval = DefaultSequenceExpiryInterval
+	}
+	if c.SequenceExpiryInterval < 0 {
+		return Config{}, fmt.Errorf("invalid Config.SequenceExpiryInterval %s: want more than 0", c.SequenceExpiryInterval)
+	}
 	if c.SpaceInterval == 0 {
 		c.SpaceInterval = DefaultSpaceInterval
 	}
@@ -347,6 +358,9 @@ type App struct {
 	spaceLoop *periodic.Loop
 	// compactor compacts the etcd history; nil when the node does not.
 	compactor *compactor
+	// sweeper expires the sequences' due reservations; nil on a store
+	// without sequences.
+	sweeper *sequenceSweeper
 	// tracer is the tracer provider Open built, shut down last by stop;
 	// nil when tracing is off or its provider is the caller's.
 	tracer *tracing.Provider
@@ -501,8 +515,9 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	a.metrics = prometheus.NewRegistry()
+	seqSvc, seqAPI := sequencesOf(a.store, a.svc, a.audit)
 	a.api, err = httpapi.New(httpapi.Config{
-		Sequences:  sequencesOf(a.store, a.svc, a.audit),
+		Sequences:  seqAPI,
 		Service:    a.svc,
 		Auth:       a.auth,
 		Leases:     broker,
@@ -555,6 +570,10 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.compactor != nil {
 		collectors = append(collectors, a.compactor.collectors()...)
 	}
+	if seqSvc != nil {
+		a.sweeper = newSequenceSweeper(seqSvc, c.SequenceExpiryInterval, a.log)
+		collectors = append(collectors, a.sweeper.collectors()...)
+	}
 	if a.audit != nil {
 		collectors = append(collectors, a.audit.Collectors()...)
 	}
@@ -588,6 +607,9 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	if a.compactor != nil {
 		a.compactor.start()
+	}
+	if a.sweeper != nil {
+		a.sweeper.start()
 	}
 	if a.space != nil {
 		a.spaceLoop = periodic.Start(c.SpaceInterval, c.SpaceInterval, a.space.Sample)
@@ -701,7 +723,7 @@ func (a *App) Close(ctx context.Context) error {
 }
 
 // stop stops what Open started after the HTTP server, in reverse order: the
-// background loops (tokens reload, events pruner, the status page's
+// background loops (tokens reload, events pruner, sequences' sweep, the status page's
 // history sampler), the segment allocator (tails returned), the keeper
 // (lease released), the store (when Open opened it). Parts not started are
 // skipped.
@@ -715,6 +737,9 @@ func (a *App) stop(ctx context.Context) (err error) {
 	}
 	if a.compactor != nil {
 		a.compactor.stop()
+	}
+	if a.sweeper != nil {
+		a.sweeper.stop()
 	}
 	if a.spaceLoop != nil {
 		a.spaceLoop.Stop()

@@ -1,11 +1,26 @@
 package app
 
 import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator/sequence"
 	"github.com/idgen-project/idgen/audit"
 	"github.com/idgen-project/idgen/httpapi/statuspage"
+	"github.com/idgen-project/idgen/internal/periodic"
 )
+
+// DefaultSequenceExpiryInterval is how often a node expires the due
+// reservations of every sequence when Config.SequenceExpiryInterval is
+// zero.
+const DefaultSequenceExpiryInterval = 5 * time.Second
+
+// sweepRunTimeout bounds one sweep of the sequences.
+const sweepRunTimeout = time.Minute
 
 // sequenceKeeper is a store that keeps sequences: PostgreSQL, MySQL,
 // SQLite and etcd.
@@ -13,19 +28,90 @@ type sequenceKeeper interface {
 	Sequences() sequence.Store
 }
 
-// sequencesOf returns the core of the sequence API on store, charging the
-// rate limits of svc and reporting to rec when it is not nil; nil when the
-// store keeps no sequences.
-func sequencesOf(store any, svc *idgen.Service, rec *audit.Recorder) *idgen.Sequences {
+// sequencesOf returns the sequence service of the node on store, reporting
+// to rec when it is not nil, and the core of the sequence API over it,
+// charging the rate limits of svc; nil, nil when the store keeps no
+// sequences.
+func sequencesOf(store any, svc *idgen.Service, rec *audit.Recorder) (*sequence.Service, *idgen.Sequences) {
 	sk, ok := store.(sequenceKeeper)
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	var seqs sequence.Store = sk.Sequences()
 	if rec != nil {
 		seqs = audit.WrapSequences(seqs, rec)
 	}
-	return idgen.NewSequences(sequence.NewService(seqs, sequence.Settings{}), svc)
+	ss := sequence.NewService(seqs, sequence.Settings{})
+	return ss, idgen.NewSequences(ss, svc)
+}
+
+// sequenceSweeper expires the due reservations of every sequence in the
+// background, every interval: without it a reservation nobody settles
+// stays "reserved" in the ledger until someone reads the ledger. Every
+// node of a cluster runs one; expiring is idempotent (a compare on the
+// row's state), so they need no coordination. Expiry is decided by the
+// store's time, never the node's.
+type sequenceSweeper struct {
+	svc      *sequence.Service
+	interval time.Duration
+	log      *slog.Logger
+
+	expired, failures prometheus.Counter
+
+	loop *periodic.Loop // set by start
+}
+
+func newSequenceSweeper(svc *sequence.Service, interval time.Duration, log *slog.Logger) *sequenceSweeper {
+	return &sequenceSweeper{
+		svc:      svc,
+		interval: interval,
+		log:      log,
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "idgen_sequence_expired_total",
+			Help: "Numbers of sequences this node's sweep marked expired: reserved, and neither confirmed nor voided before their expiry.",
+		}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "idgen_sequence_sweep_errors_total",
+			Help: "Sweeps of the sequences' expired reservations that failed, in part or whole (the next one tries again).",
+		}),
+	}
+}
+
+func (w *sequenceSweeper) collectors() []prometheus.Collector {
+	return []prometheus.Collector{w.expired, w.failures}
+}
+
+// start starts the loop; stop stops it, if started, and waits for it,
+// cancelling a sweep under way. Open calls start, and Close (or a failing
+// Open) stop, once each.
+func (w *sequenceSweeper) start() {
+	w.loop = periodic.Start(w.interval, w.interval, w.sweep)
+}
+
+func (w *sequenceSweeper) stop() {
+	if w.loop != nil {
+		w.loop.Stop()
+	}
+}
+
+// sweep expires the due reservations once. Its errors are logged and
+// counted, never fatal: the next sweep tries again.
+func (w *sequenceSweeper) sweep(loopCtx context.Context) {
+	ctx, cancel := context.WithTimeout(loopCtx, sweepRunTimeout)
+	defer cancel()
+	n, err := w.svc.ExpireDue(ctx)
+	w.expired.Add(float64(n))
+	if err != nil {
+		if loopCtx.Err() != nil {
+			return // stopped: Close is under way
+		}
+		w.failures.Inc()
+		w.log.Warn("expiring sequence reservations failed", "expired", n, "err", err)
+		return
+	}
+	if n > 0 {
+		w.log.Info("sequence reservations expired", "numbers", n)
+	}
 }
 
 // sequenceReader returns the sequences of store for the status page; nil

@@ -7,13 +7,14 @@ import (
 	"github.com/idgen-project/idgen/allocator/sequence"
 )
 
-// The kinds of the sequence events: numbers reserved, and reservations
-// confirmed, voided or found expired.
+// The kinds of the sequence events: numbers reserved, reservations
+// confirmed, voided or found expired, and a ledger pruned.
 const (
 	KindSequenceReserve Kind = "sequence_reserve"
 	KindSequenceConfirm Kind = "sequence_confirm"
 	KindSequenceVoid    Kind = "sequence_void"
 	KindSequenceExpire  Kind = "sequence_expire"
+	KindSequencePrune   Kind = "sequence_prune"
 )
 
 // Sequences wraps a sequence.Store so that every reservation and every
@@ -71,6 +72,17 @@ func (s *Sequences) ExpireReservations(ctx context.Context, name string) (int64,
 	if err == nil && n > 0 {
 		s.rec.Record(Event{Kind: KindSequenceExpire, Namespace: name, Count: n,
 			Detail: fmt.Sprintf("%d numbers past their reservation's expiry", n)})
+	}
+	return n, err
+}
+
+// Prune implements sequence.Store.Prune and records the rows deleted, when
+// it deleted any (a dry run deletes none and is not recorded).
+func (s *Sequences) Prune(ctx context.Context, name, before string, dryRun bool) (int64, error) {
+	n, err := s.Store.Prune(ctx, name, before, dryRun)
+	if err == nil && !dryRun {
+		s.rec.Record(Event{Kind: KindSequencePrune, Namespace: name, Count: n,
+			Detail: fmt.Sprintf("ledger of the periods before %s deleted: %d numbers", before, n)})
 	}
 	return n, err
 }

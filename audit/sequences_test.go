@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -75,5 +76,59 @@ func TestSequencesReachTheTrail(t *testing.T) {
 		if got[k] != n {
 			t.Errorf("%+v: got %d events, want %d (all: %v)", k, got[k], n, got)
 		}
+	}
+}
+
+// TestSequencePruneReachesTheTrail: a prune through the wrapper gives one
+// event with the numbers deleted; a dry run and a refused prune give none.
+func TestSequencePruneReachesTheTrail(t *testing.T) {
+	store := teststore.Open(t, "sqlite")
+	keeper, ok := store.(interface {
+		Sequences() sequence.Store
+		sequence.TimeShifter
+	})
+	if !ok {
+		t.Fatal("the SQLite store keeps no sequences")
+	}
+	sink := newFakeSink()
+	rec, err := audit.New(sink, audit.RecorderSettings{FlushInterval: time.Millisecond, Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Start()
+	seqs := audit.WrapSequences(keeper.Sequences(), rec)
+	ctx := t.Context()
+	if _, err := seqs.CreateSequence(ctx, sequence.Sequence{Name: "m", Format: "{yyyyMM}{seq:04}", Reset: sequence.ResetMonthly, TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	keeper.ShiftTime(-62 * 24 * time.Hour)
+	if _, err := seqs.Reserve(ctx, "m", []sequence.Request{{ID: "r", Count: 2, Caller: "shop"}}); err != nil {
+		t.Fatal(err)
+	}
+	keeper.ShiftTime(62 * 24 * time.Hour)
+	st, err := seqs.SequenceStatus(ctx, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := seqs.Prune(ctx, "m", st.Period, true); err != nil || n != 2 {
+		t.Fatalf("dry run: got %d, %v; want 2", n, err)
+	}
+	if _, err := seqs.Prune(ctx, "m", "2999-01", false); err == nil {
+		t.Fatal("a prune of a later period was not refused")
+	}
+	if n, err := seqs.Prune(ctx, "m", st.Period, false); err != nil || n != 2 {
+		t.Fatalf("prune: got %d, %v; want 2", n, err)
+	}
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var prunes []audit.Event
+	for _, ev := range sink.events() {
+		if ev.Kind == audit.KindSequencePrune {
+			prunes = append(prunes, ev)
+		}
+	}
+	if len(prunes) != 1 || prunes[0].Namespace != "m" || prunes[0].Count != 2 || !strings.Contains(prunes[0].Detail, "before "+st.Period) {
+		t.Errorf("prune events: got %+v, want one of m with 2 numbers, before %s", prunes, st.Period)
 	}
 }

@@ -57,6 +57,8 @@ var dashboardLeftOut = map[string]string{
 	"idgen_tokens_reload_errors_total":      "only with --tokens-file; a refused reload is logged at error level",
 	"idgen_lease_events_pruned_total":       "only with --lease-events-retention; housekeeping",
 	"idgen_lease_events_prune_errors_total": "only with --lease-events-retention; a failed prune is logged",
+	"idgen_sequence_expired_total":          "housekeeping of the sequences' ledger; the ledger says what expired",
+	"idgen_sequence_sweep_errors_total":     "housekeeping; a failed sweep is logged and the next one tries again",
 }
 
 // grafanaDatasource is a panel's, a target's or a variable's data source.

@@ -69,11 +69,14 @@ type sequenceRecord struct {
 	TTLMS       int64     `json:"ttl_ms"`
 	Description string    `json:"description"`
 	CreatedAt   time.Time `json:"created_at"`
+	// PrunedBefore is the sequence's pruned_before (Prune).
+	PrunedBefore string `json:"pruned_before,omitempty"`
 }
 
 func (r sequenceRecord) sequence() sequence.Sequence {
 	return sequence.Sequence{Name: r.Name, Format: r.Format, Reset: sequence.Reset(r.Reset), Zone: r.Zone, Start: r.Start,
-		StartZero: r.Start == 0, TTL: time.Duration(r.TTLMS) * time.Millisecond, Description: r.Description, CreatedAt: r.CreatedAt}
+		StartZero: r.Start == 0, TTL: time.Duration(r.TTLMS) * time.Millisecond, Description: r.Description, CreatedAt: r.CreatedAt,
+		PrunedBefore: r.PrunedBefore}
 }
 
 type counterRecord struct {
@@ -159,16 +162,23 @@ func (q etcdSequences) CreateSequence(ctx context.Context, seq sequence.Sequence
 
 // readSequence returns the record of name, or ErrNotFound.
 func (q etcdSequences) readSequence(ctx context.Context, cli *clientv3.Client, name string) (sequenceRecord, error) {
+	rec, _, err := q.readSequenceKV(ctx, cli, name)
+	return rec, err
+}
+
+// readSequenceKV returns the record of name and its key-value, or
+// ErrNotFound.
+func (q etcdSequences) readSequenceKV(ctx context.Context, cli *clientv3.Client, name string) (sequenceRecord, *mvccpb.KeyValue, error) {
 	key := q.s.keys.sequenceDef(name)
 	resp, err := cli.Get(ctx, key)
 	if err != nil {
-		return sequenceRecord{}, fmt.Errorf("etcd: read sequence %q: %w", name, err)
+		return sequenceRecord{}, nil, fmt.Errorf("etcd: read sequence %q: %w", name, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return sequenceRecord{}, fmt.Errorf("etcd: sequence %q: %w", name, sequence.ErrNotFound)
+		return sequenceRecord{}, nil, fmt.Errorf("etcd: sequence %q: %w", name, sequence.ErrNotFound)
 	}
 	var rec sequenceRecord
-	return rec, decode(key, resp.Kvs[0].Value, &rec)
+	return rec, resp.Kvs[0], decode(key, resp.Kvs[0].Value, &rec)
 }
 
 // GetSequence implements sequence.Store.
@@ -488,4 +498,99 @@ func (q etcdSequences) SequenceStatus(ctx context.Context, name string) (sequenc
 		}
 	}
 	return st, nil
+}
+
+// pruneBatch is how many reservation records one transaction of Prune
+// deletes, below etcd's --max-txn-ops (128 by default).
+const pruneBatch = 100
+
+// Prune implements sequence.Store. It checks the rules and records the
+// sequence's pruned_before in one transaction, compared on the sequence's
+// record, then deletes the reservation records of the pruned periods in
+// transactions of pruneBatch. A prune cut short leaves the marker set and
+// some records of pruned periods: the CLI says those periods are pruned,
+// and the same prune run again deletes the rest.
+func (q etcdSequences) Prune(ctx context.Context, name, before string, dryRun bool) (int64, error) {
+	if !dryRun {
+		// As a read of the ledger does: what has expired is marked so.
+		if _, err := q.ExpireReservations(ctx, name); err != nil {
+			return 0, err
+		}
+	}
+	var (
+		n    int64
+		keys []string
+	)
+	err := q.s.retry(ctx, "prune sequence "+name, func(ctx context.Context, cli *clientv3.Client) (bool, error) {
+		n, keys = 0, nil
+		rec, kv, err := q.readSequenceKV(ctx, cli, name)
+		if err != nil {
+			return false, err
+		}
+		c, err := rec.sequence().Compile()
+		if err != nil {
+			return false, fmt.Errorf("etcd: sequence %q as stored: %w", name, err)
+		}
+		now, err := q.now(ctx)
+		if err != nil {
+			return false, err
+		}
+		if err := c.CheckPrune(before, c.PeriodAt(now)); err != nil {
+			return false, err
+		}
+		prefix := q.s.keys.sequenceReservations(name)
+		resp, err := cli.Get(ctx, prefix, clientv3.WithRange(rangeEnd(prefix)))
+		if err != nil {
+			return false, fmt.Errorf("etcd: prune sequence %q: %w", name, err)
+		}
+		var open int64
+		for _, kv := range resp.Kvs {
+			var r reservationRecord
+			if err := decode(string(kv.Key), kv.Value, &r); err != nil {
+				return false, err
+			}
+			if r.Period >= before {
+				continue
+			}
+			if r.State == string(sequence.Reserved) && now.Before(r.ExpiresAt) {
+				open += int64(r.Count)
+			}
+			n += int64(r.Count)
+			keys = append(keys, string(kv.Key))
+		}
+		if open > 0 {
+			return false, fmt.Errorf("etcd: prune sequence %q before %s: %d numbers are reserved and not expired: %w; confirm or void them, or wait for their expiry",
+				name, before, open, sequence.ErrOpenReservations)
+		}
+		if dryRun || rec.PrunedBefore >= before {
+			return true, nil
+		}
+		rec.PrunedBefore = before
+		tresp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
+			Then(clientv3.OpPut(string(kv.Key), encode(rec))).Commit()
+		if err != nil {
+			return false, err
+		}
+		return tresp.Succeeded, nil
+	})
+	if err != nil || dryRun {
+		if err != nil {
+			return 0, err
+		}
+		return n, nil
+	}
+	for batch := range slices.Chunk(keys, pruneBatch) {
+		err := q.s.retry(ctx, "prune sequence "+name, func(ctx context.Context, cli *clientv3.Client) (bool, error) {
+			ops := make([]clientv3.Op, len(batch))
+			for i, k := range batch {
+				ops[i] = clientv3.OpDelete(k)
+			}
+			_, err := cli.Txn(ctx).Then(ops...).Commit()
+			return err == nil, err
+		})
+		if err != nil {
+			return 0, fmt.Errorf("etcd: prune sequence %q: %w (run it again to delete the rest)", name, err)
+		}
+	}
+	return n, nil
 }

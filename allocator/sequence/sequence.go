@@ -49,6 +49,9 @@ var (
 	// ErrPeriodExhausted is a reservation that would take the period's
 	// counter past the largest number the format's counter width shows.
 	ErrPeriodExhausted = errors.New("period exhausted: the counter would pass the width of the format")
+	// ErrOpenReservations is a prune of periods that still hold numbers
+	// reserved and not yet expired: they may yet be confirmed.
+	ErrOpenReservations = errors.New("reservations still open in the periods to prune")
 )
 
 // Reset is how often a sequence's counter restarts at its start value.
@@ -99,6 +102,14 @@ type Sequence struct {
 	Description string
 	// CreatedAt is set by the store.
 	CreatedAt time.Time
+	// PrunedBefore is set by the store's Prune: the ledger of every period
+	// before it was deleted on purpose; "" when none was.
+	PrunedBefore string
+}
+
+// Pruned reports whether period's ledger was deleted by a Prune.
+func (s Sequence) Pruned(period string) bool {
+	return s.PrunedBefore != "" && period < s.PrunedBefore
 }
 
 // Normalize returns s with its defaults filled in.
@@ -209,6 +220,42 @@ func (c *Compiled) PeriodAt(t time.Time) string {
 		return lt.Format("2006-01-02")
 	}
 	return NoPeriod
+}
+
+// periodLayout is the layout of the sequence's periods; "" when it never
+// resets.
+func (c *Compiled) periodLayout() string {
+	switch c.Reset {
+	case ResetYearly:
+		return "2006"
+	case ResetMonthly:
+		return "2006-01"
+	case ResetDaily:
+		return "2006-01-02"
+	}
+	return ""
+}
+
+// CheckPrune checks that the ledger of the periods before before may be
+// pruned while the store's current period is current: the sequence resets
+// (the one period of a sequence that never resets never closes), before
+// is a period of its granularity ("2026" yearly, "2026-11" monthly,
+// "2026-11-27" daily), and before is not later than current, so that only
+// closed periods go. Its errors wrap ErrInvalid.
+func (c *Compiled) CheckPrune(before, current string) error {
+	layout := c.periodLayout()
+	if layout == "" {
+		return fmt.Errorf("%w: sequence %q never resets: its one period never closes, and its ledger is never pruned", ErrInvalid, c.Name)
+	}
+	if t, err := time.Parse(layout, before); err != nil || t.Format(layout) != before {
+		return fmt.Errorf("%w: period %q: sequence %q resets %s, its periods are written like %s", ErrInvalid, before, c.Name, c.Reset,
+			time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC).Format(layout))
+	}
+	if before > current {
+		return fmt.Errorf("%w: period %s is later than the current period %s of sequence %q: only closed periods are pruned (--before %s prunes every one)",
+			ErrInvalid, before, current, c.Name, current)
+	}
+	return nil
 }
 
 // Write returns number n as the sequence writes it at store time t.

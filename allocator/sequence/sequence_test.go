@@ -199,3 +199,42 @@ func TestPeriodKinds(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckPrune(t *testing.T) {
+	compile := func(reset sequence.Reset, format string) *sequence.Compiled {
+		c, err := sequence.Sequence{Name: "s", Format: format, Reset: reset}.Compile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	yearly, monthly := compile(sequence.ResetYearly, "{yyyy}{seq:04}"), compile(sequence.ResetMonthly, "{yyyyMM}{seq:04}")
+	daily, flat := compile(sequence.ResetDaily, "{yyyyMMdd}{seq:04}"), compile(sequence.ResetNone, "{seq}")
+	tests := []struct {
+		c               *sequence.Compiled
+		before, current string
+		ok              bool
+	}{
+		{yearly, "2026", "2026", true},
+		{yearly, "2025", "2026", true},
+		{yearly, "2027", "2026", false},
+		{yearly, "2026-01", "2026", false},
+		{yearly, "26", "2026", false},
+		{monthly, "2026-11", "2026-11", true},
+		{monthly, "2026-12", "2026-11", false},
+		{monthly, "2026-00", "2026-11", false},
+		{monthly, "2026-1", "2026-11", false},
+		{daily, "2026-11-27", "2026-11-27", true},
+		{daily, "2026-02-29", "2026-11-27", false}, // 2026 is no leap year
+		{daily, "2026-11-28", "2026-11-27", false},
+		{daily, " 2026-11-01", "2026-11-27", false},
+		{flat, sequence.NoPeriod, sequence.NoPeriod, false},
+		{flat, "2026", sequence.NoPeriod, false},
+	}
+	for _, tc := range tests {
+		err := tc.c.CheckPrune(tc.before, tc.current)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, sequence.ErrInvalid)) {
+			t.Errorf("%s CheckPrune(%q, current %q): got %v, want ok %v (else sequence.ErrInvalid)", tc.c.Reset, tc.before, tc.current, err, tc.ok)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package sequence
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -235,4 +236,32 @@ func (s *Service) Confirm(ctx context.Context, name, id, caller string) (Reserva
 // Void voids reservation id of sequence name for caller.
 func (s *Service) Void(ctx context.Context, name, id, caller string) (Reservation, error) {
 	return s.store.Settle(ctx, name, id, caller, Voided)
+}
+
+// ExpireDue marks Expired, in every sequence, the numbers reserved past
+// their expiry at store time, and returns how many. A node runs it in the
+// background (app: Config.SequenceExpiryInterval), so that a reservation
+// nobody confirms, voids or reads still ends expired in the ledger. A
+// sequence that fails does not stop the others: their errors are joined.
+func (s *Service) ExpireDue(ctx context.Context) (int64, error) {
+	seqs, err := s.store.ListSequences(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("expire reservations: %w", err)
+	}
+	var (
+		total int64
+		errs  []error
+	)
+	for _, seq := range seqs {
+		if ctx.Err() != nil {
+			errs = append(errs, fmt.Errorf("expire reservations: %w", ctx.Err()))
+			break
+		}
+		n, err := s.store.ExpireReservations(ctx, seq.Name)
+		total += n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("expire reservations of sequence %q: %w", seq.Name, err))
+		}
+	}
+	return total, errors.Join(errs...)
 }

@@ -169,6 +169,17 @@ type Store interface {
 	Ledger(ctx context.Context, q LedgerQuery) ([]Entry, error)
 	// SequenceStatus returns the sequence's current period and counter.
 	SequenceStatus(ctx context.Context, name string) (Status, error)
+	// Prune deletes the ledger rows of sequence name's periods before
+	// before, the operator's retention rule, and returns how many; with
+	// dryRun it deletes nothing and returns how many it would. It first
+	// expires what has expired in those periods, and refuses, changing
+	// nothing, an unknown sequence (ErrNotFound), a before CheckPrune
+	// refuses at store time (ErrInvalid), and periods that still hold
+	// numbers reserved and not expired (ErrOpenReservations). It records
+	// the largest before as the sequence's PrunedBefore. The counters of
+	// the pruned periods stay, so that no number of a pruned period is
+	// ever handed out again.
+	Prune(ctx context.Context, name, before string, dryRun bool) (int64, error)
 }
 
 // TimeShifter is implemented by stores whose sequence calls can run at a

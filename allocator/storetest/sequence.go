@@ -47,6 +47,10 @@ var sequenceSuite = []struct {
 	{"Status", testSequenceStatus},
 	{"ConcurrentReservesGapFree", testSequenceConcurrent},
 	{"ServiceCombinesGapFree", testSequenceService},
+	{"ServiceExpiresDueWithoutARead", testSequenceExpireDue},
+	{"PruneClosedPeriods", testSequencePrune},
+	{"PruneRefusalsChangeNothing", testSequencePruneRefusals},
+	{"PruneWaitsForOpenReservations", testSequencePruneOpen},
 }
 
 // invoiceSequence is a yearly invoice sequence in Berlin.
@@ -554,5 +558,229 @@ func testSequenceService(t *testing.T, s SequenceStore) {
 	}
 	if trips := svc.RoundTrips(); trips > callers*each {
 		t.Errorf("%d round trips for %d reservations", trips, callers*each)
+	}
+}
+
+// testSequenceExpireDue: a node's sweep (Service.ExpireDue) expires the
+// due reservations of every sequence, with no read of the ledger: after
+// it, nothing is left for ExpireReservations to do.
+func testSequenceExpireDue(t *testing.T, s SequenceStore) {
+	for _, name := range []string{"a", "b"} {
+		seq := invoiceSequence(name)
+		seq.TTL = 10 * time.Second
+		mustCreateSequence(t, s, seq)
+	}
+	ra := reserve(t, s, "a", "shop", 2, 1)
+	reserve(t, s, "b", "shop", 3)
+	if _, err := s.Settle(t.Context(), "a", ra[1].ID, "shop", sequence.Confirmed); err != nil {
+		t.Fatal(err)
+	}
+	svc := sequence.NewService(s, sequence.Settings{})
+	if n, err := svc.ExpireDue(t.Context()); err != nil || n != 0 {
+		t.Errorf("before the expiry: got %d expired, %v; want 0", n, err)
+	}
+	s.ShiftTime(11 * time.Second)
+	if n, err := svc.ExpireDue(t.Context()); err != nil || n != 5 {
+		t.Errorf("after the expiry: got %d expired, %v; want 5 (2 of a, 3 of b)", n, err)
+	}
+	for _, name := range []string{"a", "b"} {
+		if n, err := s.ExpireReservations(t.Context(), name); err != nil || n != 0 {
+			t.Errorf("%s after the sweep: ExpireReservations got %d, %v; want 0 left", name, n, err)
+		}
+	}
+	want := map[string][]sequence.State{
+		"a": {sequence.Expired, sequence.Expired, sequence.Confirmed},
+		"b": {sequence.Expired, sequence.Expired, sequence.Expired},
+	}
+	for name, states := range want {
+		entries := ledger(t, s, name)
+		if len(entries) != len(states) {
+			t.Fatalf("%s: %d rows, want %d", name, len(entries), len(states))
+		}
+		for i, e := range entries {
+			if e.State != states[i] {
+				t.Errorf("%s row %d: got %s, want %s", name, i, e.State, states[i])
+			}
+		}
+	}
+}
+
+// monthlySequence is a monthly sequence in UTC with a one-minute ttl.
+func monthlySequence(name string) sequence.Sequence {
+	return sequence.Sequence{Name: name, Format: "M{yyyyMM}-{seq:04}", Reset: sequence.ResetMonthly, TTL: time.Minute}
+}
+
+// periodsOf returns how many ledger rows each period of name holds.
+func periodsOf(t *testing.T, s SequenceStore, name string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, e := range ledger(t, s, name) {
+		out[e.Period]++
+	}
+	return out
+}
+
+func prunedBefore(t *testing.T, s SequenceStore, name string) string {
+	t.Helper()
+	seq, err := s.GetSequence(t.Context(), name)
+	if err != nil {
+		t.Fatalf("GetSequence(%q): %v", name, err)
+	}
+	return seq.PrunedBefore
+}
+
+// testSequencePrune prunes closed periods: a dry run counts and deletes
+// nothing, a prune deletes exactly the periods before its period, records
+// how far, never moves that mark back, and keeps the counters, so that
+// the current period goes on where it was.
+func testSequencePrune(t *testing.T, s SequenceStore) {
+	mustCreateSequence(t, s, monthlySequence("m"))
+	moveTo(t, s, "m", time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC))
+	jan := reserve(t, s, "m", "shop", 3, 2)
+	if _, err := s.Settle(t.Context(), "m", jan[0].ID, "shop", sequence.Confirmed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Settle(t.Context(), "m", jan[1].ID, "shop", sequence.Voided); err != nil {
+		t.Fatal(err)
+	}
+	s.ShiftTime(31 * 24 * time.Hour) // 15 February
+	reserve(t, s, "m", "shop", 4)    // expires unsettled
+	s.ShiftTime(28 * 24 * time.Hour) // 15 March: the current period
+	mar := reserve(t, s, "m", "shop", 1)[0]
+	if mar.Period != "2026-03" {
+		t.Fatalf("current period: got %s, want 2026-03", mar.Period)
+	}
+	all := map[string]int{"2026-01": 5, "2026-02": 4, "2026-03": 1}
+	if got := periodsOf(t, s, "m"); fmt.Sprint(got) != fmt.Sprint(all) {
+		t.Fatalf("before: got %v, want %v", got, all)
+	}
+
+	if n, err := s.Prune(t.Context(), "m", "2026-03", true); err != nil || n != 9 {
+		t.Errorf("dry run before 2026-03: got %d, %v; want 9", n, err)
+	}
+	if got := periodsOf(t, s, "m"); fmt.Sprint(got) != fmt.Sprint(all) || prunedBefore(t, s, "m") != "" {
+		t.Errorf("after the dry run: got %v, pruned before %q; want %v, nothing pruned", got, prunedBefore(t, s, "m"), all)
+	}
+
+	steps := []struct {
+		before     string
+		want       int64
+		wantPruned string
+		left       map[string]int
+	}{
+		{"2026-02", 5, "2026-02", map[string]int{"2026-02": 4, "2026-03": 1}},
+		{"2026-02", 0, "2026-02", map[string]int{"2026-02": 4, "2026-03": 1}}, // again: nothing left
+		{"2026-03", 4, "2026-03", map[string]int{"2026-03": 1}},               // the current period: every closed one
+		{"2026-01", 0, "2026-03", map[string]int{"2026-03": 1}},               // the mark never moves back
+	}
+	for _, st := range steps {
+		n, err := s.Prune(t.Context(), "m", st.before, false)
+		if err != nil || n != st.want {
+			t.Errorf("prune before %s: got %d, %v; want %d", st.before, n, err, st.want)
+		}
+		if got := periodsOf(t, s, "m"); fmt.Sprint(got) != fmt.Sprint(st.left) {
+			t.Errorf("after prune before %s: got %v, want %v", st.before, got, st.left)
+		}
+		if got := prunedBefore(t, s, "m"); got != st.wantPruned {
+			t.Errorf("after prune before %s: pruned before %q, want %q", st.before, got, st.wantPruned)
+		}
+	}
+	if rows, err := s.Ledger(t.Context(), sequence.LedgerQuery{Sequence: "m", Period: "2026-01"}); err != nil || len(rows) != 0 {
+		t.Errorf("ledger of pruned 2026-01: got %d rows, %v; want none", len(rows), err)
+	}
+	if list, err := s.ListSequences(t.Context()); err != nil || len(list) != 1 || list[0].PrunedBefore != "2026-03" || !list[0].Pruned("2026-02") || list[0].Pruned("2026-03") {
+		t.Errorf("ListSequences: got %+v, %v; want m pruned before 2026-03", list, err)
+	}
+	// The counter of the current period stays: the next number follows.
+	if r := reserve(t, s, "m", "shop", 1)[0]; r.First != 2 || r.Period != "2026-03" {
+		t.Errorf("after the prunes: got #%d of %s, want #2 of 2026-03", r.First, r.Period)
+	}
+	if st, err := s.SequenceStatus(t.Context(), "m"); err != nil || st.LastNumber != 2 {
+		t.Errorf("status after the prunes: got %+v, %v; want last number 2", st, err)
+	}
+}
+
+// testSequencePruneRefusals: an unknown sequence, one that never resets,
+// a malformed period, one of the wrong granularity and one later than the
+// current period are refused, and nothing changes.
+func testSequencePruneRefusals(t *testing.T, s SequenceStore) {
+	mustCreateSequence(t, s, monthlySequence("m"))
+	mustCreateSequence(t, s, sequence.Sequence{Name: "flat", Format: "F{seq:04}"})
+	mustCreateSequence(t, s, sequence.Sequence{Name: "d", Format: "{yyMMdd}{seq:03}", Reset: sequence.ResetDaily, Zone: "Europe/Berlin"})
+	moveTo(t, s, "m", time.Date(2026, 2, 10, 12, 0, 0, 0, time.UTC))
+	reserve(t, s, "m", "shop", 2)
+	reserve(t, s, "flat", "shop", 1)
+	moveTo(t, s, "m", time.Date(2026, 3, 31, 22, 30, 0, 0, time.UTC)) // 1 April 00:30 in Berlin, still March in UTC
+	reserve(t, s, "m", "shop", 1)
+	reserve(t, s, "d", "shop", 1)
+	tests := []struct {
+		name, seq, before string
+		want              error
+	}{
+		{"unknown sequence", "nope", "2026-01", sequence.ErrNotFound},
+		{"never resets", "flat", "2026", sequence.ErrInvalid},
+		{"never resets, its period", "flat", sequence.NoPeriod, sequence.ErrInvalid},
+		{"year of a monthly sequence", "m", "2026", sequence.ErrInvalid},
+		{"day of a monthly sequence", "m", "2026-03-01", sequence.ErrInvalid},
+		{"month 13", "m", "2026-13", sequence.ErrInvalid},
+		{"unpadded month", "m", "2026-3", sequence.ErrInvalid},
+		{"two-digit year", "m", "26-03", sequence.ErrInvalid},
+		{"empty", "m", "", sequence.ErrInvalid},
+		{"text", "m", "last-year", sequence.ErrInvalid},
+		{"later than the current period", "m", "2026-04", sequence.ErrInvalid},
+		{"a later year", "m", "2027-01", sequence.ErrInvalid},
+		// The current period is decided in the sequence's zone: 1 April
+		// in Berlin, while UTC still reads 31 March.
+		{"day after the current one", "d", "2026-04-02", sequence.ErrInvalid},
+		{"30 February", "d", "2026-02-30", sequence.ErrInvalid},
+	}
+	for _, tc := range tests {
+		for _, dry := range []bool{true, false} {
+			n, err := s.Prune(t.Context(), tc.seq, tc.before, dry)
+			if !errors.Is(err, tc.want) || n != 0 {
+				t.Errorf("%s (%s --before %q, dry run %v): got %d, %v; want %v", tc.name, tc.seq, tc.before, dry, n, err, tc.want)
+			}
+		}
+	}
+	for name, want := range map[string]int{"m": 3, "flat": 1, "d": 1} {
+		if got := len(ledger(t, s, name)); got != want || prunedBefore(t, s, name) != "" {
+			t.Errorf("%s after the refusals: %d rows, pruned before %q; want %d rows, nothing pruned", name, got, prunedBefore(t, s, name), want)
+		}
+	}
+	// The current period in the zone is allowed: 1 April in Berlin.
+	if n, err := s.Prune(t.Context(), "d", "2026-04-01", false); err != nil || n != 0 {
+		t.Errorf("d before its current period 2026-04-01: got %d, %v; want 0 (the one row is of the current period)", n, err)
+	}
+}
+
+// testSequencePruneOpen: a period that closed while a reservation of it
+// is still open is not pruned until that reservation is settled or
+// expired; a due one is expired, then pruned.
+func testSequencePruneOpen(t *testing.T, s SequenceStore) {
+	mustCreateSequence(t, s, monthlySequence("m"))
+	moveTo(t, s, "m", time.Date(2026, 1, 31, 23, 59, 30, 0, time.UTC))
+	open := reserve(t, s, "m", "shop", 2, 1)
+	if _, err := s.Settle(t.Context(), "m", open[1].ID, "shop", sequence.Confirmed); err != nil {
+		t.Fatal(err)
+	}
+	s.ShiftTime(40 * time.Second) // 1 February 00:00:10: January closed, the 2 numbers expire at 00:00:30
+	reserve(t, s, "m", "shop", 1)
+	for _, dry := range []bool{true, false} {
+		if n, err := s.Prune(t.Context(), "m", "2026-02", dry); !errors.Is(err, sequence.ErrOpenReservations) || n != 0 {
+			t.Errorf("dry run %v with 2 numbers open: got %d, %v; want ErrOpenReservations", dry, n, err)
+		}
+	}
+	if got := periodsOf(t, s, "m"); got["2026-01"] != 3 || prunedBefore(t, s, "m") != "" {
+		t.Errorf("after the refusal: got %v, pruned before %q; want January's 3 rows kept", got, prunedBefore(t, s, "m"))
+	}
+	s.ShiftTime(30 * time.Second) // past their expiry, with no read of the ledger in between
+	if n, err := s.Prune(t.Context(), "m", "2026-02", true); err != nil || n != 3 {
+		t.Errorf("dry run once due: got %d, %v; want 3", n, err)
+	}
+	if n, err := s.Prune(t.Context(), "m", "2026-02", false); err != nil || n != 3 {
+		t.Errorf("prune once due: got %d, %v; want 3", n, err)
+	}
+	if got := periodsOf(t, s, "m"); fmt.Sprint(got) != fmt.Sprint(map[string]int{"2026-02": 1}) || prunedBefore(t, s, "m") != "2026-02" {
+		t.Errorf("after the prune: got %v, pruned before %q; want February's row only, pruned before 2026-02", got, prunedBefore(t, s, "m"))
 	}
 }

@@ -48,13 +48,14 @@ func commands() []command {
 			help: namespacesHelp, run: runNamespaces,
 		},
 		{
-			name: "sequences", summary: "list or create business-number sequences, read, export or void in their ledger (list|create|ledger|export|void)",
+			name: "sequences", summary: "list or create business-number sequences, read, export, void or prune in their ledger (list|create|ledger|export|void|prune)",
 			forms: []form{
 				{synopsis: "sequences list [--dsn DSN]", summary: "list the sequences with their current period, last number and open reservations"},
 				{synopsis: "sequences create NAME --format F [flags]", summary: "create a sequence, e.g. `--format 'INV-{yyyy}-{seq:06}' --reset yearly --time-zone Europe/Berlin`"},
 				{synopsis: "sequences ledger NAME [filters] [--limit N] [--after P/N] [--dsn DSN]", summary: "print a page of a sequence's ledger"},
 				{synopsis: "sequences export NAME [filters] [--dsn DSN]", summary: "write a sequence's ledger as CSV to standard output"},
 				{synopsis: "sequences void NAME RESERVATION --caller NAME [--dsn DSN]", summary: "void a reservation on behalf of the caller that made it"},
+				{synopsis: "sequences prune NAME --before PERIOD [--dry-run] [--dsn DSN]", summary: "delete the ledger of the sequence's closed periods before PERIOD"},
 			},
 			help: sequencesHelp, run: runSequences,
 		},

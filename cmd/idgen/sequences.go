@@ -38,6 +38,16 @@ Flags of ledger and export (filters):
   --limit N            ledger only: rows to print (default 100, at most 1000)
   --after P/N          ledger only: start after period P, number N (the last line's)
 
+prune NAME --before PERIOD deletes the ledger rows of the sequence's periods
+before PERIOD (2026, 2026-11 or 2026-11-27, as the sequence resets): the
+operator's retention rule; idgen deletes nothing by itself. Only closed
+periods go: PERIOD may be the current period, not a later one. It first marks
+expired what has expired, and refuses, changing nothing, while numbers of
+those periods are still reserved and not expired, and for a sequence that
+never resets. The sequence records how far it was pruned: list shows it, and
+ledger and export of a pruned period say so. --dry-run prints how many rows
+would go and deletes none.
+
 void RESERVATION takes --caller NAME, the token name that made the reservation
 (only its own caller may void a reservation; the CLI voids on its behalf and
 logs that you did, cli:<user>, to standard error).
@@ -54,6 +64,7 @@ func runSequences(ctx context.Context, args []string, e env) error {
 		{"ledger", sequencesLedger},
 		{"export", sequencesExport},
 		{"void", sequencesVoid},
+		{"prune", sequencesPrune},
 	})
 }
 
@@ -79,14 +90,18 @@ func sequencesList(ctx context.Context, args []string, e env) error {
 		if err != nil {
 			return withSchemaHint(ctx, store, fmt.Errorf("list sequences: %w", err))
 		}
-		tw := newTable(e.stdout, "NAME\tFORMAT\tRESET\tTIME ZONE\tSTART\tTTL\tPERIOD\tLAST\tOPEN\tDESCRIPTION")
+		tw := newTable(e.stdout, "NAME\tFORMAT\tRESET\tTIME ZONE\tSTART\tTTL\tPERIOD\tLAST\tOPEN\tPRUNED\tDESCRIPTION")
 		for _, seq := range all {
 			st, err := seqs.SequenceStatus(ctx, seq.Name)
 			if err != nil {
 				return fmt.Errorf("status of sequence %q: %w", seq.Name, err)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%v\t%s\t%d\t%d\t%s\n", seq.Name, seq.Format, seq.Reset, seq.Zone,
-				seq.Start, seq.TTL, st.Period, st.LastNumber, st.Open, seq.Description)
+			pruned := "-"
+			if seq.PrunedBefore != "" {
+				pruned = "before " + seq.PrunedBefore
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%v\t%s\t%d\t%d\t%s\t%s\n", seq.Name, seq.Format, seq.Reset, seq.Zone,
+				seq.Start, seq.TTL, st.Period, st.LastNumber, st.Open, pruned, seq.Description)
 		}
 		return tw.Flush()
 	})
@@ -209,8 +224,14 @@ func sequencesLedger(ctx context.Context, args []string, e env) error {
 		if err != nil {
 			return err
 		}
-		if _, err := seqs.GetSequence(ctx, q.Sequence); err != nil {
+		seq, err := seqs.GetSequence(ctx, q.Sequence)
+		if err != nil {
 			return withSchemaHint(ctx, store, fmt.Errorf("ledger of sequence %q: %w", q.Sequence, err))
+		}
+		if q.Period != "" && seq.Pruned(q.Period) {
+			fmt.Fprintf(e.stdout, "period %s of sequence %s is pruned: its ledger was deleted (idgen sequences prune --before %s)\n",
+				q.Period, q.Sequence, seq.PrunedBefore)
+			return nil
 		}
 		rows, err := seqs.Ledger(ctx, q)
 		if err != nil {
@@ -270,8 +291,13 @@ func sequencesExport(ctx context.Context, args []string, e env) error {
 		if err != nil {
 			return err
 		}
-		if _, err := seqs.GetSequence(ctx, q.Sequence); err != nil {
+		seq, err := seqs.GetSequence(ctx, q.Sequence)
+		if err != nil {
 			return withSchemaHint(ctx, store, fmt.Errorf("export sequence %q: %w", q.Sequence, err))
+		}
+		if q.Period != "" && seq.Pruned(q.Period) {
+			return fmt.Errorf("export sequence %q: period %s is pruned: its ledger was deleted (idgen sequences prune --before %s)",
+				q.Sequence, q.Period, seq.PrunedBefore)
 		}
 		w := csv.NewWriter(e.stdout)
 		if err := w.Write([]string{"sequence", "period", "number", "formatted", "state", "reservation_id", "caller",
@@ -338,6 +364,47 @@ func sequencesVoid(ctx context.Context, args []string, e env) error {
 			"caller", cliOwner(e), "request_id", cliRequestID(), "host", hostname())
 		fmt.Fprintf(e.stdout, "voided reservation %s of sequence %s: %d numbers of period %s from %s\n",
 			r.ID, name, r.Count, r.Period, r.Formatted[0])
+		return nil
+	})
+}
+
+func sequencesPrune(ctx context.Context, args []string, e env) error {
+	const cmd = "sequences prune"
+	f := newAdminFlags(cmd)
+	before := f.fs.String("before", "", "")
+	dryRun := f.fs.Bool("dry-run", false, "")
+	f.noEnv["before"], f.noEnv["dry-run"] = true, true
+	var name string
+	return adminRun(ctx, f, args, e, func(pos []string) error {
+		if err := oneArg(cmd, pos, "sequence NAME", "prune takes one NAME"); err != nil {
+			return err
+		}
+		if *before == "" {
+			return usagef(cmd, "missing --before PERIOD: the ledger of the periods before it is deleted, e.g. --before 2026")
+		}
+		name = pos[0]
+		return validName(cmd, name)
+	}, func(store stores.Store) error {
+		seqs, err := sequenceStore(store)
+		if err != nil {
+			return err
+		}
+		n, err := seqs.Prune(ctx, name, *before, *dryRun)
+		switch {
+		case errors.Is(err, sequence.ErrNotFound), errors.Is(err, sequence.ErrInvalid), errors.Is(err, sequence.ErrOpenReservations):
+			// The operator's to change: nothing was deleted.
+			return usagef(cmd, "prune sequence %q: %v; nothing deleted", name, err)
+		case err != nil:
+			return withSchemaHint(ctx, store, fmt.Errorf("prune sequence %q: %w", name, err))
+		}
+		if *dryRun {
+			fmt.Fprintf(e.stdout, "would prune %d ledger rows of sequence %s: periods before %s (dry run: nothing deleted)\n", n, name, *before)
+			return nil
+		}
+		audit := slog.New(slog.NewTextHandler(e.stderr, nil))
+		audit.Info("sequence ledger pruned", "sequence", name, "before", *before, "rows", n,
+			"caller", cliOwner(e), "request_id", cliRequestID(), "host", hostname())
+		fmt.Fprintf(e.stdout, "pruned %d ledger rows of sequence %s: periods before %s\n", n, name, *before)
 		return nil
 	})
 }

@@ -119,8 +119,12 @@ func (s *Store) now(ctx context.Context, tx *sql.Tx) (time.Time, error) {
 	return tc.t.Add(time.Duration(s.offset.Load())).UTC().Truncate(time.Millisecond), nil
 }
 
-// sequenceColumns are the columns scanSequence reads.
-const sequenceColumns = `name, format, reset_period, time_zone, start_value, ttl_ms, description, created_at`
+// sequenceColumns are the columns CreateSequence writes; selectColumns
+// those scanSequence reads.
+const (
+	sequenceColumns = `name, format, reset_period, time_zone, start_value, ttl_ms, description, created_at`
+	selectColumns   = sequenceColumns + `, pruned_before`
+)
 
 func scanSequence(row interface{ Scan(...any) error }) (sequence.Sequence, error) {
 	var (
@@ -129,7 +133,7 @@ func scanSequence(row interface{ Scan(...any) error }) (sequence.Sequence, error
 		ttl   int64
 		tc    timeCol
 	)
-	if err := row.Scan(&seq.Name, &seq.Format, &reset, &seq.Zone, &seq.Start, &ttl, &seq.Description, &tc); err != nil {
+	if err := row.Scan(&seq.Name, &seq.Format, &reset, &seq.Zone, &seq.Start, &ttl, &seq.Description, &tc, &seq.PrunedBefore); err != nil {
 		return sequence.Sequence{}, err
 	}
 	seq.Reset = sequence.Reset(reset)
@@ -164,7 +168,7 @@ func (s *Store) CreateSequence(ctx context.Context, seq sequence.Sequence) (sequ
 
 // GetSequence implements sequence.Store.
 func (s *Store) GetSequence(ctx context.Context, name string) (sequence.Sequence, error) {
-	seq, err := scanSequence(s.db.QueryRowContext(ctx, s.q(`SELECT `+sequenceColumns+` FROM sequences WHERE name = ?`), name))
+	seq, err := scanSequence(s.db.QueryRowContext(ctx, s.q(`SELECT `+selectColumns+` FROM sequences WHERE name = ?`), name))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return sequence.Sequence{}, fmt.Errorf("%s: sequence %q: %w", s.d.Name, name, sequence.ErrNotFound)
@@ -176,7 +180,7 @@ func (s *Store) GetSequence(ctx context.Context, name string) (sequence.Sequence
 
 // ListSequences implements sequence.Store.
 func (s *Store) ListSequences(ctx context.Context) ([]sequence.Sequence, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+sequenceColumns+` FROM sequences ORDER BY name`)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+selectColumns+` FROM sequences ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("%s: list sequences: %w", s.d.Name, err)
 	}
@@ -203,7 +207,7 @@ func (s *Store) compile(ctx context.Context, tx *sql.Tx, name string) (*sequence
 	if ok {
 		return c, nil
 	}
-	seq, err := scanSequence(tx.QueryRowContext(ctx, s.q(`SELECT `+sequenceColumns+` FROM sequences WHERE name = ?`), name))
+	seq, err := scanSequence(tx.QueryRowContext(ctx, s.q(`SELECT `+selectColumns+` FROM sequences WHERE name = ?`), name))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, fmt.Errorf("%s: sequence %q: %w", s.d.Name, name, sequence.ErrNotFound)
@@ -498,6 +502,66 @@ func (s *Store) SequenceStatus(ctx context.Context, name string) (sequence.Statu
 			return sequence.Status{}, fmt.Errorf("%s: status of %q: %w", s.d.Name, name, err)
 		}
 		return st, nil
+	})
+}
+
+// Prune implements sequence.Store in one transaction, under the lock of
+// the sequence's row, so that two prunes of one sequence queue.
+func (s *Store) Prune(ctx context.Context, name, before string, dryRun bool) (int64, error) {
+	if !dryRun {
+		// As a read of the ledger does: what has expired is marked so
+		// (and committed) whether the prune goes ahead or not.
+		if _, err := s.ExpireReservations(ctx, name); err != nil {
+			return 0, err
+		}
+	}
+	return sqltx.Get(ctx, s.tx, func(tx *sql.Tx) (int64, error) {
+		now, err := s.now(ctx, tx)
+		if err != nil {
+			return 0, err
+		}
+		seq, err := scanSequence(tx.QueryRowContext(ctx, s.q(`SELECT `+selectColumns+` FROM sequences WHERE name = ?`+s.d.ForUpdate), name))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return 0, fmt.Errorf("%s: sequence %q: %w", s.d.Name, name, sequence.ErrNotFound)
+		case err != nil:
+			return 0, fmt.Errorf("%s: prune sequence %q: %w", s.d.Name, name, err)
+		}
+		c, err := seq.Compile()
+		if err != nil {
+			return 0, fmt.Errorf("%s: sequence %q as stored: %w", s.d.Name, name, err)
+		}
+		if err := c.CheckPrune(before, c.PeriodAt(now)); err != nil {
+			return 0, err
+		}
+		var open int64
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT count(*) FROM sequence_ledger
+			WHERE sequence = ? AND period < ? AND state = 'reserved' AND expires_at > ?`), name, before, s.d.TimeArg(now)).Scan(&open); err != nil {
+			return 0, fmt.Errorf("%s: prune sequence %q: %w", s.d.Name, name, err)
+		}
+		if open > 0 {
+			return 0, fmt.Errorf("%s: prune sequence %q before %s: %d numbers are reserved and not expired: %w; confirm or void them, or wait for their expiry",
+				s.d.Name, name, before, open, sequence.ErrOpenReservations)
+		}
+		if dryRun {
+			var n int64
+			if err := tx.QueryRowContext(ctx, s.q(`SELECT count(*) FROM sequence_ledger WHERE sequence = ? AND period < ?`), name, before).Scan(&n); err != nil {
+				return 0, fmt.Errorf("%s: prune sequence %q: %w", s.d.Name, name, err)
+			}
+			return n, nil
+		}
+		res, err := tx.ExecContext(ctx, s.q(`DELETE FROM sequence_ledger WHERE sequence = ? AND period < ?`), name, before)
+		if err != nil {
+			return 0, fmt.Errorf("%s: prune sequence %q: %w", s.d.Name, name, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, fmt.Errorf("%s: prune sequence %q: %w", s.d.Name, name, err)
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE sequences SET pruned_before = ? WHERE name = ? AND pruned_before < ?`), before, name, before); err != nil {
+			return 0, fmt.Errorf("%s: prune sequence %q: %w", s.d.Name, name, err)
+		}
+		return n, nil
 	})
 }
 
