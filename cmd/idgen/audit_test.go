@@ -74,4 +74,13 @@ func TestServeAuditSinkFlags(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, `audit-sink: "clickhouse://u:xxxxx@127.0.0.1:8123/idgen"`) || strings.Contains(r.stdout+r.stderr, "pw-never-shown") {
 		t.Errorf("serve --print-config: got exit code %d, stdout %q; want the sink with its password masked", r.code, r.stdout)
 	}
+	// A buffer below the default batch lowers the batch, unless it is set.
+	r = cli(t, nil, "serve", "--print-config", "--audit-sink", "stdout", "--audit-buffer", "40")
+	if r.code != 0 || !strings.Contains(r.stdout, "audit-batch: 40 ") {
+		t.Errorf("serve --print-config --audit-buffer 40: got exit code %d, stdout %q; want audit-batch: 40", r.code, r.stdout)
+	}
+	r = cli(t, nil, "serve", "--print-config", "--audit-sink", "stdout", "--audit-buffer", "40", "--audit-batch", "30")
+	if r.code != 0 || !strings.Contains(r.stdout, "audit-batch: 30 ") {
+		t.Errorf("serve --print-config --audit-buffer 40 --audit-batch 30: got exit code %d, stdout %q; want audit-batch: 30", r.code, r.stdout)
+	}
 }

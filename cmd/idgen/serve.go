@@ -236,7 +236,7 @@ func newServeFlags() *serveFlags {
 	d.Int(&c.Audit.Settings.Buffer, "audit-buffer", "N", audit.DefaultBuffer,
 		fmt.Sprintf("most audit events waiting for the sink (while it is down, say), 1 to %d; past it new events are dropped and counted (`idgen_audit_dropped_total`)", audit.MaxBuffer)).positiveValue()
 	d.Int(&c.Audit.Settings.BatchSize, "audit-batch", "N", audit.DefaultBatchSize,
-		"most audit events sent in one write; at most `--audit-buffer`").positiveValue()
+		"most audit events sent in one write; at most `--audit-buffer` (which, when smaller, is the default)").positiveValue()
 	d.Duration(&c.Audit.Settings.FlushInterval, "audit-flush-interval", "D", audit.DefaultFlushInterval,
 		"longest an audit event waits before its batch is sent").positiveValue()
 	d.Duration(&c.Audit.Settings.BlockInterval, "audit-block-interval", "D", audit.DefaultBlockInterval,
@@ -301,6 +301,11 @@ func parseServe(args []string, e env) (serveConfig, error) {
 		c.app.DrainWindow = sf.drainWindow
 	}
 	c.app.EtcdCompactRetention = sf.compact.d
+	if !sf.f.isSet("audit-batch") {
+		// The default batch is at most the buffer: --audit-buffer 40
+		// alone is no error.
+		c.app.Audit.Settings.BatchSize = min(c.app.Audit.Settings.BatchSize, c.app.Audit.Settings.Buffer)
+	}
 	// IDGEN_TOKENS is a tokens file's content, for deployments that pass
 	// configuration in the environment; it has no flag.
 	c.app.Tokens = e.getenv("IDGEN_TOKENS")
