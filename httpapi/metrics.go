@@ -3,10 +3,12 @@ package httpapi
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -26,8 +28,12 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 	routes   map[string]bool // route templates; written only while New runs
 
-	mu        sync.RWMutex
-	observers map[observerKey]prometheus.Observer
+	// observers holds the histogram's children by route, method and
+	// status, so that a request looks its child up once and takes no lock.
+	// It is replaced whole, under mu, when a child is added (a bounded
+	// number of times: routes × methods × statuses).
+	observers atomic.Pointer[map[observerKey]prometheus.Observer]
+	mu        sync.Mutex
 }
 
 type observerKey struct {
@@ -36,15 +42,16 @@ type observerKey struct {
 }
 
 func newMetrics() *metrics {
-	return &metrics{
+	m := &metrics{
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "idgen_http_request_duration_seconds",
 			Help:    "Time to answer HTTP requests, by route template, method and status code.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"route", "method", "code"}),
-		routes:    map[string]bool{},
-		observers: map[observerKey]prometheus.Observer{},
+		routes: map[string]bool{},
 	}
+	m.observers.Store(&map[observerKey]prometheus.Observer{})
+	return m
 }
 
 // Collectors returns the HTTP API's metrics, for the registry /metrics
@@ -53,22 +60,29 @@ func (s *Server) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{s.metrics.duration}
 }
 
-// observer returns the histogram child of one route, method and status.
-func (m *metrics) observer(route, method string, status int) prometheus.Observer {
-	k := observerKey{route, method, status}
-	m.mu.RLock()
-	o := m.observers[k]
-	m.mu.RUnlock()
-	if o != nil {
-		return o
+// observer returns the histogram child of the route template c matched
+// (routeUnmatched for any other path), the method and the status.
+func (s *Server) observer(c echo.Context, method string, status int) (prometheus.Observer, string) {
+	m := s.metrics
+	k := observerKey{c.Path(), method, status}
+	if o := (*m.observers.Load())[k]; o != nil {
+		return o, k.route // only a route's children are kept under its path
+	}
+	k.route = s.routeLabel(c)
+	if o := (*m.observers.Load())[k]; o != nil {
+		return o, k.route
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if o = m.observers[k]; o == nil {
-		o = m.duration.WithLabelValues(route, method, strconv.Itoa(status))
-		m.observers[k] = o
+	cur := *m.observers.Load()
+	o := cur[k]
+	if o == nil {
+		o = m.duration.WithLabelValues(k.route, method, strconv.Itoa(status))
+		next := maps.Clone(cur)
+		next[k] = o
+		m.observers.Store(&next)
 	}
-	return o
+	return o, k.route
 }
 
 // routeLabel is the route template c matched, or routeUnmatched.
@@ -89,12 +103,16 @@ func methodLabel(m string) string {
 	return "other"
 }
 
+// monoBase is the origin of the request timings: time.Since reads only
+// the monotonic clock, where time.Now reads the wall clock too.
+var monoBase = time.Now()
+
 // observe is the middleware of every request: its ID, span, timing, error
 // answer (so that the status is known) and debug log line. It is the only
 // global middleware: echo builds a closure per request for each one.
 func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		start := time.Now()
+		start := time.Since(monoBase)
 		assignRequestID(c)
 		var span trace.Span
 		if s.tracing.Tracer != nil {
@@ -106,11 +124,11 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		if span != nil {
 			endSpan(c, span)
 		}
-		d := time.Since(start)
+		d := time.Since(monoBase) - start
 		req := c.Request()
-		route, method := s.routeLabel(c), methodLabel(req.Method)
-		status := c.Response().Status
-		s.metrics.observer(route, method, status).Observe(d.Seconds())
+		method, status := methodLabel(req.Method), c.Response().Status
+		o, route := s.observer(c, method, status)
+		o.Observe(d.Seconds())
 		if s.log.Enabled(req.Context(), slog.LevelDebug) {
 			s.log.LogAttrs(s.logContext(c), slog.LevelDebug, "http request",
 				slog.String("method", method), slog.String("route", route),
