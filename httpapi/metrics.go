@@ -18,8 +18,8 @@ import (
 	"github.com/idgen-project/idgen"
 )
 
-// routeUnmatched labels requests that matched no route, so that random
-// paths cannot grow the number of series.
+// routeUnmatched labels requests that matched no route: random paths add
+// no series.
 const routeUnmatched = "unmatched"
 
 // metrics is the HTTP request histogram (the node's other metrics are in
@@ -28,10 +28,8 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 	routes   map[string]bool // route templates; written only while New runs
 
-	// observers holds the histogram's children by route, method and
-	// status, so that a request looks its child up once and takes no lock.
-	// It is replaced whole, under mu, when a child is added (a bounded
-	// number of times: routes × methods × statuses).
+	// observers holds the histogram's children, read without a lock; it
+	// is replaced whole, under mu, to add one (routes × methods × statuses).
 	observers atomic.Pointer[map[observerKey]prometheus.Observer]
 	mu        sync.Mutex
 }
@@ -54,8 +52,7 @@ func newMetrics() *metrics {
 	return m
 }
 
-// Collectors returns the HTTP API's metrics, for the registry /metrics
-// serves.
+// Collectors returns the HTTP API's metrics.
 func (s *Server) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{s.metrics.duration}
 }
@@ -107,9 +104,8 @@ func methodLabel(m string) string {
 // the monotonic clock, where time.Now reads the wall clock too.
 var monoBase = time.Now()
 
-// observe is the middleware of every request: its ID, span, timing, error
-// answer (so that the status is known) and debug log line. It is the only
-// global middleware: echo builds a closure per request for each one.
+// observe is the one global middleware (echo builds a closure per request
+// for each): the request's ID, span, error answer, timing and log line.
 func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Since(monoBase)
@@ -138,9 +134,9 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// call runs h, turning a panic into an internal error (logged with its
-// stack) so that the client still gets a problem; http.ErrAbortHandler is
-// passed on, to make net/http drop the connection.
+// call runs h, turning a panic into an internal error logged with its
+// stack; http.ErrAbortHandler is passed on, for net/http to drop the
+// connection.
 func (s *Server) call(h echo.HandlerFunc, c echo.Context) (err error) {
 	defer func() {
 		r := recover()
