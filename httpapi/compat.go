@@ -178,10 +178,7 @@ func (s *Server) tinyidDraw(c echo.Context) (*idgen.Drawn, error) {
 		n = min(n, s.svc.MaxCount())
 	}
 	d := new(idgen.Drawn)
-	if err := s.svc.Draw(req.Context(), caller, idgen.DrawRequest{Namespace: name, Count: n}, d); err != nil {
-		return nil, err
-	}
-	return d, nil
+	return d, s.svc.Draw(req.Context(), caller, idgen.DrawRequest{Namespace: name, Count: n}, d)
 }
 
 // tinyidEnvelope answers next's errors in tinyid's envelope (data null,

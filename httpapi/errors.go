@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -56,17 +57,6 @@ func writeProblem(w http.ResponseWriter, r *http.Request, e *idgen.Error) {
 	}
 }
 
-// codeForStatus is the code of an error that carries only a status
-// (echo's own: unknown route, method not allowed).
-func codeForStatus(status int) idgen.Code {
-	for _, e := range idgen.Codes() {
-		if e.HTTPStatus == status {
-			return e.Code
-		}
-	}
-	return idgen.Internal
-}
-
 // handleError is the echo HTTPErrorHandler: every error leaves as a
 // problem. Internal errors are logged with their cause; a refusal with a
 // cause its detail leaves out (the store's words), at debug level.
@@ -79,7 +69,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 	switch {
 	case errors.As(err, &e):
 	case errors.As(err, &he):
-		e = &idgen.Error{Code: codeForStatus(he.Code), Err: err}
+		code, _ := idgen.CodeOfStatus(he.Code) // echo's own: no route, method not allowed
+		e = &idgen.Error{Code: cmp.Or(code, idgen.Internal), Err: err}
 		switch he.Code {
 		case http.StatusNotFound:
 			e.Detail = "no such route"
