@@ -317,6 +317,7 @@ func decodeBody(c echo.Context, v any) error {
 		}
 	}
 	var typeErr *json.UnmarshalTypeError
+	var flexErr *idgen.Error
 	switch {
 	case errors.As(err, new(*http.MaxBytesError)):
 		return tooLarge
@@ -330,8 +331,8 @@ func decodeBody(c echo.Context, v any) error {
 		return invalidf("malformed JSON in request body")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return invalidf("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
-	case errors.As(err, new(*flexIntError)):
-		return invalidf("%v", err)
+	case errors.As(err, &flexErr):
+		return flexErr
 	}
 	return invalidf("malformed request body")
 }
@@ -339,16 +340,10 @@ func decodeBody(c echo.Context, v any) error {
 // flexInt is an integer given as a JSON number or a decimal string.
 type flexInt int64
 
-type flexIntError struct{ text string }
-
-func (e *flexIntError) Error() string {
-	return fmt.Sprintf("%s is not an integer", truncate(e.text, 32))
-}
-
 func (n *flexInt) UnmarshalJSON(b []byte) error {
 	v, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(string(b), `"`), `"`), 10, 64)
 	if err != nil {
-		return &flexIntError{text: string(b)}
+		return invalidf("%s is not an integer", truncate(string(b), 32))
 	}
 	*n = flexInt(v)
 	return nil
