@@ -124,6 +124,17 @@ func Codes() []CodeInfo {
 	return t[:]
 }
 
+// CodeOfStatus returns the first code of the table whose answers have the
+// HTTP status given, false for none: the code of an answer without a body.
+func CodeOfStatus(status int) (Code, bool) {
+	for _, e := range codes() {
+		if e.HTTPStatus == status {
+			return e.Code, true
+		}
+	}
+	return "", false
+}
+
 // Info returns the row of code; a code not in the table gets Internal's.
 func Info(code Code) CodeInfo {
 	t := codes()

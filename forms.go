@@ -2,6 +2,7 @@ package idgen
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
@@ -27,6 +28,9 @@ func (e Encoding) Named() bool { return e.Format != snowflake.FormatAny }
 
 // Append appends id in e's form; it allocates nothing beyond growing b.
 func (e Encoding) Append(b []byte, id int64) []byte {
+	if e.Format == snowflake.FormatAny {
+		return strconv.AppendInt(b, id, 10) // decimal, the common case, with no call
+	}
 	return snowflake.AppendEncoded(b, snowflake.ID(id), e.Format, e.Width)
 }
 

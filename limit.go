@@ -23,17 +23,12 @@ import (
 // client's address without (IPv6 by its /64, which one host can fill with
 // addresses of its own). The lease API has limits of its own (leases.go).
 //
-// A bucket is one atomic word, the instant at which it is full again (the
-// generic cell rate algorithm: a token bucket kept as a time), charged by
-// a compare-and-swap under a shard's read lock. golang.org/x/time/rate,
-// which the lease API's acquire limit uses, would replace the dozen lines
-// of bucket.take and cost 60% more per call (BenchmarkLimiterAddress: 145
-// against 87 ns; BenchmarkLimiterToken: 89 against 48 ns), for its mutex
-// and its wall-clock arithmetic. A full bucket is the same as no bucket:
-// a shard at its bound drops its full buckets, then arbitrary ones, and
-// the whole table drops its full buckets at most once a minute when a new
-// caller comes; memory stays bounded however many addresses call, with no
-// goroutine of the limiter's own.
+// A bucket is one atomic word, the instant it is full again (the generic
+// cell rate algorithm), charged by a compare-and-swap under a shard's read
+// lock: golang.org/x/time/rate would cost 60% more per call for its mutex
+// and wall-clock arithmetic (BenchmarkLimiterAddress 145 against 87 ns).
+// A full bucket is the same as none: a shard at its bound drops full
+// buckets, then arbitrary ones, so memory stays bounded with no goroutine.
 
 // Defaults and bounds of RateLimit.
 const (
@@ -69,11 +64,8 @@ type RateLimit struct {
 	MaxAddresses int
 }
 
-// Validate reports a setting out of range for a node whose largest count
-// is maxCount, naming the field: a rate that is negative, not a number,
-// below one ID in 1e6 seconds or above 1e9 a second; a negative burst or
-// bound; a burst below maxCount, or one that takes over 1e9 seconds to
-// refill at the rate.
+// Validate reports, naming the field, a setting out of range for a node
+// whose largest count is maxCount.
 func (r RateLimit) Validate(maxCount int) error {
 	switch {
 	case math.IsNaN(r.Rate) || r.Rate < 0 || r.Rate > maxRate:

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/idgen-project/idgen/internal/backoff"
 	"github.com/idgen-project/idgen/snowflake"
@@ -470,20 +471,15 @@ func (k *Keeper) NextSnowflakesFenced(dst []int64, n int) ([]int64, LeaseToken, 
 		return dst, LeaseToken{}, k.noLease()
 	}
 	tok := LeaseToken{DatacenterID: ls.lease.DatacenterID, WorkerID: ls.lease.WorkerID, FencingVersion: ls.lease.FencingVersion}
-	var buf [64]snowflake.ID
+	// snowflake.ID is an int64: the generator appends to dst itself, with
+	// no copy through a buffer of IDs.
 	start := len(dst)
-	for n > 0 {
-		ids, err := ls.gen.NextN(buf[:0], min(n, len(buf)))
-		for _, id := range ids {
-			dst = append(dst, int64(id))
-		}
-		if err != nil {
-			ls.issued.Add(int64(len(dst) - start))
-			return dst, tok, k.refused(err)
-		}
-		n -= len(ids)
-	}
+	ids, err := ls.gen.NextN(unsafe.Slice((*snowflake.ID)(unsafe.SliceData(dst)), cap(dst))[:start], n)
+	dst = unsafe.Slice((*int64)(unsafe.SliceData(ids)), cap(ids))[:len(ids)]
 	ls.issued.Add(int64(len(dst) - start))
+	if err != nil {
+		return dst, tok, k.refused(err)
+	}
 	return dst, tok, nil
 }
 

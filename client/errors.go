@@ -86,12 +86,8 @@ func codeOfStatus(status int) string {
 	if status == http.StatusBadGateway || status == http.StatusGatewayTimeout {
 		return string(idgen.Unavailable)
 	}
-	for _, row := range idgen.Codes() {
-		if row.HTTPStatus == status {
-			return string(row.Code)
-		}
-	}
-	return ""
+	code, _ := idgen.CodeOfStatus(status)
+	return string(code)
 }
 
 // Error is an error answer of the idgen service: the fields of its

@@ -22,8 +22,8 @@ import (
 )
 
 // The admin API under /admin/ (the admin scope): the lease table, its
-// audit trail and evictions, and the namespaces. Times are database time in
-// UTC, null for a NULL column; IDs are strings, as everywhere in the API.
+// events and evictions, and the namespaces. Times are database time in
+// UTC, null for NULL; IDs are strings, as everywhere in the API.
 
 // leaseJSON is a row of worker_leases.
 type leaseJSON struct {
@@ -50,26 +50,23 @@ type bufferJSON struct {
 	Failing     bool  `json:"failing"`
 }
 
-// namespaceJSON is a row of segments and this node's buffers (null if
-// unused here).
+// namespaceJSON is a row of segments and this node's buffers, if any.
 type namespaceJSON struct {
-	Name        string     `json:"name"`
-	MaxID       string     `json:"max_id"`
-	MaxIDLimit  *string    `json:"max_id_limit"`
-	Step        int64      `json:"step"`
-	MinStep     int64      `json:"min_step"`
-	MaxStep     int64      `json:"max_step"`
-	Mode        string     `json:"mode"`
-	Fallback    string     `json:"fallback"`
-	Version     int64      `json:"version"`
-	CreatedAt   *time.Time `json:"created_at"`
-	UpdatedAt   *time.Time `json:"updated_at"`
-	Description string     `json:"description"`
-	// Stride and Offset interleave the namespace (allocator.Namespace):
-	// slot n of the counter is the ID n×stride+offset.
-	Stride int64       `json:"stride"`
-	Offset int64       `json:"offset"`
-	Buffer *bufferJSON `json:"buffer"`
+	Name        string      `json:"name"`
+	MaxID       string      `json:"max_id"`
+	MaxIDLimit  *string     `json:"max_id_limit"`
+	Step        int64       `json:"step"`
+	MinStep     int64       `json:"min_step"`
+	MaxStep     int64       `json:"max_step"`
+	Mode        string      `json:"mode"`
+	Fallback    string      `json:"fallback"`
+	Version     int64       `json:"version"`
+	CreatedAt   *time.Time  `json:"created_at"`
+	UpdatedAt   *time.Time  `json:"updated_at"`
+	Description string      `json:"description"`
+	Stride      int64       `json:"stride"` // slot n of the counter is ID n×stride+offset
+	Offset      int64       `json:"offset"`
+	Buffer      *bufferJSON `json:"buffer"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -88,35 +85,15 @@ func stringPtr(s string) *string {
 }
 
 func toLeaseJSON(l allocator.Lease) leaseJSON {
-	return leaseJSON{
-		Datacenter:     l.DatacenterID,
-		Worker:         l.WorkerID,
-		Holder:         stringPtr(l.Holder),
-		Owner:          stringPtr(l.Owner),
-		FencingVersion: l.FencingVersion,
-		AcquiredAt:     timePtr(l.AcquiredAt),
-		HeartbeatAt:    timePtr(l.HeartbeatAt),
-		ExpiresAt:      timePtr(l.ExpiresAt),
-		ReleasedAt:     timePtr(l.ReleasedAt),
-		FloorMS:        l.FloorMS,
-		CeilingMS:      l.CeilingMS,
-	}
+	return leaseJSON{Datacenter: l.DatacenterID, Worker: l.WorkerID, Holder: stringPtr(l.Holder), Owner: stringPtr(l.Owner),
+		FencingVersion: l.FencingVersion, AcquiredAt: timePtr(l.AcquiredAt), HeartbeatAt: timePtr(l.HeartbeatAt),
+		ExpiresAt: timePtr(l.ExpiresAt), ReleasedAt: timePtr(l.ReleasedAt), FloorMS: l.FloorMS, CeilingMS: l.CeilingMS}
 }
 
 func (s *Server) toNamespaceJSON(ns allocator.Namespace) namespaceJSON {
-	out := namespaceJSON{
-		Name:        ns.Name,
-		MaxID:       strconv.FormatInt(ns.MaxID, 10),
-		Step:        ns.Step,
-		MinStep:     ns.MinStep,
-		MaxStep:     ns.MaxStep,
-		Mode:        string(ns.Mode),
-		Fallback:    string(ns.Fallback),
-		Version:     ns.Version,
-		CreatedAt:   timePtr(ns.CreatedAt),
-		UpdatedAt:   timePtr(ns.UpdatedAt),
-		Description: ns.Description,
-	}
+	out := namespaceJSON{Name: ns.Name, MaxID: strconv.FormatInt(ns.MaxID, 10), Step: ns.Step, MinStep: ns.MinStep,
+		MaxStep: ns.MaxStep, Mode: string(ns.Mode), Fallback: string(ns.Fallback), Version: ns.Version,
+		CreatedAt: timePtr(ns.CreatedAt), UpdatedAt: timePtr(ns.UpdatedAt), Description: ns.Description}
 	out.Stride, out.Offset = ns.Interleave()
 	if ns.MaxIDLimit > 0 {
 		out.MaxIDLimit = stringPtr(strconv.FormatInt(ns.MaxIDLimit, 10))
@@ -128,7 +105,7 @@ func (s *Server) toNamespaceJSON(ns allocator.Namespace) namespaceJSON {
 	return out
 }
 
-// sendJSON encodes v with encoding/json, off the hot path.
+// sendJSON answers v in encoding/json's words (off the hot path).
 func (s *Server) sendJSON(c echo.Context, status int, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -181,8 +158,7 @@ func (s *Server) handleAdminNamespace(c echo.Context) error {
 	return s.sendJSON(c, http.StatusOK, s.toNamespaceJSON(ns))
 }
 
-// namespaceSettings is the body of PATCH /admin/namespaces/:name, and part
-// of a create.
+// namespaceSettings is the body of a PATCH, and part of a create.
 type namespaceSettings struct {
 	Step        *int64  `json:"step"`
 	MinStep     *int64  `json:"min_step"`
@@ -207,9 +183,9 @@ type createNamespaceRequest struct {
 	namespaceSettings
 }
 
-// handleAdminCreateNamespace serves POST /admin/namespaces under
-// allocator.NamespaceSpec's rules; the Snowflake fallback's max_id_limit is
-// this node's smallest Snowflake ID of now.
+// handleAdminCreateNamespace serves POST /admin/namespaces
+// (allocator.NamespaceSpec); a fallback's max_id_limit is now's smallest
+// Snowflake ID.
 func (s *Server) handleAdminCreateNamespace(c echo.Context) error {
 	var req createNamespaceRequest
 	if err := decodeBody(c, &req); err != nil {
@@ -244,9 +220,8 @@ func (s *Server) handleAdminCreateNamespace(c echo.Context) error {
 	return s.sendJSON(c, http.StatusCreated, s.toNamespaceJSON(created))
 }
 
-// handleAdminUpdateNamespace serves PATCH /admin/namespaces/:name under
-// allocator.NamespaceUpdate's rules. A node holding ranges of the
-// namespace applies a new step or mode at its next fetch.
+// handleAdminUpdateNamespace serves PATCH /admin/namespaces/:name
+// (allocator.NamespaceUpdate); nodes apply it at their next fetch.
 func (s *Server) handleAdminUpdateNamespace(c echo.Context) error {
 	name, perr := namespaceParam(c)
 	if perr != nil {
@@ -282,9 +257,9 @@ func (s *Server) handleAdminUpdateNamespace(c echo.Context) error {
 	return s.sendJSON(c, http.StatusOK, s.toNamespaceJSON(updated))
 }
 
-// handleAdminDeleteNamespace serves DELETE /admin/namespaces/:name: the
-// namespace is marked deleted, never removed, so that one created again
-// under its name starts above every ID it handed out.
+// handleAdminDeleteNamespace serves DELETE /admin/namespaces/:name: a
+// tombstone, so that a namespace created again under the name starts above
+// every ID it handed out.
 func (s *Server) handleAdminDeleteNamespace(c echo.Context) error {
 	name, perr := namespaceParam(c)
 	if perr != nil {
@@ -317,8 +292,8 @@ func namespaceParam(c echo.Context) (string, *idgen.Error) {
 	return name, nil
 }
 
-// decodeBody decodes a JSON request body of at most idgen.MaxRequestBytes
-// into v, refusing unknown fields and trailing data.
+// decodeBody decodes a JSON body into v, refusing unknown fields, trailing
+// data and more than idgen.MaxRequestBytes.
 func decodeBody(c echo.Context, v any) error {
 	req := c.Request()
 	tooLarge := &idgen.Error{Code: idgen.TooLarge, Detail: fmt.Sprintf("request body larger than %d bytes", idgen.MaxRequestBytes)}
@@ -342,6 +317,7 @@ func decodeBody(c echo.Context, v any) error {
 		}
 	}
 	var typeErr *json.UnmarshalTypeError
+	var flexErr *idgen.Error
 	switch {
 	case errors.As(err, new(*http.MaxBytesError)):
 		return tooLarge
@@ -355,26 +331,19 @@ func decodeBody(c echo.Context, v any) error {
 		return invalidf("malformed JSON in request body")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return invalidf("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
-	case errors.As(err, new(*flexIntError)):
-		return invalidf("%v", err)
+	case errors.As(err, &flexErr):
+		return flexErr
 	}
 	return invalidf("malformed request body")
 }
 
-// flexInt is an integer given as a JSON number or, like every ID of the
-// API, a decimal string.
+// flexInt is an integer given as a JSON number or a decimal string.
 type flexInt int64
-
-type flexIntError struct{ text string }
-
-func (e *flexIntError) Error() string {
-	return fmt.Sprintf("%s is not an integer", truncate(e.text, 32))
-}
 
 func (n *flexInt) UnmarshalJSON(b []byte) error {
 	v, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(string(b), `"`), `"`), 10, 64)
 	if err != nil {
-		return &flexIntError{text: string(b)}
+		return invalidf("%s is not an integer", truncate(string(b), 32))
 	}
 	*n = flexInt(v)
 	return nil
@@ -404,8 +373,7 @@ type leaseEventJSON struct {
 const eventsParams = "after, limit, datacenter, worker, holder, owner, kind, since, until"
 
 // parseEventsQuery parses the query of GET /admin/lease-events into a
-// filter whose Limit is one above the page size returned, to tell whether
-// a next page exists.
+// filter whose Limit is one above the page size returned (is there more?).
 func (s *Server) parseEventsQuery(c echo.Context) (allocator.LeaseEventFilter, int, *idgen.Error) {
 	f := allocator.LeaseEventFilter{}
 	limit := int64(DefaultEventsLimit)
@@ -478,7 +446,7 @@ func (s *Server) parseEventsQuery(c echo.Context) (allocator.LeaseEventFilter, i
 }
 
 // handleAdminLeaseEvents serves GET /admin/lease-events, oldest first, a
-// page at a time; next_after is null on the last.
+// page at a time (next_after null on the last).
 func (s *Server) handleAdminLeaseEvents(c echo.Context) error {
 	f, limit, perr := s.parseEventsQuery(c)
 	if perr != nil {
@@ -507,18 +475,16 @@ func (s *Server) handleAdminLeaseEvents(c echo.Context) error {
 	return s.sendJSON(c, http.StatusOK, out)
 }
 
-// evictRequest is the optional body of POST
-// /admin/leases/:datacenter/:worker/evict.
+// evictRequest is the optional body of an evict. FencingVersion, when
+// given, is the version the operator saw: a lease that moved on is not
+// evicted (409 lease_lost).
 type evictRequest struct {
-	Reason *string `json:"reason"`
-	// FencingVersion, when given, is the version the operator saw: a lease
-	// that has moved on is not evicted (409 lease_lost).
+	Reason         *string  `json:"reason"`
 	FencingVersion *flexInt `json:"fencing_version"`
 }
 
 // leaseKeyParams returns the :datacenter and :worker path parameters,
-// checked by idgen.LeaseKeyOf; one that is no integer is -1, refused as
-// out of range.
+// checked by idgen.LeaseKeyOf (one that is no integer as -1).
 func (s *Server) leaseKeyParams(c echo.Context) (allocator.LeaseKey, error) {
 	param := func(name string) int64 {
 		n, err := strconv.ParseInt(c.Param(name), 10, 64)
@@ -531,9 +497,8 @@ func (s *Server) leaseKeyParams(c echo.Context) (allocator.LeaseKey, error) {
 }
 
 // handleAdminEvict serves POST /admin/leases/:datacenter/:worker/evict
-// (allocator.LeaseAdmin.Evict): the fencing version goes up, so the
-// holder's next heartbeat fails, and the ceiling stays, so the next holder
-// starts above it. A lease nobody holds is 409 lease_not_held.
+// (allocator.LeaseAdmin.Evict): the holder's next heartbeat fails, the next
+// holder starts above the ceiling. A lease nobody holds is 409 lease_not_held.
 func (s *Server) handleAdminEvict(c echo.Context) error {
 	key, err := s.leaseKeyParams(c)
 	if err != nil {

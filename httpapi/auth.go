@@ -10,22 +10,21 @@ import (
 	"github.com/idgen-project/idgen"
 )
 
-// Scopes (rules in idgen.Authorizer): /ids, /ids/{id} and the compatibility
-// routes need ids (open on a node without tokens), /admin/ admin, /v1/leases
-// leases; the probes, /metrics and the status page are open.
+// Scopes (idgen.Authorizer): /ids… and the compatibility routes need ids,
+// /admin/ admin, /v1/leases leases; probes, /metrics and / are open.
 
 // bearerChallenge is the WWW-Authenticate challenge of a 401.
 const bearerChallenge = `Bearer realm="idgen"`
 
 // authorize checks the request's Authorization header for scope and
-// returns its caller, with the client's address and the request ID. It
-// allocates nothing when the check passes.
+// returns its caller, with its address and request ID; no allocation when
+// the check passes.
 func (s *Server) authorize(c echo.Context, scope idgen.Scopes) (idgen.Caller, error) {
 	return s.authorizeValues(c, c.Request().Header[echo.HeaderAuthorization], scope)
 }
 
-// authorizeValues is authorize for Authorization values given apart (the
-// tinyid routes take the secret from a parameter too).
+// authorizeValues is authorize for Authorization values given apart
+// (tinyid's token parameter).
 func (s *Server) authorizeValues(c echo.Context, values []string, scope idgen.Scopes) (idgen.Caller, error) {
 	caller, err := s.auth.Authorize(values, scope)
 	if err != nil {
@@ -46,18 +45,17 @@ func (s *Server) authorizeValues(c echo.Context, values []string, scope idgen.Sc
 	return caller, nil
 }
 
-// callerKey is the context key of the caller requireScope checked.
-type callerKey struct{}
+type callerKey struct{} // the context key of the caller requireScope checked
 
 func callerOf(c echo.Context) idgen.Caller {
 	caller, _ := c.Request().Context().Value(callerKey{}).(idgen.Caller)
 	return caller
 }
 
-// requireScope returns the middleware of /admin/ or /v1/leases: a request
-// that passes has its caller in its context (for its log lines) and its
-// body capped at idgen.MaxRequestBytes. An admin call is charged one ID to
-// the caller's rate limit; the lease API has limits of its own (idgen.Broker).
+// requireScope returns the middleware of the routes with a body: a request
+// that passes has its caller in its context and its body capped at
+// idgen.MaxRequestBytes. An admin call is charged one ID to the caller's
+// rate limit (the lease API has limits of its own).
 func (s *Server) requireScope(scope idgen.Scopes) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {

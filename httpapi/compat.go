@@ -14,23 +14,17 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// Compatibility routes: the API shapes of the designs idgen replaces, so
-// that their callers switch by changing a base URL (docs/migration.md):
-// the original idgen design's /api/v1/ids and /api/v1/id, Meituan Leaf's
-// /api/segment/get/{key} and /api/snowflake/get/{key} (the Snowflake key
-// ignored, as Leaf ignores it), and didi tinyid's /tinyid/id/nextIdSimple
-// and /tinyid/id/nextId (GET or POST; bizType a namespace, batchSize a
-// count capped at the node's maximum as tinyid caps it). Every route needs
-// the ids scope; tinyid's also take the secret from the token parameter,
-// where its callers send it (an Authorization header wins).
-//
-// Errors keep idgen's statuses, where Leaf answered 500 to every failure
-// and tinyid 200 with an error code: the clients of both treat any status
-// but 200 as a failure. They are problem documents, but for nextId, whose
-// callers read its envelope.
+// Compatibility routes (docs/migration.md), so that the callers of the
+// designs idgen replaces switch by changing a base URL: the original
+// design's /api/v1/ids and /api/v1/id, Meituan Leaf's /api/segment/get/{key}
+// and /api/snowflake/get/{key} (the key ignored, as Leaf does), and didi
+// tinyid's /tinyid/id/nextIdSimple and /tinyid/id/nextId (GET or POST;
+// batchSize capped as tinyid caps it; the secret also in the token
+// parameter). Every route needs the ids scope. Errors keep idgen's statuses
+// (the clients of both treat any status but 200 as a failure) and are
+// problem documents, but for nextId, whose callers read its envelope.
 
-// tinyid's envelope codes (its ErrorCode): 5 ("token is error") for 401
-// and 403, 6 for the rest.
+// tinyid's envelope codes: 5 ("token is error") for 401 and 403, 6 else.
 const (
 	tinyidCodeTokenError = 5
 	tinyidCodeSysError   = 6
@@ -59,8 +53,7 @@ type v1ID struct {
 	} `json:"breakdown"`
 }
 
-// handleV1IDs serves GET /api/v1/ids?count=N (default 1), count being the
-// only parameter.
+// handleV1IDs serves GET /api/v1/ids?count=N (default 1).
 func (s *Server) handleV1IDs(c echo.Context) error {
 	caller, err := s.authorize(c, idgen.ScopeIDs)
 	if err != nil {
@@ -80,7 +73,7 @@ func (s *Server) handleV1IDs(c echo.Context) error {
 		}
 		var ok bool
 		if n, ok = parseCount(values[0]); !ok {
-			return countError(s.svc.MaxCount())
+			return s.svc.Check(idgen.DrawRequest{}) // the core's words
 		}
 	}
 	var d idgen.Drawn
@@ -106,7 +99,7 @@ func (s *Server) handleV1ID(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	b := append([]byte(`{"id":`), appendQuotedInt(nil, id)...)
+	b := appendQuoted([]byte(`{"id":`), idgen.Encoding{}, id)
 	return s.writeJSON(c, http.StatusOK, append(b, "}\n"...))
 }
 
@@ -123,8 +116,7 @@ func (s *Server) handleLeaf(c echo.Context) error {
 	return s.write(c, http.StatusOK, s.hdrText, strconv.AppendInt(nil, id, 10))
 }
 
-// handleTinyidSimple serves nextIdSimple: the IDs comma-separated, as
-// text/plain.
+// handleTinyidSimple serves nextIdSimple: the IDs comma-separated, text/plain.
 func (s *Server) handleTinyidSimple(c echo.Context) error {
 	d, err := s.tinyidDraw(c)
 	if err != nil {
@@ -133,8 +125,7 @@ func (s *Server) handleTinyidSimple(c echo.Context) error {
 	return s.write(c, http.StatusOK, s.hdrText, appendIDs(nil, d.IDs))
 }
 
-// handleTinyidNextID serves nextId: {"data":[…],"code":200,"message":""},
-// the IDs as JSON numbers.
+// handleTinyidNextID serves nextId: {"data":[…],"code":200,"message":""}.
 func (s *Server) handleTinyidNextID(c echo.Context) error {
 	d, err := s.tinyidDraw(c)
 	if err != nil {
@@ -155,7 +146,7 @@ func appendIDs(b []byte, ids []int64) []byte {
 }
 
 // tinyidDraw draws batchSize (default 1) IDs of namespace bizType; other
-// parameters are ignored, as tinyid ignores them.
+// parameters are ignored, as tinyid does.
 func (s *Server) tinyidDraw(c echo.Context) (*idgen.Drawn, error) {
 	req := c.Request()
 	if req.Method == http.MethodPost && req.Body != nil {
@@ -187,14 +178,11 @@ func (s *Server) tinyidDraw(c echo.Context) (*idgen.Drawn, error) {
 		n = min(n, s.svc.MaxCount())
 	}
 	d := new(idgen.Drawn)
-	if err := s.svc.Draw(req.Context(), caller, idgen.DrawRequest{Namespace: name, Count: n}, d); err != nil {
-		return nil, err
-	}
-	return d, nil
+	return d, s.svc.Draw(req.Context(), caller, idgen.DrawRequest{Namespace: name, Count: n}, d)
 }
 
-// tinyidEnvelope answers the errors of next in tinyid's envelope, with the
-// problem's status and headers: data null, message the detail.
+// tinyidEnvelope answers next's errors in tinyid's envelope (data null,
+// message the detail), with the problem's status and headers.
 func (s *Server) tinyidEnvelope(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		err := next(c)

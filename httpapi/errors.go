@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -15,8 +16,8 @@ import (
 const ProblemTypeBase = "https://idgen.dev/problems/"
 
 // Problem is the body of every error answer: an application/problem+json
-// document (RFC 9457) with idgen's code, whose status, title and
-// Retry-After come from the core's table (idgen.Codes).
+// document (RFC 9457) with idgen's code; its row of idgen.Codes gives the
+// status, title and Retry-After.
 type Problem struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
@@ -30,7 +31,7 @@ func invalidf(format string, args ...any) *idgen.Error {
 }
 
 // problemHeaders sets the Retry-After and WWW-Authenticate headers e's
-// code asks for, and returns the code's entry of the table.
+// code asks for, and returns its row.
 func problemHeaders(h http.Header, e *idgen.Error) idgen.CodeInfo {
 	info := idgen.Info(e.Code)
 	if info.RetryLater {
@@ -56,20 +57,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, e *idgen.Error) {
 	}
 }
 
-// codeForStatus is the code of an error that carries only a status
-// (echo's own: unknown route, method not allowed).
-func codeForStatus(status int) idgen.Code {
-	for _, e := range idgen.Codes() {
-		if e.HTTPStatus == status {
-			return e.Code
-		}
-	}
-	return idgen.Internal
-}
-
 // handleError is the echo HTTPErrorHandler: every error leaves as a
-// problem. Internal errors are logged with their cause, and at debug level
-// a refusal whose detail leaves its cause (the store's words) out.
+// problem. Internal errors are logged with their cause; a refusal with a
+// cause its detail leaves out (the store's words), at debug level.
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
@@ -79,7 +69,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 	switch {
 	case errors.As(err, &e):
 	case errors.As(err, &he):
-		e = &idgen.Error{Code: codeForStatus(he.Code), Err: err}
+		code, _ := idgen.CodeOfStatus(he.Code) // echo's own: no route, method not allowed
+		e = &idgen.Error{Code: cmp.Or(code, idgen.Internal), Err: err}
 		switch he.Code {
 		case http.StatusNotFound:
 			e.Detail = "no such route"

@@ -15,15 +15,14 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// scratch is the pooled memory of one /ids request, so that a request
-// allocates nothing per ID once the pool has warmed up.
+// scratch is the pooled memory of one /ids request: nothing is allocated
+// per ID once the pool has warmed up.
 type scratch struct {
 	buf []byte
 	d   idgen.Drawn
 }
 
-// maxPooledBytes keeps a rare huge answer from pinning its memory in the pool.
-const maxPooledBytes = 4 << 20
+const maxPooledBytes = 4 << 20 // a rare huge answer does not stay pooled
 
 func (s *Server) putScratch(sc *scratch) {
 	if cap(sc.buf) > maxPooledBytes || cap(sc.d.IDs)*8 > maxPooledBytes {
@@ -40,13 +39,16 @@ type idsQuery struct {
 	format    snowflake.Format
 }
 
+// idsParams are GET /ids's parameters; only the first two are unescaped.
+var idsParams = [...]string{"count", "namespace", "explain", "format"}
+
 // parseIDsQuery parses the raw query of GET /ids: count (default 1, digits
-// only), namespace and explain (true or false), each at most once; the core
-// checks the count's range and the name. It allocates only for escaped
-// text and errors.
-func parseIDsQuery(raw string, maxCount int) (idsQuery, *idgen.Error) {
+// only), namespace, explain (true or false) and format, each at most once;
+// the core checks the count's range and the name. It allocates only for
+// escaped text and errors.
+func parseIDsQuery(raw string, svc *idgen.Service) (idsQuery, error) {
 	q := idsQuery{count: 1}
-	var seenCount, seenNamespace, seenExplain, seenFormat bool
+	var seen [len(idsParams)]bool
 	for raw != "" {
 		var pair string
 		pair, raw, _ = strings.Cut(raw, "&")
@@ -57,55 +59,44 @@ func parseIDsQuery(raw string, maxCount int) (idsQuery, *idgen.Error) {
 			return q, invalidf("query parameters are separated by '&', not ';'")
 		}
 		key, value, _ := strings.Cut(pair, "=")
-		var err error
-		if key, err = unescapeQuery(key); err != nil {
+		key, err := unescapeQuery(key)
+		if err != nil {
 			return q, invalidf("malformed query parameter name")
 		}
+		i := slices.Index(idsParams[:], key)
+		switch {
+		case i < 0:
+			return q, invalidf("unknown query parameter %q; allowed: count, namespace, explain, format", truncate(key, 64))
+		case seen[i]:
+			return q, invalidf("%s given more than once", key)
+		case i < 2:
+			if value, err = unescapeQuery(value); err != nil {
+				return q, invalidf("malformed %s", key)
+			}
+		}
+		seen[i] = true
 		switch key {
 		case "count":
-			v, perr := onceValue(&seenCount, key, value)
-			if perr != nil {
-				return q, perr
+			var ok bool
+			if q.count, ok = parseCount(value); !ok {
+				return q, svc.Check(idgen.DrawRequest{}) // the core's words
 			}
-			n, ok := parseCount(v)
-			if !ok {
-				return q, countError(maxCount)
-			}
-			q.count = n
 		case "namespace":
-			v, perr := onceValue(&seenNamespace, key, value)
-			if perr != nil {
-				return q, perr
-			}
-			if v == "" {
+			if value == "" {
 				return q, invalidf("namespace is empty: leave the parameter out for Snowflake IDs")
 			}
-			q.namespace = v
+			q.namespace = value
 		case "explain":
-			// Its value is compared as given, not unescaped.
-			if perr := once(&seenExplain, key); perr != nil {
-				return q, perr
-			}
-			switch value {
-			case "true":
-				q.explain = true
-			case "false":
-				q.explain = false
-			default:
+			if value != "true" && value != "false" {
 				return q, invalidf("explain must be true or false")
 			}
+			q.explain = value == "true"
 		case "format":
-			// Its value is compared as given, not unescaped.
-			if perr := once(&seenFormat, key); perr != nil {
-				return q, perr
-			}
 			f, err := idgen.ParseFormat(value)
 			if err != nil {
 				return q, idgen.ErrorOf(err, "")
 			}
 			q.format = f
-		default:
-			return q, invalidf("unknown query parameter %q; allowed: count, namespace, explain, format", truncate(key, 64))
 		}
 	}
 	if q.explain && q.namespace != "" {
@@ -114,29 +105,8 @@ func parseIDsQuery(raw string, maxCount int) (idsQuery, *idgen.Error) {
 	return q, nil
 }
 
-// once marks the query parameter name seen, refusing it the second time.
-func once(seen *bool, name string) *idgen.Error {
-	if *seen {
-		return invalidf("%s given more than once", name)
-	}
-	*seen = true
-	return nil
-}
-
-// onceValue is once, returning the value unescaped.
-func onceValue(seen *bool, name, value string) (string, *idgen.Error) {
-	if perr := once(seen, name); perr != nil {
-		return "", perr
-	}
-	v, err := unescapeQuery(value)
-	if err != nil {
-		return "", invalidf("malformed %s", name)
-	}
-	return v, nil
-}
-
-// parseCount parses a count of digits only (no sign, no exponent), at
-// least 1 and at most nine digits; the core checks its range.
+// parseCount parses a count of one to nine digits, at least 1; the core
+// checks its range.
 func parseCount(s string) (int, bool) {
 	if s == "" || len(s) > 9 {
 		return 0, false
@@ -152,13 +122,7 @@ func parseCount(s string) (int, bool) {
 	return n, n >= 1
 }
 
-// countError refuses a count in the core's words for one out of range.
-func countError(maxCount int) *idgen.Error {
-	return invalidf("count must be an integer from 1 to %d", maxCount)
-}
-
-// unescapeQuery decodes s as a query component, without allocating when
-// there is nothing to decode.
+// unescapeQuery decodes a query component, allocating only to decode.
 func unescapeQuery(s string) (string, error) {
 	if strings.IndexByte(s, '%') < 0 && strings.IndexByte(s, '+') < 0 {
 		return s, nil
@@ -174,23 +138,20 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// handleIDs serves GET /ids: Snowflake IDs with the fencing token of their
-// lease ("lease"), or a namespace's IDs with, for a strict one, the
-// revision of the fetch that took them ("revision").
+// handleIDs serves GET /ids: Snowflake IDs with their lease's fencing
+// token, or a namespace's IDs with, for a strict one, its revision.
 func (s *Server) handleIDs(c echo.Context) error {
 	caller, err := s.authorize(c, idgen.ScopeIDs)
 	if err != nil {
 		return err
 	}
-	q, perr := parseIDsQuery(c.Request().URL.RawQuery, s.svc.MaxCount())
-	if perr != nil {
-		return perr
+	q, err := parseIDsQuery(c.Request().URL.RawQuery, s.svc)
+	if err != nil {
+		return err
 	}
 	sc := s.scratch.Get().(*scratch)
 	defer s.putScratch(sc)
-	// The segment allocator bounds a draw's wait itself
-	// (SegmentSettings.MaxWait), and only when it waits: a deadline here
-	// would cost every request.
+	// No deadline: the segment allocator bounds its waits (MaxWait).
 	d := &sc.d
 	req := idgen.DrawRequest{Namespace: q.namespace, Count: q.count, Format: q.format}
 	if err := s.svc.Draw(c.Request().Context(), caller, req, d); err != nil {
@@ -256,8 +217,7 @@ func (s *Server) handleIDs(c echo.Context) error {
 	return s.writeJSON(c, http.StatusOK, b)
 }
 
-// appendQuoted appends id in enc's form as a JSON string; no form needs
-// escaping.
+// appendQuoted appends id in enc's form as a JSON string (no escaping).
 func appendQuoted(b []byte, enc idgen.Encoding, id int64) []byte {
 	b = append(b, '"')
 	b = enc.Append(b, id)
@@ -278,9 +238,8 @@ func appendInt(b []byte, text string, v int64) []byte {
 	return strconv.AppendInt(b, v, 10)
 }
 
-// handleParse serves GET /ids/:id, the decomposition of a Snowflake ID
-// given in any of its forms, or in the one ?format= names, with the ID in
-// every form.
+// handleParse serves GET /ids/:id: the parts of a Snowflake ID given in
+// any form (or the one ?format= names), and the ID in every form.
 func (s *Server) handleParse(c echo.Context) error {
 	caller, err := s.authorize(c, idgen.ScopeIDs)
 	if err != nil {
@@ -297,22 +256,18 @@ func (s *Server) handleParse(c echo.Context) error {
 	var arr [384]byte
 	b := appendDecomposition(arr[:0], idgen.Encoding{}, id, p)
 	b = b[:len(b)-1] // reopen the object
-	forms := s.svc.Forms(id)
-	b = append(b, `,"forms":{"decimal":"`...)
-	b = append(b, forms[0]...)
-	b = append(b, `","base32":"`...)
-	b = append(b, forms[1]...)
-	b = append(b, `","base62":"`...)
-	b = append(b, forms[2]...)
-	b = append(b, `","hex":"`...)
-	b = append(b, forms[3]...)
+	sep := `,"forms":{"`
+	for i, form := range s.svc.Forms(id) { // decimal, base32, base62, hex
+		b = append(append(b, sep...), [...]string{"decimal", "base32", "base62", "hex"}[i]...)
+		b = append(append(b, `":"`...), form...)
+		sep = `","`
+	}
 	b = append(b, "\"}}\n"...)
 	return s.writeJSON(c, http.StatusOK, b)
 }
 
-// formatParam reads the query parameter name as a format: none named when
-// it is absent, an Invalid error when it names none; only name, and at
-// most once, is allowed besides nothing.
+// formatParam reads the query parameter name as a format (FormatAny when
+// absent); only name and others are allowed, each at most once.
 func (s *Server) formatParam(c echo.Context, name string, others ...string) (snowflake.Format, error) {
 	q := c.QueryParams()
 	for k, v := range q {
@@ -327,8 +282,7 @@ func (s *Server) formatParam(c echo.Context, name string, others ...string) (sno
 }
 
 // handleCompose serves GET /ids/compose?time=…[&format=…]: the smallest
-// and the largest Snowflake ID of a millisecond, in the form asked for (or
-// the node's setting for Snowflake IDs, else decimal).
+// and the largest Snowflake ID of a millisecond.
 func (s *Server) handleCompose(c echo.Context) error {
 	caller, err := s.authorize(c, idgen.ScopeIDs)
 	if err != nil {
@@ -368,9 +322,8 @@ func (s *Server) handleCompose(c echo.Context) error {
 	return s.writeJSON(c, http.StatusOK, b)
 }
 
-// appendDecomposition appends
-// {"id":"…","time":"…","timestamp_ms":…,"datacenter":…,"worker":…,"sequence":…},
-// the id in enc's form.
+// appendDecomposition appends {"id":"…","time":"…","timestamp_ms":…,
+// "datacenter":…,"worker":…,"sequence":…}, the id in enc's form.
 func appendDecomposition(b []byte, enc idgen.Encoding, id snowflake.ID, p snowflake.Parts) []byte {
 	b = append(b, `{"id":`...)
 	b = appendQuoted(b, enc, int64(id))
@@ -381,12 +334,6 @@ func appendDecomposition(b []byte, enc idgen.Encoding, id snowflake.ID, p snowfl
 	b = appendInt(b, `,"worker":`, p.Worker)
 	b = appendInt(b, `,"sequence":`, p.Sequence)
 	return append(b, '}')
-}
-
-func appendQuotedInt(b []byte, v int64) []byte {
-	b = append(b, '"')
-	b = strconv.AppendInt(b, v, 10)
-	return append(b, '"')
 }
 
 func (s *Server) writeJSON(c echo.Context, status int, body []byte) error {

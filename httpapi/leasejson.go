@@ -2,9 +2,8 @@ package httpapi
 
 import "github.com/idgen-project/idgen/snowflake"
 
-// The JSON bodies of the lease API's answers, as docs/leases.md and
-// docs/openapi.yaml describe them. The Go client speaks the lease API's
-// gRPC service instead (client.LeaseStore).
+// The JSON bodies of the lease API's answers (docs/leases.md,
+// docs/openapi.yaml); the Go client speaks its gRPC service instead.
 
 // LeaseLayout is the Snowflake layout: sign bit 0 | time | datacenter |
 // worker | sequence; the body of GET /v1/leases/layout.
@@ -16,16 +15,14 @@ type LeaseLayout struct {
 	EpochMS        int64 `json:"epoch_ms"`
 }
 
-// leaseLayoutOf returns the JSON of l.
 func leaseLayoutOf(l snowflake.Layout) LeaseLayout {
 	return LeaseLayout{TimeBits: l.TimeBits, DatacenterBits: l.DatacenterBits, WorkerBits: l.WorkerBits,
 		SequenceBits: l.SequenceBits, EpochMS: l.EpochMillis()}
 }
 
-// LeaseGrant is a granted lease, the body of a 201 from POST /v1/leases:
-// what a holder in any language needs. PreviousHolder is null when the
-// worker ID was free. LeaseSecret is in this answer only: every heartbeat
-// and release of the lease sends it.
+// LeaseGrant is a granted lease, the body of a 201 from POST /v1/leases.
+// PreviousHolder is null when the worker ID was free. LeaseSecret is in this
+// answer only: every heartbeat and release sends it.
 type LeaseGrant struct {
 	Datacenter        int64       `json:"datacenter"`
 	Worker            int64       `json:"worker"`

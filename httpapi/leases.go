@@ -10,9 +10,8 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// addLeaseRoutes registers the lease API (docs/leases.md), behind the
-// leases scope. Its rules are the core's broker's (idgen.Broker), which the
-// gRPC LeaseService calls too.
+// addLeaseRoutes registers the lease API (docs/leases.md, the leases
+// scope) over the core's idgen.Broker.
 func (s *Server) addLeaseRoutes(e *echo.Echo) {
 	g := e.Group("/v1/leases", s.requireScope(idgen.ScopeLeases))
 	s.add(g.GET, "/layout", s.handleLeaseLayout)
@@ -46,8 +45,8 @@ type heartbeatRequest struct {
 	Issued         issued `json:"issued"`
 }
 
-// issued is the optional block of IDs a holder reports with a heartbeat
-// or a release (allocator.Block), for the node's audit trail.
+// issued is the block of IDs a holder may report with a heartbeat or a
+// release (allocator.Block), for the audit trail.
 type issued struct {
 	Count  int64 `json:"count"`
 	FromMS int64 `json:"from_ms"`
@@ -68,8 +67,8 @@ type releaseRequest struct {
 	Issued          issued `json:"issued"`
 }
 
-// leaseCall returns the caller requireScope checked, or 404 when the lease
-// API is off.
+// leaseCall returns the caller requireScope checked; 404 when the lease API
+// is off.
 func (s *Server) leaseCall(c echo.Context) (idgen.Caller, error) {
 	if s.leases == nil {
 		return idgen.Caller{}, &idgen.Error{Code: idgen.NotFound, Detail: "the lease API is off on this node"}
@@ -77,7 +76,7 @@ func (s *Server) leaseCall(c echo.Context) (idgen.Caller, error) {
 	return callerOf(c), nil
 }
 
-// handleLeaseLayout serves GET /v1/leases/layout: the cluster's layout.
+// handleLeaseLayout serves GET /v1/leases/layout.
 func (s *Server) handleLeaseLayout(c echo.Context) error {
 	if _, err := s.leaseCall(c); err != nil {
 		return err
@@ -108,30 +107,18 @@ func (s *Server) handleLeaseAcquire(c echo.Context) error {
 		return err
 	}
 	lease := g.Lease
-	out := LeaseGrant{
-		Datacenter:        lease.DatacenterID,
-		Worker:            lease.WorkerID,
-		FencingVersion:    lease.FencingVersion,
-		Holder:            lease.Holder,
-		LeaseSecret:       g.Secret,
-		FloorMS:           g.FloorMS,
-		CeilingMS:         lease.CeilingMS,
-		TTLMS:             g.TTL.Milliseconds(),
-		HeartbeatMS:       g.Heartbeat.Milliseconds(),
-		MarginMS:          g.Margin.Milliseconds(),
-		MaxClockOffsetMS:  g.MaxClockOffset.Milliseconds(),
-		MaxBackwardWaitMS: g.MaxBackwardWait.Milliseconds(),
-		ExpiresAtMS:       lease.ExpiresAt.UnixMilli(),
-		DBTimeMS:          g.DBTime.UnixMilli(),
-		Layout:            leaseLayoutOf(s.layout),
-		PreviousHolder:    stringPtr(g.PrevHolder),
-	}
+	out := LeaseGrant{Datacenter: lease.DatacenterID, Worker: lease.WorkerID, FencingVersion: lease.FencingVersion,
+		Holder: lease.Holder, LeaseSecret: g.Secret, FloorMS: g.FloorMS, CeilingMS: lease.CeilingMS,
+		TTLMS: g.TTL.Milliseconds(), HeartbeatMS: g.Heartbeat.Milliseconds(), MarginMS: g.Margin.Milliseconds(),
+		MaxClockOffsetMS: g.MaxClockOffset.Milliseconds(), MaxBackwardWaitMS: g.MaxBackwardWait.Milliseconds(),
+		ExpiresAtMS: lease.ExpiresAt.UnixMilli(), DBTimeMS: g.DBTime.UnixMilli(), Layout: leaseLayoutOf(s.layout),
+		PreviousHolder: stringPtr(g.PrevHolder)}
 	c.Response().Header().Set(echo.HeaderLocation, fmt.Sprintf("/v1/leases/%d/%d", lease.DatacenterID, lease.WorkerID))
 	return s.sendJSON(c, http.StatusCreated, out)
 }
 
-// beginLeaseCall starts a heartbeat or release: the caller (leaseCall), the
-// lease's key from the path, and the body decoded into req.
+// beginLeaseCall starts a heartbeat or release: the caller, the lease's
+// key from the path, and the body decoded into req.
 func (s *Server) beginLeaseCall(c echo.Context, req any) (idgen.Caller, allocator.LeaseKey, error) {
 	caller, err := s.leaseCall(c)
 	if err != nil {
@@ -141,10 +128,7 @@ func (s *Server) beginLeaseCall(c echo.Context, req any) (idgen.Caller, allocato
 	if err != nil {
 		return caller, key, err
 	}
-	if err := decodeBody(c, req); err != nil {
-		return caller, key, err
-	}
-	return caller, key, nil
+	return caller, key, decodeBody(c, req)
 }
 
 // handleLeaseHeartbeat serves POST /v1/leases/{dc}/{worker}/heartbeat
@@ -162,13 +146,8 @@ func (s *Server) handleLeaseHeartbeat(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.sendJSON(c, http.StatusOK, LeaseExtension{
-		FencingVersion: ext.Lease.FencingVersion,
-		CeilingMS:      ext.Lease.CeilingMS,
-		TTLMS:          ext.TTL.Milliseconds(),
-		ExpiresAtMS:    ext.Lease.ExpiresAt.UnixMilli(),
-		DBTimeMS:       ext.DBTime.UnixMilli(),
-	})
+	return s.sendJSON(c, http.StatusOK, LeaseExtension{FencingVersion: ext.Lease.FencingVersion, CeilingMS: ext.Lease.CeilingMS,
+		TTLMS: ext.TTL.Milliseconds(), ExpiresAtMS: ext.Lease.ExpiresAt.UnixMilli(), DBTimeMS: ext.DBTime.UnixMilli()})
 }
 
 // handleLeaseRelease serves POST /v1/leases/{dc}/{worker}/release

@@ -3,10 +3,12 @@ package httpapi
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -16,8 +18,8 @@ import (
 	"github.com/idgen-project/idgen"
 )
 
-// routeUnmatched labels requests that matched no route, so that random
-// paths cannot grow the number of series.
+// routeUnmatched labels requests that matched no route: random paths add
+// no series.
 const routeUnmatched = "unmatched"
 
 // metrics is the HTTP request histogram (the node's other metrics are in
@@ -26,8 +28,10 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 	routes   map[string]bool // route templates; written only while New runs
 
-	mu        sync.RWMutex
-	observers map[observerKey]prometheus.Observer
+	// observers holds the histogram's children, read without a lock; it
+	// is replaced whole, under mu, to add one (routes × methods × statuses).
+	observers atomic.Pointer[map[observerKey]prometheus.Observer]
+	mu        sync.Mutex
 }
 
 type observerKey struct {
@@ -36,39 +40,46 @@ type observerKey struct {
 }
 
 func newMetrics() *metrics {
-	return &metrics{
+	m := &metrics{
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "idgen_http_request_duration_seconds",
 			Help:    "Time to answer HTTP requests, by route template, method and status code.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"route", "method", "code"}),
-		routes:    map[string]bool{},
-		observers: map[observerKey]prometheus.Observer{},
+		routes: map[string]bool{},
 	}
+	m.observers.Store(&map[observerKey]prometheus.Observer{})
+	return m
 }
 
-// Collectors returns the HTTP API's metrics, for the registry /metrics
-// serves.
+// Collectors returns the HTTP API's metrics.
 func (s *Server) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{s.metrics.duration}
 }
 
-// observer returns the histogram child of one route, method and status.
-func (m *metrics) observer(route, method string, status int) prometheus.Observer {
-	k := observerKey{route, method, status}
-	m.mu.RLock()
-	o := m.observers[k]
-	m.mu.RUnlock()
-	if o != nil {
-		return o
+// observer returns the histogram child of the route template c matched
+// (routeUnmatched for any other path), the method and the status.
+func (s *Server) observer(c echo.Context, method string, status int) (prometheus.Observer, string) {
+	m := s.metrics
+	k := observerKey{c.Path(), method, status}
+	if o := (*m.observers.Load())[k]; o != nil {
+		return o, k.route // only a route's children are kept under its path
+	}
+	k.route = s.routeLabel(c)
+	if o := (*m.observers.Load())[k]; o != nil {
+		return o, k.route
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if o = m.observers[k]; o == nil {
-		o = m.duration.WithLabelValues(route, method, strconv.Itoa(status))
-		m.observers[k] = o
+	cur := *m.observers.Load()
+	o := cur[k]
+	if o == nil {
+		o = m.duration.WithLabelValues(k.route, method, strconv.Itoa(status))
+		next := maps.Clone(cur)
+		next[k] = o
+		m.observers.Store(&next)
 	}
-	return o
+	return o, k.route
 }
 
 // routeLabel is the route template c matched, or routeUnmatched.
@@ -89,12 +100,15 @@ func methodLabel(m string) string {
 	return "other"
 }
 
-// observe is the middleware of every request: its ID, span, timing, error
-// answer (so that the status is known) and debug log line. It is the only
-// global middleware: echo builds a closure per request for each one.
+// monoBase is the origin of the request timings: time.Since reads only
+// the monotonic clock, where time.Now reads the wall clock too.
+var monoBase = time.Now()
+
+// observe is the one global middleware (echo builds a closure per request
+// for each): the request's ID, span, error answer, timing and log line.
 func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		start := time.Now()
+		start := time.Since(monoBase)
 		assignRequestID(c)
 		var span trace.Span
 		if s.tracing.Tracer != nil {
@@ -106,11 +120,11 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		if span != nil {
 			endSpan(c, span)
 		}
-		d := time.Since(start)
+		d := time.Since(monoBase) - start
 		req := c.Request()
-		route, method := s.routeLabel(c), methodLabel(req.Method)
-		status := c.Response().Status
-		s.metrics.observer(route, method, status).Observe(d.Seconds())
+		method, status := methodLabel(req.Method), c.Response().Status
+		o, route := s.observer(c, method, status)
+		o.Observe(d.Seconds())
 		if s.log.Enabled(req.Context(), slog.LevelDebug) {
 			s.log.LogAttrs(s.logContext(c), slog.LevelDebug, "http request",
 				slog.String("method", method), slog.String("route", route),
@@ -120,9 +134,9 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// call runs h, turning a panic into an internal error (logged with its
-// stack) so that the client still gets a problem; http.ErrAbortHandler is
-// passed on, to make net/http drop the connection.
+// call runs h, turning a panic into an internal error logged with its
+// stack; http.ErrAbortHandler is passed on, for net/http to drop the
+// connection.
 func (s *Server) call(h echo.HandlerFunc, c echo.Context) (err error) {
 	defer func() {
 		r := recover()

@@ -17,7 +17,7 @@ func (s *Server) handleHealth(c echo.Context) error {
 }
 
 // readyLease is this node's lease on /readyz; FencingVersion and Holder
-// are details (package probe).
+// are details (probe.Audience).
 type readyLease struct {
 	Datacenter     int64  `json:"datacenter"`
 	Worker         int64  `json:"worker"`
@@ -27,12 +27,10 @@ type readyLease struct {
 }
 
 type readyDatabase struct {
-	Reachable bool   `json:"reachable"`
-	Error     string `json:"error,omitempty"`
-	// Alarm names the alarms the database raised (etcd's NOSPACE) and
-	// what they mean; Space is its size against its quota.
-	Alarm string      `json:"alarm,omitempty"`
-	Space *readySpace `json:"space,omitempty"`
+	Reachable bool        `json:"reachable"`
+	Error     string      `json:"error,omitempty"`
+	Alarm     string      `json:"alarm,omitempty"` // etcd's alarms (NOSPACE), explained
+	Space     *readySpace `json:"space,omitempty"`
 }
 
 // readySpace is the latest sample of the database's space (etcd).
@@ -48,7 +46,7 @@ type readySpace struct {
 }
 
 // SpaceReporter gives the latest sample of the database's space and
-// alarms: the node's *probe.Space.
+// alarms: *probe.Space.
 type SpaceReporter interface {
 	Report() probe.SpaceReport
 }
@@ -62,8 +60,8 @@ type readyJSON struct {
 }
 
 // handleReady serves GET /readyz: 200 while the keeper can prove its lease,
-// else 503. The database does not decide: inside its lease a node keeps
-// serving Snowflake IDs through a database outage.
+// else 503. The database does not decide: a node serves Snowflake IDs
+// through its outage.
 func (s *Server) handleReady(c echo.Context) error {
 	aud := probe.AudienceOf(s.auth, s.publicDetails, c.Request().Header[echo.HeaderAuthorization])
 	c.Response().Header().Set(echo.HeaderVary, echo.HeaderAuthorization)
@@ -73,11 +71,8 @@ func (s *Server) handleReady(c echo.Context) error {
 		out.Reason = err.Error()
 	}
 	if st := s.lease.Status(); st.Held {
-		out.Lease = &readyLease{
-			Datacenter: st.Lease.DatacenterID,
-			Worker:     st.Lease.WorkerID,
-			ValidForMS: max(st.ValidFor.Milliseconds(), 0),
-		}
+		out.Lease = &readyLease{Datacenter: st.Lease.DatacenterID, Worker: st.Lease.WorkerID,
+			ValidForMS: max(st.ValidFor.Milliseconds(), 0)}
 		if aud.Details {
 			out.Lease.FencingVersion, out.Lease.Holder = st.Lease.FencingVersion, st.Holder
 		}
@@ -100,8 +95,6 @@ func (s *Server) handleReady(c echo.Context) error {
 		}
 		out.Database.Space = sp
 		if r.NoSpace() && !out.Ready && !strings.Contains(out.Reason, "out of space") {
-			// The lease cannot be renewed while the database refuses
-			// writes: say so first.
 			out.Reason = "the database is out of space (etcd NOSPACE alarm): " + out.Reason
 		}
 	}

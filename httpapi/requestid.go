@@ -11,9 +11,8 @@ import (
 	"github.com/idgen-project/idgen"
 )
 
-// assignRequestID sets the request's ID on the answer, before anything can
-// answer: the caller's valid X-Request-ID, kept without an allocation, or
-// a new one, in one (newRequestID).
+// assignRequestID sets the request's ID on the answer before anything can
+// answer: the caller's valid X-Request-ID, or a new one (one allocation).
 func assignRequestID(c echo.Context) {
 	h := c.Response().Header()
 	if v := c.Request().Header[idgen.HeaderRequestID]; len(v) == 1 && idgen.ValidRequestID(v[0]) {
@@ -45,8 +44,8 @@ func requestIDOf(c echo.Context) string {
 }
 
 // logContext returns the context to log a line of the request with: its
-// own when it carries its caller (behind requireScope), else one with the
-// request ID, made only for lines logged, so /ids pays on errors only.
+// own when it carries its caller (requireScope), else one made for the
+// line, with the request ID.
 func (s *Server) logContext(c echo.Context) context.Context {
 	ctx := c.Request().Context()
 	if _, ok := ctx.Value(callerKey{}).(idgen.Caller); ok {

@@ -15,13 +15,11 @@ import (
 	"github.com/idgen-project/idgen/allocator/sequence"
 )
 
-// The sequence API under /v1/sequences (docs/sequences.md): creating and
-// listing sequences and reading their ledger take the admin scope;
-// reserving, confirming and voiding the ids scope. The rules are the
-// core's (idgen.Sequences); numbers are decimal strings, as IDs are.
+// The sequence API under /v1/sequences (docs/sequences.md) over the core's
+// idgen.Sequences: reserving, confirming and voiding take the ids scope,
+// the rest admin. Numbers are decimal strings, as IDs are.
 
-// sequenceJSON is a sequence's settings and, when read one by one or
-// listed, its status at store time.
+// sequenceJSON is a sequence's settings and, when read, its status.
 type sequenceJSON struct {
 	Name        string      `json:"name"`
 	Format      string      `json:"format"`
@@ -53,8 +51,7 @@ func toStatusJSON(st sequence.Status) *statusJSON {
 	return &statusJSON{Period: st.Period, LastNumber: strconv.FormatInt(st.LastNumber, 10), OpenReservations: st.Open, StoreTime: st.StoreTime.UTC()}
 }
 
-// reservationJSON is a reservation: its numbers as decimal strings and as
-// the format writes them.
+// reservationJSON is a reservation, its numbers plain and formatted.
 type reservationJSON struct {
 	ReservationID string    `json:"reservation_id"`
 	Sequence      string    `json:"sequence"`
@@ -102,12 +99,11 @@ func toEntryJSON(e sequence.Entry) entryJSON {
 	}
 }
 
-// Sequences returns the sequence core the server serves (nil for none),
-// for the gRPC transport to serve the same.
+// Sequences returns the sequence core the server serves (nil for none).
 func (s *Server) Sequences() *idgen.Sequences { return s.seqs }
 
-// addSequenceRoutes registers /v1/sequences; without a sequence core (a
-// store that keeps no sequences) every route answers 404.
+// addSequenceRoutes registers /v1/sequences; without a sequence core
+// every route answers 404.
 func (s *Server) addSequenceRoutes(e *echo.Echo) {
 	admin, ids := s.requireScope(idgen.ScopeAdmin), s.requireScope(idgen.ScopeIDs)
 	route := func(add addFunc, path string, mw echo.MiddlewareFunc, h echo.HandlerFunc) {
@@ -242,9 +238,8 @@ func (s *Server) handleSettle(confirm bool) echo.HandlerFunc {
 	}
 }
 
-// ledgerQuery reads the filters and page of a ledger request: period,
-// state, reservation, caller, limit and after (the next_after of the page
-// before, "PERIOD/NUMBER").
+// ledgerQuery reads a ledger request's filters and page: period, state,
+// reservation, caller, limit and after (next_after, "PERIOD/NUMBER").
 func ledgerQuery(c echo.Context) (sequence.LedgerQuery, error) {
 	q := sequence.LedgerQuery{Sequence: c.Param("name")}
 	params := c.QueryParams()
@@ -313,11 +308,8 @@ func (s *Server) handleLedger(c echo.Context) error {
 // maxCSVPages bounds one export: 10,000 pages of 1,000 rows.
 const maxCSVPages = 10000
 
-// handleLedgerCSV serves the ledger rows the filters select, every page,
-// as text/csv; limit and after are refused (the export is whole). Rows are
-// read page by page and written as they come; a failure after the first
-// row ends the answer early, without the last line, which a reader sees
-// as a truncated file.
+// handleLedgerCSV serves every ledger row the filters select as text/csv,
+// written page by page; a failure after the first row cuts the file short.
 func (s *Server) handleLedgerCSV(c echo.Context) error {
 	q, err := ledgerQuery(c)
 	if err != nil {

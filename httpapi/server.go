@@ -1,12 +1,9 @@
-// Package httpapi is idgen's HTTP adapter, built on echo v4: Snowflake and
-// namespace IDs (GET /ids), the decomposition of an ID (GET /ids/{id}), the
-// probes, the admin API, the lease API (/v1/leases) and the compatibility
-// routes; it mounts the status page (package statuspage) and the node's
-// /metrics. Who may call which route, how much, and what every outcome
-// means are the core's rules (package idgen): the handlers decode a
-// request, call the core and encode its answer. Every answer carries a
-// request ID (requestid.go); every error is an application/problem+json
-// document (errors.go) in words a caller can act on, never the store's.
+// Package httpapi is idgen's HTTP adapter, on echo v4: IDs (GET /ids and
+// /ids/{id}), the probes, the admin, lease, sequence and compatibility
+// routes, the status page (package statuspage) and /metrics. The handlers
+// decode a request, call the core (package idgen), which decides who may
+// do what and how much, and encode its answer. Every answer carries a
+// request ID; every error is an application/problem+json document.
 package httpapi
 
 import (
@@ -28,12 +25,9 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// Limits of the HTTP server built by HTTPServer. ReadTimeout bounds reading
-// a whole request from its first byte, so a stalled one (a gRPC stream whose
-// message never comes, a trickling body) ends; net/http clears it once the
-// body is read, so it never cuts a slow handler (WriteTimeout does, and
-// StreamIds replaces that by a bound per message). 10 s for 16 KiB of
-// headers and 64 KiB of body asks a client for about 8 KB/s.
+// Limits of the HTTP server built by HTTPServer. ReadTimeout ends a stalled
+// request (a trickling body, a gRPC stream whose message never comes): 10 s
+// for 16 KiB of headers and 64 KiB of body asks about 8 KB/s of a client.
 const (
 	MaxHeaderBytes    = 16 << 10 // larger request headers get 431
 	ReadHeaderTimeout = 5 * time.Second
@@ -46,16 +40,15 @@ const (
 const storeTimeout = 5 * time.Second
 
 // LeaseReporter reports on the node's lease (/readyz) and the smallest
-// Snowflake ID of now (the max_id_limit the admin API gives a namespace
-// with the Snowflake fallback): *allocator.Keeper.
+// Snowflake ID of now (a fallback's max_id_limit): *allocator.Keeper.
 type LeaseReporter interface {
 	Ready() error
 	Status() allocator.KeeperStatus
 	SmallestIDNow() int64
 }
 
-// SegmentReporter reports this node's buffers of a namespace (admin API),
-// false when it has not drawn from it: *allocator.Segments.
+// SegmentReporter reports this node's buffers of a namespace (admin API):
+// *allocator.Segments.
 type SegmentReporter interface {
 	NamespaceStats(name string) (allocator.SegmentStats, bool)
 }
@@ -78,43 +71,33 @@ type Config struct {
 	Service *idgen.Service
 	// Auth decides who may call which route.
 	Auth *idgen.Authorizer
-	// Leases runs the lease API under /v1/leases; nil, or a broker that is
-	// not On, leaves it off (404).
+	// Leases runs /v1/leases; nil, or a broker that is not On: 404.
 	Leases   *idgen.Broker
 	Lease    LeaseReporter   // the node's *allocator.Keeper
 	Segments SegmentReporter // the node's *allocator.Segments
 	Admin    AdminStore      // the store
-	// Database is pinged by /readyz: the node's probe.Ping, shared with
-	// the status page and /metrics.
-	Database Pinger
-	// Status serves GET / (package statuspage), its error answered as a
-	// problem; nil leaves the route out.
+	Database Pinger          // pinged by /readyz: the node's probe.Ping
+	// Status serves GET / (package statuspage); nil leaves the route out.
 	Status func(http.ResponseWriter, *http.Request) error
-	// Metrics serves GET /metrics (the registry of Collectors); nil leaves
-	// the route out.
+	// Metrics serves GET /metrics; nil leaves the route out.
 	Metrics http.Handler
-	// Logger receives errors and, at debug level, one line per request;
-	// nil discards them.
+	// Logger receives errors and, at debug level, a line per request.
 	Logger *slog.Logger
-	// Clock stamps the generated_at of GET /api/v1/ids; nil is the system
-	// clock.
+	// Clock stamps the generated_at of GET /api/v1/ids; nil: system clock.
 	Clock snowflake.Clock
-	// Durability is what the check at start found, shown on /readyz
-	// without deciding readiness; "" leaves it out.
+	// Durability is what the check at start found, shown on /readyz.
 	Durability string
-	// Space, when not nil, is the sample of the database's space and
-	// alarms /readyz shows (etcd): the node's *probe.Space.
+	// Space is the database's space and alarms /readyz shows (etcd).
 	Space SpaceReporter
 	// Tracing, when its Tracer is set, traces requests.
 	Tracing Tracing
-	// Sequences serves /v1/sequences (sequences.go); nil answers 404
-	// there: the store keeps no sequences.
+	// Sequences serves /v1/sequences; nil: the store keeps none (404).
 	Sequences *idgen.Sequences
-	// AuditClickHouse, when not nil, is the node's ClickHouse audit table:
-	// GET /admin/audit/who reads it after the store's lease events.
+	// AuditClickHouse, when set, is read by GET /admin/audit/who after
+	// the store's lease events.
 	AuditClickHouse *audit.ClickHouse
 	// PublicStatusDetails shows every caller of /readyz the lease holder
-	// and fencing version, not only the admin scope (package probe).
+	// and fencing version, not only the admin scope.
 	PublicStatusDetails bool
 }
 
@@ -151,8 +134,7 @@ type Server struct {
 	metrics *metrics
 	scratch sync.Pool // *scratch
 
-	// Header values shared so that setting them costs no allocation;
-	// net/http never changes them.
+	// Header values shared so that setting them allocates nothing.
 	hdrJSON, hdrText, hdrNoStore, hdrNoSniff []string
 }
 
@@ -162,36 +144,18 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Service == nil || cfg.Auth == nil || cfg.Lease == nil || cfg.Segments == nil || cfg.Admin == nil || cfg.Database == nil {
 		return nil, errors.New("httpapi: Service, Auth, Lease, Segments, Admin and Database are required")
 	}
-	s := &Server{
-		svc:           cfg.Service,
-		auth:          cfg.Auth,
-		leases:        cfg.Leases,
-		seqs:          cfg.Sequences,
-		lease:         cfg.Lease,
-		segments:      cfg.Segments,
-		admin:         cfg.Admin,
-		auditCH:       cfg.AuditClickHouse,
-		db:            cfg.Database,
-		log:           cfg.Logger,
-		clock:         cfg.Clock,
-		layout:        cfg.Service.Layout(),
-		durability:    cfg.Durability,
-		space:         cfg.Space,
-		publicDetails: cfg.PublicStatusDetails,
-		tracing:       cfg.Tracing.resolve(),
-		metrics:       newMetrics(),
-		hdrJSON:       []string{"application/json"},
-		hdrText:       []string{"text/plain; charset=utf-8"},
-		hdrNoStore:    []string{"no-store"},
-		hdrNoSniff:    []string{"nosniff"},
-	}
+	s := &Server{svc: cfg.Service, auth: cfg.Auth, leases: cfg.Leases, seqs: cfg.Sequences, lease: cfg.Lease,
+		segments: cfg.Segments, admin: cfg.Admin, auditCH: cfg.AuditClickHouse, db: cfg.Database, log: cfg.Logger,
+		clock: cfg.Clock, layout: cfg.Service.Layout(), durability: cfg.Durability, space: cfg.Space,
+		publicDetails: cfg.PublicStatusDetails, tracing: cfg.Tracing.resolve(), metrics: newMetrics(),
+		hdrJSON: []string{"application/json"}, hdrText: []string{"text/plain; charset=utf-8"},
+		hdrNoStore: []string{"no-store"}, hdrNoSniff: []string{"nosniff"}}
 	if s.leases != nil && !s.leases.On() {
 		s.leases = nil
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	// Lines logged with a request's context carry its ID (and caller).
 	s.log = slog.New(requestLogHandler{s.log.Handler()})
 	if s.clock == nil {
 		s.clock = snowflake.SystemClock()
@@ -206,7 +170,7 @@ func New(cfg Config) (*Server, error) {
 	s.echo = e
 
 	// The /ids handlers check their caller themselves: a route middleware
-	// would cost a closure per request.
+	// costs a closure per request.
 	if page := cfg.Status; page != nil {
 		s.add(e.GET, "/", func(c echo.Context) error { return page(c.Response(), c.Request()) })
 	}
@@ -245,8 +209,8 @@ func New(cfg Config) (*Server, error) {
 
 type addFunc func(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route
 
-// add registers h with echo (add is e.GET, g.POST, …) and records the
-// route for Routes and the metrics' route label.
+// add registers h with echo (add is e.GET, g.POST, …) for Routes and the
+// metrics' route label.
 func (s *Server) add(add addFunc, path string, h echo.HandlerFunc) {
 	r := add(path, h)
 	s.routes = append(s.routes, Route{Method: r.Method, Path: r.Path})
@@ -272,6 +236,4 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 }
 
 // Routes returns the routes the server answers, ordered by path and method.
-func (s *Server) Routes() []Route {
-	return append([]Route(nil), s.routes...)
-}
+func (s *Server) Routes() []Route { return slices.Clone(s.routes) }
