@@ -13,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/idgen-project/idgen/internal/backoff"
 	"github.com/idgen-project/idgen/snowflake"
@@ -471,11 +470,8 @@ func (k *Keeper) NextSnowflakesFenced(dst []int64, n int) ([]int64, LeaseToken, 
 		return dst, LeaseToken{}, k.noLease()
 	}
 	tok := LeaseToken{DatacenterID: ls.lease.DatacenterID, WorkerID: ls.lease.WorkerID, FencingVersion: ls.lease.FencingVersion}
-	// snowflake.ID is an int64: the generator appends to dst itself, with
-	// no copy through a buffer of IDs.
 	start := len(dst)
-	ids, err := ls.gen.NextN(unsafe.Slice((*snowflake.ID)(unsafe.SliceData(dst)), cap(dst))[:start], n)
-	dst = unsafe.Slice((*int64)(unsafe.SliceData(ids)), cap(ids))[:len(ids)]
+	dst, err := ls.gen.AppendInt64s(dst, n)
 	ls.issued.Add(int64(len(dst) - start))
 	if err != nil {
 		return dst, tok, k.refused(err)

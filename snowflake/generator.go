@@ -245,7 +245,14 @@ func (g *Generator) Next() (ID, error) {
 // operation, so a batch costs little more than the sequence cap itself. On
 // a refusal it returns the IDs appended so far and a *RefusalError as Next
 // does.
-func (g *Generator) NextN(dst []ID, n int) ([]ID, error) {
+func (g *Generator) NextN(dst []ID, n int) ([]ID, error) { return appendN(g, dst, n) }
+
+// AppendInt64s is NextN for a slice of int64, the form the transports
+// encode: it appends n IDs to dst with no copy through a slice of ID.
+func (g *Generator) AppendInt64s(dst []int64, n int) ([]int64, error) { return appendN(g, dst, n) }
+
+// appendN is NextN for any slice of 64-bit integers.
+func appendN[T ~int64](g *Generator, dst []T, n int) ([]T, error) {
 	for n > 0 {
 		ts, seq, got, err := g.reserve(int64(n))
 		if err != nil {
@@ -253,7 +260,7 @@ func (g *Generator) NextN(dst []ID, n int) ([]ID, error) {
 		}
 		base := ts<<g.tsShift | g.node | seq
 		for i := int64(0); i < got; i++ {
-			dst = append(dst, ID(base+i))
+			dst = append(dst, T(base+i))
 		}
 		n -= int(got)
 	}

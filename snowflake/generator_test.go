@@ -699,3 +699,30 @@ func TestLosersAtTheCapShareOneSleep(t *testing.T) {
 		t.Errorf("sleeps on the clock: got %v, want only the first (the loser joined the sleep under way)", got)
 	}
 }
+
+// TestAppendInt64sIsNextN: AppendInt64s appends, to what dst holds, the IDs
+// NextN would, across a millisecond's end.
+func TestAppendInt64sIsNextN(t *testing.T) {
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	l := DefaultLayout()
+	n := int(l.MaxSequence()) + 10 // runs into the next millisecond
+	a := mustGenerator(t, Settings{Layout: l, WorkerID: 3, Clock: newFakeClock(at)})
+	b := mustGenerator(t, Settings{Layout: l, WorkerID: 3, Clock: newFakeClock(at)})
+	// The fake clocks' Sleep moves them to the next millisecond.
+	want, err := a.NextN(nil, n)
+	got, err2 := b.AppendInt64s([]int64{-1}, n)
+	if err != nil {
+		t.Fatalf("NextN: %v", err)
+	}
+	if err := err2; err != nil {
+		t.Fatalf("AppendInt64s: %v", err)
+	}
+	if len(got) != n+1 || got[0] != -1 {
+		t.Fatalf("AppendInt64s: got %d values starting %d, want %d after the -1 already there", len(got), got[0], n)
+	}
+	for i, id := range want {
+		if got[i+1] != int64(id) {
+			t.Fatalf("ID %d: got %d, want %d", i, got[i+1], id)
+		}
+	}
+}
