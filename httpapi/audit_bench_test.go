@@ -3,12 +3,15 @@ package httpapi_test
 import (
 	"testing"
 	"time"
+
+	"github.com/idgen-project/idgen/audit"
 )
 
 // BenchmarkAuditIDs is GET /ids (count=1 and count=1000) through the
 // node's handler with the audit trail off and on (JSON lines to a file,
-// block records every millisecond, heartbeats every 333 ms), as
-// sub-benchmarks audit=off and audit=on for benchstat to compare:
+// heartbeats every 333 ms): audit=on with the default block interval (a
+// block record a second), audit=busy with one every millisecond, as
+// sub-benchmarks for benchstat to compare:
 //
 //	go test -run '^$' -bench 'Audit' -count 8 ./audit/ ./httpapi/ > audit.txt
 //	benchstat -col /audit audit.txt
@@ -17,15 +20,14 @@ import (
 // goroutine and the sink's writes included.
 func BenchmarkAuditIDs(b *testing.B) {
 	for _, target := range []struct{ name, path string }{{"count=1", "/ids"}, {"count=1000", "/ids?count=1000"}} {
-		for _, on := range []bool{false, true} {
-			name := target.name + "/audit=off"
-			if on {
-				name = target.name + "/audit=on"
-			}
-			b.Run(name, func(b *testing.B) {
+		for _, mode := range []struct {
+			name   string
+			blocks time.Duration // 0: audit off
+		}{{"off", 0}, {"on", audit.DefaultBlockInterval}, {"busy", time.Millisecond}} {
+			b.Run(target.name+"/audit="+mode.name, func(b *testing.B) {
 				o := envOptions{keeperTTL: time.Second}
-				if on {
-					o.audit = benchAudit(b)
+				if mode.blocks > 0 {
+					o.audit = benchAudit(b, mode.blocks)
 				}
 				e := newEnv(b, o)
 				cpu0 := processCPU(b)

@@ -104,22 +104,11 @@ func BenchmarkIDsCount1000(b *testing.B) {
 	benchHandler(b, e.h, "/ids?count=1000")
 }
 
-// BenchmarkIDsCount1Audit and BenchmarkIDsCount1000Audit are their
-// namesakes with the audit trail on (JSON lines to a file, block records
-// every millisecond): the handler's path must not be slower for it.
-func BenchmarkIDsCount1Audit(b *testing.B) {
-	e := newEnv(b, envOptions{audit: benchAudit(b)})
-	benchHandler(b, e.h, "/ids")
-}
-
-func BenchmarkIDsCount1000Audit(b *testing.B) {
-	e := newEnv(b, envOptions{audit: benchAudit(b)})
-	benchHandler(b, e.h, "/ids?count=1000")
-}
-
-func benchAudit(b *testing.B) app.AuditConfig {
+// benchAudit is the audit trail of BenchmarkAuditIDs: JSON lines to a
+// file, a block record per holder every blocks.
+func benchAudit(b *testing.B, blocks time.Duration) app.AuditConfig {
 	return app.AuditConfig{Sink: "file:" + filepath.Join(b.TempDir(), "audit.jsonl"),
-		Settings: audit.RecorderSettings{BlockInterval: time.Millisecond}}
+		Settings: audit.RecorderSettings{BlockInterval: blocks}}
 }
 
 func BenchmarkIDsNamespace(b *testing.B) {

@@ -22,6 +22,7 @@ import (
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/audit"
+	"github.com/idgen-project/idgen/internal/probe"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -88,7 +89,7 @@ type Config struct {
 	// Durability is what the check at start found, shown on /readyz.
 	Durability string
 	// Space is the database's space and alarms /readyz shows (etcd).
-	Space SpaceReporter
+	Space probe.SpaceReporter
 	// Tracing, when its Tracer is set, traces requests.
 	Tracing Tracing
 	// Sequences serves /v1/sequences; nil: the store keeps none (404).
@@ -124,7 +125,7 @@ type Server struct {
 	clock         snowflake.Clock
 	layout        snowflake.Layout
 	durability    string
-	space         SpaceReporter
+	space         probe.SpaceReporter
 	publicDetails bool
 	tracing       Tracing          // its Tracer is nil when off
 	spanNames     map[Route]string // with tracing on
