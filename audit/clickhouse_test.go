@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
-	"net/url"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,29 +13,9 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/audit"
+	"github.com/idgen-project/idgen/internal/testdb"
 	"github.com/idgen-project/idgen/internal/teststore"
 )
-
-// clickhouseURL returns the ClickHouse server of the tests,
-// IDGEN_TEST_CLICKHOUSE_URL (http://127.0.0.1:8123): the test fails
-// without it under IDGEN_TEST_REQUIRE_DB=1, as CI runs, and skips
-// otherwise.
-func clickhouseURL(t *testing.T) *url.URL {
-	t.Helper()
-	raw := os.Getenv("IDGEN_TEST_CLICKHOUSE_URL")
-	if raw == "" {
-		msg := "no ClickHouse server: set IDGEN_TEST_CLICKHOUSE_URL=http://127.0.0.1:8123 (.ci/run installs and starts one)"
-		if os.Getenv("IDGEN_TEST_REQUIRE_DB") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatalf("IDGEN_TEST_CLICKHOUSE_URL: %v", err)
-	}
-	return u
-}
 
 // TestClickHouseEndToEnd: three node keepers and two lease-API holders
 // (their calls as the broker makes them) run on one store wrapped by the
@@ -46,7 +24,7 @@ func clickhouseURL(t *testing.T) *url.URL {
 // once after deduplication, none was dropped, and the block records add
 // up, per holder, to the IDs each holder issued.
 func TestClickHouseEndToEnd(t *testing.T) {
-	server := clickhouseURL(t)
+	server := testdb.ClickHouse(t)
 	var down atomic.Bool
 	proxy := httputil.NewSingleHostReverseProxy(server)
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -69,6 +69,9 @@ const (
 	EnvPostgres = "IDGEN_TEST_POSTGRES_DSN"
 	// EnvMySQL names a MySQL or MariaDB server: mysql://user:pass@host:port/db.
 	EnvMySQL = "IDGEN_TEST_MYSQL_DSN"
+	// EnvClickHouse names a ClickHouse server's HTTP interface, for the
+	// audit trail's tests: http://127.0.0.1:8123.
+	EnvClickHouse = "IDGEN_TEST_CLICKHOUSE_URL"
 	// EnvRequire, set to 1, makes a missing database fail the test instead of
 	// skipping it.
 	EnvRequire = missing.EnvRequire
@@ -220,6 +223,23 @@ func MySQL(tb testing.TB) string {
 func SQLite(tb testing.TB) string {
 	tb.Helper()
 	return "sqlite:" + filepath.Join(tb.TempDir(), newName(tb)+".db")
+}
+
+// ClickHouse returns the ClickHouse server EnvClickHouse names; without
+// one tb is skipped, or fails when EnvRequire is 1 (no container is
+// started: .ci/run installs and starts a server).
+func ClickHouse(tb testing.TB) *url.URL {
+	tb.Helper()
+	raw := os.Getenv(EnvClickHouse)
+	if raw == "" {
+		msg := "testdb: no ClickHouse server for this test: set " + EnvClickHouse + " (e.g. http://127.0.0.1:8123; .ci/run installs and starts one)"
+		missing.Server(tb, msg, func() { missing.ReportSkip(tb, "clickhouse", EnvClickHouse+" not set") })
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		tb.Fatalf("testdb: %s does not parse as http://host:port", EnvClickHouse)
+	}
+	return u
 }
 
 // serverDSN returns the DSN of the server of db ("postgres" or "mysql") for

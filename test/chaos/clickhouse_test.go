@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idgen-project/idgen/internal/testdb"
 )
 
 // The ClickHouse server of the audit outage (TestChaosAuditOutage): the
@@ -33,18 +35,7 @@ const (
 // is not on this machine, or does not answer, fails it.
 func clickhouseServer(t *testing.T) *url.URL {
 	t.Helper()
-	raw := os.Getenv("IDGEN_TEST_CLICKHOUSE_URL")
-	if raw == "" {
-		msg := "no ClickHouse server: set IDGEN_TEST_CLICKHOUSE_URL=http://127.0.0.1:8123 (.ci/run installs and starts one)"
-		if os.Getenv("IDGEN_TEST_REQUIRE_DB") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		t.Fatalf("IDGEN_TEST_CLICKHOUSE_URL does not parse as http://host:port")
-	}
+	u := testdb.ClickHouse(t)
 	switch u.Hostname() {
 	case "127.0.0.1", "localhost", "::1":
 	default:
