@@ -170,12 +170,19 @@ func (s *Service) Decode(caller Caller, id int64) (snowflake.Parts, error) {
 	return s.snowflakes.Layout().Decompose(snowflake.ID(id)), nil
 }
 
+// CountError is the refusal of a count that is not an integer from 1 to
+// MaxCount, in the words of every transport: Check's, and the HTTP
+// routes' for a count that does not parse.
+func (s *Service) CountError() error {
+	return Errorf(Invalid, "count must be an integer from 1 to %d", s.maxCount)
+}
+
 // Check reports, as an Invalid *Error, a request no draw could serve: a
 // count outside 1..MaxCount or a malformed namespace. A transport that
 // decodes a request in parts calls it before it sends anything.
 func (s *Service) Check(req DrawRequest) error {
 	if req.Count < 1 || req.Count > s.maxCount {
-		return Errorf(Invalid, "count must be an integer from 1 to %d", s.maxCount)
+		return s.CountError()
 	}
 	if req.Namespace != "" {
 		if err := allocator.ValidNamespace(req.Namespace); err != nil {

@@ -73,7 +73,7 @@ func (s *Server) handleV1IDs(c echo.Context) error {
 		}
 		var ok bool
 		if n, ok = parseCount(values[0]); !ok {
-			return s.svc.Check(idgen.DrawRequest{}) // the core's words
+			return s.svc.CountError()
 		}
 	}
 	var d idgen.Drawn

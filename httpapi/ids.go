@@ -79,7 +79,7 @@ func parseIDsQuery(raw string, svc *idgen.Service) (idsQuery, error) {
 		case "count":
 			var ok bool
 			if q.count, ok = parseCount(value); !ok {
-				return q, svc.Check(idgen.DrawRequest{}) // the core's words
+				return q, svc.CountError()
 			}
 		case "namespace":
 			if value == "" {
