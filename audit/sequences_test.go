@@ -15,17 +15,8 @@ import (
 // sequence, the numbers, the caller and the request ID; a refused void
 // gives none.
 func TestSequencesReachTheTrail(t *testing.T) {
-	keeper, ok := teststore.Open(t, "sqlite").(interface{ Sequences() sequence.Store })
-	if !ok {
-		t.Fatal("the SQLite store keeps no sequences")
-	}
-	sink := newFakeSink()
-	rec, err := audit.New(sink, audit.RecorderSettings{FlushInterval: time.Millisecond, Node: "n1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec.Start()
-	svc := sequence.NewService(audit.WrapSequences(keeper.Sequences(), rec), sequence.Settings{})
+	_, seqs, rec, sink := auditedSequences(t)
+	svc := sequence.NewService(seqs, sequence.Settings{})
 	ctx := t.Context()
 	if _, err := svc.Create(ctx, sequence.Sequence{Name: "inv", Format: "INV-{seq:04}"}); err != nil {
 		t.Fatal(err)
@@ -82,21 +73,7 @@ func TestSequencesReachTheTrail(t *testing.T) {
 // TestSequencePruneReachesTheTrail: a prune through the wrapper gives one
 // event with the numbers deleted; a dry run and a refused prune give none.
 func TestSequencePruneReachesTheTrail(t *testing.T) {
-	store := teststore.Open(t, "sqlite")
-	keeper, ok := store.(interface {
-		Sequences() sequence.Store
-		sequence.TimeShifter
-	})
-	if !ok {
-		t.Fatal("the SQLite store keeps no sequences")
-	}
-	sink := newFakeSink()
-	rec, err := audit.New(sink, audit.RecorderSettings{FlushInterval: time.Millisecond, Node: "n1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec.Start()
-	seqs := audit.WrapSequences(keeper.Sequences(), rec)
+	keeper, seqs, rec, sink := auditedSequences(t)
 	ctx := t.Context()
 	if _, err := seqs.CreateSequence(ctx, sequence.Sequence{Name: "m", Format: "{yyyyMM}{seq:04}", Reset: sequence.ResetMonthly, TTL: time.Minute}); err != nil {
 		t.Fatal(err)
@@ -131,4 +108,25 @@ func TestSequencePruneReachesTheTrail(t *testing.T) {
 	if len(prunes) != 1 || prunes[0].Namespace != "m" || prunes[0].Count != 2 || !strings.Contains(prunes[0].Detail, "before "+st.Period) {
 		t.Errorf("prune events: got %+v, want one of m with 2 numbers, before %s", prunes, st.Period)
 	}
+}
+
+// auditedSequences returns the sequences of a SQLite store (and the store,
+// to move its time) wrapped by a started recorder of node n1 that sends to
+// sink.
+func auditedSequences(t *testing.T) (sequence.TimeShifter, sequence.Store, *audit.Recorder, *fakeSink) {
+	t.Helper()
+	keeper, ok := teststore.Open(t, "sqlite").(interface {
+		Sequences() sequence.Store
+		sequence.TimeShifter
+	})
+	if !ok {
+		t.Fatal("the SQLite store keeps no sequences")
+	}
+	sink := newFakeSink()
+	rec, err := audit.New(sink, audit.RecorderSettings{FlushInterval: time.Millisecond, Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Start()
+	return keeper, audit.WrapSequences(keeper.Sequences(), rec), rec, sink
 }
