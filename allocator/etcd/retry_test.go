@@ -81,13 +81,7 @@ func TestRetryAttempts(t *testing.T) {
 func TestTriesMoveOffAPausedMember(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{})
 	s := openDSN(t, c.DSN("idgen"))
-	deadline := time.Now().Add(30 * time.Second)
-	for !s.members.connected() {
-		if time.Now().After(deadline) {
-			t.Fatalf("member clients not connected within 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitConnected(t, s)
 	paused, _ := s.pick()
 	if err := c.Signal(paused, syscall.SIGSTOP); err != nil {
 		t.Fatalf("SIGSTOP: %v", err)
@@ -154,13 +148,7 @@ func TestSlowClusterStillServed(t *testing.T) {
 func TestConflictsFollowTheLeader(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{})
 	s := openDSN(t, c.DSN("idgen"))
-	deadline := time.Now().Add(30 * time.Second)
-	for !s.members.connected() {
-		if time.Now().After(deadline) {
-			t.Fatalf("member clients not connected within 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitConnected(t, s)
 	m := s.members
 	ctx := t.Context()
 	leaderOf := func() int {
@@ -209,5 +197,17 @@ func TestConflictsFollowTheLeader(t *testing.T) {
 	m.followLeader(ctx)
 	if got, _ := m.pick(); got != leader {
 		t.Errorf("followLeader %s after avoid: got member %d preferred, want the leader %d", leaderAvoidFor+leaderCheckEvery, got, leader)
+	}
+}
+
+// waitConnected waits until s has a client of every member.
+func waitConnected(t *testing.T, s *Store) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !s.members.connected() {
+		if time.Now().After(deadline) {
+			t.Fatalf("member clients not connected within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
