@@ -573,10 +573,10 @@ func (q etcdSequences) Prune(ctx context.Context, name, before string, dryRun bo
 		}
 		return tresp.Succeeded, nil
 	})
-	if err != nil || dryRun {
-		if err != nil {
-			return 0, err
-		}
+	if err != nil {
+		return 0, err
+	}
+	if dryRun {
 		return n, nil
 	}
 	for batch := range slices.Chunk(keys, pruneBatch) {
