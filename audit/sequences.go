@@ -76,8 +76,8 @@ func (s *Sequences) ExpireReservations(ctx context.Context, name string) (int64,
 	return n, err
 }
 
-// Prune implements sequence.Store.Prune and records the rows deleted, when
-// it deleted any (a dry run deletes none and is not recorded).
+// Prune implements sequence.Store.Prune and records every prune that ran,
+// with the rows it deleted (a dry run, or a refusal, is not recorded).
 func (s *Sequences) Prune(ctx context.Context, name, before string, dryRun bool) (int64, error) {
 	n, err := s.Store.Prune(ctx, name, before, dryRun)
 	if err == nil && !dryRun {
