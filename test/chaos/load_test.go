@@ -35,6 +35,7 @@ type load struct {
 	c      *cluster
 	ctx    context.Context
 	cancel context.CancelFunc
+	quitC  chan struct{} // closed by finish: no request after the ones in flight
 	wg     sync.WaitGroup
 	acked  atomic.Int64
 
@@ -48,7 +49,7 @@ type load struct {
 // startLoad starts the clients of every spec.
 func (c *cluster) startLoad(specs ...loadSpec) *load {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &load{c: c, ctx: ctx, cancel: cancel, samples: map[int]string{}}
+	l := &load{c: c, ctx: ctx, cancel: cancel, quitC: make(chan struct{}), samples: map[int]string{}}
 	for _, s := range specs {
 		if s.Clients == 0 {
 			s.Clients = 1
@@ -75,6 +76,15 @@ func (l *load) stop() []Draw {
 	return l.draws
 }
 
+// finish stops the clients as stop does, but lets every request in flight
+// get its answer first, so that the draws hold every ID the nodes issued
+// to them (the audit's block records count those).
+func (l *load) finish() []Draw {
+	close(l.quitC)
+	l.wg.Wait()
+	return l.stop()
+}
+
 // waitAcked waits until at least n IDs were acknowledged or d passed.
 func (l *load) waitAcked(n int64, d time.Duration) {
 	deadline := time.Now().Add(d)
@@ -91,8 +101,12 @@ func (l *load) client(n *node, s loadSpec) {
 	}
 	target := n.url("/ids?" + q.Encode())
 	for i := 0; s.MaxRequests == 0 || i < s.MaxRequests; i++ {
-		if l.ctx.Err() != nil {
+		select {
+		case <-l.ctx.Done():
 			return
+		case <-l.quitC:
+			return
+		default:
 		}
 		began := time.Now()
 		d := l.do(n, target, s)
@@ -107,6 +121,8 @@ func (l *load) client(n *node, s loadSpec) {
 		if wait > 0 {
 			select {
 			case <-l.ctx.Done():
+				return
+			case <-l.quitC:
 				return
 			case <-time.After(wait):
 			}
