@@ -147,8 +147,9 @@ func runAuditOutage(e *env, chURL *url.URL, ph auditPhase) {
 	if refused(chURL.Host) {
 		t.Fatalf("ClickHouse answers and refuses at once")
 	}
-	time.Sleep(3 * time.Second)                           // load goes on after the restart
-	draws := l.finish()                                   // every request answered: the block records count its IDs
+	time.Sleep(3 * time.Second) // load goes on after the restart
+	// Every request in flight is answered: the block records count its IDs.
+	draws := l.finish()
 	out.problems = append(out.problems, gc.stopGens()...) // their releases are events too
 	gens := gc.collect(&out)
 	time.Sleep(2 * time.Second) // the node's next heartbeat reports its last block
