@@ -20,11 +20,14 @@ const (
 	transportHTTP    = "http"
 	transportGRPC    = "grpc"
 	transportConnect = "connect"
+	transportGRPCGo  = "grpc-go"
 )
 
 // rpcTransport reports whether t calls IdService (gRPC or the Connect
 // protocol) rather than GET /ids.
-func rpcTransport(t string) bool { return t == transportGRPC || t == transportConnect }
+func rpcTransport(t string) bool {
+	return t == transportGRPC || t == transportConnect || t == transportGRPCGo
+}
 
 // rpcClient returns the HTTP client of a caller of IdService, with a
 // connection of its own to tgt: cleartext HTTP/2 with prior knowledge

@@ -150,9 +150,10 @@ func TestRunGRPC(t *testing.T) {
 	// What each transport must put on the wire.
 	wire := map[string]map[string]bool{
 		transportGRPC:    {"HTTP/2.0 application/grpc": true},
+		transportGRPCGo:  {"HTTP/2.0 application/grpc": true},
 		transportConnect: {"HTTP/1.1 application/proto": true, "HTTP/1.1 application/connect+proto": true},
 	}
-	for _, transport := range []string{transportGRPC, transportConnect} {
+	for _, transport := range []string{transportGRPC, transportGRPCGo, transportConnect} {
 		// The table inside the loop: each transport gets fresh servers.
 		tests := []runCase[*grpcIDServer]{
 			{name: "unary count 1", srv: &grpcIDServer{}, cfg: config{Conns: 4, Count: 1, Requests: 400}, want: runWant{ids: 400}},
@@ -165,6 +166,9 @@ func TestRunGRPC(t *testing.T) {
 			{name: "stream short", srv: &grpcIDServer{short: true}, cfg: config{Conns: 1, Count: 10, Requests: 10, Stream: true}, want: runWant{ids: 90, errs: 10, kinds: map[string]int{"short": 10}, fail: true}},
 		}
 		for _, tt := range tests {
+			if transport == transportGRPCGo && tt.cfg.Stream {
+				continue // unary only: TestRunGRPCGoRefusesStreams
+			}
 			t.Run(transport+"/"+tt.name, func(t *testing.T) {
 				cfg := tt.cfg
 				cfg.Target = startGRPCServer(t, tt.srv)
@@ -205,6 +209,14 @@ func TestRunGRPC(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+func TestRunGRPCGoRefusesStreams(t *testing.T) {
+	cfg := config{Target: "http://127.0.0.1:1", Transport: transportGRPCGo, Conns: 1, Count: 10, Requests: 1, Stream: true}
+	_, err := run(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "unary calls only") {
+		t.Errorf("got %v, want the refusal of a grpc-go stream", err)
 	}
 }
 
@@ -281,7 +293,7 @@ func TestMainRunGRPCUsage(t *testing.T) {
 		args       []string
 		wantStderr string
 	}{
-		{name: "unknown transport", args: []string{"--transport", "udp"}, wantStderr: "--transport must be http, grpc or connect"},
+		{name: "unknown transport", args: []string{"--transport", "udp"}, wantStderr: "--transport must be http, grpc, grpc-go or connect"},
 		{name: "stream over http", args: []string{"--stream"}, wantStderr: "--stream needs --transport grpc or connect"},
 		{name: "stream with rate", args: []string{"--transport", "grpc", "--stream", "--rate", "100"}, wantStderr: "--stream cannot take --rate"},
 		{name: "path over grpc", args: []string{"--transport", "grpc", "--path", "/ids"}, wantStderr: "--path is for --transport http"},

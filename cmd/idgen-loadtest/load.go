@@ -24,8 +24,9 @@ import (
 type config struct {
 	// Target is the server's base URL (http only).
 	Target string
-	// Transport is transportHTTP (GET /ids over HTTP/1.1) or transportGRPC
-	// (IdService over gRPC on cleartext HTTP/2); "" is HTTP.
+	// Transport is transportHTTP (GET /ids over HTTP/1.1), transportGRPC
+	// (IdService over gRPC on cleartext HTTP/2), transportGRPCGo (the same
+	// with grpc-go's client) or transportConnect; "" is HTTP.
 	Transport string
 	// Stream, with gRPC, receives IdService.StreamIds with Count IDs per
 	// message instead of calling NextIds: each message counts as a request.
@@ -244,15 +245,18 @@ func run(ctx context.Context, cfg config) (*result, error) {
 		if cfg.Stream {
 			return nil, errors.New("streaming needs the gRPC transport")
 		}
-	case transportGRPC, transportConnect:
+	case transportGRPC, transportConnect, transportGRPCGo:
 		if cfg.Path != "" {
 			return nil, errors.New("a request path is for the HTTP transport only")
+		}
+		if cfg.Transport == transportGRPCGo && cfg.Stream {
+			return nil, errors.New("the grpc-go transport makes unary calls only: stream with grpc")
 		}
 		if cfg.Stream && cfg.Rate > 0 {
 			return nil, errors.New("a stream cannot run an open loop: the server sends as fast as it can")
 		}
 	default:
-		return nil, fmt.Errorf("unknown transport %q (want http, grpc or connect)", cfg.Transport)
+		return nil, fmt.Errorf("unknown transport %q (want http, grpc, grpc-go or connect)", cfg.Transport)
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
@@ -264,6 +268,9 @@ func run(ctx context.Context, cfg config) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Transport == transportGRPCGo && tgt.prefix != "" {
+		return nil, fmt.Errorf("the grpc-go transport calls the server's root: the URL's path %q cannot be used", tgt.prefix)
+	}
 	lr := &loadRun{cfg: cfg, stats: make([]*connStats, cfg.Conns)}
 	for i := range lr.stats {
 		lr.stats[i] = &connStats{kinds: map[string]int{}}
@@ -272,6 +279,8 @@ func run(ctx context.Context, cfg config) (*result, error) {
 	switch {
 	case rpcTransport(cfg.Transport) && cfg.Stream:
 		newCaller = func() caller { return newGRPCStreamCaller(tgt, cfg) }
+	case cfg.Transport == transportGRPCGo:
+		newCaller = func() caller { return newGRPCGoUnaryCaller(tgt, cfg) }
 	case rpcTransport(cfg.Transport):
 		newCaller = func() caller { return newGRPCUnaryCaller(tgt, cfg) }
 	}

@@ -98,7 +98,7 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := config{CheckUnique: true}
 	fs.StringVar(&cfg.Target, "url", "http://127.0.0.1:8080", "base `URL` of the server (http only)")
-	fs.StringVar(&cfg.Transport, "transport", transportHTTP, "`http` (GET /ids over HTTP/1.1), grpc (IdService over cleartext HTTP/2) or connect (IdService, the Connect protocol over HTTP/1.1)")
+	fs.StringVar(&cfg.Transport, "transport", transportHTTP, "`http` (GET /ids over HTTP/1.1), grpc (IdService over cleartext HTTP/2, connect-go's client), grpc-go (the same with grpc-go's client, unary only) or connect (IdService, the Connect protocol over HTTP/1.1)")
 	fs.BoolVar(&cfg.Stream, "stream", false, "with --transport grpc: receive StreamIds, --count IDs per message, instead of calling NextIds")
 	fs.IntVar(&cfg.Conns, "conns", 8, "keep-alive `connections`, each with one request in flight")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: `requests` per second due on a fixed schedule, latency measured from when each was due (0: closed loop)")
@@ -137,7 +137,7 @@ func mainRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if cfg.Transport != transportHTTP && !rpcTransport(cfg.Transport) {
-		fmt.Fprintf(stderr, "idgen-loadtest: --transport must be http, grpc or connect, got %q\n", cfg.Transport)
+		fmt.Fprintf(stderr, "idgen-loadtest: --transport must be http, grpc, grpc-go or connect, got %q\n", cfg.Transport)
 		return exitUsage
 	}
 	if cfg.Stream && !rpcTransport(cfg.Transport) {

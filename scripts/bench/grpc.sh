@@ -3,7 +3,8 @@
 # idgen-loadtest, starts a fresh `idgen serve` on SQLite in a temporary
 # directory, then
 #   1. unary: GET /ids?count=1 over HTTP/1.1, IdService.NextIds count=1
-#      over gRPC (h2c) and over the Connect protocol (HTTP/1.1), the order
+#      over gRPC (h2c; from connect-go's client and from grpc-go's) and
+#      over the Connect protocol (HTTP/1.1), the order
 #      reversed every other round, each on CONNS connections, REPEAT
 #      rounds; the ratios are taken within each round;
 #   2. streaming: IdService.StreamIds with BATCH IDs per message on
@@ -61,9 +62,11 @@ for round in $(seq "$repeat"); do
 	if ((round % 2)); then
 		load http "$round" --conns "$conns" --count 1
 		load grpc "$round" --conns "$conns" --count 1 --transport grpc
+		load grpc-go "$round" --conns "$conns" --count 1 --transport grpc-go
 		load connect "$round" --conns "$conns" --count 1 --transport connect
 	else
 		load connect "$round" --conns "$conns" --count 1 --transport connect
+		load grpc-go "$round" --conns "$conns" --count 1 --transport grpc-go
 		load grpc "$round" --conns "$conns" --count 1 --transport grpc
 		load http "$round" --conns "$conns" --count 1
 	fi

@@ -10,7 +10,7 @@ import json, statistics, sys
 
 path, conns, sconns, batch = sys.argv[1:]
 runs = [json.loads(line) for line in open(path)]
-by = {k: sorted((r for r in runs if r["label"] == k), key=lambda r: r["round"]) for k in ("http", "grpc", "connect", "stream")}
+by = {k: sorted((r for r in runs if r["label"] == k), key=lambda r: r["round"]) for k in ("http", "grpc", "grpc-go", "connect", "stream")}
 
 def spread(vals, f="{:,.0f}"):
     return f"{f.format(statistics.median(vals))} [{f.format(min(vals))}–{f.format(max(vals))}]"
@@ -30,21 +30,31 @@ def other_load(rs):
          for r in rs if r.get("machine_busy_s") and r.get("server")]
     return f"{max(v):.2f}" if v else "–"
 
-h, g, c, s = by["http"], by["grpc"], by["connect"], by["stream"]
-ratio = [b["requests_per_s"] / a["requests_per_s"] * 100 for a, b in zip(h, g)]
-cratio = [b["requests_per_s"] / a["requests_per_s"] * 100 for a, b in zip(h, c)]
+h, g, gg, c, s = by["http"], by["grpc"], by["grpc-go"], by["connect"], by["stream"]
+
+def ratio(rs):
+    return spread([b["requests_per_s"] / a["requests_per_s"] * 100 for a, b in zip(h, rs)], "{:.0f}%")
+
+def cpu_ratio(rs):
+    # Server CPU per call against GET /ids's, within each round.
+    v = [(b["server"]["cpu_s"] / b["requests"]) / (a["server"]["cpu_s"] / a["requests"])
+         for a, b in zip(h, rs) if a.get("server") and b.get("server") and a["requests"] and b["requests"]]
+    return spread(v, "{:.2f}×") if v else "–"
+
 print(f"Medians of {len(h)} rounds, [min–max] of the rounds; the ratio is taken within each round.")
 print()
 print(f"Unary, one ID per call, {conns} connections each, one call in flight on each:")
 print()
-print("| | req/s | / HTTP | p99 ms | server CPU µs/req | load tool CPU µs/req | errors | duplicates | other load (cores) |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-rows = [("HTTP `GET /ids?count=1`", h, ""), ("gRPC `NextIds` count=1 (h2c)", g, spread(ratio, "{:.0f}%"))]
+print("| | req/s | / HTTP | p99 ms | server CPU µs/req | server CPU / HTTP's | load tool CPU µs/req | errors | duplicates | other load (cores) |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+rows = [("HTTP `GET /ids?count=1`", h, "", ""), ("gRPC `NextIds` count=1 (h2c, connect-go's client)", g, ratio(g), cpu_ratio(g))]
+if gg:  # results from before the grpc-go client have none
+    rows.append(("gRPC `NextIds` count=1 (h2c, grpc-go's client)", gg, ratio(gg), cpu_ratio(gg)))
 if c:  # results from before the Connect rows have none
-    rows.append(("Connect `NextIds` count=1 (HTTP/1.1)", c, spread(cratio, "{:.0f}%")))
-for name, rs, rat in rows:
+    rows.append(("Connect `NextIds` count=1 (HTTP/1.1)", c, ratio(c), cpu_ratio(c)))
+for name, rs, rat, crat in rows:
     print(f"| {name} | {spread([r['requests_per_s'] for r in rs])} | {rat} | {spread([r['latency_ms']['p99'] for r in rs], '{:.2f}')} "
-          f"| {cpu_per_req(rs)} | {client_cpu_per_req(rs)} | {sum(r['errors'] for r in rs)} | {sum(r['duplicates'] for r in rs)} | {other_load(rs)} |")
+          f"| {cpu_per_req(rs)} | {crat} | {client_cpu_per_req(rs)} | {sum(r['errors'] for r in rs)} | {sum(r['duplicates'] for r in rs)} | {other_load(rs)} |")
 print()
 print(f"Streaming, {sconns} stream(s) of `StreamIds`, batch_size {batch}:")
 print()
