@@ -156,7 +156,6 @@ func NewGenerator(s Settings) (*Generator, error) {
 		workerID:     s.WorkerID,
 	}
 	g.sys, _ = clock.(*systemClock)
-	g.wait.cond.L = &g.wait.mu
 	g.state.Store(stateNone)
 	g.cappedTS.Store(math.MinInt64)
 	g.SetFence(s.Fence)
@@ -271,6 +270,17 @@ func appendN[T ~int64](g *Generator, dst []T, n int) ([]T, error) {
 // and returns the timestamp (ms since the epoch), the first sequence number
 // and how many it took (at least 1).
 func (g *Generator) reserve(want int64) (ts, seq, got int64, err error) {
+	ts, seq, got, turn, err := g.take(want)
+	if turn {
+		g.wait.passOn()
+	}
+	return ts, seq, got, err
+}
+
+// take is reserve without passing a turn on: turn reports that the caller
+// was given its turn by another (sleeper.sleep), which reserve passes on
+// whatever take returns.
+func (g *Generator) take(want int64) (ts, seq, got int64, turn bool, err error) {
 	var nowNS int64
 	lost := false // the last compare-and-swap failed: nowNS may be reused
 	for {
@@ -296,7 +306,7 @@ func (g *Generator) reserve(want int64) (ts, seq, got int64, err error) {
 		now := nowMS - g.epochMS
 		f := g.fence.Load()
 		if old == stateStopped {
-			return 0, 0, 0, &RefusalError{Err: ErrStopped, NowMS: nowMS}
+			return 0, 0, 0, turn, &RefusalError{Err: ErrStopped, NowMS: nowMS}
 		}
 		last := old >> g.seqBits
 		lastSeq := old & g.seqMask
@@ -310,9 +320,9 @@ func (g *Generator) reserve(want int64) (ts, seq, got int64, err error) {
 			}
 		case old == stateNone:
 			// Nothing issued yet and the clock lies before the epoch.
-			return 0, 0, 0, &RefusalError{Err: ErrTimeOverflow, NowMS: nowMS, LimitMS: g.maxTS + g.epochMS}
+			return 0, 0, 0, turn, &RefusalError{Err: ErrTimeOverflow, NowMS: nowMS, LimitMS: g.maxTS + g.epochMS}
 		case last-now > g.maxWaitMS:
-			return 0, 0, 0, &RefusalError{Err: ErrClockBackward, NowMS: nowMS, LimitMS: last + g.epochMS}
+			return 0, 0, 0, turn, &RefusalError{Err: ErrClockBackward, NowMS: nowMS, LimitMS: last + g.epochMS}
 		case lastSeq < g.seqMask:
 			// Same millisecond, or a clock step back small enough to wait
 			// out: carry on from the last timestamp issued.
@@ -323,35 +333,38 @@ func (g *Generator) reserve(want int64) (ts, seq, got int64, err error) {
 			if g.cappedTS.Load() < last {
 				g.cappedTS.Store(last)
 			}
-			g.wait.sleep(g.clock, time.Duration((last+1+g.epochMS)*1e6-nowNS))
+			turn = g.wait.sleep(g.clock, time.Duration((last+1+g.epochMS)*1e6-nowNS))
 			continue
 		}
 
 		if ts < f.floor {
 			if f.floor-now > g.maxWaitMS {
-				return 0, 0, 0, &RefusalError{Err: ErrBelowFloor, NowMS: nowMS, LimitMS: f.floor + g.epochMS}
+				return 0, 0, 0, turn, &RefusalError{Err: ErrBelowFloor, NowMS: nowMS, LimitMS: f.floor + g.epochMS}
 			}
-			g.wait.sleep(g.clock, time.Duration((f.floor+g.epochMS)*1e6-nowNS))
+			turn = g.wait.sleep(g.clock, time.Duration((f.floor+g.epochMS)*1e6-nowNS))
 			continue
 		}
 		if ts > f.ceiling {
-			return 0, 0, 0, &RefusalError{Err: ErrAboveCeiling, NowMS: nowMS, LimitMS: f.ceiling + g.epochMS}
+			return 0, 0, 0, turn, &RefusalError{Err: ErrAboveCeiling, NowMS: nowMS, LimitMS: f.ceiling + g.epochMS}
 		}
 		if ts < 0 || ts > g.maxTS {
-			return 0, 0, 0, &RefusalError{Err: ErrTimeOverflow, NowMS: nowMS, LimitMS: g.maxTS + g.epochMS}
+			return 0, 0, 0, turn, &RefusalError{Err: ErrTimeOverflow, NowMS: nowMS, LimitMS: g.maxTS + g.epochMS}
 		}
 		if f.check != nil {
 			if cerr := f.check(); cerr != nil {
-				return 0, 0, 0, &RefusalError{Err: ErrFenceCheck, Cause: cerr, NowMS: nowMS}
+				return 0, 0, 0, turn, &RefusalError{Err: ErrFenceCheck, Cause: cerr, NowMS: nowMS}
 			}
 		}
 
 		got = min(want, g.seqMask-seq+1)
 		if g.state.CompareAndSwap(old, ts<<g.seqBits|(seq+got-1)) {
-			return ts, seq, got, nil
+			return ts, seq, got, turn, nil
 		}
-		if want == 1 && g.yieldAtCap(nowNS) {
-			continue
+		if want == 1 {
+			if waited, woken := g.yieldAtCap(nowNS); waited {
+				turn = woken
+				continue
+			}
 		}
 		lost = true
 	}
@@ -368,68 +381,92 @@ func (g *Generator) reserve(want int64) (ts, seq, got int64, err error) {
 //
 // The millisecond loses no IDs as long as the winner or a later caller
 // keeps asking; if none does, the next millisecond follows one that did
-// not run out, and losers retry at once again.
-func (g *Generator) yieldAtCap(nowNS int64) bool {
+// not run out, and losers retry at once again. woken is sleep's.
+func (g *Generator) yieldAtCap(nowNS int64) (waited, woken bool) {
 	cur := g.state.Load()
 	if cur < 0 {
-		return false // none issued yet, or stopped: the loop decides
+		return false, false // none issued yet, or stopped: the loop decides
 	}
 	curTS := cur >> g.seqBits
 	if g.cappedTS.Load() < curTS-1 {
-		return false
+		return false, false
 	}
-	g.wait.sleep(g.clock, time.Duration((curTS+1+g.epochMS)*1e6-nowNS))
-	return true
+	return true, g.wait.sleep(g.clock, time.Duration((curTS+1+g.epochMS)*1e6-nowNS))
 }
 
 // A sleeper makes the goroutines that must wait for the clock share one
-// sleep: the first to arrive sleeps on the clock, the others block until it
-// wakes and then all of them try again. At the sequence cap every waiting
-// caller needs the same thing, the next millisecond, so one precise sleep
-// per generator serves them all, however many there are, instead of each
-// running its own (every precise sleep holds an OS thread in a system call
-// and costs a wake-up).
+// sleep: the first to arrive sleeps on the clock, the others queue. At the
+// sequence cap every waiting caller needs the same thing, the next
+// millisecond, so one precise sleep per generator serves them all, however
+// many there are, instead of each running its own (every precise sleep
+// holds an OS thread in a system call and costs a wake-up).
+//
+// The queue is woken one caller at a time, first come first: the sleep's
+// end gives the first its turn, and a caller given its turn passes it on to
+// the next when it leaves reserve, with IDs or with an error. A caller given
+// its turn that finds the millisecond used up sleeps again instead, and the
+// next sleep's end goes on with the queue. So at the cap a millisecond wakes
+// about as many callers as it serves, not every caller that waits: with 64
+// callers of Next, waking all of them after each sleep cost about a quarter
+// of the CPU of issuing (docs/benchmarks.md, "one turn at a time").
 //
 // It starts no goroutine: the sleeper is whichever caller came first. The
 // path that issues without waiting never touches it.
 //
-// Lock discipline: mu guards sleeping, round and waiting; nobody holds it while
-// sleeping on the clock.
+// Lock discipline: mu guards sleeping and queue; nobody holds it while
+// sleeping on the clock or waiting for a turn.
 type sleeper struct {
 	mu       sync.Mutex
-	cond     sync.Cond // L is &mu, set by NewGenerator
-	sleeping bool      // a caller is sleeping on the clock
-	round    uint64    // incremented each time that sleep ends
-	waiting  int       // callers blocked until the sleep ends
+	sleeping bool            // a caller is sleeping on the clock
+	queue    []chan struct{} // the turns of the callers waiting, in arrival order
 }
 
 // sleep blocks the caller for about d: on the clock when nobody else is
-// sleeping, else until the sleep under way ends. A caller woken early (the
-// sleep under way aimed at an earlier instant) finds out when it reads the
-// clock again and calls sleep again. The callers' compare-and-swap decides
-// who issues what, so waking them all at once cannot break the order.
-func (s *sleeper) sleep(clock Clock, d time.Duration) {
+// sleeping, else until it is given its turn. A caller woken early (the sleep
+// under way aimed at an earlier instant) finds out when it reads the clock
+// again and calls sleep again. The callers' compare-and-swap decides who
+// issues what, so the order of the turns cannot break the order of the IDs.
+// woken reports a turn given by another caller, which the caller must pass
+// on (passOn) unless it calls sleep again.
+func (s *sleeper) sleep(clock Clock, d time.Duration) (woken bool) {
 	s.mu.Lock()
 	if s.sleeping {
-		s.waiting++
-		for r := s.round; s.round == r; {
-			s.cond.Wait()
-		}
-		s.waiting--
+		turn := make(chan struct{}, 1)
+		s.queue = append(s.queue, turn)
 		s.mu.Unlock()
-		return
+		<-turn
+		return true
 	}
 	s.sleeping = true
 	s.mu.Unlock()
 	defer s.wake() // also when a Clock's Sleep panics: nobody waits forever
 	clock.Sleep(d)
+	return false
 }
 
-// wake ends the round of the caller that slept and releases the others.
+// wake ends the sleep on the clock and gives the first caller queued its
+// turn.
 func (s *sleeper) wake() {
 	s.mu.Lock()
 	s.sleeping = false
-	s.round++
+	s.passOnLocked()
 	s.mu.Unlock()
-	s.cond.Broadcast()
+}
+
+// passOn gives the next caller queued its turn.
+func (s *sleeper) passOn() {
+	s.mu.Lock()
+	s.passOnLocked()
+	s.mu.Unlock()
+}
+
+func (s *sleeper) passOnLocked() {
+	if len(s.queue) == 0 {
+		return
+	}
+	turn := s.queue[0]
+	n := copy(s.queue, s.queue[1:])
+	s.queue[n] = nil
+	s.queue = s.queue[:n]
+	turn <- struct{}{} // buffered: never blocks
 }

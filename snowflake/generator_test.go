@@ -434,7 +434,7 @@ func TestOneSleeperAtTheCap(t *testing.T) {
 	waiting := func() int {
 		g.wait.mu.Lock()
 		defer g.wait.mu.Unlock()
-		return g.wait.waiting
+		return len(g.wait.queue)
 	}
 
 	ids := make([]ID, callers)
@@ -496,6 +496,60 @@ func TestOneSleeperAtTheCap(t *testing.T) {
 	}
 }
 
+// TestQueuedCallersTakeTurns: callers queued behind the sleeper are given
+// their turns one at a time in arrival order, each when the one before it
+// leaves, so each gets a higher ID than every caller queued before it.
+func TestQueuedCallersTakeTurns(t *testing.T) {
+	const queued = 6
+	clk := newGateClock(t0)
+	l := Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 15, SequenceBits: 2, Epoch: DefaultEpoch} // 4 IDs per ms
+	g := mustGenerator(t, Settings{Layout: l, Clock: clk})
+	if _, err := g.NextN(nil, 4); err != nil { // the whole of t0's millisecond
+		t.Fatal(err)
+	}
+	waiting := func() int {
+		g.wait.mu.Lock()
+		defer g.wait.mu.Unlock()
+		return len(g.wait.queue)
+	}
+	ids := make([]ID, queued+1)
+	errs := make([]error, queued+1)
+	var wg sync.WaitGroup
+	for i := range queued + 1 {
+		wg.Go(func() { ids[i], errs[i] = g.Next() })
+		// Caller 0 sleeps on the clock; caller i > 0 is the i-th in the queue.
+		testtime.WaitFor(t, 10*time.Second, "the caller to sleep or queue", func() bool {
+			_, in, _ := clk.counts()
+			return in == 1 && waiting() == i
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for rounds := 0; ; rounds++ {
+		select {
+		case <-done:
+		case clk.release <- struct{}{}:
+			if rounds == queued+1 {
+				t.Fatalf("%d sleeps and the callers are not served", rounds)
+			}
+			continue
+		}
+		break
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("caller %d: %v", i, err)
+		}
+	}
+	// Caller 0 issues beside the first turn; from the first queued caller on,
+	// the order of the IDs is the order of arrival.
+	for i := 2; i <= queued; i++ {
+		if ids[i] <= ids[i-1] {
+			t.Errorf("queued caller %d got %d, want above queued caller %d's %d (turns in arrival order)", i, ids[i], i-1, ids[i-1])
+		}
+	}
+}
+
 // TestStopWhileWaiting: callers waiting for the next millisecond when Stop
 // is called get ErrStopped when the sleep ends, and nothing is issued above
 // the timestamp Stop returned.
@@ -516,7 +570,7 @@ func TestStopWhileWaiting(t *testing.T) {
 		g.wait.mu.Lock()
 		defer g.wait.mu.Unlock()
 		_, in, _ := clk.counts()
-		return in == 1 && g.wait.waiting == callers-1
+		return in == 1 && len(g.wait.queue) == callers-1
 	})
 	if got, want := g.Stop(), t0.UnixMilli(); got != want {
 		t.Errorf("Stop: got %d, want %d", got, want)
@@ -684,7 +738,7 @@ func TestLosersAtTheCapShareOneSleep(t *testing.T) {
 	testtime.WaitFor(t, 10*time.Second, "the loser to wait for the sleeper", func() bool {
 		g.wait.mu.Lock()
 		defer g.wait.mu.Unlock()
-		return g.wait.waiting == 1
+		return len(g.wait.queue) == 1
 	})
 	clk.Advance(time.Millisecond) // the held sleep "ends" at the next boundary
 	g.wait.wake()
