@@ -550,6 +550,66 @@ func TestQueuedCallersTakeTurns(t *testing.T) {
 	}
 }
 
+// TestTurnPassedOnWhenItsHolderPanics: a caller given its turn whose fence
+// check panics still passes the turn on, so the next caller queued is
+// served without waiting for another sleep.
+func TestTurnPassedOnWhenItsHolderPanics(t *testing.T) {
+	l := Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 15, SequenceBits: 2, Epoch: DefaultEpoch}
+	clk := newFakeClock(t0)
+	var panicked atomic.Bool
+	check := func() error {
+		if panicked.CompareAndSwap(false, true) {
+			panic("fence check")
+		}
+		return nil
+	}
+	g := mustGenerator(t, Settings{Layout: l, Clock: clk})
+	if _, err := g.NextN(nil, 4); err != nil { // t0's millisecond runs out
+		t.Fatal(err)
+	}
+	g.SetFence(Fence{Check: check})
+	panicked.Store(true) // not yet
+	// A sleep under way, as a caller that found the sequence used up would
+	// hold it; two callers queue behind it.
+	g.wait.mu.Lock()
+	g.wait.sleeping = true
+	g.wait.mu.Unlock()
+	recovered := make(chan any, 1)
+	go func() {
+		defer func() { recovered <- recover() }()
+		_, _ = g.Next()
+	}()
+	testtime.WaitFor(t, 10*time.Second, "the first caller to queue", func() bool {
+		g.wait.mu.Lock()
+		defer g.wait.mu.Unlock()
+		return len(g.wait.queue) == 1
+	})
+	second := make(chan error, 1)
+	go func() {
+		_, err := g.Next()
+		second <- err
+	}()
+	testtime.WaitFor(t, 10*time.Second, "the second caller to queue", func() bool {
+		g.wait.mu.Lock()
+		defer g.wait.mu.Unlock()
+		return len(g.wait.queue) == 2
+	})
+	clk.Advance(time.Millisecond)
+	panicked.Store(false) // the next check panics: the first caller's
+	g.wait.wake()
+	if r := <-recovered; r != "fence check" {
+		t.Fatalf("the first caller: recovered %v, want the fence check's panic", r)
+	}
+	select {
+	case err := <-second:
+		if err != nil {
+			t.Errorf("the second caller: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second caller was not given its turn after the first panicked")
+	}
+}
+
 // TestStopWhileWaiting: callers waiting for the next millisecond when Stop
 // is called get ErrStopped when the sleep ends, and nothing is issued above
 // the timestamp Stop returned.
