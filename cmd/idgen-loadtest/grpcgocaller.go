@@ -17,10 +17,9 @@ import (
 )
 
 // grpcGoUnaryCaller calls IdService.NextIds with grpc-go's own client on a
-// connection of its own, one call at a time. grpc-go writes a call's
-// headers and message in one write, as most gRPC clients do; the connect
-// client of --transport grpc writes them apart, which costs the server a
-// wake-up more per call.
+// connection of its own, one call at a time: the client most Go callers of
+// gRPC use, beside the connect client of --transport grpc, since what a
+// call costs the server depends on the client's framing and headers too.
 type grpcGoUnaryCaller struct {
 	conn    *grpc.ClientConn
 	client  idgenv1.IdServiceClient

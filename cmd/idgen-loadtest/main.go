@@ -77,8 +77,8 @@ HTTP/2, one connection per --conns) instead, or with --stream receives
 IdService.StreamIds, --count IDs per message, each message counted as a
 request. --transport connect does the same with the Connect protocol over
 HTTP/1.1, one kept-alive connection per --conns as GET /ids uses.
---transport grpc-go calls NextIds over gRPC with grpc-go's own client,
-which writes a call's headers and message at once (unary only).
+--transport grpc-go calls NextIds over gRPC with grpc-go's own client
+(unary only).
 
 Closed loop (default): each connection sends its next request as soon as
 the last one is answered. Open loop (--rate R): R requests per second are
