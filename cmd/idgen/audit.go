@@ -58,7 +58,6 @@ func auditWho(ctx context.Context, args []string, e env) error {
 		layout snowflake.Layout
 		ch     *audit.ClickHouse
 	)
-	// The ClickHouse password is scrubbed from errors like the DSN's.
 	err := adminRun(ctx, f, args, e, func(pos []string) error {
 		if err := oneArg(cmd, pos, "ID", "who takes one ID"); err != nil {
 			return err

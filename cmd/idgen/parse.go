@@ -144,13 +144,10 @@ func runVersion(_ context.Context, args []string, e env) error {
 	return nil
 }
 
-// linkVersion is set by go build -ldflags "-X main.linkVersion=…"
-// (deploy/Dockerfile does) and then wins over the build information.
+// linkVersion is set with -ldflags "-X main.linkVersion=…" and wins.
 var linkVersion string
 
-// versionString is idgen's version as the Go toolchain recorded it in the
-// binary: the module version (a tag, or a pseudo-version from the commit),
-// else the VCS revision, else "devel".
+// versionString is the module version, else the VCS revision, else "devel".
 func versionString() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {

@@ -68,8 +68,7 @@ func runSequences(ctx context.Context, args []string, e env) error {
 	})
 }
 
-// sequenceStore returns the sequences of store, or an error for a store
-// that keeps none.
+// sequenceStore returns store's sequences, or an error if it keeps none.
 func sequenceStore(store stores.Store) (sequence.Store, error) {
 	sk, ok := store.(interface{ Sequences() sequence.Store })
 	if !ok {
