@@ -17,10 +17,8 @@ type SequenceStore interface {
 	sequence.TimeShifter
 }
 
-// RunSequences runs the sequence suite against the stores open returns:
-// each on an empty, migrated database of its own, closed when t ends.
-// Period boundaries and expiries are crossed by moving the store's time
-// (ShiftTime), never by waiting.
+// RunSequences runs the sequence suite, each store on its own empty,
+// migrated database; time moves by ShiftTime, never by waiting.
 func RunSequences(t *testing.T, open func(t *testing.T) SequenceStore) {
 	t.Helper()
 	for _, tc := range sequenceSuite {
@@ -124,9 +122,8 @@ func ledger(t *testing.T, s SequenceStore, name string) []sequence.Entry {
 	return nil
 }
 
-// checkGapFree checks the auditor's invariant: per period, the ledger
-// holds every number from start to the period's last, each once, and no
-// formatted number twice.
+// checkGapFree checks that per period the ledger holds every number from
+// start once and no formatted number twice.
 func checkGapFree(t *testing.T, entries []sequence.Entry, start int64) map[string]int64 {
 	t.Helper()
 	last := map[string]int64{}
@@ -256,10 +253,8 @@ func testSequenceUnknown(t *testing.T, s SequenceStore) {
 	}
 }
 
-// testSequenceDailyDST crosses midnight in Berlin on both sides of the
-// autumn change (25 October 2026, CEST +2 to CET +1): the first midnight at
-// 22:00 UTC, the next at 23:00 UTC. Each new day restarts at the start
-// value.
+// testSequenceDailyDST crosses Berlin midnight on both sides of the autumn
+// change (22:00 then 23:00 UTC); each day restarts at start.
 func testSequenceDailyDST(t *testing.T, s SequenceStore) {
 	mustCreateSequence(t, s, sequence.Sequence{Name: "day", Format: "{yyMMdd}{seq:05}", Reset: sequence.ResetDaily, Zone: "Europe/Berlin", Start: 100})
 	steps := []struct {
@@ -457,9 +452,8 @@ func testSequenceStatus(t *testing.T, s SequenceStore) {
 	}
 }
 
-// testSequenceConcurrent reserves from many goroutines at once: every
-// number is issued once, each reservation's numbers are consecutive, and
-// the ledger holds 1..N.
+// testSequenceConcurrent: concurrent reservations are unique, consecutive
+// and the ledger holds 1..N.
 func testSequenceConcurrent(t *testing.T, s SequenceStore) {
 	mustCreateSequence(t, s, sequence.Sequence{Name: "c", Format: "C{seq:08}"})
 	const workers, each = 8, 15
@@ -505,10 +499,8 @@ func testSequenceConcurrent(t *testing.T, s SequenceStore) {
 	}
 }
 
-// testSequenceService reserves through a sequence.Service (a node) from
-// many goroutines: every caller gets consecutive numbers, none twice, the
-// ledger holds 1..N under the callers' reservations, and the node needed
-// no more round trips than reservations.
+// testSequenceService: the same through a sequence.Service, with no more
+// round trips than reservations.
 func testSequenceService(t *testing.T, s SequenceStore) {
 	mustCreateSequence(t, s, sequence.Sequence{Name: "svc", Format: "S{seq:08}"})
 	svc := sequence.NewService(s, sequence.Settings{})
@@ -561,9 +553,8 @@ func testSequenceService(t *testing.T, s SequenceStore) {
 	}
 }
 
-// testSequenceExpireDue: a node's sweep (Service.ExpireDue) expires the
-// due reservations of every sequence, with no read of the ledger: after
-// it, nothing is left for ExpireReservations to do.
+// testSequenceExpireDue: Service.ExpireDue leaves nothing for
+// ExpireReservations to do.
 func testSequenceExpireDue(t *testing.T, s SequenceStore) {
 	for _, name := range []string{"a", "b"} {
 		seq := invoiceSequence(name)
@@ -629,10 +620,8 @@ func prunedBefore(t *testing.T, s SequenceStore, name string) string {
 	return seq.PrunedBefore
 }
 
-// testSequencePrune prunes closed periods: a dry run counts and deletes
-// nothing, a prune deletes exactly the periods before its period, records
-// how far, never moves that mark back, and keeps the counters, so that
-// the current period goes on where it was.
+// testSequencePrune: a dry run deletes nothing; a prune deletes exactly
+// the earlier periods, never moves its mark back, and keeps counters.
 func testSequencePrune(t *testing.T, s SequenceStore) {
 	mustCreateSequence(t, s, monthlySequence("m"))
 	moveTo(t, s, "m", time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC))
@@ -700,9 +689,7 @@ func testSequencePrune(t *testing.T, s SequenceStore) {
 	}
 }
 
-// testSequencePruneRefusals: an unknown sequence, one that never resets,
-// a malformed period, one of the wrong granularity and one later than the
-// current period are refused, and nothing changes.
+// testSequencePruneRefusals: invalid prunes are refused, changing nothing.
 func testSequencePruneRefusals(t *testing.T, s SequenceStore) {
 	mustCreateSequence(t, s, monthlySequence("m"))
 	mustCreateSequence(t, s, sequence.Sequence{Name: "flat", Format: "F{seq:04}"})
@@ -729,8 +716,7 @@ func testSequencePruneRefusals(t *testing.T, s SequenceStore) {
 		{"text", "m", "last-year", sequence.ErrInvalid},
 		{"later than the current period", "m", "2026-04", sequence.ErrInvalid},
 		{"a later year", "m", "2027-01", sequence.ErrInvalid},
-		// The current period is decided in the sequence's zone: 1 April
-		// in Berlin, while UTC still reads 31 March.
+		// The current period is in the zone: 1 April in Berlin.
 		{"day after the current one", "d", "2026-04-02", sequence.ErrInvalid},
 		{"30 February", "d", "2026-02-30", sequence.ErrInvalid},
 	}
@@ -753,9 +739,8 @@ func testSequencePruneRefusals(t *testing.T, s SequenceStore) {
 	}
 }
 
-// testSequencePruneOpen: a period that closed while a reservation of it
-// is still open is not pruned until that reservation is settled or
-// expired; a due one is expired, then pruned.
+// testSequencePruneOpen: a closed period with an open reservation is not
+// pruned until it is settled or expired.
 func testSequencePruneOpen(t *testing.T, s SequenceStore) {
 	mustCreateSequence(t, s, monthlySequence("m"))
 	moveTo(t, s, "m", time.Date(2026, 1, 31, 23, 59, 30, 0, time.UTC))
