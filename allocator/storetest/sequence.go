@@ -456,47 +456,13 @@ func testSequenceStatus(t *testing.T, s SequenceStore) {
 // and the ledger holds 1..N.
 func testSequenceConcurrent(t *testing.T, s SequenceStore) {
 	mustCreateSequence(t, s, sequence.Sequence{Name: "c", Format: "C{seq:08}"})
-	const workers, each = 8, 15
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		seen = map[int64]string{}
-		errs []error
-	)
-	for w := range workers {
-		wg.Go(func() {
-			for i := range each {
-				id := fmt.Sprintf("w%d-%d", w, i)
-				got, err := s.Reserve(t.Context(), "c", []sequence.Request{{ID: id, Count: 1 + i%3, Caller: "w"}})
-				mu.Lock()
-				if err != nil {
-					errs = append(errs, err)
-				} else {
-					for _, n := range got[0].Numbers() {
-						if prev, dup := seen[n]; dup {
-							errs = append(errs, fmt.Errorf("number %d given to %s and %s", n, prev, id))
-						}
-						seen[n] = id
-					}
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		t.Error(err)
-	}
-	entries := ledger(t, s, "c")
-	if len(entries) != len(seen) {
-		t.Errorf("ledger: %d rows, want %d numbers handed out", len(entries), len(seen))
-	}
-	checkGapFree(t, entries, 1)
-	for _, e := range entries {
-		if seen[e.Number] != e.ReservationID {
-			t.Errorf("number %d: ledger says %s, the caller got it under %s", e.Number, e.ReservationID, seen[e.Number])
+	reserveConcurrently(t, s, "c", 8, 15, func(w, i int) (sequence.Reservation, error) {
+		got, err := s.Reserve(t.Context(), "c", []sequence.Request{{ID: fmt.Sprintf("w%d-%d", w, i), Count: 1 + i%3, Caller: "w"}})
+		if err != nil {
+			return sequence.Reservation{}, err
 		}
-	}
+		return got[0], nil
+	})
 }
 
 // testSequenceService: the same through a sequence.Service, with no more
@@ -505,29 +471,42 @@ func testSequenceService(t *testing.T, s SequenceStore) {
 	mustCreateSequence(t, s, sequence.Sequence{Name: "svc", Format: "S{seq:08}"})
 	svc := sequence.NewService(s, sequence.Settings{})
 	const callers, each = 16, 10
+	reserveConcurrently(t, s, "svc", callers, each, func(c, i int) (sequence.Reservation, error) {
+		caller := fmt.Sprintf("c%d", c)
+		r, err := svc.Reserve(t.Context(), "svc", 1+(c+i)%4, caller, "")
+		if err == nil && r.Caller != caller {
+			t.Errorf("reservation %s: caller %q, want %q", r.ID, r.Caller, caller)
+		}
+		return r, err
+	})
+	if trips := svc.RoundTrips(); trips > callers*each {
+		t.Errorf("%d round trips for %d reservations", trips, callers*each)
+	}
+}
+
+// reserveConcurrently runs reserve(g, i) for i < each in n goroutines g,
+// then checks that no number went out twice and the ledger of name holds
+// exactly the numbers handed out, under their reservations.
+func reserveConcurrently(t *testing.T, s SequenceStore, name string, n, each int, reserve func(g, i int) (sequence.Reservation, error)) {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		seen = map[int64]string{}
 		errs []error
 	)
-	for c := range callers {
+	for g := range n {
 		wg.Go(func() {
-			caller := fmt.Sprintf("c%d", c)
 			for i := range each {
-				r, err := svc.Reserve(t.Context(), "svc", 1+(c+i)%4, caller, "")
+				r, err := reserve(g, i)
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, err)
 				} else {
-					for _, n := range r.Numbers() {
-						if prev, dup := seen[n]; dup {
-							errs = append(errs, fmt.Errorf("number %d given to %s and %s", n, prev, r.ID))
+					for _, num := range r.Numbers() {
+						if prev, dup := seen[num]; dup {
+							errs = append(errs, fmt.Errorf("number %d given to %s and %s", num, prev, r.ID))
 						}
-						seen[n] = r.ID
-					}
-					if r.Caller != caller {
-						errs = append(errs, fmt.Errorf("reservation %s: caller %q, want %q", r.ID, r.Caller, caller))
+						seen[num] = r.ID
 					}
 				}
 				mu.Unlock()
@@ -538,7 +517,7 @@ func testSequenceService(t *testing.T, s SequenceStore) {
 	for _, err := range errs {
 		t.Error(err)
 	}
-	entries := ledger(t, s, "svc")
+	entries := ledger(t, s, name)
 	if len(entries) != len(seen) {
 		t.Errorf("ledger: %d rows, want %d numbers handed out", len(entries), len(seen))
 	}
@@ -547,9 +526,6 @@ func testSequenceService(t *testing.T, s SequenceStore) {
 		if seen[e.Number] != e.ReservationID {
 			t.Errorf("number %d: ledger says %s, the caller got it under %s", e.Number, e.ReservationID, seen[e.Number])
 		}
-	}
-	if trips := svc.RoundTrips(); trips > callers*each {
-		t.Errorf("%d round trips for %d reservations", trips, callers*each)
 	}
 }
 
