@@ -136,8 +136,7 @@ func flagsOnly(cmd, takes string) func(pos []string) error {
 	return func(pos []string) error { return noArgs(cmd, pos, takes) }
 }
 
-// newTable returns a tabwriter for an admin table with its header line;
-// the caller flushes it.
+// newTable returns a tabwriter with the header line; the caller flushes.
 func newTable(w io.Writer, header string) *tabwriter.Writer {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, header)
@@ -167,7 +166,6 @@ func withSchemaHint(ctx context.Context, store stores.Store, err error) error {
 	return fmt.Errorf("%w (the database has %d pending migrations: run 'idgen migrate up')", err, pending)
 }
 
-// runMigrate is idgen migrate.
 func runMigrate(ctx context.Context, args []string, e env) error {
 	const cmd = "migrate"
 	f := newAdminFlags(cmd)
@@ -271,7 +269,6 @@ func leasesList(ctx context.Context, args []string, e env) error {
 	})
 }
 
-// runNamespaces is idgen namespaces.
 func runNamespaces(ctx context.Context, args []string, e env) error {
 	return runSub(ctx, "namespaces", args, e, []subcommand{
 		{"list", namespacesList},
@@ -439,8 +436,7 @@ func namespacesDelete(ctx context.Context, args []string, e env) error {
 	})
 }
 
-// settingsUsage turns an *allocator.SettingsError into a usage error in
-// flag terms.
+// settingsUsage turns an *allocator.SettingsError into a usage error.
 func settingsUsage(cmd string, err error) error {
 	var se *allocator.SettingsError
 	if !errors.As(err, &se) {

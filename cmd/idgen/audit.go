@@ -28,7 +28,6 @@ Flags (environment variable in brackets):
   --dsn DSN          database [IDGEN_DSN] (default sqlite:idgen.db)
 `
 
-// runAudit is idgen audit.
 func runAudit(ctx context.Context, args []string, e env) error {
 	if len(args) > 0 {
 		switch args[0] {

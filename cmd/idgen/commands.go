@@ -104,7 +104,6 @@ func commands() []command {
 	}
 }
 
-// command is one of idgen's commands.
 type command struct {
 	name    string // "leases"
 	summary string // its line in idgen --help
@@ -122,7 +121,6 @@ type form struct {
 	help     string // the form's own --help below its Usage line; empty: the command's --help
 }
 
-// lookup returns idgen's command called name.
 func lookup(name string) (command, bool) {
 	for _, c := range commands() {
 		if c.name == name {

@@ -50,7 +50,6 @@ Flags (environment variable in brackets):
   --dsn DSN             database [IDGEN_DSN] (default sqlite:idgen.db)
 `
 
-// runRestoreFence is idgen restore-fence.
 func runRestoreFence(ctx context.Context, args []string, e env) error {
 	const cmd = "restore-fence"
 	f := newAdminFlags(cmd)

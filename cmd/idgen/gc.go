@@ -8,8 +8,7 @@ import "runtime/debug"
 // about fourfold for some 12 MiB (docs/operations.md, docs/benchmarks.md).
 const defaultGCPercent = 400
 
-// setGCPercent sets defaultGCPercent unless GOGC is set, and returns the
-// target in force.
+// setGCPercent applies defaultGCPercent unless GOGC is set.
 func setGCPercent(getenv func(string) string) int {
 	if getenv("GOGC") != "" {
 		p := debug.SetGCPercent(-1) // read the current value …

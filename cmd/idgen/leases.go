@@ -91,7 +91,6 @@ func (o *optInt64) Set(s string) error {
 	return nil
 }
 
-// leasesEvents is idgen leases events.
 func leasesEvents(ctx context.Context, args []string, e env) error {
 	const cmd = "leases events"
 	f := newAdminFlags(cmd)

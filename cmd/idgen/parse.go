@@ -49,7 +49,6 @@ Flags (environment variable in brackets):
 const versionHelp = `Print idgen's version, the commit it was built from and the Go version.
 `
 
-// runParse is idgen parse.
 func runParse(_ context.Context, args []string, e env) error {
 	const cmd = "parse"
 	f := newSettings(cmd)
@@ -90,7 +89,6 @@ func runParse(_ context.Context, args []string, e env) error {
 	return tw.Flush()
 }
 
-// runCompose is idgen compose.
 func runCompose(_ context.Context, args []string, e env) error {
 	const cmd = "compose"
 	f := newSettings(cmd)
@@ -130,7 +128,6 @@ func runCompose(_ context.Context, args []string, e env) error {
 	return tw.Flush()
 }
 
-// runVersion is idgen version.
 func runVersion(_ context.Context, args []string, e env) error {
 	f := newSettings("version")
 	pos, err := f.parse(args, e)

@@ -72,7 +72,6 @@ type subcommand struct {
 	run  func(ctx context.Context, args []string, e env) error
 }
 
-// findSub returns the subcommand of subs called name.
 func findSub(subs []subcommand, name string) (subcommand, bool) {
 	for _, s := range subs {
 		if s.name == name {
@@ -110,11 +109,9 @@ type env struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
-	// hangups, when set, relays SIGHUP to c until stopped; nil leaves
-	// SIGHUP alone.
+	// hangups, when set, relays SIGHUP to c until stopped.
 	hangups func(c chan<- os.Signal) (stop func())
-	// hurry, when set, ends at a second SIGTERM or SIGINT, cutting serve's
-	// drain window short.
+	// hurry, when set, ends at a second SIGTERM or SIGINT.
 	hurry context.Context
 }
 
@@ -126,7 +123,6 @@ type usageError struct {
 
 func (e *usageError) Error() string { return e.msg }
 
-// usagef returns a *usageError for command cmd.
 func usagef(cmd, format string, args ...any) error {
 	return &usageError{cmd: cmd, msg: fmt.Sprintf(format, args...)}
 }

@@ -43,8 +43,7 @@ func newScrubber(dsn string, others ...string) *scrubber {
 		add(o)
 	}
 	s = slices.DeleteFunc(s, func(v string) bool { return len(v) < minSecretLen || v == redacted })
-	// Longest first, so a secret containing another goes whole; equal ones
-	// adjacent for Compact.
+	// Longest first, so a secret containing another goes whole.
 	slices.SortFunc(s, func(a, b string) int {
 		if c := cmp.Compare(len(b), len(a)); c != 0 {
 			return c
@@ -54,7 +53,6 @@ func newScrubber(dsn string, others ...string) *scrubber {
 	return &scrubber{secrets: slices.Compact(s)}
 }
 
-// scrub returns text with every secret replaced.
 func (sc *scrubber) scrub(text string) string {
 	for _, v := range sc.secrets {
 		text = strings.ReplaceAll(text, v, redacted)

@@ -56,7 +56,6 @@ Flags of every command (environment variable in brackets):
   --dsn DSN            database [IDGEN_DSN] (default sqlite:idgen.db)
 `
 
-// runSequences is idgen sequences.
 func runSequences(ctx context.Context, args []string, e env) error {
 	return runSub(ctx, "sequences", args, e, []subcommand{
 		{"list", sequencesList},

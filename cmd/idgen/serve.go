@@ -32,8 +32,7 @@ finishes the requests in flight, gives back the unused tails of its segment
 ranges, releases its lease and exits 0. On SIGHUP it reloads its --tokens-file.
 `
 
-// serveConfig is serve's validated configuration: the node's and the
-// process's own.
+// serveConfig is serve's validated configuration.
 type serveConfig struct {
 	app       app.Config
 	logFormat string
@@ -328,8 +327,7 @@ func parseServe(args []string, e env) (serveConfig, error) {
 		r := sf.apiWorkers.r
 		c.app.LeaseAPI.WorkerIDs = &r
 	}
-	// Resolved here so an omitted heartbeat and margin become their share
-	// of the ttl.
+	// Resolved so an omitted heartbeat and margin show as shares of the ttl.
 	if c.app.Keeper, err = c.app.Keeper.Resolve(); err != nil {
 		return serveConfig{}, fieldUsage(cmd, err)
 	}
@@ -370,7 +368,6 @@ func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// runServe is idgen serve.
 func runServe(ctx context.Context, args []string, e env) error {
 	c, err := parseServe(args, e)
 	if err != nil {

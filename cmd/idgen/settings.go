@@ -13,13 +13,11 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// A setting comes from, in order of precedence: the command line, the
-// environment (IDGEN_LEASE_TTL), the --config/IDGEN_CONFIG file (serve
-// only), the default. Bad values are *usageError. Serve's settings are
-// defined with their help, from which --help, docs/cli.md and
-// --print-config are rendered; other commands write --help by hand.
+// A setting comes from the command line, else the environment
+// (IDGEN_LEASE_TTL), else the --config file (serve only), else the default.
+// Serve's --help, docs/cli.md and --print-config are rendered from its
+// definitions; other commands write --help by hand.
 
-// source says where a setting's value came from.
 type source string
 
 const (
@@ -124,7 +122,6 @@ func (s *setting) maskedBy(f func(string) string) *setting { s.mask = f; return 
 func (s *setting) positiveValue() *setting                 { s.positive = true; return s }
 func (s *setting) notInFile() *setting                     { s.noFile = true; return s }
 
-// lookup returns the setting called name.
 func (d *settings) lookup(name string) *setting {
 	for _, s := range d.list {
 		if s.name == name {
@@ -134,10 +131,9 @@ func (d *settings) lookup(name string) *setting {
 	return nil
 }
 
-// parse sets flags from args (mixed with positionals; all after "--" are
-// positional), then unset ones from the environment, then from the config
-// file. It returns the positionals; on --help it prints usage and returns
-// flag.ErrHelp. Bad values are *usageError naming their source.
+// parse sets flags from args (positionals may mix in; all after "--" are
+// positional), then unset ones from the environment and the config file.
+// It returns the positionals, or flag.ErrHelp after printing usage.
 func (d *settings) parse(args []string, e env) ([]string, error) {
 	var pos []string
 	for {

@@ -26,13 +26,11 @@ import (
 // clockFilePeriod is how often --test-clock-file is re-read.
 const clockFilePeriod = 100 * time.Millisecond
 
-// testClock holds the test clock's flags.
 type testClock struct {
 	offset time.Duration
 	file   string
 }
 
-// define adds the test clock's flags to serve's flags.
 func (tc *testClock) define(d *settings) {
 	d.fs.DurationVar(&tc.offset, "test-clock-offset", 0, "")
 	d.fs.StringVar(&tc.file, "test-clock-file", "", "")

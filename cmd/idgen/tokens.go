@@ -34,7 +34,6 @@ const maxSecretLen = 4096
 // secretBytes is a new secret's randomness: 256 bits.
 const secretBytes = 32
 
-// runTokens is idgen tokens.
 func runTokens(ctx context.Context, args []string, e env) error {
 	return runSub(ctx, "tokens", args, e, []subcommand{{"hash", tokensHash}, {"new", tokensNew}})
 }
