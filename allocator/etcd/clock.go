@@ -157,8 +157,7 @@ func (ts *timeSource) refreshLocked(ctx context.Context) {
 			sent := ts.mono()
 			date, err := ts.read(ctx, u)
 			got := ts.mono()
-			// [date, date+1s) at some instant of [sent, got], shifted to
-			// monotonic instant zero.
+			// [date, date+1s) at some instant of [sent, got], at mono instant zero.
 			iv := interval{lo: date.Add(-got), hi: date.Add(dateResolution + (got - sent) - got)}
 			results <- result{u, reading{iv: iv, at: got}, err}
 		}()
@@ -225,7 +224,6 @@ func agree(ivs []interval, need int) (lo, hi time.Time, ok bool) {
 	return lo, hi, ok
 }
 
-// clamp returns t moved into [lo, hi].
 func clamp(t, lo, hi time.Time) time.Time {
 	if t.Before(lo) {
 		return lo

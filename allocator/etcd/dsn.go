@@ -31,7 +31,6 @@ const (
 	defaultDialTimeout = 5 * time.Second
 )
 
-// config is a parsed DSN.
 type config struct {
 	endpoints   []string // host:port of each member
 	tls         *tls.Config

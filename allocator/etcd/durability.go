@@ -15,11 +15,9 @@ import (
 
 var _ allocator.DurabilityChecker = (*Store)(nil)
 
-// Durability on etcd. A member started with --unsafe-no-fsync acknowledges
-// writes it never forced to disk, and power loss can undo them. No RPC
-// reports the flag, but such a member never increments walFsyncMetric on
-// /metrics while appending, so CheckDurability writes one key and watches
-// each voting member's counter.
+// Durability on etcd. No RPC reports --unsafe-no-fsync, but such a member
+// never increments walFsyncMetric while appending, so CheckDurability
+// writes one key and watches each voting member's counter.
 const (
 	walFsyncMetric = "etcd_disk_wal_fsync_duration_seconds_count"
 	// fsyncWait is how long to wait for each member's fsync of the write.
@@ -36,10 +34,8 @@ type memberProbe struct {
 }
 
 // CheckDurability implements allocator.DurabilityChecker: it writes
-// <prefix>meta/durability-probe; a voting member that applied it without an
-// fsync is a risk, one that could not be seen within fsyncWait a warning.
-// It fails when the member list cannot be read or the write fails. Disk
-// caches below etcd are not visible.
+// <prefix>meta/durability-probe; a voting member that applied it without
+// an fsync is a risk, one unseen within fsyncWait a warning.
 func (s *Store) CheckDurability(ctx context.Context) ([]allocator.DurabilityRisk, error) {
 	list, err := s.cli.MemberList(ctx)
 	if err != nil {

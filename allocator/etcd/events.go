@@ -153,8 +153,7 @@ func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocato
 		}
 		if u := unknown; u != nil && w.kv != nil && w.row.Holder == "" && w.row.FencingVersion == u.FencingVersion+1 &&
 			w.row.AcquiredAt.Equal(u.AcquiredAt) && w.row.ReleasedAt.IsZero() {
-			// Next version, no holder and the evicted claim's times: the
-			// uncertain try committed.
+			// Next version, no holder, same times: the uncertain try committed.
 			out = w.row.lease()
 			return true, nil
 		}

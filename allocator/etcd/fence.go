@@ -50,11 +50,9 @@ func (s *Store) readFence(ctx context.Context, cli *clientv3.Client) (fenceRecor
 	}
 }
 
-// FenceRestore implements allocator.RestoreFencer.FenceRestore, but key by
-// key (a transaction is limited by --max-txn-ops), each a retried
-// compare-and-swap: the fence record first, then every worker record, then
-// every namespace. Nodes must be stopped; a fence cut short is completed by
-// running it again.
+// FenceRestore implements allocator.RestoreFencer.FenceRestore key by key
+// (--max-txn-ops limits a transaction), each a retried compare-and-swap:
+// fence record, worker records, namespaces. Rerun to complete a cut-short one.
 func (s *Store) FenceRestore(ctx context.Context, req allocator.FenceRequest) (allocator.FenceResult, error) {
 	if err := req.Validate(); err != nil {
 		return allocator.FenceResult{}, fmt.Errorf("etcd: %w", err)
@@ -154,8 +152,7 @@ func (s *Store) fenceWorker(ctx context.Context, req allocator.FenceRequest, res
 		}
 		if u := unknown; u != nil && w.row.FencingVersion == u.FencingVersion+1 && w.row.Holder == "" &&
 			w.row.CeilingMS >= res.CeilingMS && w.row.AcquiredAt.Equal(u.AcquiredAt) {
-			// Next version, no holder, the fence's ceiling: the uncertain
-			// try committed.
+			// Next version, no holder, the fence's ceiling: the try committed.
 			out = allocator.FencedLease{Lease: w.row.lease(), PrevHolder: u.Holder, PrevCeilingMS: u.CeilingMS}
 			return true, nil
 		}

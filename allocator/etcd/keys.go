@@ -77,7 +77,6 @@ type holderRecord struct {
 	LeaseTTL       int64  `json:"lease_ttl_s"` // the etcd lease's granted ttl, in seconds
 }
 
-// eventRecord is one lease event.
 type eventRecord struct {
 	ID             int64               `json:"id"`
 	DatacenterID   int64               `json:"datacenter_id"`
@@ -105,7 +104,6 @@ func (r eventRecord) event() allocator.LeaseEvent {
 	}
 }
 
-// layoutRecord is the Snowflake layout in use.
 type layoutRecord struct {
 	TimeBits       int       `json:"time_bits"`
 	DatacenterBits int       `json:"datacenter_bits"`
@@ -137,8 +135,7 @@ type namespaceRecord struct {
 	CreatedAt   time.Time          `json:"created_at"`
 	UpdatedAt   time.Time          `json:"updated_at"`
 	Description string             `json:"description"`
-	// DeletedAt marks a tombstone, kept so the name never restarts below
-	// its max_id.
+	// DeletedAt marks a tombstone, so the name never restarts below max_id.
 	DeletedAt time.Time `json:"deleted_at,omitzero"`
 	// Stride and Offset interleave the namespace; older records read as 1, 0.
 	Stride int64 `json:"stride,omitempty"`
@@ -163,7 +160,6 @@ func encode(v any) string {
 	return string(b)
 }
 
-// decode reads the JSON value of key into v.
 func decode(key string, value []byte, v any) error {
 	if err := json.Unmarshal(value, v); err != nil {
 		return fmt.Errorf("etcd: key %s holds no valid record: %w", key, err)

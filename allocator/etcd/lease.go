@@ -68,8 +68,7 @@ type pool struct {
 	rows    []*mvccpb.KeyValue          // worker records, by worker ID
 	holders map[string]*mvccpb.KeyValue // holder keys by key (every holder key with all)
 	seq     *mvccpb.KeyValue            // the event sequence, nil before the first event
-	// all is every worker record, read only when the owner's leases are
-	// capped.
+	// all is every worker record, read only for a capped owner.
 	all []*mvccpb.KeyValue
 }
 
@@ -106,8 +105,7 @@ func (s *Store) readPool(ctx context.Context, cli *clientv3.Client, dc, minID, m
 	return p, nil
 }
 
-// owned counts the live leases of p.all owner holds at now, other than
-// holder's.
+// owned counts owner's live leases in p.all at now, other than holder's.
 func (s *Store) owned(p pool, owner, holder string, now time.Time) (int, error) {
 	n := 0
 	for _, kv := range p.all {
@@ -125,8 +123,7 @@ func (s *Store) owned(p pool, owner, holder string, now time.Time) (int, error) 
 	return n, nil
 }
 
-// nextEvent returns the compare that the event sequence is as read and the
-// ops appending ev.
+// nextEvent returns the event sequence's compare and the ops appending ev.
 func (s *Store) nextEvent(seq *mvccpb.KeyValue, ev eventRecord) (clientv3.Cmp, []clientv3.Op, error) {
 	var last, rev int64
 	if seq != nil {
@@ -201,11 +198,9 @@ func (s *Store) freeWorker(ctx context.Context, cli *clientv3.Client, op string,
 	return resp.Succeeded, false, nil
 }
 
-// Claim implements allocator.LeaseStore.Claim. A worker ID is free when it
-// has no live holder key (etcd decides expiry, never a node's clock); the
-// ceiling is bounded by store time + ttl + req.MaxClockOffset. The claim
-// transaction is retried from the read on conflict until ctx ends; an
-// error wraps ErrNoStoreTime when the members' clocks cannot be read.
+// Claim implements allocator.LeaseStore.Claim. A worker ID is free without
+// a live holder key (etcd decides expiry); the ceiling is bounded by store
+// time + ttl + offset. Conflicts retry until ctx ends.
 func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocator.ClaimResult, error) {
 	if err := req.Validate(); err != nil {
 		return allocator.ClaimResult{}, fmt.Errorf("etcd: %w", err)
@@ -423,8 +418,7 @@ type worker struct {
 	seq    *mvccpb.KeyValue
 }
 
-// readWorker reads key's worker record, holder key and the event sequence
-// at one revision.
+// readWorker reads key's record, holder key and event sequence at once.
 func (s *Store) readWorker(ctx context.Context, cli *clientv3.Client, key allocator.LeaseKey) (worker, error) {
 	resp, err := cli.Txn(ctx).Then(
 		clientv3.OpGet(s.keys.worker(key.DatacenterID, key.WorkerID)),
@@ -470,10 +464,8 @@ func (w worker) check(holder string, version int64, owner, secret string, now ti
 	return nil
 }
 
-// Heartbeat implements allocator.LeaseStore.Heartbeat, checking the lease
-// as check does. The etcd lease is renewed (or replaced when the ttl
-// changed) before the record is updated in a compared transaction. It
-// returns store time.
+// Heartbeat implements allocator.LeaseStore.Heartbeat: it renews (or, for
+// a new ttl, replaces) the etcd lease, then updates the record compared.
 func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (allocator.Lease, time.Time, error) {
 	if err := req.Validate(); err != nil {
 		return allocator.Lease{}, time.Time{}, fmt.Errorf("etcd: %w", err)
@@ -661,15 +653,13 @@ func (s *Store) RecordLeaseEvent(ctx context.Context, ev allocator.LeaseEvent) e
 	})
 }
 
-// ListLeases implements allocator.LeaseAdmin.ListLeases, in datacenter and
-// worker ID order.
+// ListLeases implements allocator.LeaseAdmin.ListLeases, in key order.
 func (s *Store) ListLeases(ctx context.Context) ([]allocator.Lease, error) {
 	return listRecords(ctx, s.cli, s.keys.leases(), "leases", func(row leaseRecord) (allocator.Lease, bool) {
 		return row.lease(), true
 	})
 }
 
-// maxTime returns the later of a and b.
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a

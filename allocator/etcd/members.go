@@ -115,7 +115,6 @@ func (m *memberSet) size() int {
 	return len(m.cfgs)
 }
 
-// connected reports whether every member has a client.
 func (m *memberSet) connected() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -127,8 +126,7 @@ func (m *memberSet) connected() bool {
 	return true
 }
 
-// avoid moves the preference away from member i after it failed a try;
-// nil-safe.
+// avoid moves the preference away from member i after a failed try.
 func (m *memberSet) avoid(i int) {
 	if m == nil || i < 0 {
 		return
@@ -141,11 +139,9 @@ func (m *memberSet) avoid(i int) {
 	}
 }
 
-// Leader preference. Writes go through the Raft leader; when nodes race one
-// record, the node whose member is the leader wins every round and the
-// others starve (docs/benchmarks.md, "strict numbering"). So after a lost
-// compare, followLeader prefers the leader, putting contenders at the same
-// distance.
+// Leader preference. When nodes race one record, the node whose member
+// leads wins every round and the others starve (docs/benchmarks.md), so
+// after a lost compare followLeader prefers the leader.
 const (
 	// leaderCheckEvery bounds how often followLeader asks for the leader.
 	leaderCheckEvery = time.Second

@@ -16,15 +16,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// keyLayoutVersion is the key layout's version, the etcd store's one
-// "migration".
+// keyLayoutVersion is the etcd store's one "migration".
 const keyLayoutVersion = 1
 
-// Migrations returns a goose provider so migrate and --migrate treat etcd
-// like the SQL stores. Its one migration writes nothing up and deletes the
-// layout's keys down; goose's records live under <prefix>meta/goose/. The
-// provider's *sql.DB refuses every statement. Closing it leaves the store
-// open.
+// Migrations returns a goose provider so migrate treats etcd like the SQL
+// stores: its one migration writes nothing up and deletes the layout's
+// keys down. Closing it leaves the store open.
 func (s *Store) Migrations() (*goose.Provider, error) {
 	m := goose.NewGoMigration(keyLayoutVersion,
 		&goose.GoFunc{RunDB: func(context.Context, *sql.DB) error { return nil }},
@@ -56,13 +53,11 @@ func (s *Store) deleteLayout(ctx context.Context) error {
 	return nil
 }
 
-// gooseStore keeps goose's version records in etcd, ignoring the SQL
-// connection.
+// gooseStore keeps goose's version records in etcd.
 type gooseStore struct{ s *Store }
 
 var _ database.Store = gooseStore{}
 
-// gooseRecord is the value of a version key.
 type gooseRecord struct {
 	Version   int64     `json:"version"`
 	AppliedAt time.Time `json:"applied_at"`

@@ -26,11 +26,9 @@ const (
 // each is another writer's commit, so only a bug makes them endless.
 const conflictsAtOnce = 64
 
-// Each try gets attemptMin: a request to a leaderless or paused member
-// waits far longer than a heartbeat can (etcd's request timeout, gRPC
-// keepalive), so the next try goes to another member. Once every member
-// timed out, the bound doubles per try up to attemptMax, so a slow cluster
-// is still served; each operation starts again at attemptMin.
+// Each try gets attemptMin, far less than a leaderless or paused member
+// can take, so the next try goes elsewhere; once every member timed out
+// the bound doubles per try up to attemptMax.
 const (
 	attemptMin = time.Second
 	attemptMax = 8 * time.Second
@@ -80,8 +78,7 @@ func (s *Store) retry(ctx context.Context, op string, try func(ctx context.Conte
 			last = fmt.Errorf("no answer within %s: %w", timeout, err)
 			s.transients.Add(1)
 			s.members.avoid(member)
-			// At once, on another member; after every member had a try,
-			// with twice the time.
+			// At once, on another member; once all had a try, with twice the time.
 			if timeouts++; timeouts >= s.members.size() {
 				timeout = min(2*timeout, attemptMax)
 			}
@@ -124,8 +121,7 @@ func transient(err error) bool {
 	return st.Code() == codes.Unavailable || strings.Contains(st.Message(), "raft proposal dropped")
 }
 
-// pick returns the member (its index, -1 for the main client) and client
-// of the next try.
+// pick returns the next try's member index (-1: main client) and client.
 func (s *Store) pick() (int, *clientv3.Client) {
 	if s.members == nil {
 		return -1, s.cli

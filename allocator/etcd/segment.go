@@ -146,8 +146,7 @@ func (s *Store) readNamespace(ctx context.Context, cli *clientv3.Client, name st
 	return rec, resp.Kvs[0], nil
 }
 
-// GetNamespace implements allocator.SegmentStore.GetNamespace, on a member
-// client like a fetch.
+// GetNamespace implements allocator.SegmentStore.GetNamespace.
 func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namespace, error) {
 	var (
 		rec namespaceRecord
@@ -259,8 +258,7 @@ func (s *Store) casNamespace(ctx context.Context, op, name string, cached *nsSna
 				continue // the cache was stale: no conflict with a writer
 			}
 			if conflicts++; conflicts > casFastRetries {
-				// End the try, then compare against what the failed compare
-				// returned rather than reread.
+				// End the try; compare against the returned record rather than reread.
 				carried = snap != nil
 				return false, nil
 			}
@@ -296,7 +294,6 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 	return snap.rec.namespace(), nil
 }
 
-// set sets *dst to *v when v is not nil.
 func set[T any](dst *T, v *T) {
 	if v != nil {
 		*dst = *v
@@ -321,11 +318,9 @@ func (s *Store) fetchStateOf(name string) *fetchState {
 }
 
 // FetchSegment implements allocator.SegmentStore.FetchSegment: a
-// transaction comparing the record's mod revision (as this store's last
-// fetch left it, else as read) writes max_id advanced and version + 1. On a
-// conflict it retries from the returned record after a backoff until ctx
-// ends (unlike the SQL stores: a failed compare wrote nothing). Fetches of
-// one namespace through one Store wait for each other.
+// transaction comparing the record's mod revision writes max_id advanced
+// and version + 1, retried after a backoff on conflict until ctx ends.
+// Fetches of one namespace through one Store wait for each other.
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
 	if err := allocator.ValidFetch(name, n); err != nil {
 		return allocator.Segment{}, fmt.Errorf("etcd: %w", err)
@@ -382,5 +377,4 @@ func (s *Store) ReturnTail(ctx context.Context, name string, expectMaxID, expect
 	return wrote, nil
 }
 
-// isNotFound reports whether err wraps allocator.ErrNamespaceNotFound.
 func isNotFound(err error) bool { return errors.Is(err, allocator.ErrNamespaceNotFound) }

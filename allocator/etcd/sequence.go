@@ -99,7 +99,6 @@ func (r reservationRecord) reservation(name string) sequence.Reservation {
 		ReservedAt: r.ReservedAt, ExpiresAt: r.ExpiresAt}
 }
 
-// etcdSequences is the sequence store of an etcd Store.
 type etcdSequences struct{ s *Store }
 
 var (
@@ -191,7 +190,6 @@ func (q etcdSequences) ListSequences(ctx context.Context) ([]sequence.Sequence, 
 	})
 }
 
-// compile returns the compiled sequence name.
 func (q etcdSequences) compile(ctx context.Context, cli *clientv3.Client, name string) (*sequence.Compiled, error) {
 	st := &q.s.seqs
 	st.mu.Lock()
@@ -281,8 +279,7 @@ func (q etcdSequences) Reserve(ctx context.Context, name string, reqs []sequence
 		if tresp.Succeeded {
 			return true, nil
 		}
-		// An earlier uncertain try may have committed: then its
-		// reservations are the answer.
+		// An earlier uncertain try may have committed these reservations.
 		mine, err := q.committed(ctx, cli, name, reqs)
 		if err != nil || mine == nil {
 			return false, err
@@ -296,8 +293,7 @@ func (q etcdSequences) Reserve(ctx context.Context, name string, reqs []sequence
 	return out, nil
 }
 
-// committed returns reqs' reservations if an earlier try wrote them all,
-// nil if none.
+// committed returns reqs' reservations if an earlier try wrote them.
 func (q etcdSequences) committed(ctx context.Context, cli *clientv3.Client, name string, reqs []sequence.Request) ([]sequence.Reservation, error) {
 	var out []sequence.Reservation
 	for _, r := range reqs {
@@ -413,7 +409,6 @@ func (q etcdSequences) ExpireReservations(ctx context.Context, name string) (int
 	return n, nil
 }
 
-// reservations returns every reservation record of name.
 func (q etcdSequences) reservations(ctx context.Context, name string) ([]reservationRecord, error) {
 	return listRecords(ctx, q.s.cli, q.s.keys.sequenceReservations(name), "reservations of "+name,
 		func(r reservationRecord) (reservationRecord, bool) { return r, true })

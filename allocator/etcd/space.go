@@ -15,11 +15,9 @@ import (
 
 var _ allocator.SpaceReporter = (*Store)(nil)
 
-// Space and history on etcd. etcd keeps every revision until compacted,
-// and idgen writes one per fetch and heartbeat; without compaction the
-// backend passes --quota-backend-bytes and the NOSPACE alarm refuses every
-// write. Compaction is cluster-wide, so the node compacts only as its
-// settings say (docs/operations.md).
+// Space and history on etcd. Without compaction etcd's backend passes
+// --quota-backend-bytes and NOSPACE refuses every write; compaction is
+// cluster-wide, so the node compacts only as its settings say.
 
 // noSpace wraps err with allocator.ErrStoreFull when etcd refused a write
 // for the NOSPACE alarm; other errors are returned as they are.
