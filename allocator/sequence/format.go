@@ -28,7 +28,6 @@ const (
 	counter           // seq or seq:0N
 )
 
-// piece is one part of a parsed format.
 type piece struct {
 	kind  fieldKind
 	text  string // literal text
@@ -201,7 +200,6 @@ func (f Format) Write(t time.Time, n int64) string {
 	return b.String()
 }
 
-// pad writes v in decimal, zero-padded to width digits.
 func pad(b *strings.Builder, v int64, width int) {
 	s := strconv.FormatInt(v, 10)
 	for i := len(s); i < width; i++ {

@@ -37,8 +37,7 @@ var (
 	ErrSettled = errors.New("reservation already settled")
 	// ErrPeriodExhausted is a reservation past the format's counter width.
 	ErrPeriodExhausted = errors.New("period exhausted: the counter would pass the width of the format")
-	// ErrOpenReservations is a prune of periods with unexpired open
-	// reservations.
+	// ErrOpenReservations is a prune of periods with open reservations.
 	ErrOpenReservations = errors.New("reservations still open in the periods to prune")
 )
 
@@ -75,8 +74,7 @@ type Sequence struct {
 	Reset Reset
 	// Zone is the IANA zone of periods and dates; "" is "UTC".
 	Zone string
-	// Start is each period's first number; 0 means DefaultStart (see
-	// StartZero).
+	// Start is each period's first number; 0 means DefaultStart.
 	Start int64
 	// StartZero makes 0 the first number of each period.
 	StartZero bool

@@ -29,8 +29,7 @@ type Settings struct {
 	MaxCount int
 	// MaxBatch is the most numbers per store round trip; at least MaxCount.
 	MaxBatch int
-	// MaxRequests is the most reservations per round trip (etcd takes at
-	// most 100 per transaction).
+	// MaxRequests is the most reservations per round trip.
 	MaxRequests int
 	// StoreTimeout bounds one round trip, which runs on for the callers it
 	// combines even if its sender gives up.
@@ -39,11 +38,9 @@ type Settings struct {
 	NewID func() string
 }
 
-// Service validates reservations and combines the concurrent ones of a
-// sequence into one store round trip, in arrival order, so numbers rise
-// across the cluster within a period. It starts no goroutine: a round
-// trip's first caller runs it and hands the next to the first caller still
-// queued. Safe for concurrent use.
+// Service validates reservations and combines a sequence's concurrent ones
+// into one store round trip, in arrival order. It starts no goroutine: each
+// round trip's first caller runs it. Safe for concurrent use.
 type Service struct {
 	store      Store
 	maxCount   int
@@ -102,10 +99,8 @@ func (s *Service) MaxCount() int { return s.maxCount }
 // RoundTrips returns how many store round trips Reserve has made.
 func (s *Service) RoundTrips() int64 { return s.roundTrips.Load() }
 
-// Reserve reserves count numbers of sequence name for caller. A bad count
-// is refused (ErrInvalid). If ctx ends while queued nothing is reserved;
-// once the round trip is out, Reserve waits for it (unconfirmed numbers
-// expire).
+// Reserve reserves count numbers of sequence name for caller. If ctx ends
+// while queued nothing is reserved; once sent, Reserve waits for the result.
 func (s *Service) Reserve(ctx context.Context, name string, count int, caller, requestID string) (Reservation, error) {
 	if count < 1 || count > s.maxCount {
 		return Reservation{}, fmt.Errorf("%w: count %d: want 1 to %d", ErrInvalid, count, s.maxCount)

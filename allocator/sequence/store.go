@@ -93,12 +93,10 @@ type LedgerQuery struct {
 	State         State
 	ReservationID string
 	Caller        string
-	// AfterPeriod and AfterNumber continue a page; AfterPeriod "" starts
-	// at the beginning.
+	// AfterPeriod and AfterNumber continue a page ("" starts at the top).
 	AfterPeriod string
 	AfterNumber int64
-	// Limit is the most rows: 0 means DefaultLedgerLimit, at most
-	// MaxLedgerLimit.
+	// Limit is the most rows, at most MaxLedgerLimit; 0 is the default.
 	Limit int
 }
 
@@ -148,8 +146,7 @@ type Store interface {
 	// made it and it has not expired; else ErrReservationNotFound,
 	// ErrNotYours, ErrSettled or ErrExpired (after marking them Expired).
 	Settle(ctx context.Context, name, reservationID, caller string, to State) (Reservation, error)
-	// ExpireReservations marks overdue reserved numbers Expired and
-	// returns how many.
+	// ExpireReservations marks overdue numbers Expired; it returns how many.
 	ExpireReservations(ctx context.Context, name string) (int64, error)
 	// Ledger returns the rows q selects (after expiring what has expired).
 	Ledger(ctx context.Context, q LedgerQuery) ([]Entry, error)
