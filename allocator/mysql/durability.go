@@ -22,11 +22,9 @@ var durabilityVariables = []string{
 	"Slaves_connected",             // a status variable, MariaDB only
 }
 
-// CheckDurability returns the settings that let a crash undo an
-// acknowledged commit: innodb_flush_log_at_trx_commit other than 1 (or
-// MariaDB's 3), and sync_binlog other than 1 with the binary log on. It
-// warns of replicas without semi-sync replication (visible on MariaDB
-// only), which a failover could promote without the latest commits.
+// CheckDurability reports innodb_flush_log_at_trx_commit other than 1 (or
+// MariaDB's 3) and sync_binlog other than 1 with the binary log on; it
+// warns of replicas without semi-sync replication (visible on MariaDB).
 func (s *Store) CheckDurability(ctx context.Context) ([]allocator.DurabilityRisk, error) {
 	vars, err := s.durabilityVars(ctx)
 	if err != nil {
@@ -57,7 +55,6 @@ func requireVariables(vars map[string]string) error {
 	return nil
 }
 
-// durabilityVars reads the durabilityVariables the server has, by name.
 func (s *Store) durabilityVars(ctx context.Context) (map[string]string, error) {
 	vars := map[string]string{}
 	in := "'" + strings.Join(durabilityVariables, "', '") + "'"
@@ -72,7 +69,6 @@ func (s *Store) durabilityVars(ctx context.Context) (map[string]string, error) {
 	return vars, nil
 }
 
-// readVariables adds the Variable_name and Value rows that q returns to vars.
 func (s *Store) readVariables(ctx context.Context, q string, vars map[string]string) error {
 	rows, err := s.db.QueryContext(ctx, q)
 	if err != nil {
@@ -89,8 +85,7 @@ func (s *Store) readVariables(ctx context.Context, q string, vars map[string]str
 	return rows.Err()
 }
 
-// durabilityRisks applies CheckDurability's rules; missing variables are
-// not judged.
+// durabilityRisks applies CheckDurability's rules to the variables read.
 func durabilityRisks(vars map[string]string) []allocator.DurabilityRisk {
 	var risks []allocator.DurabilityRisk
 	if v, ok := vars["innodb_flush_log_at_trx_commit"]; ok && v != "1" && v != "3" {

@@ -27,8 +27,7 @@ var dialect = sqlstore.Dialect{
 // insertChunk is how many worker rows one INSERT creates.
 const insertChunk = 500
 
-// leaseColumns are worker_leases' columns as scanLease reads them, then
-// the database time.
+// leaseColumns are scanLease's columns, then the database time.
 const leaseColumns = `datacenter_id, worker_id, holder, owner, fencing_version,
 	acquired_at, heartbeat_at, expires_at, released_at, ts_ceiling_ms, ts_floor_ms, UTC_TIMESTAMP(6)`
 
@@ -72,11 +71,9 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 			err = tx.QueryRowContext(ctx, sqlstore.OwnedQuery(sqlstore.Question, "UTC_TIMESTAMP(6)"), req.Owner, req.Holder).Scan(&n)
 			return n, err
 		}
-		// Under SERIALIZABLE every InnoDB read locks, so scanning the pool
-		// inside the transaction would make holders' heartbeats wait behind
-		// this claim (and one stuck heartbeat would stall all). So the row
-		// is picked by a plain read outside, and only it is reread, locked,
-		// inside; if it is no longer free, the claim starts again.
+		// Under SERIALIZABLE every InnoDB read locks, so a pool scan inside
+		// would make heartbeats wait behind this claim. Pick by a plain read
+		// outside; reread only that row, locked, inside, and retry if taken.
 		pick := func() (sqlstore.Candidate, error) {
 			c, err := sqlstore.ScanCandidate(s.db.QueryRowContext(ctx, `
 				SELECT worker_id, holder, fencing_version, ts_ceiling_ms
@@ -311,7 +308,6 @@ func insertEvent(ctx context.Context, db sqlstore.Execer, ev allocator.LeaseEven
 	return nil
 }
 
-// scanEvent reads one row of sqlstore.EventColumns.
 func scanEvent(row sqlstore.Scanner) (allocator.LeaseEvent, error) {
 	return sqlstore.ScanEvent(row, sqlstore.UTC)
 }
@@ -333,7 +329,6 @@ func scanLeaseOnly(row sqlstore.Scanner) (allocator.Lease, error) {
 	return l, err
 }
 
-// scanLease reads the leaseColumns.
 func scanLease(row sqlstore.Scanner) (allocator.Lease, time.Time, error) {
 	var (
 		l                                      allocator.Lease

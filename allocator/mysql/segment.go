@@ -81,8 +81,7 @@ func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namesp
 	return dialect.NamespaceResult("get namespace", name, ns, err)
 }
 
-// ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces
-// (utf8mb4_bin: byte order).
+// ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces (utf8mb4_bin: byte order).
 func (s *Store) ListNamespaces(ctx context.Context) ([]allocator.Namespace, error) {
 	return dialect.ListNamespaces(ctx, sqlstore.Rows(s.db, scanSegment))
 }
@@ -187,7 +186,6 @@ func (s *Store) segmentTx(ctx context.Context, fn func(tx *sql.Tx) error) error 
 	return tx.Commit()
 }
 
-// scanSegment reads one row of segmentColumns.
 func scanSegment(row sqlstore.Scanner) (allocator.Namespace, error) {
 	return scanSegmentWith(row)
 }

@@ -43,18 +43,15 @@ const (
 	defaultMaxIdleConns = 8
 )
 
-// idleTxTimeoutParam is MariaDB's idle-in-transaction timeout; MySQL has
-// none.
+// idleTxTimeoutParam is MariaDB's idle-in-transaction timeout (not MySQL's).
 const idleTxTimeoutParam = "idle_transaction_timeout"
 
 // errUnknownVariable is the server's error 1193, ER_UNKNOWN_SYSTEM_VARIABLE.
 const errUnknownVariable = 1193
 
-// DefaultIdleTransactionTimeout is idgen's idle_transaction_timeout
-// (seconds) on MariaDB unless the DSN sets one (0 turns it off). A session
-// idle inside a transaction has lost its client (paused or cut off
-// mid-heartbeat); without a timeout it keeps the lease row's lock for
-// hours and no node can claim the worker ID.
+// DefaultIdleTransactionTimeout is idgen's MariaDB idle_transaction_timeout
+// (seconds) unless the DSN sets one (0: off): a session idle in a
+// transaction lost its client and would hold the lease row's lock for hours.
 const DefaultIdleTransactionTimeout = "5"
 
 // Store is idgen's Store on MySQL or MariaDB. It is safe for concurrent use.
@@ -134,8 +131,7 @@ func connectConfig(ctx context.Context, cfg *gomysql.Config, safe string, setup 
 	return db, connector, nil
 }
 
-// parseDSN turns a mysql:// URL into a driver configuration and the
-// redacted URL.
+// parseDSN returns the driver configuration and the redacted URL.
 func parseDSN(dsn string) (*gomysql.Config, string, error) {
 	if err := dburl.Check(dsn); err != nil {
 		return nil, "", fmt.Errorf("mysql: invalid DSN (not shown): %w", err)
@@ -211,12 +207,10 @@ func (s *Store) Migrations() (*goose.Provider, error) {
 	return sqlstore.Migrations(migrations.DialectMySQL, sql.OpenDB(s.connector))
 }
 
-// SerializationRetries returns how many transactions were rerun after a
-// conflict.
+// SerializationRetries returns how many transactions were rerun.
 func (s *Store) SerializationRetries() int64 { return s.tx.Retries() }
 
-// errRetry asks inTx for another try: a compare-and-set found the row
-// changed.
+// errRetry asks inTx for another try: a compare-and-set lost.
 var errRetry = sqltx.ErrRetry
 
 // inTx runs fn in a SERIALIZABLE transaction, rerun whole on a conflict or
