@@ -258,8 +258,7 @@ func timeArg(t time.Time) string {
 	return t.Format(timeLayout)
 }
 
-// atNow runs fn in a transaction with now, the database time at its start
-// as SQLite writes it.
+// atNow runs fn in a transaction with now, its start in SQLite's form.
 func atNow[T any](ctx context.Context, s *Store, fn func(tx *sql.Tx, now string) (T, error)) (T, error) {
 	return sqltx.Get(ctx, s.tx, func(tx *sql.Tx) (T, error) {
 		now, err := dbNow(ctx, tx)
@@ -318,7 +317,6 @@ func scanEvent(row sqlstore.Scanner) (allocator.LeaseEvent, error) {
 	return sqlstore.ScanEvent(row, parseTime)
 }
 
-// scanLease reads the leaseColumns.
 func scanLease(row sqlstore.Scanner) (allocator.Lease, error) {
 	var (
 		l             allocator.Lease
@@ -342,7 +340,6 @@ func scanLease(row sqlstore.Scanner) (allocator.Lease, error) {
 	return l, nil
 }
 
-// parseTime reads a time written in timeLayout.
 func parseTime(s string) (time.Time, error) {
 	t, err := time.Parse(timeLayout, s)
 	if err != nil {

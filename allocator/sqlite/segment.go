@@ -168,7 +168,6 @@ func (s *Store) segmentRow(ctx context.Context, query string, args ...any) (ns a
 	return ns, found, nil
 }
 
-// scanSegment reads one row of segmentColumns.
 func scanSegment(row sqlstore.Scanner) (allocator.Namespace, error) {
 	return sqlstore.ScanNamespace(row, func(t *time.Time) sql.Scanner { return segmentTime{t} })
 }
