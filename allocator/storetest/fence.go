@@ -150,8 +150,7 @@ func testFenceLeases(t *testing.T, s FencedStore) {
 	}
 }
 
-// testFenceCounters: every counter (deleted too) moves by the gap, capped
-// at its limit.
+// testFenceCounters: every counter moves by the gap, up to its limit.
 func testFenceCounters(t *testing.T, s FencedStore) {
 	ctx := t.Context()
 	plain := sampleNamespace("orders")

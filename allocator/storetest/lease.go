@@ -684,8 +684,7 @@ func testRelease(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testReleaseNeverRaises: a release above the committed ceiling is refused
-// and changes nothing.
+// testReleaseNeverRaises: a release above the ceiling is refused.
 func testReleaseNeverRaises(t *testing.T, s allocator.Store) {
 	l := claim(t, s, allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 0, MaxWorkerID: 0, Holder: "a", TTL: longTTL, CeilingMS: 1000}).Lease
 	for _, last := range []int64{1001, time.Now().Add(time.Hour).UnixMilli()} {
@@ -786,7 +785,6 @@ func testLeaseEventsPaging(t *testing.T, s allocator.Store) {
 	}
 }
 
-// claim claims or fails the test.
 func claim(t *testing.T, s allocator.Store, req allocator.ClaimRequest) allocator.ClaimResult {
 	t.Helper()
 	res, err := s.Claim(t.Context(), req)

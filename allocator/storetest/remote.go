@@ -14,8 +14,7 @@ import (
 // The lease API's groundwork: floors and the release rule, owners and
 // request IDs, eviction, and the events reader and pruning.
 
-// testClaimRecordsFloor: every claim sets the floor one above the ceiling
-// it found.
+// testClaimRecordsFloor: a claim's floor is one above the ceiling found.
 func testClaimRecordsFloor(t *testing.T, s allocator.Store) {
 	req := allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 0, MaxWorkerID: 0, Holder: "a", TTL: longTTL, CeilingMS: 1000}
 	first := claim(t, s, req)
@@ -364,8 +363,7 @@ func testLeaseEventsFilter(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testPruneLeaseEvents: a prune deletes exactly the older events; IDs are
-// never reused.
+// testPruneLeaseEvents: a prune deletes the older events; IDs stay unique.
 func testPruneLeaseEvents(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	for i := range 9 {

@@ -15,8 +15,7 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// sampleNamespace is a valid namespace unlike the defaults, so a dropped
-// field shows.
+// sampleNamespace is a namespace unlike the defaults, to catch a lost field.
 func sampleNamespace(name string) allocator.Namespace {
 	return allocator.Namespace{
 		Name:        name,
@@ -31,7 +30,6 @@ func sampleNamespace(name string) allocator.Namespace {
 	}
 }
 
-// mustCreate creates ns or fails the test.
 func mustCreate(t *testing.T, s allocator.Store, ns allocator.Namespace) allocator.Namespace {
 	t.Helper()
 	got, err := s.CreateNamespace(t.Context(), ns)
@@ -50,7 +48,6 @@ func createFresh(t *testing.T, s allocator.Store, name string) allocator.Namespa
 	return ns
 }
 
-// mustGet reads a namespace or fails the test.
 func mustGet(t *testing.T, s allocator.Store, name string) allocator.Namespace {
 	t.Helper()
 	got, err := s.GetNamespace(t.Context(), name)
@@ -60,7 +57,6 @@ func mustGet(t *testing.T, s allocator.Store, name string) allocator.Namespace {
 	return got
 }
 
-// mustFetch fetches n IDs or fails the test.
 func mustFetch(t *testing.T, s allocator.Store, name string, n int64) allocator.Segment {
 	t.Helper()
 	seg, err := s.FetchSegment(t.Context(), name, n)
@@ -474,8 +470,7 @@ func testFetchLimit(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testLimitConstraints: the Snowflake fallback needs a limit, and max_id
-// may not exceed it.
+// testLimitConstraints: the table's constraints on max_id_limit.
 func testLimitConstraints(t *testing.T, s allocator.Store) {
 	tests := []struct {
 		name   string

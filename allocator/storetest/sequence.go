@@ -68,7 +68,6 @@ func mustCreateSequence(t *testing.T, s SequenceStore, seq sequence.Sequence) se
 	return got
 }
 
-// reserve reserves count numbers for caller or fails the test.
 func reserve(t *testing.T, s SequenceStore, name, caller string, counts ...int) []sequence.Reservation {
 	t.Helper()
 	reqs := make([]sequence.Request, len(counts))
@@ -529,8 +528,7 @@ func reserveConcurrently(t *testing.T, s SequenceStore, name string, n, each int
 	}
 }
 
-// testSequenceExpireDue: Service.ExpireDue leaves nothing for
-// ExpireReservations to do.
+// testSequenceExpireDue: Service.ExpireDue leaves nothing due.
 func testSequenceExpireDue(t *testing.T, s SequenceStore) {
 	for _, name := range []string{"a", "b"} {
 		seq := invoiceSequence(name)
