@@ -45,8 +45,7 @@ type Options struct {
 	// Timeout zero, AttemptTimeout bounds each attempt.
 	HTTPClient *http.Client
 
-	// MaxAttempts counts attempts per call; zero means DefaultMaxAttempts,
-	// 1 disables retries.
+	// MaxAttempts counts attempts per call (0: DefaultMaxAttempts; 1: no retry).
 	MaxAttempts int
 	// BackoffBase and BackoffMax bound the backoff: retry n waits a random
 	// half to all of min(BackoffMax, BackoffBase·2^(n-1)), at least 1ms.
@@ -57,8 +56,7 @@ type Options struct {
 	// AttemptTimeout bounds one attempt, response body included.
 	AttemptTimeout time.Duration
 
-	// MaxCount is the most IDs per request (the server's --max-count);
-	// larger counts are split.
+	// MaxCount is the most IDs per request; larger counts are split.
 	MaxCount int
 
 	Breaker BreakerOptions
@@ -85,8 +83,7 @@ type CacheOptions struct {
 	Snowflake int
 	// Namespaces maps namespaces to block sizes (at most Options.MaxCount).
 	Namespaces map[string]int
-	// LowWater is the refill fraction in (0, 1); zero means
-	// DefaultCacheLowWater.
+	// LowWater is the refill fraction in (0, 1); 0 means DefaultCacheLowWater.
 	LowWater float64
 }
 
@@ -115,8 +112,7 @@ type Draw struct {
 	Ranges    []Range // the contiguous runs the IDs form, in the same order; none for DrawSnowflakes
 	// Source is SourceSegment, SourceSnowflake (fallback) or SourceMixed.
 	Source Source
-	// Leases are the Snowflake IDs' fencing tokens, one per run of IDs
-	// from the same lease.
+	// Leases are the fencing tokens, one per run of IDs from one lease.
 	Leases []LeaseToken
 	// Revision is a strict namespace's highest checked revision, else 0.
 	Revision int64
@@ -252,8 +248,7 @@ func parseBaseURL(baseURL string) (string, error) {
 	return strings.TrimRight(u.String(), "/"), nil
 }
 
-// bearer returns token's Authorization header ("" for none); its error
-// omits the token.
+// bearer returns token's Authorization header; its error omits the token.
 func bearer(token string) (string, error) {
 	if token == "" {
 		return "", nil
@@ -385,8 +380,7 @@ func (c *Client) parse(ctx context.Context, text string) (Parts, error) {
 	}, nil
 }
 
-// idsResponse is a GET /ids answer; IDs are text in its format (decimal
-// when it names none).
+// idsResponse is a GET /ids answer, its IDs in its format.
 type idsResponse struct {
 	IDs       []string `json:"ids"`
 	Namespace string   `json:"namespace"`
@@ -431,8 +425,7 @@ func (c *Client) fetch(ctx context.Context, ns string, n int) (Draw, error) {
 	if ns != "" {
 		q.Set("namespace", ns)
 	}
-	// The fetch serving this request comes later, so its revision must be
-	// above the one seen now.
+	// The fetch serving this request comes later: its revision must be higher.
 	seen := c.revisionSeen(ns)
 	var r idsResponse
 	if err := c.get(ctx, "/ids?"+q.Encode(), &r); err != nil {
@@ -511,8 +504,7 @@ func (c *Client) get(ctx context.Context, path string, out any) error {
 			return fail(attempt-1, joinLast(ErrCircuitOpen, last))
 		}
 		err := c.attempt(ctx, path, out)
-		// Move to an untried node; only a call failed on every node
-		// counts for the breaker.
+		// Move to an untried node; the breaker counts only all-node failures.
 		moveOn := err != nil && moves < len(c.nodes.urls)-1 && failsOver(err)
 		switch {
 		case err == nil:

@@ -125,8 +125,7 @@ func (e *Error) Temporary() bool {
 	return ok && row.RetryLater
 }
 
-// newError builds a non-2xx answer's *Error; a non-problem body keeps the
-// status and its code.
+// newError builds a non-2xx answer's *Error.
 func newError(status int, h http.Header, body []byte, now time.Time) *Error {
 	e := &Error{Status: status, RetryAfter: parseRetryAfter(h.Get("Retry-After"), now)}
 	var p struct{ Type, Title, Detail, Code string }

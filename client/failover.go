@@ -7,11 +7,9 @@ import (
 	"sync/atomic"
 )
 
-// NewFailover returns a client for several nodes' base URLs, for callers
-// without a load balancer. It sends to one node; on no answer or a 503 it
-// moves to the next and retries at once, until every node was tried, then
-// Options' retries apply. The breaker counts a call only once it failed on
-// every node. Bad URLs, an empty list or a duplicate wrap ErrInvalidInput.
+// NewFailover returns a client for several nodes' base URLs. On no answer
+// or a 503 it moves to the next node and retries at once; the breaker
+// counts a call only once every node failed. Bad lists wrap ErrInvalidInput.
 func NewFailover(baseURLs []string, opts Options) (*Client, error) {
 	return newFailoverClient(baseURLs, opts, systemClock{})
 }
@@ -55,7 +53,6 @@ func newNodes(baseURLs []string) (*nodes, error) {
 	return n, nil
 }
 
-// current returns the index and base URL of the node in use.
 func (n *nodes) current() (uint64, string) {
 	i := n.cur.Load()
 	return i, n.urls[i]

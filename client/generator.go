@@ -30,8 +30,7 @@ type GeneratorOptions struct {
 	Datacenter int64
 	// Workers is the pool to lease from; nil means the server's whole pool.
 	Workers *WorkerRange
-	// TTL is the lease's time to live in whole milliseconds; zero means
-	// allocator.DefaultLeaseTTL.
+	// TTL is the lease's ttl in whole ms; zero means allocator.DefaultLeaseTTL.
 	TTL time.Duration
 	// Heartbeat (at most TTL/2) and Margin (under TTL/2, off the local
 	// deadline); zero means allocator.DefaultHeartbeat and DefaultMargin.

@@ -28,18 +28,15 @@ const maxLeaseBody = 64 << 10
 type LeaseStoreOptions struct {
 	Token      string       // the bearer token, with the leases scope
 	HTTPClient *http.Client // nil means one of the store's own
-	// RequestTimeout bounds each request; zero means
-	// DefaultLeaseRequestTimeout.
+	// RequestTimeout bounds each request; zero means DefaultLeaseRequestTimeout.
 	RequestTimeout time.Duration
 	UserAgent      string // empty means "idgen-go-client"
 }
 
-// LeaseStore is an allocator.LeaseStore over idgen's lease API, the store
-// a Generator's keeper runs on. One attempt per call (the keeper retries).
-// Refusals are *Error values that also match allocator's ErrLeaseLost,
-// ErrNoWorkerAvailable and ErrInvalidRelease. The server sets owner and
-// ceilings, so Owner, SecretHash and MaxClockOffset are not sent; secrets
-// are kept in memory. Safe for concurrent use.
+// LeaseStore is an allocator.LeaseStore over idgen's lease API, for a
+// Generator's keeper; one attempt per call. Refusals are *Error values that
+// also match allocator's sentinels. The server sets owner and ceilings.
+// Safe for concurrent use.
 type LeaseStore struct {
 	rpc       idgenv1connect.LeaseServiceClient
 	hc        *http.Client
@@ -229,8 +226,7 @@ func (s *LeaseStore) Release(ctx context.Context, req allocator.ReleaseRequest) 
 	return b.GetCeilingMs(), nil
 }
 
-// keepSecret remembers a lease's secret, dropping the oldest past
-// maxSecrets.
+// keepSecret remembers a lease's secret, forgetting the oldest first.
 func (s *LeaseStore) keepSecret(l heldLease, secret string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -247,8 +243,7 @@ func (s *LeaseStore) keepSecret(l heldLease, secret string) {
 	s.secrets[l] = secret
 }
 
-// secretOf returns a lease's secret, or an error wrapping
-// allocator.ErrLeaseLost.
+// secretOf returns a lease's secret, or wraps allocator.ErrLeaseLost.
 func (s *LeaseStore) secretOf(l heldLease, method string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
