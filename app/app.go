@@ -63,8 +63,7 @@ var (
 
 // Config configures a node; a zero field means its default.
 type Config struct {
-	// DSN names the database (postgres://, mysql://, sqlite:, etcd://);
-	// ignored when Store is set.
+	// DSN names the database (postgres://, mysql://, sqlite:, etcd://).
 	DSN string
 	// Store, when set, is used instead of DSN; Close leaves it open.
 	Store stores.Store
@@ -80,14 +79,12 @@ type Config struct {
 
 	// Keeper configures the lease keeper; Open sets its Clock and Logger.
 	Keeper allocator.KeeperSettings
-	// Segments configures the segment allocator; Open sets its Logger and
-	// Fallback.
+	// Segments configures the segment allocator; Open sets Logger, Fallback.
 	Segments allocator.SegmentSettings
 	// LeaseAPI configures the lease API (idgen.LeaseSettings).
 	LeaseAPI idgen.LeaseSettings
 
-	// Listen is the host:port to serve on; port 0 picks a free one.
-	// Default DefaultListen.
+	// Listen is the host:port to serve on (port 0: any); default DefaultListen.
 	Listen string
 	// MaxCount is the largest count per request, 1 to idgen.MaxCountLimit;
 	// default idgen.DefaultMaxCount.
@@ -102,7 +99,7 @@ type Config struct {
 	// Tokens is a tokens file's content (from IDGEN_TOKENS), never
 	// reloaded. At most one of TokensFile and Tokens may be set.
 	Tokens string
-	// TokensReloadInterval is how often TokensFile is checked. Default
+	// TokensReloadInterval is how often TokensFile is checked; default
 	// DefaultTokensReloadInterval.
 	TokensReloadInterval time.Duration
 	// PublicStatusDetails says whether /readyz and the status page show
@@ -120,11 +117,9 @@ type Config struct {
 	// Audit configures the audit trail; off by default.
 	Audit AuditConfig
 
-	// EtcdCompactRetention is how much etcd history the node keeps,
-	// compacting older revisions. Zero compacts with
-	// DefaultEtcdCompactRetention only when idgen owns the cluster;
-	// NoEtcdCompaction (or negative) never compacts; a positive value is
-	// at least MinEtcdCompactRetention. Ignored by the SQL stores.
+	// EtcdCompactRetention is how much etcd history the node keeps. Zero
+	// compacts with DefaultEtcdCompactRetention only if idgen owns the
+	// cluster; NoEtcdCompaction (or negative) never compacts.
 	EtcdCompactRetention time.Duration
 	// SequenceExpiryInterval is how often expired sequence reservations
 	// are marked expired. Default DefaultSequenceExpiryInterval.
@@ -186,8 +181,7 @@ func (c Config) resolve() (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	// The pools are split first: the keeper's settings are checked with
-	// its pool in force.
+	// Split the pools first: the keeper's settings depend on its pool.
 	if c.LeaseAPI, ks, err = c.LeaseAPI.Resolve(ks); err != nil {
 		return Config{}, err
 	}
@@ -595,9 +589,8 @@ func (a *App) Serve() error {
 	return fmt.Errorf("serve: %w", err)
 }
 
-// Close takes the node down, each step bounded by ctx and ShutdownTimeout;
-// errors are joined. It returns once Serve has; later calls return the
-// first result.
+// Close takes the node down, each step bounded by ctx and ShutdownTimeout,
+// errors joined, once Serve has returned; later calls return the first result.
 func (a *App) Close(ctx context.Context) error {
 	a.closeOnce.Do(func() {
 		a.mu.Lock()
@@ -610,8 +603,7 @@ func (a *App) Close(ctx context.Context) error {
 
 		a.log.Info("shutting down: finishing requests in flight")
 		sctx, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
-		// End the ID streams (UNAVAILABLE, so callers fail over) rather
-		// than wait for them.
+		// End the ID streams (UNAVAILABLE, so callers fail over), not wait.
 		a.rpc.Drain()
 		err := a.srv.Shutdown(sctx)
 		if gerr := a.rpc.Shutdown(sctx); gerr != nil && err == nil {

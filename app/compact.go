@@ -44,10 +44,8 @@ type historyStore interface {
 }
 
 // planCompaction decides at Open whether this node compacts the etcd
-// history and with which retention, and warns when nobody does. Zero
-// retention compacts only when the cluster holds no key outside idgen's
-// prefix. etcd's own auto-compaction cannot be read, only its effect, which
-// a young cluster may not show yet. Read errors are logged, never fatal.
+// history and with which retention, warning when nobody does. etcd's own
+// auto-compaction is seen only by its effect. Read errors are only logged.
 func planCompaction(ctx context.Context, hs historyStore, retention time.Duration, log *slog.Logger) probe.Compaction {
 	prefix := hs.Prefix()
 	switch {
@@ -84,10 +82,9 @@ func planCompaction(ctx context.Context, hs historyStore, retention time.Duratio
 	return probe.Compaction{Text: "none seen: set etcd's --auto-compaction-retention or idgen's --etcd-compact-retention"}
 }
 
-// compactor compacts the etcd history in the background, like etcd's
-// periodic compaction: it notes the revision every interval and compacts up
-// to the newest one noted at least the retention ago. Nodes need no
-// coordination: compacting a compacted revision is no error.
+// compactor compacts the etcd history like etcd's periodic compaction, up to
+// the newest revision noted at least the retention ago; nodes need no
+// coordination.
 type compactor struct {
 	store     historyStore
 	retention time.Duration
@@ -136,8 +133,7 @@ func (c *compactor) collectors() []prometheus.Collector {
 	return []prometheus.Collector{c.compactions, c.failures, c.compacted}
 }
 
-// start starts the loop, which notes the revision at once; stop stops it
-// and waits.
+// start starts the loop; stop stops it and waits.
 func (c *compactor) start() { c.loop = periodic.Start(0, c.interval, c.run) }
 
 func (c *compactor) stop() {

@@ -40,11 +40,9 @@ func (r *readiness) Ready() error {
 // Draining reports whether Drain was called.
 func (a *App) Draining() bool { return a.ready.draining.Load() }
 
-// Drain is the first step of a graceful shutdown: the node turns not
-// ready at once and stops keep-alives, so callers reconnect elsewhere, but
-// serves every request for Config.DrainWindow. It returns at the end of
-// the window, or with ctx's error if ctx ends first. A drained node never
-// becomes ready again.
+// Drain starts a graceful shutdown: the node turns not ready for good and
+// drops keep-alives, but serves every request for Config.DrainWindow. It
+// returns at the window's end, or with ctx's error if ctx ends first.
 func (a *App) Drain(ctx context.Context) error {
 	if !a.ready.draining.Swap(true) {
 		a.log.Info("draining: not ready from now on, still serving", "drain_window", max(a.cfg.DrainWindow, 0))

@@ -18,8 +18,7 @@ const (
 	DefaultLeaseEventsRetention = 30 * 24 * time.Hour
 	// KeepLeaseEvents, as Config.LeaseEventsRetention, keeps events forever.
 	KeepLeaseEvents time.Duration = -1
-	// DefaultLeaseEventsPruneInterval is the default
-	// Config.LeaseEventsPruneInterval.
+	// DefaultLeaseEventsPruneInterval is the default prune interval.
 	DefaultLeaseEventsPruneInterval = time.Hour
 )
 

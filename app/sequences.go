@@ -41,10 +41,8 @@ func sequencesOf(store any, svc *idgen.Service, rec *audit.Recorder) (*sequence.
 	return ss, idgen.NewSequences(ss, svc)
 }
 
-// sequenceSweeper expires every sequence's due reservations in the
-// background, so the ledger shows them expired without anyone reading it.
-// Expiring is idempotent and decided by the store's time, so nodes need no
-// coordination.
+// sequenceSweeper expires due reservations in the background, so the
+// ledger shows them without anyone reading it; idempotent, on store time.
 type sequenceSweeper struct {
 	svc      *sequence.Service
 	interval time.Duration

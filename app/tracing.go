@@ -19,9 +19,8 @@ import (
 type TracingConfig struct {
 	// Enabled turns tracing on without OTEL_TRACES_EXPORTER=otlp.
 	Enabled bool
-	// SampleRatio is the share of untraced incoming requests sampled, 0 to
-	// 1, when OTEL_TRACES_SAMPLER is unset; 0 means
-	// tracing.DefaultRequestSampleRatio. Background calls are always traced.
+	// SampleRatio is the share of untraced requests sampled without
+	// OTEL_TRACES_SAMPLER, 0 to 1 (0: tracing.DefaultRequestSampleRatio).
 	SampleRatio float64
 	// Provider, when set, is used instead of one built from the
 	// environment, whatever Enabled says; its owner shuts it down.
@@ -40,7 +39,6 @@ func (t TracingConfig) settings(c Config) tracing.Settings {
 	}
 }
 
-// validate reports settings Open would refuse.
 func (t TracingConfig) validate() error {
 	if r := t.SampleRatio; math.IsNaN(r) || r < 0 || r > 1 {
 		return fmt.Errorf("invalid TracingConfig.SampleRatio %v: want 0 to 1", r)
