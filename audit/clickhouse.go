@@ -65,8 +65,7 @@ type ClickHouse struct {
 
 // NewClickHouse returns the sink of dsn,
 // clickhouse://user:password@host:port/database?table=name (clickhouses://
-// for HTTPS). client nil is http.DefaultClient. Errors never show the
-// password.
+// for HTTPS); client nil is http.DefaultClient. Errors hide the password.
 func NewClickHouse(dsn string, client *http.Client) (*ClickHouse, error) {
 	name := RedactSink(dsn)
 	u, err := url.Parse(dsn)

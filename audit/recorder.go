@@ -48,8 +48,7 @@ type RecorderSettings struct {
 	BatchSize int
 	// FlushInterval is the longest an event waits to be sent.
 	FlushInterval time.Duration
-	// BlockInterval: at most one block record per lease per interval;
-	// reports in between add up.
+	// BlockInterval: at most one block record per lease per interval.
 	BlockInterval time.Duration
 	// SendTimeout bounds one Write.
 	SendTimeout time.Duration
@@ -59,8 +58,7 @@ type RecorderSettings struct {
 	Logger *slog.Logger
 }
 
-// Resolve returns s with defaults filled in, or an error naming a field
-// out of range.
+// Resolve returns s with defaults filled in, or an out-of-range error.
 func (s RecorderSettings) Resolve() (RecorderSettings, error) {
 	if s.Buffer == 0 {
 		s.Buffer = DefaultBuffer
@@ -114,8 +112,7 @@ type pendingBlock struct {
 	lastEmit time.Time
 }
 
-// Recorder is the audit pipeline: Record and Block never block; one
-// goroutine sends the buffer.
+// Recorder is the audit pipeline; one goroutine sends the buffer.
 type Recorder struct {
 	sink  Sink
 	s     RecorderSettings
@@ -197,8 +194,7 @@ func (r *Recorder) stamp(ev *Event) {
 	}
 }
 
-// enqueue buffers or drops ev and reports whether a full batch waits.
-// r.mu is held.
+// enqueue buffers or drops ev; true if a full batch waits. r.mu is held.
 func (r *Recorder) enqueue(ev Event) bool {
 	if len(r.queue) >= r.s.Buffer {
 		r.dropped++

@@ -17,9 +17,8 @@ const (
 )
 
 // Sequences wraps a sequence.Store so that every reservation and state
-// change reaches the audit trail after the store commits it, one event per
-// reservation (Namespace the sequence, First and Last its numbers, Owner
-// the caller, Detail the period and reservation ID).
+// change reaches the audit trail once committed, one event per reservation
+// (Namespace the sequence, First/Last its numbers, Owner the caller).
 type Sequences struct {
 	sequence.Store
 	rec *Recorder

@@ -44,8 +44,7 @@ func OpenSink(spec string, stdout io.Writer) (Sink, error) {
 	return nil, fmt.Errorf("%w %s: want stdout, file:PATH or clickhouse://user:password@host:8123/database", ErrInvalidSink, RedactSink(spec))
 }
 
-// CheckSink reports a spec OpenSink would refuse by its form, opening
-// nothing.
+// CheckSink reports a spec OpenSink would refuse, opening nothing.
 func CheckSink(spec string) error {
 	switch {
 	case spec == "stdout":

@@ -34,8 +34,7 @@ func leaseEvent(kind Kind, l allocator.Lease) Event {
 		FencingVersion: l.FencingVersion, FloorMS: l.FloorMS, CeilingMS: l.CeilingMS}
 }
 
-// Claim implements allocator.LeaseStore.Claim, recording an acquire or
-// takeover.
+// Claim implements allocator.LeaseStore.Claim, recording the claim.
 func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocator.ClaimResult, error) {
 	res, err := s.Store.Claim(ctx, req)
 	if err != nil {
@@ -49,8 +48,7 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 	return res, nil
 }
 
-// Heartbeat implements allocator.LeaseStore.Heartbeat, recording it and
-// its block.
+// Heartbeat implements allocator.LeaseStore.Heartbeat, recording it.
 func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (allocator.Lease, time.Time, error) {
 	s.block(req.Holder, req.Owner, req.Key, req.FencingVersion, req.Block)
 	l, dbNow, err := s.Store.Heartbeat(ctx, req)
@@ -63,8 +61,7 @@ func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (
 	return l, dbNow, nil
 }
 
-// Release implements allocator.LeaseStore.Release, recording it and its
-// block.
+// Release implements allocator.LeaseStore.Release, recording it.
 func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int64, error) {
 	s.block(req.Holder, req.Owner, req.Key, req.FencingVersion, req.Block)
 	ceiling, err := s.Store.Release(ctx, req)
@@ -112,8 +109,7 @@ func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocato
 	return l, nil
 }
 
-// FetchSegment implements allocator.SegmentStore.FetchSegment, recording
-// the range.
+// FetchSegment implements allocator.SegmentStore.FetchSegment, recording it.
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
 	seg, err := s.Store.FetchSegment(ctx, name, n)
 	if err != nil {

@@ -62,8 +62,7 @@ const (
 	maxWhoHistory = maxWhoEvents / whoPage
 )
 
-// History returns the recorded holdings of worker (datacenter, worker),
-// oldest first.
+// History returns worker (datacenter, worker)'s holdings, oldest first.
 func History(ctx context.Context, src EventSource, datacenter, worker int64) ([]Holding, error) {
 	var events []allocator.LeaseEvent
 	f := allocator.LeaseEventFilter{Limit: whoPage, DatacenterID: &datacenter, WorkerID: &worker}
@@ -113,8 +112,7 @@ func History(ctx context.Context, src EventSource, datacenter, worker int64) ([]
 	return hs, nil
 }
 
-// endHolding closes h at the next claim, at ceilingMS, unless an event
-// ended it before.
+// endHolding closes h at the next claim, at ceilingMS.
 func endHolding(h *Holding, by string, at time.Time, ceilingMS int64) {
 	h.CeilingMS = ceilingMS
 	if h.EndedAt.IsZero() {
@@ -131,10 +129,9 @@ func Find(hs []Holding, tsMS int64) (Holding, bool) {
 	return hs[i], true
 }
 
-// Who names the holder that issued Snowflake ID id: the one whose span
-// holds its timestamp, from the store's lease events, else from ClickHouse
-// (ch, if set). It never guesses: without a span, Found is false and Note
-// NoHolder.
+// Who names the holder whose span holds Snowflake ID id's timestamp, from
+// the store's lease events, else ClickHouse (ch, if set). It never guesses:
+// without a span, Found is false and Note NoHolder.
 func Who(ctx context.Context, layout snowflake.Layout, src EventSource, ch *ClickHouse, id int64) (Answer, error) {
 	if id < 0 || snowflake.ID(id) > layout.MaxID() {
 		return Answer{}, fmt.Errorf("id %d is outside the layout (0 to %d)", id, layout.MaxID())
