@@ -38,8 +38,7 @@ func (n notice) Class() string {
 const (
 	// poolLowShare: a datacenter with at most this share free is almost full.
 	poolLowShare = 0.1
-	// exhaustionSteps: fewer IDs left than this many largest ranges is
-	// close to running out.
+	// exhaustionSteps: fewer IDs left than this many ranges is near the end.
 	exhaustionSteps = 10
 )
 
@@ -162,8 +161,7 @@ func attention(in attentionInput) []notice {
 	return out
 }
 
-// spaceAhead: reaching the quota within this time at the current growth
-// needs attention.
+// spaceAhead: a quota reached within this time needs attention.
 const spaceAhead = 24 * time.Hour
 
 // spaceNotices adds the space notices: a raised alarm (critical), a size

@@ -27,8 +27,7 @@ type chart struct {
 	Summary string // the figures in text: the svg's desc and the figure's caption
 	YUnit   string // what the y axis counts, e.g. "IDs per second"
 	YFormat func(float64) string
-	// YAtLeast: the y axis reaches at least this far, so small counts do
-	// not fill the chart.
+	// YAtLeast: the y axis reaches at least this far.
 	YAtLeast float64
 	Start    time.Time
 	End      time.Time
@@ -363,8 +362,7 @@ func ago(d time.Duration) string {
 	}
 }
 
-// formatValue writes v with at most three significant digits and a k or M
-// suffix.
+// formatValue writes v in three significant digits, k or M suffixed.
 func formatValue(v float64) string {
 	a := math.Abs(v)
 	switch {

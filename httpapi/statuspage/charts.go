@@ -99,8 +99,7 @@ func inWindow(runs [][]point, start time.Time) []point {
 	return out
 }
 
-// deltaInWindow sums a counter's growth between samples ending in the
-// window, across gaps too.
+// deltaInWindow sums a counter's growth in the window, across gaps too.
 func deltaInWindow(ss []sample, start time.Time, get func(sample) int64) int64 {
 	var n int64
 	for i := 1; i < len(ss); i++ {

@@ -94,8 +94,7 @@ func (h *History) Interval() time.Duration { return h.interval }
 // Window returns how far back the history reaches.
 func (h *History) Window() time.Duration { return h.window }
 
-// Start samples at once, then every interval until Close; later calls do
-// nothing.
+// Start samples now, then every interval until Close; once only.
 func (h *History) Start() {
 	h.life.Lock()
 	defer h.life.Unlock()
@@ -191,8 +190,7 @@ func counterDelta(a, b int64) int64 {
 	return b - a
 }
 
-// rateRuns returns get's per-second rate between consecutive samples, in
-// continuous runs.
+// rateRuns returns get's per-second rates, in continuous runs.
 func rateRuns(ss []sample, gap time.Duration, get func(sample) int64) [][]point {
 	return splitRuns(ss, gap, func(i int) (float64, bool) {
 		if i == 0 || !continuous(ss[i-1], ss[i], gap) {
@@ -219,8 +217,7 @@ func gaugeRuns(ss []sample, gap time.Duration, get func(sample) (float64, bool))
 	return splitRuns(ss, gap, func(i int) (float64, bool) { return get(ss[i]) })
 }
 
-// splitRuns returns get's values, split where one is missing or samples
-// are not continuous.
+// splitRuns returns get's values, split at missing or discontinuous ones.
 func splitRuns(ss []sample, gap time.Duration, get func(i int) (v float64, ok bool)) [][]point {
 	var out [][]point
 	var run []point

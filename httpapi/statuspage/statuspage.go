@@ -48,8 +48,7 @@ type Store interface {
 	ListNamespaces(ctx context.Context) ([]allocator.Namespace, error)
 }
 
-// Config configures a Page; Service, Auth, Lease, Segments, Store and
-// Database are required.
+// Config configures a Page; the fields up to Database are required.
 type Config struct {
 	Service  Counters
 	Auth     *idgen.Authorizer
