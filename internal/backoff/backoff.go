@@ -38,8 +38,7 @@ func (b *Backoff) Bound() time.Duration { return b.cur }
 // Wait sleeps for Next(), or until ctx ends (returning ctx.Err()).
 func (b *Backoff) Wait(ctx context.Context) error { return Sleep(ctx, b.Next()) }
 
-// Sleep waits for d, or until ctx ends (returning ctx.Err()); d <= 0
-// returns at once.
+// Sleep waits for d, or until ctx ends (returning ctx.Err()).
 func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()

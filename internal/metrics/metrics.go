@@ -92,8 +92,7 @@ func Collectors(cfg Config) []prometheus.Collector {
 	}, func() float64 { return float64(l.Size()) }))
 }
 
-// Handler serves g's metrics, skipping a failing collector rather than
-// failing the scrape.
+// Handler serves g's metrics, skipping a failing collector.
 func Handler(g prometheus.Gatherer) http.Handler {
 	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
@@ -226,8 +225,7 @@ const (
 	poolTimeout  = 2 * time.Second
 )
 
-// poolCache counts the pool's live leases, reading at most once per
-// poolCacheFor.
+// poolCache counts the pool's live leases, at most once per poolCacheFor.
 type poolCache struct {
 	mu   sync.Mutex // held across the read, so that scrapes share one
 	at   time.Time  // when the last read ended; zero before the first

@@ -132,8 +132,7 @@ func (f *File) RaiseCeiling(key allocator.LeaseKey, ceiling int64) error {
 	})
 }
 
-// LowerCeiling records ceiling for key if below the file's (before a
-// release).
+// LowerCeiling records ceiling for key if below the file's.
 func (f *File) LowerCeiling(key allocator.LeaseKey, ceiling int64) error {
 	return f.change(true, func(m *allocator.NodeMark) bool {
 		if old, ok := m.Ceilings[key]; !ok || old <= ceiling {
@@ -155,8 +154,7 @@ func (f *File) RaiseCounter(name string, maxID int64) error {
 	})
 }
 
-// LowerCounter records maxID for name if below the file's (before a tail
-// return).
+// LowerCounter records maxID for name if below the file's.
 func (f *File) LowerCounter(name string, maxID int64) error {
 	return f.change(true, func(m *allocator.NodeMark) bool {
 		if old, ok := m.Counters[name]; !ok || old <= maxID {
@@ -206,8 +204,7 @@ func (f *File) change(lower bool, fn func(m *allocator.NodeMark) bool) error {
 	return nil
 }
 
-// save writes the mark atomically: temporary file, sync, rename, directory
-// sync.
+// save writes the mark atomically (rename, then directory sync).
 func (f *File) save() error {
 	d := fileData{Format: formatVersion, StoreID: f.mark.StoreID, Generation: f.mark.Generation,
 		Ceilings: make(map[string]int64, len(f.mark.Ceilings)), Counters: f.mark.Counters}

@@ -67,8 +67,7 @@ var (
 type Row struct {
 	Name  string // biz_tag (Leaf) or biz_type (tinyid)
 	MaxID int64  // the largest ID the row's counter has reserved
-	// Step is the range size (Leaf: its smallest dynamic step); 0 for
-	// tinyid's NULL.
+	// Step is the range size; 0 for tinyid's NULL.
 	Step int64
 	// Delta and Remainder are tinyid's interleave; Leaf rows have 1 and 0.
 	Delta, Remainder int64
@@ -79,8 +78,7 @@ type Row struct {
 // tableRE is an unquoted identifier, optionally qualified by a schema.
 var tableRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}(\.[A-Za-z_][A-Za-z0-9_]{0,63})?$`)
 
-// Read returns every row of the source's table (default DefaultTable) by
-// name. It only reads.
+// Read returns every row of the source's table by name. It only reads.
 func Read(ctx context.Context, db *sql.DB, src Source, table string) ([]Row, error) {
 	if table == "" {
 		table = src.DefaultTable()
@@ -126,8 +124,7 @@ func Read(ctx context.Context, db *sql.DB, src Source, table string) ([]Row, err
 
 // Options adjust a plan.
 type Options struct {
-	// Gap is added above each max_id, for a source still handing out
-	// ranges during the import.
+	// Gap is added above each max_id, for a source still in use.
 	Gap int64
 	// AcceptDelta imports tinyid rows with delta above 1, usually spread
 	// over several databases: set it only when all are imported (later
@@ -217,8 +214,7 @@ func Plan(src Source, rows []Row, o Options) ([]Item, error) {
 	return items, nil
 }
 
-// Open connects to the source database (postgres:// or mysql://). Errors
-// never show the password.
+// Open connects to the source (postgres:// or mysql://); errors hide the password.
 func Open(ctx context.Context, dsn string) (*sql.DB, error) {
 	if err := dburl.Check(dsn); err != nil {
 		return nil, fmt.Errorf("invalid DSN (not shown): %w", err)
@@ -246,8 +242,7 @@ type Action string
 const (
 	Create Action = "create" // no namespace of that name
 	Keep   Action = "keep"   // it exists, its next ID at least the planned start
-	// Raise: it exists below the start and is advanced to start − 1 by a
-	// discarded fetch.
+	// Raise: it exists below the start and is raised by a discarded fetch.
 	Raise    Action = "raise"
 	Conflict Action = "conflict" // it exists below the start, not to be raised
 )

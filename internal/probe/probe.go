@@ -88,8 +88,7 @@ type Audience struct {
 	Internals bool
 }
 
-// AudienceOf returns what a request may see; a bad token is not refused
-// on the open routes.
+// AudienceOf returns what a request may see; bad tokens are not refused.
 func AudienceOf(auth *idgen.Authorizer, public bool, authorization []string) Audience {
 	admin := false
 	if _, none, _ := idgen.ParseBearer(authorization); !none && auth.On(idgen.ScopeAdmin) {
@@ -99,8 +98,7 @@ func AudienceOf(auth *idgen.Authorizer, public bool, authorization []string) Aud
 	return Audience{Details: admin || public, Internals: admin}
 }
 
-// StoreFailure says what a store failure means, the error itself only to
-// internals.
+// StoreFailure words err for a; only internals see err itself.
 func StoreFailure(err error, a Audience) string {
 	switch {
 	case a.Internals:

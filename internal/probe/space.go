@@ -18,8 +18,7 @@ const SpaceTimeout = 5 * time.Second
 // growthWindow is how far back the growth rate of the database looks.
 const growthWindow = time.Minute
 
-// SpaceAttention is the share of the quota needing attention, well before
-// etcd refuses writes.
+// SpaceAttention is the quota share needing attention.
 const SpaceAttention = 0.6
 
 // Space samples the database's space and alarms (etcd) for /metrics,
@@ -80,8 +79,7 @@ func (r SpaceReport) Share() float64 {
 	return float64(r.Size) / float64(r.Quota)
 }
 
-// UntilFull returns the time to the quota at the current growth; false
-// without quota or growth.
+// UntilFull returns the time to the quota at the current growth.
 func (r SpaceReport) UntilFull() (time.Duration, bool) {
 	if r.Quota <= 0 || r.Growth <= 0 || r.Size >= r.Quota {
 		return 0, false

@@ -2,10 +2,9 @@
 // SQL stores, written once on database/sql; each store gives it a Dialect
 // and its pool.
 //
-// Every transaction reads the database's time first and uses it for every
-// time written and expiry decided. A period's counter advances by one
-// UPDATE (queueing concurrent reservations on its row lock), and the
-// ledger rows are inserted in the same transaction.
+// Every transaction reads the database's time first and uses it for all it
+// writes. A period's counter advances by one UPDATE, queueing on its row
+// lock, and the ledger rows go in the same transaction.
 package seqsql
 
 import (
@@ -33,11 +32,9 @@ type Dialect struct {
 	Now string
 	// TimeArg turns a UTC millisecond time into a time-column parameter.
 	TimeArg func(t time.Time) any
-	// InsertCounter inserts (sequence, period, last_number, updated_at)
-	// unless the row exists.
+	// InsertCounter inserts a counter row of four parameters, if missing.
 	InsertCounter string
-	// ForUpdate ends a locking SELECT; "" where the transaction holds the
-	// write lock (SQLite).
+	// ForUpdate ends a locking SELECT; "" for SQLite.
 	ForUpdate string
 	// Duplicate reports whether err is a unique-key violation.
 	Duplicate func(err error) bool
@@ -275,7 +272,6 @@ func (s *Store) Reserve(ctx context.Context, name string, reqs []sequence.Reques
 	})
 }
 
-// insertLedger writes the ledger rows of rs.
 func (s *Store) insertLedger(ctx context.Context, tx *sql.Tx, rs []sequence.Reservation) error {
 	var (
 		args []any
@@ -370,8 +366,7 @@ func (s *Store) Settle(ctx context.Context, name, id, caller string, to sequence
 	return out.res, nil
 }
 
-// setState moves the reserved numbers of reservation id to state, settled
-// at at.
+// setState moves reservation id's reserved numbers to state at at.
 func (s *Store) setState(ctx context.Context, tx *sql.Tx, name, id string, state sequence.State, at time.Time) error {
 	_, err := tx.ExecContext(ctx, s.q(`UPDATE sequence_ledger SET state = ?, settled_at = ?
 		WHERE sequence = ? AND reservation_id = ? AND state = 'reserved'`), string(state), s.d.TimeArg(at), name, id)

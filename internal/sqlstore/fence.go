@@ -7,8 +7,7 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// FenceRowQuery reads store_fence's row; dialects with row locks add
-// theirs.
+// FenceRowQuery reads store_fence's row; lock-capable dialects add a clause.
 const FenceRowQuery = `SELECT store_id, generation, ceiling_ms FROM store_fence WHERE id = 1`
 
 // CountersQuery reads every namespace counter (deleted too) in name order;
@@ -31,8 +30,7 @@ func ScanCounter(row Scanner) (allocator.FencedNamespace, error) {
 	return n, nil
 }
 
-// FenceSteps are a dialect's restore-fence statements, run in the caller's
-// transaction.
+// FenceSteps are a dialect's restore-fence statements.
 type FenceSteps struct {
 	// Now returns the store's time.
 	Now func() (time.Time, error)
@@ -114,8 +112,7 @@ func (d Dialect) Fence(req allocator.FenceRequest, st FenceSteps) (allocator.Fen
 	return res, nil
 }
 
-// StoreMark builds an allocator.StoreMark from the fence row, worker rows
-// and counters.
+// StoreMark builds an allocator.StoreMark.
 func (d Dialect) StoreMark(row Scanner, leases []allocator.Lease, counters []allocator.FencedNamespace) (allocator.StoreMark, error) {
 	m := allocator.StoreMark{Ceilings: make(map[allocator.LeaseKey]int64, len(leases)), Counters: make(map[string]int64, len(counters))}
 	if err := row.Scan(&m.StoreID, &m.Generation, &m.CeilingMS); err != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// scanLayout reads the row of layoutQuery.
 func scanLayout(row Scanner) (snowflake.Layout, error) {
 	var (
 		got     snowflake.Layout
@@ -47,8 +46,7 @@ func (d Dialect) EnsureLayout(layout snowflake.Layout, record func(snowflake.Lay
 	return got, nil
 }
 
-// Candidate is the worker_leases row a claim picked, as it was; Holder ""
-// for none.
+// Candidate is the worker_leases row a claim picked, as it was.
 type Candidate struct {
 	WorkerID, Version, CeilingMS int64
 	Holder                       string
@@ -260,8 +258,7 @@ func (d Dialect) ListLeases(ctx context.Context, cols string, query Query[alloca
 	return leases, nil
 }
 
-// ListLeaseEvents implements allocator.LeaseAdmin.ListLeaseEvents in id
-// order.
+// ListLeaseEvents implements allocator.LeaseAdmin.ListLeaseEvents.
 func (d Dialect) ListLeaseEvents(ctx context.Context, f allocator.LeaseEventFilter,
 	query Query[allocator.LeaseEvent]) ([]allocator.LeaseEvent, error) {
 	if err := f.Validate(); err != nil {

@@ -34,8 +34,7 @@ func ScanNamespace(row Scanner, at func(*time.Time) sql.Scanner, lead ...any) (a
 	return ns, nil
 }
 
-// ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces: live
-// rows by name.
+// ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces.
 func (d Dialect) ListNamespaces(ctx context.Context, query Query[allocator.Namespace]) ([]allocator.Namespace, error) {
 	list, err := query(ctx, `SELECT `+NamespaceColumns+` FROM segments WHERE deleted_at IS NULL ORDER BY namespace`)
 	if err != nil {

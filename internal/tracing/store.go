@@ -216,8 +216,7 @@ func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namesp
 	})
 }
 
-// FetchSegment traces SegmentStore.FetchSegment: the count asked for and
-// the range fetched.
+// FetchSegment traces SegmentStore.FetchSegment.
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
 	ctx, span := s.start(ctx, SpanFetchSegment, attribute.String(AttrNamespace, name), attribute.Int64(AttrCount, n))
 	seg, err := s.Store.FetchSegment(ctx, name, n)
