@@ -37,9 +37,8 @@ type fileData struct {
 	Counters   map[string]int64 `json:"counters"` // namespace: max_id
 }
 
-// RaiseEvery is how often at most raised values are written; a raise
-// within it waits for the next write or Flush. Lowerings are written at
-// once.
+// RaiseEvery is how often at most raised values are written (the rest wait
+// for the next write or Flush); lowerings are written at once.
 const RaiseEvery = time.Second
 
 // File is a node's state file, safe for concurrent use, written atomically.

@@ -90,8 +90,7 @@ func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocat
 }
 
 // ReturnTail first lowers the file's counter to newMaxID, giving nothing
-// back if that write fails (a gap). A refused return raises the counter to
-// expectMaxID again.
+// back if that fails (a gap); a refused return raises it to expectMaxID.
 func (s *Store) ReturnTail(ctx context.Context, name string, expectMaxID, expectVersion, newMaxID int64) (bool, error) {
 	if err := s.file.LowerCounter(name, newMaxID); err != nil {
 		return false, fmt.Errorf("return the tail of %s: %w", name, err)

@@ -254,9 +254,8 @@ type Step struct {
 	Existing allocator.Namespace // as found, for Keep, Raise and Conflict
 }
 
-// Check decides each item's action against store, changing nothing. With
-// raise, a namespace below the start is raised, else a conflict (the error
-// wraps ErrConflict).
+// Check decides each item's action against store, changing nothing: with
+// raise a namespace below the start is raised, else it wraps ErrConflict.
 func Check(ctx context.Context, store Namespaces, items []Item, raise bool) ([]Step, error) {
 	steps := make([]Step, 0, len(items))
 	var conflicts []string
@@ -285,9 +284,8 @@ func Check(ctx context.Context, store Namespaces, items []Item, raise bool) ([]S
 	return steps, nil
 }
 
-// Apply carries out Check's steps in order, stopping at the first failure,
-// and returns how many ran. A namespace created meanwhile fails with
-// allocator.ErrNamespaceExists.
+// Apply runs Check's steps in order until one fails and returns how many
+// ran; a namespace created meanwhile fails with ErrNamespaceExists.
 func Apply(ctx context.Context, store Namespaces, steps []Step) (int, error) {
 	for i, st := range steps {
 		switch st.Action {

@@ -30,8 +30,7 @@ const layoutQuery = `
 	FROM snowflake_layout WHERE id = 1`
 
 // EnsureLayout runs allocator.LeaseStore.EnsureLayout's steps in the
-// caller's transaction: record inserts layout unless recorded; read runs a
-// SELECT.
+// caller's transaction: record inserts layout unless recorded, read reads.
 func (d Dialect) EnsureLayout(layout snowflake.Layout, record func(snowflake.Layout) error, read func(query string) Scanner) (snowflake.Layout, error) {
 	if layout.IsZero() {
 		layout = snowflake.DefaultLayout()

@@ -97,9 +97,8 @@ func (d Dialect) NamespaceResult(op, name string, ns allocator.Namespace, err er
 	return ns, nil
 }
 
-// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace:
-// insert runs the INSERT; on a duplicate name, revive overwrites a
-// tombstone.
+// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace;
+// when insert finds the name in use, revive overwrites a tombstone.
 func CreateNamespace[Tx any](ctx context.Context, d Dialect, run func(ctx context.Context, fn func(tx Tx) error) error,
 	ns allocator.Namespace, insert func(ctx context.Context) (allocator.Namespace, error),
 	read func(tx Tx) (allocator.Namespace, error), write func(tx Tx, next allocator.Namespace) (allocator.Namespace, error)) (allocator.Namespace, error) {

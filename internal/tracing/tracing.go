@@ -87,8 +87,7 @@ func (s Settings) enabled(getenv func(string) string) (bool, error) {
 }
 
 // Open returns an OTLP tracer provider when tracing is on, else nil, nil.
-// It connects lazily (unsendable spans are dropped); its owner calls
-// Shutdown.
+// It connects lazily, dropping unsendable spans; its owner calls Shutdown.
 func Open(ctx context.Context, s Settings) (*Provider, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
