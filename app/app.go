@@ -555,9 +555,8 @@ func tokensSource(c Config) string {
 	return envTokensSource
 }
 
-// ReloadTokens rereads the tokens file now (idgen serve does on SIGHUP)
-// and returns why the old tokens stayed, if they did; ErrNoTokensFile
-// without a tokens file.
+// ReloadTokens rereads the tokens file now (as on SIGHUP) and returns why
+// the old tokens stayed, if they did; ErrNoTokensFile without a file.
 func (a *App) ReloadTokens() error {
 	if a.tokens == nil {
 		return ErrNoTokensFile
