@@ -1,13 +1,7 @@
-// Package app is one idgen node as a value: `idgen serve` is flag parsing
-// around it, and tests drive it directly. It is the only place the parts
-// are wired: Open brings them up in the order they depend on each other
-// (listener, database and its checks, migrations, the restore check of
-// the state file, keeper, segments, the core, the HTTP and gRPC APIs on
-// one listener, the background loops); Drain turns the node not ready and
-// keeps it serving for its drain window, so that balancers take it out;
-// and Close takes the parts down in the reverse order, so that no request
-// finds the allocators closed and the lease is released last before the
-// database.
+// Package app is one idgen node as a value: `idgen serve` wraps it, tests
+// drive it directly. Open wires the parts in dependency order, Drain turns
+// the node not ready while it keeps serving, Close takes the parts down in
+// reverse order (lease released last, before the database).
 //
 //	a, err := app.Open(ctx, app.Config{DSN: "sqlite:idgen.db", Migrate: true})
 //	if err != nil {
@@ -56,153 +50,108 @@ const (
 
 // Errors returned by Open and Serve.
 var (
-	// ErrUnsafeDurability is returned (wrapped, naming each setting, its
-	// value and the fix) by Open when the database can lose commits it
-	// acknowledged and Config.AllowUnsafeDurability is not set.
+	// ErrUnsafeDurability is returned (wrapped) by Open when the database
+	// can lose acknowledged commits and AllowUnsafeDurability is not set.
 	ErrUnsafeDurability = errors.New("the database can lose acknowledged commits, and the same IDs could be handed out twice")
 
 	// ErrClosed is returned by Serve after Close.
 	ErrClosed = errors.New("idgen node closed")
 
-	// ErrNoTokensFile is returned by ReloadTokens on a node whose tokens
-	// do not come from a file.
+	// ErrNoTokensFile is returned by ReloadTokens without a tokens file.
 	ErrNoTokensFile = errors.New("the node has no tokens file to reload")
 )
 
-// Config configures a node. The zero value of a field means its default;
-// Validate says which values are refused.
+// Config configures a node; a zero field means its default.
 type Config struct {
-	// DSN names the database: postgres://, mysql://, sqlite: or etcd://. It
-	// is ignored when Store is set.
+	// DSN names the database (postgres://, mysql://, sqlite:, etcd://).
 	DSN string
-	// Store, when not nil, is used instead of opening DSN. Close leaves it
-	// open: it belongs to the caller.
+	// Store, when set, is used instead of DSN; Close leaves it open.
 	Store stores.Store
 	// Migrate applies the pending schema migrations at Open.
 	Migrate bool
-	// AllowUnsafeDurability serves on a database that can lose commits it
-	// acknowledged, logging each risk, instead of refusing to start.
+	// AllowUnsafeDurability serves on a database that can lose
+	// acknowledged commits, with a warning, instead of refusing.
 	AllowUnsafeDurability bool
-	// StateFile, when set, names the node's state file (internal/nodestate):
-	// what the node saw the store commit, kept on the node's own disk. At
-	// start the node refuses a store that is behind it (restored or failed
-	// over without idgen restore-fence), with an error wrapping
-	// allocator.ErrStoreBehind. Ignored, with a warning, on a store without
-	// a restore fence (allocator.RestoreFencer).
+	// StateFile names the node's state file (internal/nodestate); at start
+	// the node refuses a store behind it (allocator.ErrStoreBehind).
+	// Ignored, with a warning, on a store without a restore fence.
 	StateFile string
 
-	// Keeper configures the lease keeper: layout, datacenter, worker IDs,
-	// holder, lease ttl and heartbeat. Its Clock and Logger are ignored:
-	// Open sets them from Clock and Logger.
+	// Keeper configures the lease keeper; Open sets its Clock and Logger.
 	Keeper allocator.KeeperSettings
-	// Segments configures the segment allocator: the prefetch threshold
-	// and the dynamic-step windows among others. Its Logger and Fallback
-	// are ignored: Open sets them from Logger and the keeper.
+	// Segments configures the segment allocator; Open sets Logger, Fallback.
 	Segments allocator.SegmentSettings
-	// LeaseAPI configures the lease API: its pool, which never overlaps
-	// the keeper's, its caps and its ttl bounds (idgen.LeaseSettings).
+	// LeaseAPI configures the lease API (idgen.LeaseSettings).
 	LeaseAPI idgen.LeaseSettings
 
-	// Listen is the TCP address to serve on, host:port; port 0 picks a free
-	// one (see Addr). Default DefaultListen.
+	// Listen is the host:port to serve on (port 0: any); default DefaultListen.
 	Listen string
-	// MaxCount is the largest count one request may ask for: 1 to
-	// idgen.MaxCountLimit, default idgen.DefaultMaxCount.
+	// MaxCount is the largest count per request, 1 to idgen.MaxCountLimit;
+	// default idgen.DefaultMaxCount.
 	MaxCount int
-	// Formats are the forms IDs are written in when a request names none:
-	// idgen.Settings.Formats (key "" for Snowflake IDs, else a namespace).
+	// Formats are the default ID forms (idgen.Settings.Formats).
 	Formats map[string]snowflake.Format
-	// AdminToken enables the admin API under /admin/ for requests bearing
-	// it; empty leaves the API off unless a token has the admin scope.
+	// AdminToken enables the admin API under /admin/ for requests bearing it.
 	AdminToken string
-	// TokensFile names the callers' tokens file (idgen.ParseTokens):
-	// with it, every route family needs its scope, and the lease API is on
-	// once a token has the leases scope. The node reloads the file when it
-	// changes (see ReloadTokens).
+	// TokensFile names the callers' tokens file (idgen.ParseTokens), reloaded
+	// when it changes (see ReloadTokens).
 	TokensFile string
-	// Tokens is the content of a tokens file, for a node whose tokens come
-	// from the environment (IDGEN_TOKENS) rather than a file; they are
-	// never reloaded. At most one of TokensFile and Tokens may be set.
+	// Tokens is a tokens file's content (from IDGEN_TOKENS), never
+	// reloaded. At most one of TokensFile and Tokens may be set.
 	Tokens string
-	// TokensReloadInterval is how often the node looks at TokensFile for
-	// a change. Default DefaultTokensReloadInterval.
+	// TokensReloadInterval is how often TokensFile is checked; default
+	// DefaultTokensReloadInterval.
 	TokensReloadInterval time.Duration
-	// PublicStatusDetails, when not nil, says whether /readyz and the
-	// status page show every caller the lease holders, fencing versions
-	// and namespaces (httpapi.Config.PublicStatusDetails); a request
-	// bearing a token with the admin scope sees them either way. Nil
-	// means StatusDetailsPublic's default: shown on a node without tokens
-	// and without an admin token, where nothing else asks for one either.
+	// PublicStatusDetails says whether /readyz and the status page show
+	// details to every caller; nil means StatusDetailsPublic's default.
 	PublicStatusDetails *bool
 
-	// LeaseEventsRetention is how long lease events are kept: a
-	// background loop deletes older ones. Default
-	// DefaultLeaseEventsRetention (30 days); KeepLeaseEvents (or any
-	// negative value) keeps them forever.
+	// LeaseEventsRetention is how long lease events are kept. Default
+	// DefaultLeaseEventsRetention; KeepLeaseEvents (or negative) forever.
 	LeaseEventsRetention time.Duration
-	// LeaseEventsPruneInterval is how often the loop prunes; the first
-	// prune comes after the interval or 30s, whichever is shorter. Default
-	// DefaultLeaseEventsPruneInterval (an hour).
+	// LeaseEventsPruneInterval is how often they are pruned (first after
+	// at most 30s). Default DefaultLeaseEventsPruneInterval.
 	LeaseEventsPruneInterval time.Duration
 	// Version is shown on the status page and in the metrics.
 	Version string
-	// Audit configures the audit trail of lease events, segment fetches
-	// and blocks of IDs; off by default.
+	// Audit configures the audit trail; off by default.
 	Audit AuditConfig
 
-	// EtcdCompactRetention is how much of etcd's history the node keeps:
-	// it compacts the revisions older than this, cluster-wide, in the
-	// background (etcd keeps every revision until someone compacts, and
-	// its backend grows until it refuses writes). Zero compacts with
-	// DefaultEtcdCompactRetention when idgen owns the cluster (no keys
-	// outside its prefix) and leaves a shared cluster to its operator;
-	// NoEtcdCompaction (or any negative value) never compacts. At least
-	// MinEtcdCompactRetention when positive. Ignored by the SQL stores.
+	// EtcdCompactRetention is how much etcd history the node keeps. Zero
+	// compacts with DefaultEtcdCompactRetention only if idgen owns the
+	// cluster; NoEtcdCompaction (or negative) never compacts.
 	EtcdCompactRetention time.Duration
-	// SequenceExpiryInterval is how often the node marks expired the
-	// numbers of every sequence reserved past their expiry, so that the
-	// ledger shows them expired without anyone reading it. Default
-	// DefaultSequenceExpiryInterval. Ignored on a store without sequences.
+	// SequenceExpiryInterval is how often expired sequence reservations
+	// are marked expired. Default DefaultSequenceExpiryInterval.
 	SequenceExpiryInterval time.Duration
-	// SpaceInterval is how often the node samples the space its database
-	// takes and its alarms (etcd only), for /metrics, /readyz and the
-	// status page. Default DefaultSpaceInterval.
+	// SpaceInterval is how often the database's space and alarms are
+	// sampled (etcd only). Default DefaultSpaceInterval.
 	SpaceInterval time.Duration
 
-	// RateLimit limits the IDs each caller takes, over every transport
-	// (idgen.RateLimit): per token name with tokens, per client
-	// address without. The zero value sets no limit.
+	// RateLimit limits the IDs each caller takes over every transport
+	// (idgen.RateLimit); zero sets no limit.
 	RateLimit idgen.RateLimit
-	// Tracing configures OpenTelemetry tracing (tracing.go); off unless
-	// enabled here or by OTEL_TRACES_EXPORTER=otlp.
+	// Tracing configures OpenTelemetry tracing; off unless enabled here or
+	// by OTEL_TRACES_EXPORTER=otlp.
 	Tracing TracingConfig
 
-	// OpenTimeout bounds connecting to the database, checking and
-	// migrating it; and, again, starting the keeper (checking the layout
-	// the database records). Default DefaultOpenTimeout.
+	// OpenTimeout bounds opening, checking and migrating the database, and
+	// starting the keeper. Default DefaultOpenTimeout.
 	OpenTimeout time.Duration
-	// ShutdownTimeout bounds each step of Close. Default
-	// DefaultShutdownTimeout.
+	// ShutdownTimeout bounds each step of Close. Default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
-	// DrainWindow is how long Drain keeps the node serving after it
-	// turned not ready, before Close stops accepting connections. Default
-	// DefaultDrainWindow; NoDrainWindow (or any negative value) none.
+	// DrainWindow is how long Drain keeps serving after turning not ready.
+	// Default DefaultDrainWindow; NoDrainWindow (or negative) none.
 	DrainWindow time.Duration
 
-	// Clock is the wall clock the Snowflake IDs carry; nil means
-	// snowflake.SystemClock(). Tests step it to play clock jumps.
+	// Clock is the wall clock for Snowflake IDs; nil means the system clock.
 	Clock snowflake.Clock
 	// Logger receives the node's log; nil discards it.
 	Logger *slog.Logger
 }
 
-// Validate reports a configuration Open would refuse, with a message that
-// names the field ("invalid Config.MaxCount 0: …"): a DSN of
-// no known database or with an '@' not percent-encoded (dburl.ErrNotEncoded,
-// never showing the DSN), a listen address that is not host:port, keeper
-// settings that break a rule of allocator.KeeperSettings, a MaxCount out of
-// range, a negative timeout or interval, tokens given twice, or a tokens
-// file that cannot be read or parsed ("path:line: message").
+// Validate reports a configuration Open would refuse, naming the field
+// ("invalid Config.MaxCount 0: …"); the DSN itself is never shown.
 func (c Config) Validate() error {
 	c, err := c.resolve()
 	if err != nil {
@@ -212,11 +161,9 @@ func (c Config) Validate() error {
 	return err
 }
 
-// resolve returns c with its defaults filled in and the keeper settings
-// resolved, or the error Validate reports.
+// resolve returns c with defaults filled in, or the error Validate reports.
 func (c Config) resolve() (Config, error) {
 	if c.Store == nil && stores.Dialect(c.DSN) == "" {
-		// The DSN is not shown: it may hold a password.
 		return Config{}, fmt.Errorf("invalid Config.DSN: %w; the DSN is not shown, as it may hold a password", stores.ErrUnknownScheme)
 	}
 	if c.Store == nil {
@@ -234,8 +181,7 @@ func (c Config) resolve() (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	// The node's pool and the lease API's are set apart first: the
-	// keeper's settings are checked with the pool in force.
+	// Split the pools first: the keeper's settings depend on its pool.
 	if c.LeaseAPI, ks, err = c.LeaseAPI.Resolve(ks); err != nil {
 		return Config{}, err
 	}
@@ -329,8 +275,7 @@ func (c Config) resolve() (Config, error) {
 	return c, nil
 }
 
-// App is a running idgen node: built by Open, serving from Serve on,
-// taken down by Close.
+// App is a running idgen node, built by Open and taken down by Close.
 type App struct {
 	cfg        Config // resolved
 	log        *slog.Logger
@@ -348,29 +293,19 @@ type App struct {
 	rpc        *rpcapi.Server
 	srv        *http.Server
 	ln         net.Listener
-	// tokens reloads the tokens file; nil without one.
-	tokens *tokensReloader
-	// pruner prunes the lease events; nil when they are kept forever.
-	pruner *eventsPruner
-	// space samples the database's space and alarms, and spaceLoop
-	// samples it; nil for a store that cannot say (the SQL stores).
+	tokens     *tokensReloader
+	pruner     *eventsPruner
+	// space and spaceLoop sample the database's space; nil for SQL stores.
 	space     *probe.Space
 	spaceLoop *periodic.Loop
-	// compactor compacts the etcd history; nil when the node does not.
 	compactor *compactor
-	// sweeper expires the sequences' due reservations; nil on a store
-	// without sequences.
-	sweeper *sequenceSweeper
-	// tracer is the tracer provider Open built, shut down last by stop;
-	// nil when tracing is off or its provider is the caller's.
+	sweeper   *sequenceSweeper
+	// tracer is shut down last; nil when off or owned by the caller.
 	tracer *tracing.Provider
-	// state keeps the state file; nil without one.
-	state *nodestate.Store
-	// audit sends the audit trail; nil when it is off.
-	audit *audit.Recorder
+	state  *nodestate.Store
+	audit  *audit.Recorder
 
-	// mu guards serving and closed; serveDone is closed when a Serve that
-	// started returns.
+	// mu guards serving and closed; serveDone closes when Serve returns.
 	mu        sync.Mutex
 	serving   bool
 	closed    bool
@@ -380,15 +315,10 @@ type App struct {
 	closeErr  error
 }
 
-// Open brings a node up (see the package doc) and returns it, bound to its
-// listener but not serving yet. It listens before it opens the store: an
-// address it cannot bind fails Open with the database untouched. On an
-// error it undoes what it did: a lease it claimed is released, the store
-// it opened is closed and the listener too. Besides the
-// Validate errors, it returns an error wrapping ErrUnsafeDurability for a
-// database that can lose acknowledged commits, allocator.ErrLayoutMismatch
-// when the database records another Snowflake layout, and the store's
-// errors for a database it cannot open or migrate.
+// Open brings a node up, bound to its listener but not serving yet. On an
+// error it undoes what it did (lease released, store and listener closed).
+// Besides Validate's errors it may return ErrUnsafeDurability,
+// allocator.ErrLayoutMismatch, or the store's errors.
 func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	c, err := cfg.resolve()
 	if err != nil {
@@ -406,14 +336,12 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// The address first: a node that cannot listen (the port is taken,
-	// say) fails before it touches the database, so that a pod restarting
-	// in a loop neither migrates nor writes lease events.
+	// Listen first: a node that cannot bind fails before touching the
+	// database, so a crash-looping pod neither migrates nor writes events.
 	var lc net.ListenConfig
 	if a.ln, err = lc.Listen(ctx, "tcp", c.Listen); err != nil {
 		return nil, fmt.Errorf("listen on %s (Config.Listen): %w", c.Listen, err)
 	}
-	// Whatever fails from here on, what was started is stopped again.
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, a.stop(context.WithoutCancel(ctx)))
@@ -452,7 +380,6 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 
 	cancelOpen()
 
-	// From here on the parts use data: the store, traced when tracing is on.
 	data, tracingCfg, err := a.openTracing(ctx, c)
 	if err != nil {
 		return nil, err
@@ -489,8 +416,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, fmt.Errorf("segment allocator: %w", err)
 	}
 
-	// The core: who may call, the draws and the lease API, one copy of
-	// their rules for both transports.
+	// The core, shared by both transports.
 	a.auth = idgen.NewAuthorizer(c.AdminToken, tokens)
 	a.svc, err = idgen.NewService(keeper, a.segments, idgen.Settings{MaxCount: c.MaxCount, RateLimit: c.RateLimit, Formats: c.Formats})
 	if err != nil {
@@ -501,8 +427,6 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 
-	// One cached ping of the database for /readyz, the status page and
-	// /metrics.
 	ping := probe.NewPing(data, a.log)
 	a.status, err = statuspage.New(statuspage.Config{
 		Service: a.svc, Auth: a.auth, Lease: keeper, Segments: a.segments, Store: data, Database: ping,
@@ -548,8 +472,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		Logger:  a.log,
 		Tracer:  tracingCfg.Tracer,
 
-		Sequences: a.api.Sequences(),
-		// As the HTTP server bounds the reading of a request.
+		Sequences:   a.api.Sequences(),
 		ReadTimeout: httpapi.ReadTimeout,
 	})
 	if err != nil {
@@ -589,10 +512,8 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 	}
 	a.srv = a.api.HTTPServer(c.Listen)
-	// One listener for both APIs: HTTP/1.1 and HTTP/2 without TLS (h2c,
-	// with prior knowledge); gRPC-Web and Connect work on both. Serve hands
-	// the h2c connections whose first request is a gRPC call to grpc-go
-	// instead (rpcapi.Server.Listen).
+	// One listener for both APIs: HTTP/1.1 and h2c; Serve hands gRPC
+	// connections to grpc-go (rpcapi.Server.Listen).
 	a.srv.Handler = a.rpc.Mount(a.api.Handler())
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
@@ -617,10 +538,9 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	return a, nil
 }
 
-// StatusDetailsPublic returns whether the node shows the details of
-// /readyz and the status page to every caller: PublicStatusDetails when
-// set, else true on a node without tokens (TokensFile, Tokens) and
-// without an admin token, false on one with any.
+// StatusDetailsPublic reports whether /readyz and the status page show
+// details to every caller: PublicStatusDetails when set, else true only
+// without any token.
 func (c Config) StatusDetailsPublic() bool {
 	if c.PublicStatusDetails != nil {
 		return *c.PublicStatusDetails
@@ -628,7 +548,6 @@ func (c Config) StatusDetailsPublic() bool {
 	return c.AdminToken == "" && c.TokensFile == "" && c.Tokens == ""
 }
 
-// tokensSource names where c's tokens come from, for the log.
 func tokensSource(c Config) string {
 	if c.TokensFile != "" {
 		return c.TokensFile
@@ -636,11 +555,8 @@ func tokensSource(c Config) string {
 	return envTokensSource
 }
 
-// ReloadTokens reads the tokens file now, as the node does by itself when
-// the file changes, and returns why the tokens in effect stayed, if they
-// did: the file cannot be read, or does not parse ("path:line: message").
-// idgen serve calls it on SIGHUP. It returns ErrNoTokensFile on a node
-// without a tokens file.
+// ReloadTokens rereads the tokens file now (as on SIGHUP) and returns why
+// the old tokens stayed, if they did; ErrNoTokensFile without a file.
 func (a *App) ReloadTokens() error {
 	if a.tokens == nil {
 		return ErrNoTokensFile
@@ -648,9 +564,8 @@ func (a *App) ReloadTokens() error {
 	return a.tokens.reload(true)
 }
 
-// Serve serves the HTTP API on the listener Open bound until Close, and
-// then returns nil; if the listener fails first, it returns that error.
-// It returns ErrClosed after Close, and an error when called twice.
+// Serve serves on Open's listener until Close, then returns nil; it
+// returns ErrClosed after Close, and an error when called twice.
 func (a *App) Serve() error {
 	a.mu.Lock()
 	switch {
@@ -666,8 +581,6 @@ func (a *App) Serve() error {
 	defer close(a.serveDone)
 
 	a.log.Info("idgen serving", "addr", a.ln.Addr().String(), "admin", a.cfg.AdminToken != "")
-	// gRPC calls over h2c go to grpc-go, the rest to the HTTP server
-	// (rpcapi.Server.Listen).
 	err := a.srv.Serve(a.rpc.Listen(a.ln, a.srv.ReadHeaderTimeout))
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -675,10 +588,8 @@ func (a *App) Serve() error {
 	return fmt.Errorf("serve: %w", err)
 }
 
-// Close takes the node down (see the package doc): each step is bounded
-// by ctx and by Config.ShutdownTimeout. A step that fails does not stop
-// the ones after it; the errors are joined. Close returns once Serve has
-// returned. Calling it again returns the first call's result.
+// Close takes the node down, each step bounded by ctx and ShutdownTimeout,
+// errors joined, once Serve has returned; later calls return the first result.
 func (a *App) Close(ctx context.Context) error {
 	a.closeOnce.Do(func() {
 		a.mu.Lock()
@@ -691,9 +602,7 @@ func (a *App) Close(ctx context.Context) error {
 
 		a.log.Info("shutting down: finishing requests in flight")
 		sctx, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
-		// Streams of IDs run until their caller cancels: end them (with
-		// UNAVAILABLE, so that callers go to another node) rather than
-		// wait for them, then let the server finish the rest.
+		// End the ID streams (UNAVAILABLE, so callers fail over), not wait.
 		a.rpc.Drain()
 		err := a.srv.Shutdown(sctx)
 		if gerr := a.rpc.Shutdown(sctx); gerr != nil && err == nil {
@@ -722,13 +631,9 @@ func (a *App) Close(ctx context.Context) error {
 	return a.closeErr
 }
 
-// stop stops what Open started after the HTTP server, in reverse order: the
-// background loops (tokens reload, events pruner, sequences' sweep, the status page's
-// history sampler), the segment allocator (tails returned), the keeper
-// (lease released), the store (when Open opened it). Parts not started are
-// skipped.
+// stop stops what Open started after the HTTP server, in reverse order,
+// skipping parts not started.
 func (a *App) stop(ctx context.Context) (err error) {
-	// The background loops first: they use the API and the store.
 	if a.tokens != nil {
 		a.tokens.stop()
 	}
@@ -768,7 +673,7 @@ func (a *App) stop(ctx context.Context) (err error) {
 		}
 		cancel()
 	}
-	// After the keeper: its release and last block are in the trail.
+	// After the keeper, so its release is in the trail.
 	sctx, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
 	if cerr := a.closeAudit(sctx); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("audit trail: %w", cerr))
@@ -784,8 +689,7 @@ func (a *App) stop(ctx context.Context) (err error) {
 			err = errors.Join(err, fmt.Errorf("close database: %w", cerr))
 		}
 	}
-	// Last: the steps above end spans too, which this sends. A collector
-	// that is gone costs the spans, not a clean shutdown.
+	// Last, as the steps above end spans too.
 	if a.tracer != nil {
 		sctx, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
 		if cerr := a.tracer.Shutdown(sctx); cerr != nil {
@@ -796,13 +700,11 @@ func (a *App) stop(ctx context.Context) (err error) {
 	return err
 }
 
-// Addr returns the address the node listens on: with port 0 in
-// Config.Listen, the port the system picked.
+// Addr returns the address the node listens on.
 func (a *App) Addr() net.Addr { return a.ln.Addr() }
 
-// Handler returns the handler of the HTTP API with the gRPC API mounted
-// on it, for a program that serves it with its own server (or behind
-// middleware of its own) instead of Serve; gRPC needs HTTP/2.
+// Handler returns the HTTP API with the gRPC API mounted, for serving with
+// one's own server; gRPC needs HTTP/2.
 func (a *App) Handler() http.Handler { return a.srv.Handler }
 
 // RPC returns the gRPC API.
@@ -817,8 +719,7 @@ func (a *App) Status() *statuspage.Page { return a.status }
 // Metrics returns the registry /metrics serves.
 func (a *App) Metrics() *prometheus.Registry { return a.metrics }
 
-// Service returns the node's application core: what every transport
-// draws IDs through.
+// Service returns the node's application core.
 func (a *App) Service() *idgen.Service { return a.svc }
 
 // Authorizer returns who may call what on the node.
@@ -833,13 +734,10 @@ func (a *App) Segments() *allocator.Segments { return a.segments }
 // Store returns the node's store.
 func (a *App) Store() stores.Store { return a.store }
 
-// Durability returns what the durability check at Open found, as /readyz
-// shows it: "ok", "ok (warning: …)", "unsafe: … (overridden)" or
-// "unchecked…".
+// Durability returns the durability check's result as /readyz shows it.
 func (a *App) Durability() string { return a.durability }
 
-// Space returns the latest sample of the database's space and alarms, and
-// who compacts etcd's history; false for a store that cannot say.
+// Space returns the latest space sample; false for a store that cannot say.
 func (a *App) Space() (probe.SpaceReport, bool) {
 	if a.space == nil {
 		return probe.SpaceReport{}, false
@@ -847,8 +745,7 @@ func (a *App) Space() (probe.SpaceReport, bool) {
 	return a.space.Report(), true
 }
 
-// spaceReporter returns a.space as the consumers take it: nil (no
-// interface value holding a nil pointer) for a store that cannot say.
+// spaceReporter returns a.space, or a true nil interface without one.
 func (a *App) spaceReporter() interface{ Report() probe.SpaceReport } {
 	if a.space == nil {
 		return nil
@@ -856,7 +753,6 @@ func (a *App) spaceReporter() interface{ Report() probe.SpaceReport } {
 	return a.space
 }
 
-// migrateUp applies the pending migrations of store and returns how many.
 func migrateUp(ctx context.Context, store stores.Store) (int, error) {
 	p, err := store.Migrations()
 	if err != nil {
@@ -867,7 +763,6 @@ func migrateUp(ctx context.Context, store stores.Store) (int, error) {
 	return len(res), err
 }
 
-// workerIDsText describes the worker ID pool for the start-up log line.
 func workerIDsText(s allocator.KeeperSettings) string {
 	if s.WorkerIDs == nil {
 		return fmt.Sprintf("0-%d", s.Layout.MaxWorker())

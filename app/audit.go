@@ -11,15 +11,13 @@ import (
 	"github.com/idgen-project/idgen/httpapi/statuspage"
 )
 
-// AuditConfig configures the audit trail (package audit). The zero value
-// leaves it off.
+// AuditConfig configures the audit trail (package audit); zero is off.
 type AuditConfig struct {
-	// Sink is where the events go: "" (off), "stdout", "file:PATH" or
-	// "clickhouse://user:password@host:8123/database?table=name"
-	// (audit.OpenSink). Logs and errors show it with the password masked.
+	// Sink is where events go: "", "stdout", "file:PATH" or a clickhouse://
+	// URL (audit.OpenSink); its password is masked in logs and errors.
 	Sink string
-	// Settings are the pipeline's: buffer, batch size, flush and block
-	// intervals (audit.RecorderSettings; Node, Clock and Logger are the node's).
+	// Settings are the pipeline's (audit.RecorderSettings); Node, Clock and
+	// Logger come from the node.
 	Settings audit.RecorderSettings
 	// Stdout is where the "stdout" sink writes; nil is os.Stdout.
 	Stdout io.Writer
@@ -39,9 +37,8 @@ func (c AuditConfig) validate() error {
 	return nil
 }
 
-// openAudit starts the audit recorder of c and returns store wrapped to
-// report to it; without a sink it returns store as it is and a nil
-// recorder.
+// openAudit starts c's audit recorder and returns store wrapped to report
+// to it; without a sink, store itself and a nil recorder.
 func (a *App) openAudit(c Config, store allocator.Store) (allocator.Store, error) {
 	if c.Audit.Sink == "" {
 		return store, nil
@@ -78,8 +75,7 @@ func (a *App) closeAudit(ctx context.Context) error {
 // Audit returns the node's audit recorder, nil when the audit is off.
 func (a *App) Audit() *audit.Recorder { return a.audit }
 
-// auditNotice returns the status page's source of the audit line, nil
-// when the audit is off.
+// auditNotice returns the status page's audit line source, nil when off.
 func (a *App) auditNotice() statuspage.AuditReporter {
 	if a.audit == nil {
 		return nil
@@ -87,8 +83,7 @@ func (a *App) auditNotice() statuspage.AuditReporter {
 	return a.audit
 }
 
-// auditClickHouse returns the audit sink when it is ClickHouse, for
-// GET /admin/audit/who; nil otherwise.
+// auditClickHouse returns the sink when it is ClickHouse, else nil.
 func (a *App) auditClickHouse() *audit.ClickHouse {
 	if a.audit == nil {
 		return nil

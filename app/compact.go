@@ -15,34 +15,26 @@ import (
 
 // Settings of the etcd history's compaction and of the space watch.
 const (
-	// DefaultEtcdCompactRetention is the retention idgen compacts with
-	// when Config.EtcdCompactRetention is zero and idgen owns the etcd
-	// cluster (no keys outside its prefix): revisions older than five
-	// minutes are dropped. idgen never reads an old revision; the window
-	// leaves an operator's etcdctl and watchers some history.
+	// DefaultEtcdCompactRetention is the retention used when
+	// Config.EtcdCompactRetention is zero and idgen owns the cluster.
 	DefaultEtcdCompactRetention = 5 * time.Minute
-	// NoEtcdCompaction, as Config.EtcdCompactRetention, never compacts
-	// (--etcd-compact-retention off).
+	// NoEtcdCompaction, as Config.EtcdCompactRetention, never compacts.
 	NoEtcdCompaction time.Duration = -1
 	// MinEtcdCompactRetention is the shortest retention accepted.
 	MinEtcdCompactRetention = time.Second
-	// DefaultSpaceInterval is how often the node samples the database's
-	// space when Config.SpaceInterval is zero.
+	// DefaultSpaceInterval is the default Config.SpaceInterval.
 	DefaultSpaceInterval = 10 * time.Second
 )
 
-// Bounds of the compaction loop: it samples the revision a tenth of the
-// retention apart (so the history kept is between the retention and 1.1
-// times it), but not more often than compactMinInterval nor less often
-// than compactMaxInterval.
+// Bounds of the compaction loop, which samples the revision every tenth of
+// the retention, clamped to these.
 const (
 	compactMinInterval = 100 * time.Millisecond
 	compactMaxInterval = 5 * time.Minute
 	compactRunTimeout  = 30 * time.Second
 )
 
-// historyStore is what the compaction needs of a store that keeps a
-// history of revisions: the etcd store.
+// historyStore is what compaction needs of the etcd store.
 type historyStore interface {
 	Revision(ctx context.Context) (int64, error)
 	CompactHistory(ctx context.Context, rev int64) error
@@ -51,16 +43,9 @@ type historyStore interface {
 	Prefix() string
 }
 
-// planCompaction decides, at Open, whether this node compacts the etcd
-// history and with which retention, and warns when nobody does. With
-// retention zero (the default) the node compacts when it owns the cluster,
-// which it takes to be so when the cluster holds no key outside idgen's
-// prefix; with a positive retention it compacts whatever else the cluster
-// holds (the operator's choice); with NoEtcdCompaction never. A cluster
-// that nobody is seen to compact gets a warning that says what to set:
-// etcd's own --auto-compaction-* cannot be read by a client, only its
-// effect (revision 1 compacted), which a young cluster may not show yet.
-// Reads that fail are logged and never refuse the start.
+// planCompaction decides at Open whether this node compacts the etcd
+// history and with which retention, warning when nobody does. etcd's own
+// auto-compaction is seen only by its effect. Read errors are only logged.
 func planCompaction(ctx context.Context, hs historyStore, retention time.Duration, log *slog.Logger) probe.Compaction {
 	prefix := hs.Prefix()
 	switch {
@@ -97,12 +82,9 @@ func planCompaction(ctx context.Context, hs historyStore, retention time.Duratio
 	return probe.Compaction{Text: "none seen: set etcd's --auto-compaction-retention or idgen's --etcd-compact-retention"}
 }
 
-// compactor compacts the etcd history in the background: every interval
-// it notes the cluster's revision, and compacts up to the newest revision
-// it noted at least the retention ago, as etcd's own periodic compaction
-// does. Every node that compacts runs one; a revision compacted already is
-// no error, so they need no coordination. A node that restarts keeps
-// nothing for a retention after its start.
+// compactor compacts the etcd history like etcd's periodic compaction, up to
+// the newest revision noted at least the retention ago; nodes need no
+// coordination.
 type compactor struct {
 	store     historyStore
 	retention time.Duration
@@ -151,9 +133,7 @@ func (c *compactor) collectors() []prometheus.Collector {
 	return []prometheus.Collector{c.compactions, c.failures, c.compacted}
 }
 
-// start starts the loop, whose first run notes the revision at once; stop
-// stops it and waits for it. Open calls start, and Close (or a failing
-// Open) stop, once each.
+// start starts the loop; stop stops it and waits.
 func (c *compactor) start() { c.loop = periodic.Start(0, c.interval, c.run) }
 
 func (c *compactor) stop() {
@@ -181,8 +161,7 @@ func (c *compactor) run(loopCtx context.Context) {
 	c.fails.Note(c.log, "compacting the etcd history", err)
 }
 
-// compact compacts up to the newest sample at least the retention old and
-// drops the samples before it.
+// compact compacts up to the newest sample at least the retention old.
 func (c *compactor) compact(ctx context.Context, now time.Time) error {
 	i := -1
 	for j, s := range c.samples {

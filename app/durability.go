@@ -9,14 +9,10 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// checkDurability asks the store, when it can tell (allocator.DurabilityChecker),
-// under which settings its database commits. A risk refuses the start with
-// an error wrapping ErrUnsafeDurability that names each setting, its value
-// and the fix, unless allowUnsafe (Config.AllowUnsafeDurability) is set:
-// then every risk is logged at warn level and the node serves. Warnings
-// (replication idgen cannot judge from its connection) are logged and
-// never refuse. It returns the line /readyz and the status page show:
-// "ok", "ok (warning: …)", "unsafe: … (overridden)" or "unchecked…".
+// checkDurability asks the store (allocator.DurabilityChecker) how its
+// database commits. A risk refuses the start with ErrUnsafeDurability
+// unless allowUnsafe, which logs it instead; warnings never refuse. It
+// returns the line /readyz and the status page show.
 func checkDurability(ctx context.Context, store allocator.Store, allowUnsafe bool, log *slog.Logger) (string, error) {
 	dc, ok := store.(allocator.DurabilityChecker)
 	if !ok {

@@ -8,10 +8,8 @@ import (
 	"github.com/idgen-project/idgen/httpapi/statuspage"
 )
 
-// Policy returns the clock, lease and segment policy of c as the status
-// page's Policy table shows it: each setting in force (the defaults filled
-// in) with the flag of idgen serve that sets it. It returns the error
-// Validate would for settings that break a rule.
+// Policy returns c's clock, lease and segment settings in force, with the
+// flags that set them, as the status page shows them; or Validate's error.
 func (c Config) Policy() ([]statuspage.PolicySetting, error) {
 	r, err := c.resolve()
 	if err != nil {
@@ -45,8 +43,7 @@ func policy(ks allocator.KeeperSettings, ss allocator.SegmentSettings) []statusp
 	}
 }
 
-// fmtWindow writes d without the trailing zero units time.Duration adds
-// ("15m" rather than "15m0s").
+// fmtWindow writes d without trailing zero units ("15m", not "15m0s").
 func fmtWindow(d time.Duration) string {
 	s := d.String()
 	for _, z := range []string{"m0s", "h0m"} {

@@ -14,29 +14,23 @@ import (
 
 // Defaults of the lease events' retention.
 const (
-	// DefaultLeaseEventsRetention is how long lease events are kept when
-	// Config.LeaseEventsRetention is zero: 30 days.
+	// DefaultLeaseEventsRetention is the default Config.LeaseEventsRetention.
 	DefaultLeaseEventsRetention = 30 * 24 * time.Hour
-	// KeepLeaseEvents, as Config.LeaseEventsRetention, keeps lease events
-	// forever (--lease-events-retention 0): no pruning.
+	// KeepLeaseEvents, as Config.LeaseEventsRetention, keeps events forever.
 	KeepLeaseEvents time.Duration = -1
-	// DefaultLeaseEventsPruneInterval is how often a node prunes when
-	// Config.LeaseEventsPruneInterval is zero.
+	// DefaultLeaseEventsPruneInterval is the default prune interval.
 	DefaultLeaseEventsPruneInterval = time.Hour
 )
 
-// pruneFirstDelay bounds the wait before the first prune after Open: soon
-// after start, but not while the node is still settling.
+// pruneFirstDelay bounds the wait before the first prune after Open.
 const pruneFirstDelay = 30 * time.Second
 
-// pruneRunTimeout bounds one prune: the store deletes in batches, each its
-// own transaction, so a run cut short keeps what it deleted and the next
-// run goes on from there.
+// pruneRunTimeout bounds one prune; the store deletes in batches, so a run
+// cut short keeps its progress.
 const pruneRunTimeout = time.Minute
 
-// eventsPruner deletes lease events older than the retention, in the
-// background: first soon after start, then every interval. Every node of
-// a cluster runs one; pruning is idempotent, so they need no coordination.
+// eventsPruner deletes lease events older than the retention in the
+// background. Pruning is idempotent, so nodes need no coordination.
 type eventsPruner struct {
 	store     allocator.LeaseAdmin
 	retention time.Duration
@@ -71,9 +65,7 @@ func (p *eventsPruner) collectors() []prometheus.Collector {
 	return []prometheus.Collector{p.pruned, p.failures}
 }
 
-// start starts the loop; stop stops it, if started, and waits for it,
-// cancelling a prune under way. Open calls start, and Close (or a failing
-// Open) stop, once each.
+// start starts the loop; stop stops it and waits, cancelling a prune.
 func (p *eventsPruner) start() {
 	// Runs never overlap: the next one is timed from the end of this one.
 	p.loop = periodic.Start(min(p.interval, pruneFirstDelay), p.interval, p.prune)
@@ -85,8 +77,7 @@ func (p *eventsPruner) stop() {
 	}
 }
 
-// prune deletes the events older than the retention, once. stop cancels
-// loopCtx.
+// prune deletes the events older than the retention, once.
 func (p *eventsPruner) prune(loopCtx context.Context) {
 	ctx, cancel := context.WithTimeout(loopCtx, pruneRunTimeout)
 	defer cancel()

@@ -9,13 +9,10 @@ import (
 	"github.com/idgen-project/idgen/internal/nodestate"
 )
 
-// checkRestore is the restore check at start (Config.StateFile): it
-// compares the node's state file with the store's mark and refuses, with
-// an error wrapping allocator.ErrStoreBehind, a store that went back
-// behind what the node saw it commit; otherwise it returns data wrapped so
-// that the file follows what the node sees from now on. Without a state
-// file, or on a store that has no restore fence (allocator.RestoreFencer),
-// it returns data as it is.
+// checkRestore compares the state file (Config.StateFile) with the store's
+// mark and refuses a store behind what the node saw it commit
+// (allocator.ErrStoreBehind); otherwise it returns data wrapped to keep the
+// file up to date. Without a state file or restore fence, data as it is.
 func checkRestore(ctx context.Context, c Config, store, data allocator.Store, log *slog.Logger) (allocator.Store, *nodestate.Store, error) {
 	if c.StateFile == "" {
 		return data, nil, nil

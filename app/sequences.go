@@ -14,23 +14,19 @@ import (
 	"github.com/idgen-project/idgen/internal/periodic"
 )
 
-// DefaultSequenceExpiryInterval is how often a node expires the due
-// reservations of every sequence when Config.SequenceExpiryInterval is
-// zero.
+// DefaultSequenceExpiryInterval is the default Config.SequenceExpiryInterval.
 const DefaultSequenceExpiryInterval = 5 * time.Second
 
 // sweepRunTimeout bounds one sweep of the sequences.
 const sweepRunTimeout = time.Minute
 
-// sequenceKeeper is a store that keeps sequences: PostgreSQL, MySQL,
-// SQLite and etcd.
+// sequenceKeeper is a store that keeps sequences.
 type sequenceKeeper interface {
 	Sequences() sequence.Store
 }
 
-// sequencesOf returns the sequence service of the node on store, reporting
-// to rec when it is not nil, and the core of the sequence API over it,
-// charging the rate limits of svc; nil, nil when the store keeps no
+// sequencesOf returns the node's sequence service on store (reporting to
+// rec if set) and the sequence API's core over it; nil, nil without
 // sequences.
 func sequencesOf(store any, svc *idgen.Service, rec *audit.Recorder) (*sequence.Service, *idgen.Sequences) {
 	sk, ok := store.(sequenceKeeper)
@@ -45,12 +41,8 @@ func sequencesOf(store any, svc *idgen.Service, rec *audit.Recorder) (*sequence.
 	return ss, idgen.NewSequences(ss, svc)
 }
 
-// sequenceSweeper expires the due reservations of every sequence in the
-// background, every interval: without it a reservation nobody settles
-// stays "reserved" in the ledger until someone reads the ledger. Every
-// node of a cluster runs one; expiring is idempotent (a compare on the
-// row's state), so they need no coordination. Expiry is decided by the
-// store's time, never the node's.
+// sequenceSweeper expires due reservations in the background, so the
+// ledger shows them without anyone reading it; idempotent, on store time.
 type sequenceSweeper struct {
 	svc      *sequence.Service
 	interval time.Duration
@@ -81,9 +73,7 @@ func (w *sequenceSweeper) collectors() []prometheus.Collector {
 	return []prometheus.Collector{w.expired, w.failures}
 }
 
-// start starts the loop; stop stops it, if started, and waits for it,
-// cancelling a sweep under way. Open calls start, and Close (or a failing
-// Open) stop, once each.
+// start starts the loop; stop stops it and waits, cancelling a sweep.
 func (w *sequenceSweeper) start() {
 	w.loop = periodic.Start(w.interval, w.interval, w.sweep)
 }
@@ -94,8 +84,7 @@ func (w *sequenceSweeper) stop() {
 	}
 }
 
-// sweep expires the due reservations once. Its errors are logged and
-// counted, never fatal: the next sweep tries again.
+// sweep expires the due reservations once; errors are logged and counted.
 func (w *sequenceSweeper) sweep(loopCtx context.Context) {
 	ctx, cancel := context.WithTimeout(loopCtx, sweepRunTimeout)
 	defer cancel()
@@ -114,8 +103,7 @@ func (w *sequenceSweeper) sweep(loopCtx context.Context) {
 	}
 }
 
-// sequenceReader returns the sequences of store for the status page; nil
-// when it keeps none.
+// sequenceReader returns store's sequences for the status page, or nil.
 func sequenceReader(store any) statuspage.SequenceReader {
 	sk, ok := store.(sequenceKeeper)
 	if !ok {

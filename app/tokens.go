@@ -16,17 +16,14 @@ import (
 	"github.com/idgen-project/idgen/internal/periodic"
 )
 
-// DefaultTokensReloadInterval is how often the node looks at its tokens
-// file for a change when Config.TokensReloadInterval is zero.
+// DefaultTokensReloadInterval is the default Config.TokensReloadInterval.
 const DefaultTokensReloadInterval = 2 * time.Second
 
-// envTokensSource names tokens given as content (Config.Tokens) in
-// messages: they come from this environment variable.
+// envTokensSource names the source of Config.Tokens in messages.
 const envTokensSource = "IDGEN_TOKENS"
 
-// loadTokens returns the token set c configures: parsed from Config.Tokens
-// or read from Config.TokensFile, or nil when neither is set. Its errors
-// say where: "path:line: message".
+// loadTokens returns c's token set, from Tokens or TokensFile, or nil.
+// Errors read "path:line: message".
 func loadTokens(c Config) (*idgen.TokenSet, fileState, error) {
 	switch {
 	case c.Tokens != "":
@@ -43,9 +40,7 @@ func loadTokens(c Config) (*idgen.TokenSet, fileState, error) {
 	return nil, fileState{}, nil
 }
 
-// fileState is what the reloader remembers of the tokens file it read
-// last, to tell a change: the file's modification time and size, and the
-// hash of its content.
+// fileState is what the reloader remembers of the file to tell a change.
 type fileState struct {
 	modTime time.Time
 	size    int64
@@ -57,11 +52,9 @@ func (st fileState) sameStat(fi os.FileInfo) bool {
 	return fi.ModTime().Equal(st.modTime) && fi.Size() == st.size
 }
 
-// maxTokensFileRead bounds what is read of a tokens file; ParseTokens
-// refuses anything longer than its own, smaller, bound.
+// maxTokensFileRead bounds what is read; ParseTokens has a smaller bound.
 const maxTokensFileRead = 4 << 20
 
-// readTokensFile reads the tokens file at path.
 func readTokensFile(path string) (fileState, []byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -79,11 +72,9 @@ func readTokensFile(path string) (fileState, []byte, error) {
 	return fileState{modTime: fi.ModTime(), size: fi.Size(), sum: sha256.Sum256(data)}, data, nil
 }
 
-// tokensReloader keeps the API's tokens in step with the tokens file: a
-// loop looks at the file every interval, and ReloadTokens (SIGHUP) reads
-// it at once. A file that parses replaces the API's tokens whole; one that
-// does not (or cannot be read) leaves them as they are, and is logged and
-// counted once per distinct content, not at every look.
+// tokensReloader keeps the API's tokens in step with the tokens file,
+// checked every interval and on ReloadTokens. A file that fails to parse
+// leaves the tokens as they are and is reported once per distinct content.
 type tokensReloader struct {
 	path     string
 	interval time.Duration
@@ -93,8 +84,7 @@ type tokensReloader struct {
 	reloads, failures prometheus.Counter
 	loaded            prometheus.Gauge
 
-	// mu serializes reloads (the loop and ReloadTokens) and guards the
-	// fields below.
+	// mu serializes reloads and guards the fields below.
 	mu       sync.Mutex
 	seen     fileState // the file as last read, whether it parsed or not
 	lastErr  string    // the error of that read, "" when it parsed
@@ -132,8 +122,7 @@ func (r *tokensReloader) collectors() []prometheus.Collector {
 	return []prometheus.Collector{r.reloads, r.failures, r.loaded}
 }
 
-// start starts the loop; stop stops it, if started, and waits for it.
-// Open calls start, and Close (or a failing Open) stop, once each.
+// start starts the loop; stop stops it and waits.
 func (r *tokensReloader) start() {
 	r.loop = periodic.Start(r.interval, r.interval, func(context.Context) { _ = r.reload(false) })
 }
@@ -144,9 +133,8 @@ func (r *tokensReloader) stop() {
 	}
 }
 
-// reload reads the file if it changed (or, with force, in any case) and
-// installs its tokens when they differ from the ones in effect. It returns
-// the error that kept the tokens in effect, if any.
+// reload reads the file if it changed (or with force) and installs its
+// tokens if they differ; it returns the error that kept the old ones.
 func (r *tokensReloader) reload(force bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -169,8 +157,7 @@ func (r *tokensReloader) reload(force bool) error {
 		set, err = idgen.ParseTokens(r.path, data)
 	}
 	if err != nil {
-		// Logged and counted once per distinct failure, however often the
-		// loop looks; a forced reload always reports it.
+		// Reported once per distinct failure; a forced reload always reports.
 		if msg := err.Error(); force || st.sum != r.seen.sum || msg != r.lastErr {
 			r.failures.Inc()
 			r.log.Error("tokens file refused; the tokens in effect stay", "file", r.path, "err", msg)

@@ -13,18 +13,15 @@ import (
 	"sync/atomic"
 )
 
-// DefaultTable is the ClickHouse table of the audit trail unless the DSN
-// names another (?table=).
+// DefaultTable is the audit table unless the DSN names one (?table=).
 const DefaultTable = "idgen_audit"
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 
-// DDL returns the statement that creates the audit table database.table.
-// It runs on ClickHouse 18.16 and later: no DateTime64 (event_ms holds the
-// milliseconds, event_time is derived for partitions and reading), no
-// LowCardinality. ReplacingMergeTree keyed by event_id removes a batch
-// sent twice when parts merge; read with FINAL (or GROUP BY event_id) for
-// an exact count before then.
+// DDL returns the statement creating the audit table database.table, for
+// ClickHouse 18.16 and later (no DateTime64, no LowCardinality).
+// ReplacingMergeTree on event_id drops a batch sent twice at merge; read
+// with FINAL for an exact count before then.
 func DDL(database, table string) string {
 	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
     event_id String,
@@ -53,9 +50,8 @@ PARTITION BY toYYYYMM(event_time)
 ORDER BY event_id`, database, table)
 }
 
-// ClickHouse is the sink that inserts batches into a ClickHouse table
-// over its HTTP interface, as JSONEachRow. It needs no client library,
-// and works with servers as old as Debian's 18.16.
+// ClickHouse is the sink inserting batches as JSONEachRow over ClickHouse's
+// HTTP interface, with no client library.
 type ClickHouse struct {
 	endpoint string // scheme://host:port/, without user information
 	user     string
@@ -69,8 +65,7 @@ type ClickHouse struct {
 
 // NewClickHouse returns the sink of dsn,
 // clickhouse://user:password@host:port/database?table=name (clickhouses://
-// for HTTPS; port 8123 by default, 8443 with TLS; database "default").
-// client nil is http.DefaultClient. Errors never show the password.
+// for HTTPS); client nil is http.DefaultClient. Errors hide the password.
 func NewClickHouse(dsn string, client *http.Client) (*ClickHouse, error) {
 	name := RedactSink(dsn)
 	u, err := url.Parse(dsn)
@@ -127,8 +122,7 @@ func (c *ClickHouse) Table() string { return c.database + "." + c.table }
 // Close implements Sink.Close.
 func (c *ClickHouse) Close() error { return nil }
 
-// EnsureTable creates the database and the audit table unless they
-// exist.
+// EnsureTable creates the database and audit table unless they exist.
 func (c *ClickHouse) EnsureTable(ctx context.Context) error {
 	if _, err := c.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+c.database, nil); err != nil {
 		return err
@@ -140,9 +134,8 @@ func (c *ClickHouse) EnsureTable(ctx context.Context) error {
 	return nil
 }
 
-// Write implements Sink.Write: one INSERT … FORMAT JSONEachRow of the
-// batch, after creating the table if no Write did yet (a server down when
-// the node started gets its table when it comes back).
+// Write implements Sink.Write: one INSERT … FORMAT JSONEachRow, creating
+// the table first if no Write has yet.
 func (c *ClickHouse) Write(ctx context.Context, events []Event) error {
 	if !c.ensured.Load() {
 		if err := c.EnsureTable(ctx); err != nil {
@@ -163,9 +156,8 @@ func (c *ClickHouse) Write(ctx context.Context, events []Event) error {
 // maxAnswer bounds what Exec reads of an answer.
 const maxAnswer = 64 << 20
 
-// Exec sends query, with body as its data when not nil, and returns the
-// answer. A status other than 200 is an error carrying the start of
-// ClickHouse's message.
+// Exec sends query (with body as data if set) and returns the answer; a
+// non-200 status is an error quoting ClickHouse's message.
 func (c *ClickHouse) Exec(ctx context.Context, query string, body io.Reader) ([]byte, error) {
 	target := c.endpoint + "?query=" + url.QueryEscape(query)
 	method := http.MethodPost
@@ -181,8 +173,7 @@ func (c *ClickHouse) Exec(ctx context.Context, query string, body io.Reader) ([]
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
-		// The URL in err has no user information: the password is in
-		// the Authorization header only.
+		// The URL has no user info: the password is in a header only.
 		return nil, fmt.Errorf("audit clickhouse %s: %w", c.name, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
@@ -203,10 +194,8 @@ func (c *ClickHouse) Exec(ctx context.Context, query string, body io.Reader) ([]
 	return data, nil
 }
 
-// Query runs a SELECT (without FORMAT) and decodes its rows, read as
-// JSONEachRow, into T. 64-bit integers may come quoted (ClickHouse quotes
-// them by default); T's fields take them with the ",string" option or as
-// json.Number.
+// Query runs a SELECT (without FORMAT) and decodes its JSONEachRow rows
+// into T. 64-bit integers may come quoted: use ",string" or json.Number.
 func Query[T any](ctx context.Context, c *ClickHouse, query string) ([]T, error) {
 	data, err := c.Exec(ctx, query+" FORMAT JSONEachRow", nil)
 	if err != nil {

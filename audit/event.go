@@ -1,20 +1,12 @@
-// Package audit sends an audit trail of idgen's leases and IDs to a
-// columnar store (ClickHouse) or to JSON lines: every lease event
-// (acquire, heartbeat, release, takeover, lost, evict, fence) of node
-// keepers and lease-API holders alike, every segment fetch, and block
-// records saying which holder issued how many IDs over which timestamps.
+// Package audit sends an audit trail of idgen's leases and IDs to
+// ClickHouse or JSON lines: every lease event, segment fetch, and block
+// records of which holder issued how many IDs over which timestamps.
 //
-// A Recorder takes events without ever blocking (Record, Block): they go
-// into a bounded buffer that one goroutine sends in batches, by size and
-// by time, retrying while the sink is down. When the buffer is full, new
-// events are dropped and counted. Every event carries a random ID, so a
-// batch sent twice (its answer lost) is deduplicated by the sink
-// (ClickHouse's ReplacingMergeTree keyed by event_id).
-//
-// Store wraps an allocator.Store so that the keeper, the lease broker and
-// the segment allocator report their events by the calls they make
-// anyway; Who answers "which holder issued this ID?" from the store's
-// lease_events and, when configured, from ClickHouse.
+// A Recorder never blocks: events go into a bounded buffer that one
+// goroutine sends in batches, retrying while the sink is down; a full
+// buffer drops and counts. Random event IDs let the sink deduplicate a
+// batch sent twice. Store wraps an allocator.Store to report its calls;
+// Who answers which holder issued an ID.
 package audit
 
 import (
@@ -25,8 +17,7 @@ import (
 // Kind is the kind of an audit event.
 type Kind string
 
-// The kinds of audit events. The lease kinds are those of
-// allocator.EventKind, plus heartbeat.
+// The kinds of audit events: allocator.EventKind's, plus heartbeat.
 const (
 	KindAcquire      Kind = "acquire"
 	KindTakeover     Kind = "takeover"
@@ -39,8 +30,7 @@ const (
 	KindBlock        Kind = "block"
 )
 
-// Event is one audit record. Its JSON form is the JSON-lines sink's line
-// and the ClickHouse table's row (every field is a column). Times are
+// Event is one audit record, a JSON line or a ClickHouse row. Times are
 // Unix milliseconds; 0 means unknown or not applicable.
 type Event struct {
 	// ID identifies the event: 32 hex digits, random (NewID).
@@ -50,28 +40,25 @@ type Event struct {
 	Kind   Kind  `json:"kind"`
 	// Node is the holder name of the node that recorded the event.
 	Node string `json:"node"`
-	// Holder holds the lease the event is about ("api:<token>/<holder>"
-	// for a lease-API holder); Owner is the caller a remote holder acts
-	// for, or the operator of an eviction; RequestID the request's.
+	// Holder holds the lease; Owner is whom a remote holder acts for (or
+	// an eviction's operator); RequestID the request's.
 	Holder         string `json:"holder"`
 	Owner          string `json:"owner"`
 	RequestID      string `json:"request_id"`
 	DatacenterID   int64  `json:"datacenter_id"`
 	WorkerID       int64  `json:"worker_id"`
 	FencingVersion int64  `json:"fencing_version"`
-	// FloorMS and CeilingMS are the lease's timestamp bounds after the
-	// event (a claim, a heartbeat, a release); DBTimeMS the store's time
-	// of the call.
+	// FloorMS and CeilingMS are the lease's bounds after the event; DBTimeMS
+	// the store's time of the call.
 	FloorMS   int64 `json:"floor_ms"`
 	CeilingMS int64 `json:"ceiling_ms"`
 	DBTimeMS  int64 `json:"db_time_ms"`
-	// Namespace, First and Last are a segment fetch's range (First to
-	// Last, inclusive).
+	// Namespace, First and Last are a segment fetch's inclusive range.
 	Namespace string `json:"namespace"`
 	First     int64  `json:"first_id"`
 	Last      int64  `json:"last_id"`
-	// Count, FromMS and ToMS are a block record's: Count IDs issued under
-	// the lease, with timestamps from FromMS to ToMS.
+	// Count, FromMS and ToMS are a block record's: Count IDs issued with
+	// timestamps from FromMS to ToMS.
 	Count  int64  `json:"count"`
 	FromMS int64  `json:"from_ms"`
 	ToMS   int64  `json:"to_ms"`

@@ -6,8 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Collectors returns the recorder's metrics: events recorded, sent,
-// dropped (the buffer full), failed sends, and events waiting.
+// Collectors returns the recorder's metrics.
 func (r *Recorder) Collectors() []prometheus.Collector {
 	counter := func(name, help string, v func(Stats) int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
@@ -23,9 +22,8 @@ func (r *Recorder) Collectors() []prometheus.Collector {
 	}
 }
 
-// Notice returns the status page's line about the audit trail when it
-// needs attention: events dropped, or the sink failing. ok is false when
-// all is well.
+// Notice returns the status page's audit line when it needs attention
+// (drops or a failing sink); ok is false when all is well.
 func (r *Recorder) Notice() (title, detail string, ok bool) {
 	s := r.Stats()
 	switch {

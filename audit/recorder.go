@@ -21,53 +21,44 @@ const (
 	DefaultFlushInterval = time.Second
 	DefaultBlockInterval = time.Second
 	DefaultSendTimeout   = 10 * time.Second
-	// MaxBuffer bounds RecorderSettings.Buffer: at about 500 bytes an event, a
-	// full buffer takes some 500 MiB.
+	// MaxBuffer bounds RecorderSettings.Buffer (some 500 MiB full).
 	MaxBuffer = 1 << 20
 )
 
 // Sink is where a Recorder sends its batches.
 type Sink interface {
-	// Write sends events, in order. An error means the batch may or may
-	// not have arrived: the recorder sends it again, and the sink
-	// deduplicates by event ID.
+	// Write sends events in order. On an error the batch is sent again;
+	// the sink deduplicates by event ID.
 	Write(ctx context.Context, events []Event) error
-	// String names the sink for logs and the status page, without any
-	// secret.
+	// String names the sink, without secrets.
 	String() string
 	// Close releases what the sink holds (a file).
 	Close() error
 }
 
-// RecorderSettings configure a Recorder. The zero value means the defaults.
+// RecorderSettings configure a Recorder; zero fields take the defaults.
 type RecorderSettings struct {
 	// Node is the recording node's holder name, written to every event.
 	Node string
-	// Buffer is how many events wait at most, those being sent included:
-	// 1 to MaxBuffer, default DefaultBuffer. Past it new events are
-	// dropped and counted.
+	// Buffer is how many events may wait, 1 to MaxBuffer; beyond it new
+	// events are dropped and counted.
 	Buffer int
-	// BatchSize is the most events one Write sends, at least 1 and at
-	// most Buffer: default DefaultBatchSize (or Buffer, if smaller). A
-	// full batch is sent at once, a partial one after FlushInterval.
+	// BatchSize is the most events per Write, 1 to Buffer; a partial
+	// batch waits up to FlushInterval.
 	BatchSize int
-	// FlushInterval is the longest an event waits before its batch is
-	// sent (while the sink answers); default DefaultFlushInterval.
+	// FlushInterval is the longest an event waits to be sent.
 	FlushInterval time.Duration
-	// BlockInterval: at most one block record per holder (and lease) per
-	// interval; reports in between add up. Default DefaultBlockInterval.
+	// BlockInterval: at most one block record per lease per interval.
 	BlockInterval time.Duration
-	// SendTimeout bounds one Write; default DefaultSendTimeout.
+	// SendTimeout bounds one Write.
 	SendTimeout time.Duration
-	// Clock stamps the events and times the block records; nil is the
-	// system clock.
+	// Clock stamps events and times block records; nil is the system clock.
 	Clock snowflake.Clock
 	// Logger receives the recorder's log; nil discards it.
 	Logger *slog.Logger
 }
 
-// Resolve returns s with its defaults filled in, or an error naming the
-// field out of range.
+// Resolve returns s with defaults filled in, or an out-of-range error.
 func (s RecorderSettings) Resolve() (RecorderSettings, error) {
 	if s.Buffer == 0 {
 		s.Buffer = DefaultBuffer
@@ -121,8 +112,7 @@ type pendingBlock struct {
 	lastEmit time.Time
 }
 
-// Recorder is the audit pipeline: Record and Block never block, one
-// goroutine (Start, Close) sends the buffer to the sink.
+// Recorder is the audit pipeline; one goroutine sends the buffer.
 type Recorder struct {
 	sink  Sink
 	s     RecorderSettings
@@ -172,9 +162,8 @@ func New(sink Sink, s RecorderSettings) (*Recorder, error) {
 // Sink returns the recorder's sink.
 func (r *Recorder) Sink() Sink { return r.sink }
 
-// Record stamps ev (a new ID unless it has one, the time unless set, the
-// node) and puts it in the buffer, or drops and counts it when the buffer
-// is full. It never blocks on the sink.
+// Record stamps ev (ID, time, node, unless set) and buffers it, or drops
+// and counts it when the buffer is full. It never blocks.
 func (r *Recorder) Record(ev Event) {
 	r.mu.Lock()
 	r.stamp(&ev)
@@ -185,8 +174,7 @@ func (r *Recorder) Record(ev Event) {
 	}
 }
 
-// SetNode sets the holder name written to the events recorded from now
-// on (the keeper's, known once it is built).
+// SetNode sets the holder name for events recorded from now on.
 func (r *Recorder) SetNode(node string) {
 	r.mu.Lock()
 	r.s.Node = node
@@ -206,8 +194,7 @@ func (r *Recorder) stamp(ev *Event) {
 	}
 }
 
-// enqueue appends ev to the buffer, or drops it; it reports whether a
-// full batch waits. r.mu is held.
+// enqueue buffers or drops ev; true if a full batch waits. r.mu is held.
 func (r *Recorder) enqueue(ev Event) bool {
 	if len(r.queue) >= r.s.Buffer {
 		r.dropped++
@@ -242,10 +229,9 @@ type BlockReport struct {
 	allocator.Block
 }
 
-// Block adds b to its holder's pending block record. The first report of
-// an interval is recorded at once; later ones add up until BlockInterval
-// has passed since, and the sender records them then (or Close does). A
-// report of no IDs is ignored.
+// Block adds b to its lease's pending block record: the first report of
+// an interval is recorded at once, later ones add up until BlockInterval
+// has passed. Empty reports are ignored.
 func (r *Recorder) Block(b BlockReport) {
 	if b.Count <= 0 {
 		return
@@ -285,8 +271,8 @@ func (r *Recorder) emitBlock(p *pendingBlock, now time.Time) bool {
 	return r.enqueue(ev)
 }
 
-// emitDueBlocks records the pending blocks whose interval has passed (all
-// of them with all set) and forgets holders quiet for an interval.
+// emitDueBlocks records due pending blocks (all, with all) and forgets
+// holders quiet for an interval.
 func (r *Recorder) emitDueBlocks(all bool) {
 	now := r.clock.Now()
 	r.mu.Lock()
@@ -321,8 +307,8 @@ func (r *Recorder) Start() {
 	go r.run()
 }
 
-// run sends the buffer every FlushInterval and whenever a full batch
-// waits, retrying a failed batch with backoff, until stopC closes.
+// run sends the buffer every FlushInterval and on a full batch, retrying
+// with backoff, until stopC closes.
 func (r *Recorder) run() {
 	defer close(r.doneC)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -361,9 +347,8 @@ func (r *Recorder) run() {
 	}
 }
 
-// sendOne sends one batch from the head of the buffer (up to BatchSize
-// events). It removes the batch once the sink
-// acknowledged it and returns how many events it sent.
+// sendOne sends up to BatchSize events from the head of the buffer,
+// removing them once acknowledged.
 func (r *Recorder) sendOne(ctx context.Context) (int, error) {
 	r.sendMu.Lock()
 	defer r.sendMu.Unlock()
@@ -397,9 +382,8 @@ func (r *Recorder) sendOne(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// Flush records every pending block and sends the buffer until it is
-// empty or ctx ends, retrying failed Writes; it returns the last Write's
-// error when ctx ends first.
+// Flush records pending blocks and sends the buffer until empty or ctx
+// ends, then returning the last Write's error.
 func (r *Recorder) Flush(ctx context.Context) error {
 	r.emitDueBlocks(true)
 	retry := backoff.New(10*time.Millisecond, time.Second)
@@ -417,9 +401,8 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	}
 }
 
-// Close stops the sender, records the pending blocks, sends what the
-// buffer holds within ctx, and closes the sink. Events still waiting when
-// ctx ends are lost, counted as dropped, and logged.
+// Close stops the sender, records pending blocks, sends the buffer within
+// ctx and closes the sink; what remains is dropped, counted and logged.
 func (r *Recorder) Close(ctx context.Context) error {
 	r.mu.Lock()
 	started, closed := r.started, r.closed

@@ -7,8 +7,7 @@ import (
 	"github.com/idgen-project/idgen/allocator/sequence"
 )
 
-// The kinds of the sequence events: numbers reserved, reservations
-// confirmed, voided or found expired, and a ledger pruned.
+// The kinds of sequence events.
 const (
 	KindSequenceReserve Kind = "sequence_reserve"
 	KindSequenceConfirm Kind = "sequence_confirm"
@@ -17,12 +16,9 @@ const (
 	KindSequencePrune   Kind = "sequence_prune"
 )
 
-// Sequences wraps a sequence.Store so that every reservation and every
-// change of a reservation's state reaches the audit trail: one event per
-// reservation (Namespace is the sequence, First and Last its numbers,
-// Owner the caller, Detail the period and the reservation ID), recorded
-// after the store committed it. The ledger stays the record of the
-// numbers; the trail says who did what when, beside the leases.
+// Sequences wraps a sequence.Store so that every reservation and state
+// change reaches the audit trail once committed, one event per reservation
+// (Namespace the sequence, First/Last its numbers, Owner the caller).
 type Sequences struct {
 	sequence.Store
 	rec *Recorder
@@ -66,7 +62,7 @@ func (s *Sequences) Settle(ctx context.Context, name, reservationID, caller stri
 }
 
 // ExpireReservations implements sequence.Store.ExpireReservations and
-// records how many numbers expired, when any did.
+// records any numbers expired.
 func (s *Sequences) ExpireReservations(ctx context.Context, name string) (int64, error) {
 	n, err := s.Store.ExpireReservations(ctx, name)
 	if err == nil && n > 0 {
@@ -76,8 +72,8 @@ func (s *Sequences) ExpireReservations(ctx context.Context, name string) (int64,
 	return n, err
 }
 
-// Prune implements sequence.Store.Prune and records every prune that ran,
-// with the rows it deleted (a dry run, or a refusal, is not recorded).
+// Prune implements sequence.Store.Prune and records a prune that ran (not
+// a dry run or refusal).
 func (s *Sequences) Prune(ctx context.Context, name, before string, dryRun bool) (int64, error) {
 	n, err := s.Store.Prune(ctx, name, before, dryRun)
 	if err == nil && !dryRun {

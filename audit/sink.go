@@ -23,8 +23,7 @@ var ErrInvalidSink = errors.New("invalid audit sink")
 //	file:PATH                                JSON lines appended to PATH
 //	clickhouse://user:pass@host:8123/db      ClickHouse over HTTP (clickhouses:// for HTTPS)
 //
-// The ClickHouse DSN takes ?table=NAME (default DefaultTable). Errors
-// never show a password.
+// ClickHouse takes ?table=NAME. Errors never show a password.
 func OpenSink(spec string, stdout io.Writer) (Sink, error) {
 	switch {
 	case spec == "stdout":
@@ -45,8 +44,7 @@ func OpenSink(spec string, stdout io.Writer) (Sink, error) {
 	return nil, fmt.Errorf("%w %s: want stdout, file:PATH or clickhouse://user:password@host:8123/database", ErrInvalidSink, RedactSink(spec))
 }
 
-// CheckSink reports a spec OpenSink would refuse for its form, without
-// opening anything (a file that cannot be opened is found by OpenSink).
+// CheckSink reports a spec OpenSink would refuse, opening nothing.
 func CheckSink(spec string) error {
 	switch {
 	case spec == "stdout":
@@ -75,8 +73,7 @@ type nopCloser struct{ io.Writer }
 
 func (nopCloser) Close() error { return nil }
 
-// JSONSink writes each event as one line of JSON: for log shippers, which
-// deduplicate by event_id if they retry.
+// JSONSink writes each event as a JSON line, for log shippers.
 type JSONSink struct {
 	mu   sync.Mutex
 	w    io.WriteCloser

@@ -7,13 +7,10 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// Store is an allocator.Store that reports to a Recorder what its callers
-// did: the claims, heartbeats, releases and lost events of node keepers
-// and lease-API holders alike, operators' evictions, segment fetches, and
-// the blocks of IDs holders report with their heartbeats, releases and
-// lost events. Calls that fail report nothing, except the blocks: those
-// IDs were issued whatever became of the call that carried the report.
-// The store's own behaviour is unchanged.
+// Store is an allocator.Store reporting its callers' claims, heartbeats,
+// releases, lost events, evictions, fetches and reported blocks to a
+// Recorder. Failed calls report nothing but their blocks, which were
+// issued either way. Behaviour is unchanged.
 type Store struct {
 	allocator.Store
 	rec *Recorder
@@ -37,8 +34,7 @@ func leaseEvent(kind Kind, l allocator.Lease) Event {
 		FencingVersion: l.FencingVersion, FloorMS: l.FloorMS, CeilingMS: l.CeilingMS}
 }
 
-// Claim implements allocator.LeaseStore.Claim and records an acquire or a
-// takeover, as the store's own event does.
+// Claim implements allocator.LeaseStore.Claim, recording the claim.
 func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocator.ClaimResult, error) {
 	res, err := s.Store.Claim(ctx, req)
 	if err != nil {
@@ -52,8 +48,7 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 	return res, nil
 }
 
-// Heartbeat implements allocator.LeaseStore.Heartbeat and records a
-// heartbeat, and the block the request reports.
+// Heartbeat implements allocator.LeaseStore.Heartbeat, recording it.
 func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (allocator.Lease, time.Time, error) {
 	s.block(req.Holder, req.Owner, req.Key, req.FencingVersion, req.Block)
 	l, dbNow, err := s.Store.Heartbeat(ctx, req)
@@ -66,8 +61,7 @@ func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (
 	return l, dbNow, nil
 }
 
-// Release implements allocator.LeaseStore.Release and records a release,
-// and the block the request reports.
+// Release implements allocator.LeaseStore.Release, recording it.
 func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int64, error) {
 	s.block(req.Holder, req.Owner, req.Key, req.FencingVersion, req.Block)
 	ceiling, err := s.Store.Release(ctx, req)
@@ -80,8 +74,8 @@ func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int6
 	return ceiling, nil
 }
 
-// RecordLeaseEvent implements allocator.LeaseStore.RecordLeaseEvent and
-// records ev (a lost lease), and the block it reports, once the store has.
+// RecordLeaseEvent implements allocator.LeaseStore.RecordLeaseEvent,
+// recording ev and its block once the store has.
 func (s *Store) RecordLeaseEvent(ctx context.Context, ev allocator.LeaseEvent) error {
 	s.block(ev.Holder, ev.Owner, ev.LeaseKey, ev.FencingVersion, ev.Block)
 	if err := s.Store.RecordLeaseEvent(ctx, ev); err != nil {
@@ -92,9 +86,8 @@ func (s *Store) RecordLeaseEvent(ctx context.Context, ev allocator.LeaseEvent) e
 	return nil
 }
 
-// Evict implements allocator.LeaseAdmin.Evict and records the eviction,
-// naming the holder the row had just before (an operator's call is rare:
-// one more read costs nothing; the store's own event is the authority).
+// Evict implements allocator.LeaseAdmin.Evict, recording the eviction with
+// the holder read just before.
 func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocator.Lease, error) {
 	var prev string
 	if rows, lerr := s.Store.ListLeases(ctx); lerr == nil {
@@ -116,8 +109,7 @@ func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocato
 	return l, nil
 }
 
-// FetchSegment implements allocator.SegmentStore.FetchSegment and records
-// the range fetched.
+// FetchSegment implements allocator.SegmentStore.FetchSegment, recording it.
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
 	seg, err := s.Store.FetchSegment(ctx, name, n)
 	if err != nil {

@@ -11,23 +11,20 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// Holding is one holder's tenure of a worker ID: the fencing version it
-// claimed, the timestamps it could use, and when it held the lease.
+// Holding is one holder's tenure of a worker ID.
 type Holding struct {
 	Holder         string `json:"holder"`
 	Owner          string `json:"owner,omitempty"`
 	DatacenterID   int64  `json:"datacenter_id"`
 	WorkerID       int64  `json:"worker_id"`
 	FencingVersion int64  `json:"fencing_version"`
-	// FloorMS and CeilingMS bound the timestamps (Unix ms) the holder could
-	// use: one above the ceiling its claim found, and the ceiling the next
-	// claim found (or the row's, for the last holder). Fencing makes the
-	// spans of successive holders disjoint.
+	// FloorMS and CeilingMS bound the holder's usable timestamps (Unix ms):
+	// one above the ceiling its claim found, to the ceiling the next claim
+	// found. Fencing keeps successive spans disjoint.
 	FloorMS   int64 `json:"floor_ms"`
 	CeilingMS int64 `json:"ceiling_ms"`
-	// AcquiredAt is the claim's time, EndedAt and EndedBy when and how the
-	// tenure ended (release, lost, evict, fence, or the next holder's
-	// takeover or acquire); a zero EndedAt means not recorded (still held).
+	// AcquiredAt is the claim's time; EndedAt and EndedBy when and how the
+	// tenure ended (zero: not recorded, still held).
 	AcquiredAt time.Time `json:"acquired_at"`
 	EndedAt    time.Time `json:"ended_at,omitzero"`
 	EndedBy    string    `json:"ended_by,omitempty"`
@@ -40,12 +37,10 @@ type Answer struct {
 	TimestampMS int64           `json:"timestamp_ms"` // the ID's time, Unix ms
 	Datacenter  int64           `json:"datacenter_id"`
 	Worker      int64           `json:"worker_id"`
-	// Found says whether a holder's span holds the ID's timestamp;
-	// Holding is it.
+	// Found says whether Holding's span holds the ID's timestamp.
 	Found   bool     `json:"found"`
 	Holding *Holding `json:"holding,omitempty"`
-	// Source is where the answer came from: "store" (lease_events) or
-	// "clickhouse".
+	// Source is "store" (lease_events) or "clickhouse".
 	Source string `json:"source,omitempty"`
 	// Note says why nothing was found, or what to know about the answer.
 	Note string `json:"note,omitempty"`
@@ -54,8 +49,7 @@ type Answer struct {
 // NoHolder is the note of an answer that found no holder.
 const NoHolder = "no holder recorded"
 
-// EventSource is what Who reads from the store: its lease_events and
-// worker_leases (allocator.LeaseAdmin).
+// EventSource is what Who reads from the store (allocator.LeaseAdmin).
 type EventSource interface {
 	ListLeases(ctx context.Context) ([]allocator.Lease, error)
 	ListLeaseEvents(ctx context.Context, f allocator.LeaseEventFilter) ([]allocator.LeaseEvent, error)
@@ -68,8 +62,7 @@ const (
 	maxWhoHistory = maxWhoEvents / whoPage
 )
 
-// History returns the holdings of worker (datacenter, worker) the store
-// records, oldest first.
+// History returns worker (datacenter, worker)'s holdings, oldest first.
 func History(ctx context.Context, src EventSource, datacenter, worker int64) ([]Holding, error) {
 	var events []allocator.LeaseEvent
 	f := allocator.LeaseEventFilter{Limit: whoPage, DatacenterID: &datacenter, WorkerID: &worker}
@@ -119,8 +112,7 @@ func History(ctx context.Context, src EventSource, datacenter, worker int64) ([]
 	return hs, nil
 }
 
-// endHolding closes h at the next claim: its span ends at ceilingMS, and
-// its tenure at the claim unless an event ended it before.
+// endHolding closes h at the next claim, at ceilingMS.
 func endHolding(h *Holding, by string, at time.Time, ceilingMS int64) {
 	h.CeilingMS = ceilingMS
 	if h.EndedAt.IsZero() {
@@ -137,12 +129,9 @@ func Find(hs []Holding, tsMS int64) (Holding, bool) {
 	return hs[i], true
 }
 
-// Who names the holder that issued Snowflake ID id of layout: the holder
-// of the ID's worker whose span of timestamps holds the ID's timestamp,
-// from the store's lease events, then from ClickHouse (ch, when not nil)
-// if the store has none (its retention pruned them). It never guesses:
-// without a recorded span, the answer's Found is false and its Note
-// NoHolder.
+// Who names the holder whose span holds Snowflake ID id's timestamp, from
+// the store's lease events, else ClickHouse (ch, if set). It never guesses:
+// without a span, Found is false and Note NoHolder.
 func Who(ctx context.Context, layout snowflake.Layout, src EventSource, ch *ClickHouse, id int64) (Answer, error) {
 	if id < 0 || snowflake.ID(id) > layout.MaxID() {
 		return Answer{}, fmt.Errorf("id %d is outside the layout (0 to %d)", id, layout.MaxID())
@@ -166,9 +155,8 @@ func Who(ctx context.Context, layout snowflake.Layout, src EventSource, ch *Clic
 		if h, ok := Find(hs, a.TimestampMS); ok {
 			a.Found, a.Holding, a.Source = true, &h, s.name
 			if at := h.AcquiredAt.UnixMilli(); !h.AcquiredAt.IsZero() && a.TimestampMS < at {
-				// The span's floor is only what the claim found (a free
-				// row's is 1 ms): the holder issued this ID only if its
-				// clock was that far behind the store's.
+				// The floor is only what the claim found: this holder issued
+				// the ID only if its clock was that far behind.
 				a.Note = fmt.Sprintf("the ID's time is %s before this holder's claim; no earlier holder is recorded, and this one issued it only if its clock was that far behind the store's",
 					time.Duration(at-a.TimestampMS)*time.Millisecond)
 			}
@@ -191,10 +179,8 @@ type chClaim struct {
 	EventMS        int64  `json:"event_ms,string"`
 }
 
-// ClickHouseHistory returns the holdings of worker (datacenter, worker)
-// the audit table records, oldest first: the claims, each closed by the
-// next one's floor, the last by the highest ceiling its heartbeats and
-// release recorded.
+// ClickHouseHistory returns the audit table's holdings of worker
+// (datacenter, worker), oldest first.
 func ClickHouseHistory(ctx context.Context, ch *ClickHouse, datacenter, worker int64) ([]Holding, error) {
 	rows, err := Query[chClaim](ctx, ch, fmt.Sprintf(`SELECT kind, holder, owner, fencing_version, floor_ms, ceiling_ms, event_ms
 FROM %s FINAL

@@ -83,8 +83,7 @@ func (b *breaker) done(o outcome) {
 	}
 }
 
-// State returns the current state; an open breaker whose cooldown has
-// passed reports half-open.
+// State returns the state; an open breaker past its cooldown is half-open.
 func (b *breaker) State() BreakerState {
 	if b.threshold <= 0 {
 		return BreakerClosed

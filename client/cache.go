@@ -7,9 +7,8 @@ import (
 )
 
 // cache hands out IDs fetched a block at a time, for Snowflake IDs (ns "")
-// or for one namespace. One refill at a time is in flight; callers that
-// find too few IDs wait for it, bounded by their own context, while the
-// refill itself runs under the client's lifetime and is stopped by Close.
+// or one namespace. One refill runs at a time, under the client's lifetime;
+// callers short of IDs wait for it within their own context.
 type cache struct {
 	c    *Client
 	ns   string

@@ -33,37 +33,30 @@ const (
 	DefaultCacheLowWater    = 0.25
 )
 
-// maxBody bounds what the client reads of one response: above the largest
-// answer (idgen.MaxCountLimit IDs as JSON strings, 5.8 MB).
+// maxBody bounds a response read; the largest answer is about 5.8 MB.
 const maxBody = 8 << 20
 
-// Options configure a Client. The zero value is ready to use; see the
-// Default constants for what each zero field stands for.
+// Options configure a Client; the zero value is ready to use.
 type Options struct {
-	// Token is the bearer token (a token of the ids scope), sent with
-	// every request; empty for a node without tokens.
+	// Token is the bearer token (ids scope); empty for a node without tokens.
 	Token string
 
-	// HTTPClient sends the requests; nil means one of the package's own.
-	// Its Timeout should be zero: AttemptTimeout bounds each attempt.
+	// HTTPClient sends the requests (nil: the package's own); leave its
+	// Timeout zero, AttemptTimeout bounds each attempt.
 	HTTPClient *http.Client
 
-	// MaxAttempts is the number of attempts per call, the first included.
-	// Zero means DefaultMaxAttempts; 1 disables retries.
+	// MaxAttempts counts attempts per call (0: DefaultMaxAttempts; 1: no retry).
 	MaxAttempts int
-	// BackoffBase and BackoffMax bound the backoff between attempts: the
-	// n-th retry waits between half and all of
-	// min(BackoffMax, BackoffBase·2^(n-1)) (at least 1ms), at random.
+	// BackoffBase and BackoffMax bound the backoff: retry n waits a random
+	// half to all of min(BackoffMax, BackoffBase·2^(n-1)), at least 1ms.
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
-	// MaxRetryAfter is the longest Retry-After the client waits for; a
-	// longer one returns the server's error at once.
+	// MaxRetryAfter is the longest Retry-After waited for.
 	MaxRetryAfter time.Duration
 	// AttemptTimeout bounds one attempt, response body included.
 	AttemptTimeout time.Duration
 
-	// MaxCount is the most IDs asked for in one request (the server's
-	// --max-count); larger counts are split.
+	// MaxCount is the most IDs per request; larger counts are split.
 	MaxCount int
 
 	Breaker BreakerOptions
@@ -73,29 +66,24 @@ type Options struct {
 	UserAgent string
 }
 
-// BreakerOptions configure the circuit breaker. It opens after Threshold
-// failed attempts in a row (network errors, 5xx and 429), fails calls at
-// once with ErrCircuitOpen for Cooldown, then lets one probe through.
+// BreakerOptions configure the circuit breaker: after Threshold failed
+// attempts in a row it fails calls with ErrCircuitOpen for Cooldown, then
+// lets one probe through.
 type BreakerOptions struct {
-	// Threshold: zero means DefaultBreakerThreshold; negative disables the
-	// breaker.
+	// Threshold: zero means DefaultBreakerThreshold; negative disables it.
 	Threshold int
 	// Cooldown: zero means DefaultBreakerCooldown.
 	Cooldown time.Duration
 }
 
-// CacheOptions configure the local block cache: each fetches a block of IDs
-// per request and refills in the background once fewer than LowWater of a
-// block are left. A call for more than a block goes to the server.
+// CacheOptions configure the local block cache, refilled in the background
+// below LowWater of a block; a call for more than a block is not cached.
 type CacheOptions struct {
-	// Snowflake is the block size for Next and NextN; zero leaves them
-	// uncached.
+	// Snowflake is the block size for Next and NextN; zero: uncached.
 	Snowflake int
-	// Namespaces maps a namespace to its block size; namespaces not listed
-	// are uncached. Block sizes may not exceed Options.MaxCount.
+	// Namespaces maps namespaces to block sizes (at most Options.MaxCount).
 	Namespaces map[string]int
-	// LowWater is the fraction of a block left that starts a refill, in
-	// (0, 1); zero means DefaultCacheLowWater.
+	// LowWater is the refill fraction in (0, 1); 0 means DefaultCacheLowWater.
 	LowWater float64
 }
 
@@ -106,8 +94,7 @@ type Source string
 const (
 	SourceSegment   Source = "segment"   // the namespace's counter
 	SourceSnowflake Source = "snowflake" // Snowflake IDs: the namespace's fallback, or Next
-	// SourceMixed marks a draw served from the local cache that holds
-	// IDs of both sources; each Range says which.
+	// SourceMixed marks a cached draw of both sources (see Range.Source).
 	SourceMixed Source = "mixed"
 )
 
@@ -123,22 +110,16 @@ type Draw struct {
 	Namespace string  // "" for DrawSnowflakes
 	IDs       []int64 // in the order handed out
 	Ranges    []Range // the contiguous runs the IDs form, in the same order; none for DrawSnowflakes
-	// Source is SourceSegment, SourceSnowflake when the namespace's
-	// Snowflake fallback served, or SourceMixed (see Range.Source).
+	// Source is SourceSegment, SourceSnowflake (fallback) or SourceMixed.
 	Source Source
-	// Leases are the fencing tokens of the Snowflake IDs: one per run of
-	// IDs from the same lease, in their order (more than one when a draw
-	// spans requests or cache refills).
+	// Leases are the fencing tokens, one per run of IDs from one lease.
 	Leases []LeaseToken
-	// Revision is, for a strict namespace, the highest revision of the
-	// answers the draw came from, checked (see StaleRevisionError); 0
-	// otherwise.
+	// Revision is a strict namespace's highest checked revision, else 0.
 	Revision int64
 }
 
-// LeaseToken is the fencing token of Snowflake IDs: the worker lease that
-// made them. For one datacenter and worker, a greater FencingVersion is a
-// later holder.
+// LeaseToken is the fencing token of Snowflake IDs; for one datacenter and
+// worker, a greater FencingVersion is a later holder.
 type LeaseToken struct {
 	Datacenter     int64
 	Worker         int64
@@ -155,9 +136,8 @@ type Parts struct {
 	Sequence    int64
 }
 
-// Client talks to one idgen service (one node, or a load balancer in front
-// of several). It is safe for concurrent use. Close it to stop background
-// cache refills.
+// Client talks to one idgen service (a node or a load balancer). It is safe
+// for concurrent use; Close stops background cache refills.
 type Client struct {
 	nodes     *nodes // scheme://host[/prefix], no trailing slash: one, or several (NewFailover)
 	hc        *http.Client
@@ -188,9 +168,8 @@ type Client struct {
 	closing  atomic.Bool // set by Close; read by every cached draw
 }
 
-// New returns a client for the idgen service at baseURL, such as
-// "http://idgen:8080" (a path prefix is kept). It returns an error wrapping
-// ErrInvalidInput for a URL that is not http(s) or options out of range.
+// New returns a client for baseURL, such as "http://idgen:8080" (a path
+// prefix is kept); bad URLs or options wrap ErrInvalidInput.
 func New(baseURL string, opts Options) (*Client, error) {
 	return newClient(baseURL, opts, systemClock{})
 }
@@ -257,8 +236,7 @@ func newClient(baseURL string, opts Options, clk clock) (*Client, error) {
 	return c, nil
 }
 
-// parseBaseURL checks http(s)://host[:port][/prefix] and returns it without
-// a trailing slash.
+// parseBaseURL checks http(s)://host[:port][/prefix], trimming a slash.
 func parseBaseURL(baseURL string) (string, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
@@ -270,8 +248,7 @@ func parseBaseURL(baseURL string) (string, error) {
 	return strings.TrimRight(u.String(), "/"), nil
 }
 
-// bearer returns the Authorization header of token, "" for none; its error
-// leaves the token out.
+// bearer returns token's Authorization header; its error omits the token.
 func bearer(token string) (string, error) {
 	if token == "" {
 		return "", nil
@@ -290,9 +267,8 @@ func orDefault[T comparable](v, def T) T {
 	return v
 }
 
-// Close stops background cache refills and waits for them. IDs still
-// cached are dropped. Calls after Close that need the cache fail with
-// ErrClosed; uncached calls keep working. Close returns nil.
+// Close stops background refills and waits for them, dropping cached IDs;
+// cached calls then fail with ErrClosed. It returns nil.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	already := c.isClosed
@@ -324,9 +300,8 @@ func (c *Client) goBackground() bool {
 // BreakerState returns the state of the circuit breaker.
 func (c *Client) BreakerState() BreakerState { return c.breaker.State() }
 
-// Next returns one Snowflake ID. Errors: *Error (match with errors.Is
-// against ErrUnavailable and the other sentinels), ErrCircuitOpen, network
-// errors, ctx's error, ErrClosed for a cached client after Close.
+// Next returns one Snowflake ID. Errors: *Error (matching the sentinels),
+// ErrCircuitOpen, network errors, ctx's, ErrClosed when cached after Close.
 func (c *Client) Next(ctx context.Context) (int64, error) {
 	ids, err := c.NextN(ctx, 1)
 	if err != nil {
@@ -335,17 +310,14 @@ func (c *Client) Next(ctx context.Context) (int64, error) {
 	return ids[0], nil
 }
 
-// NextN returns n Snowflake IDs, in increasing order unless they come from
-// the local cache across a refill. Counts above Options.MaxCount are split
-// over several requests. It returns an error wrapping ErrInvalidInput for
-// n < 1; other errors as Next.
+// NextN returns n Snowflake IDs, ascending unless a cache refill intervenes;
+// counts above MaxCount are split. n < 1 wraps ErrInvalidInput.
 func (c *Client) NextN(ctx context.Context, n int) ([]int64, error) {
 	d, err := c.DrawSnowflakes(ctx, n)
 	return d.IDs, err
 }
 
-// DrawSnowflakes returns n Snowflake IDs, as NextN does, with the fencing
-// tokens of the leases that made them (Draw.Leases). Errors as NextN.
+// DrawSnowflakes is NextN with the leases' fencing tokens (Draw.Leases).
 func (c *Client) DrawSnowflakes(ctx context.Context, n int) (Draw, error) {
 	if n < 1 {
 		return Draw{}, fmt.Errorf("%w: count %d, want at least 1", ErrInvalidInput, n)
@@ -365,12 +337,9 @@ func (c *Client) NextInNamespace(ctx context.Context, ns string) (int64, error) 
 	return d.IDs[0], nil
 }
 
-// DrawNamespace returns n IDs of namespace ns with the contiguous ranges
-// they form and where they come from. Errors: ErrInvalidInput for a
-// malformed name or n < 1; an *Error matching ErrNotFound for a namespace
-// the server does not know; a *StaleRevisionError when an answer for a
-// strict namespace carries a revision not above one seen before (its IDs
-// are not returned); otherwise as Next.
+// DrawNamespace returns n IDs of namespace ns with their ranges and source.
+// Errors: ErrInvalidInput for a bad name or n < 1; ErrNotFound; a
+// *StaleRevisionError for a strict namespace's stale answer; else as Next.
 func (c *Client) DrawNamespace(ctx context.Context, ns string, n int) (Draw, error) {
 	if err := validNamespace(ns); err != nil {
 		return Draw{}, err
@@ -384,9 +353,7 @@ func (c *Client) DrawNamespace(ctx context.Context, ns string, n int) (Draw, err
 	return c.drawDirect(ctx, ns, n)
 }
 
-// Parse asks the server to decompose the Snowflake ID id by its layout.
-// Errors: an *Error matching ErrInvalid for an ID the server refuses;
-// otherwise as Next.
+// Parse decomposes the Snowflake ID id; a refused ID matches ErrInvalid.
 func (c *Client) Parse(ctx context.Context, id int64) (Parts, error) {
 	if id < 0 {
 		return Parts{}, fmt.Errorf("%w: negative ID %d", ErrInvalidInput, id)
@@ -413,9 +380,7 @@ func (c *Client) parse(ctx context.Context, text string) (Parts, error) {
 	}, nil
 }
 
-// idsResponse is a GET /ids answer. Its IDs are text in the answer's
-// format (decimal when it names none: a node's --id-format may name
-// another).
+// idsResponse is a GET /ids answer, its IDs in its format.
 type idsResponse struct {
 	IDs       []string `json:"ids"`
 	Namespace string   `json:"namespace"`
@@ -460,8 +425,7 @@ func (c *Client) fetch(ctx context.Context, ns string, n int) (Draw, error) {
 	if ns != "" {
 		q.Set("namespace", ns)
 	}
-	// The revision seen before the request is sent: the fetch that serves
-	// it happens later, so its revision must be above this one.
+	// The fetch serving this request comes later: its revision must be higher.
 	seen := c.revisionSeen(ns)
 	var r idsResponse
 	if err := c.get(ctx, "/ids?"+q.Encode(), &r); err != nil {
@@ -519,8 +483,7 @@ func (c *Client) fetch(ctx context.Context, ns string, n int) (Draw, error) {
 	return d, nil
 }
 
-// get sends GET path and decodes a 200 answer into out, retrying as the
-// Options say; its errors name the request and wrap the last attempt's.
+// get sends GET path with retries and decodes a 200 answer into out.
 func (c *Client) get(ctx context.Context, path string, out any) error {
 	fail := func(attempts int, err error) error {
 		if attempts > 1 {
@@ -541,8 +504,7 @@ func (c *Client) get(ctx context.Context, path string, out any) error {
 			return fail(attempt-1, joinLast(ErrCircuitOpen, last))
 		}
 		err := c.attempt(ctx, path, out)
-		// Another node, not tried yet in this call, takes the call on:
-		// only a call that failed on every node counts for the breaker.
+		// Move to an untried node; the breaker counts only all-node failures.
 		moveOn := err != nil && moves < len(c.nodes.urls)-1 && failsOver(err)
 		switch {
 		case err == nil:
@@ -595,9 +557,8 @@ func joinLast(err, last error) error {
 	return fmt.Errorf("%w (last attempt: %w)", err, last)
 }
 
-// attempt sends one request and decodes a 200 answer into out. Errors:
-// *netError without an answer, *Error for another status, ErrBadResponse
-// for a 200 too large or not JSON.
+// attempt sends one request, decoding a 200 into out. Errors: *netError,
+// *Error, or ErrBadResponse for a bad 200.
 func (c *Client) attempt(ctx context.Context, path string, out any) error {
 	actx, cancel := context.WithTimeout(ctx, c.attemptTimeout)
 	defer cancel()
@@ -609,8 +570,7 @@ func (c *Client) attempt(ctx context.Context, path string, out any) error {
 	return err
 }
 
-// send is one GET of target, its 200 answer decoded into out; errors as
-// attempt.
+// send is one GET of target, decoded into out; errors as attempt.
 func (c *Client) send(actx context.Context, target string, out any) error {
 	req, err := http.NewRequestWithContext(actx, http.MethodGet, target, nil)
 	if err != nil {
@@ -677,9 +637,8 @@ func (c *Client) revisionSeen(ns string) int64 {
 	return c.revisions[ns]
 }
 
-// observeRevision checks an answer's revision got against seen, the
-// highest known when the request was sent (answers to concurrent requests
-// may arrive out of order), and remembers it.
+// observeRevision checks got against seen, the highest known when the
+// request was sent (answers may arrive out of order), and remembers it.
 func (c *Client) observeRevision(ns string, seen, got int64) error {
 	if got <= seen {
 		return &StaleRevisionError{Namespace: ns, Got: got, Previous: seen}

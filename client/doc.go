@@ -11,66 +11,34 @@
 //	ids, err := c.NextN(ctx, 500)                // 500 of them, in one request
 //	d, err := c.DrawNamespace(ctx, "orders", 10) // 10 order numbers, with their ranges
 //
-// The zero Options are usable as they are: up to four attempts per call,
-// retried with exponential backoff and jitter on 429, 502, 503, 504 and
-// network errors, never sooner than a Retry-After header asks; a circuit
-// breaker that opens after five failed attempts in a row and lets one probe
-// through after five seconds; no local cache.
+// The zero Options retry up to four attempts with backoff and jitter on
+// 429, 502, 503, 504 and network errors (never sooner than Retry-After),
+// with a circuit breaker that opens after five failures in a row; no cache.
+// NewFailover takes every node's URL when there is no load balancer.
 //
-// With no load balancer in front of the nodes, NewFailover takes every
-// node's URL: a call moves on to the next node at once when one does not
-// answer or answers 503 (it cannot prove its lease, or drains before it
-// stops), and only a call that failed on every node counts for the
-// circuit breaker.
+// A retried draw may leave a gap, never a duplicate. A Retry-After above
+// Options.MaxRetryAfter or past the context's deadline returns the error at
+// once.
 //
-// # Retries
+// DrawSnowflakes returns the worker leases' fencing tokens (Draw.Leases). A
+// strict namespace's answers carry its revision; one not above the highest
+// seen is refused with a *StaleRevisionError.
 //
-// A retried draw may leave a gap (IDs whose response never arrived), never
-// a duplicate. A retry waits the larger of the backoff and the server's
-// Retry-After; when Retry-After is above Options.MaxRetryAfter, or the wait
-// would pass the context's deadline, the call returns the error at once.
+// With Options.Cache the client fetches blocks and hands IDs out in
+// process. Cached IDs stay unique, but lose cross-client order, and IDs
+// still cached at Close are dropped (a gap).
 //
-// # Fencing tokens
-//
-// DrawSnowflakes returns Snowflake IDs with the tokens of the worker leases
-// that made them (Draw.Leases). For a strict namespace, every answer
-// carries the namespace's revision, which grows with every fetch on any
-// node; the client refuses an answer whose revision is not above the
-// highest it has seen with a *StaleRevisionError (a database gone back in
-// time, or a replayed answer).
-//
-// # Local block cache
-//
-// With Options.Cache set, the client fetches IDs a block at a time and
-// hands them out in process, refilling in the background, so most calls
-// cost no request. Cached IDs are as unique as any others, but IDs from two
-// cached clients are no longer ordered by the time they were handed out
-// (segment IDs increase per client only), and IDs still cached at Close are
-// dropped (a gap). Leave the cache off where those matter.
-//
-// # Local generator
-//
-// NewGenerator makes Snowflake IDs in the caller's process, with no request
-// per ID: it holds a worker-ID lease through idgen's lease API (a token of
-// the leases scope) and runs the lease keeper an idgen node runs. It issues
-// IDs only inside the lease's fence (above the previous holder's ceiling,
-// at most the one the database committed) and before its local deadline,
-// heartbeats, moves to a new lease when the old one is lost, and releases
-// it with the last timestamp used on Close:
+// NewGenerator makes Snowflake IDs in process under a worker lease held
+// through the lease API (docs/leases.md):
 //
 //	g, err := client.NewGenerator(ctx, "http://idgen:8080", client.GeneratorOptions{Token: secret})
 //	if err != nil { … }
 //	defer g.Close(ctx)
 //	id, err := g.Next() // errors.Is(err, client.ErrUnavailable): no lease it can prove now
 //
-// docs/leases.md states the protocol, for generators in other languages.
-//
-// # Errors
-//
-// The service's errors are *Error values, which errors.Is matches against
-// ErrInvalid, ErrNotFound, ErrUnavailable and the other sentinels by their
-// code. ErrCircuitOpen says the breaker refused a call without sending it;
-// network errors are wrapped with %w.
+// The service's errors are *Error values matching ErrInvalid, ErrNotFound,
+// ErrUnavailable and the other sentinels by code; ErrCircuitOpen means the
+// breaker refused a call unsent; network errors are wrapped.
 package client
 
 //go:generate go test -run ^TestTypeScriptCodes$ . -args -update

@@ -23,9 +23,8 @@ func codeSentinel(code idgen.Code, text string) error {
 	return err
 }
 
-// Sentinel errors. Each of the first group stands for a code of idgen's
-// one table (idgen.Codes: HTTP status, gRPC code, retry-later), and an
-// *Error of that code matches it with errors.Is.
+// Sentinel errors. The first group stands for idgen.Codes; an *Error of
+// that code matches with errors.Is.
 var (
 	ErrInvalid            = codeSentinel(idgen.Invalid, "idgen: invalid request")
 	ErrUnauthorized       = codeSentinel(idgen.Unauthorized, "idgen: unauthorized")
@@ -44,9 +43,8 @@ var (
 	ErrStorageFull        = codeSentinel(idgen.StorageFull, "idgen: database out of space") // etcd's NOSPACE alarm: every node refuses until an operator frees space
 	ErrInternal           = codeSentinel(idgen.Internal, "idgen: internal server error")
 
-	// Why a Generator issued nothing: Next, NextN and Ready return errors
-	// that match ErrUnavailable and one of these (or a refusal of the
-	// fence, such as snowflake.ErrBelowFloor or snowflake.ErrAboveCeiling).
+	// Why a Generator issued nothing; its errors match ErrUnavailable and
+	// one of these (or a fence refusal).
 	ErrNoLease         = allocator.ErrNoLease       // no lease held: not acquired yet, lost, or the pool is full
 	ErrLeaseExpired    = allocator.ErrLeaseExpired  // the local deadline passed without a successful heartbeat
 	ErrClockOffset     = allocator.ErrClockOffset   // the clock is too far from the database's
@@ -59,12 +57,9 @@ var (
 	ErrInvalidInput = errors.New("idgen client: invalid argument")
 )
 
-// StaleRevisionError is returned for an answer of a strict namespace whose
-// revision is not above Previous. Every fetch of a strict namespace gets a
-// greater revision than all before it, so such an answer is stale or
-// replayed: a database gone back in time (a restored backup, an unsafe
-// failover) or a proxy that repeated an old answer. Its IDs may have been
-// handed out before and are not returned. Test for it with errors.As.
+// StaleRevisionError is returned for a strict namespace's answer whose
+// revision is not above Previous: a database gone back in time or a
+// replayed answer. Its IDs are not returned. Test with errors.As.
 type StaleRevisionError struct {
 	Namespace string
 	Got       int64 // the answer's revision
@@ -80,8 +75,7 @@ func codeInfo(code string) (idgen.CodeInfo, bool) {
 	return row, string(row.Code) == code
 }
 
-// codeOfStatus is the code of an answer without a problem body: the first
-// of idgen.Codes with that status; unavailable for a proxy's 502 or 504.
+// codeOfStatus is the first code with status; unavailable for 502 or 504.
 func codeOfStatus(status int) string {
 	if status == http.StatusBadGateway || status == http.StatusGatewayTimeout {
 		return string(idgen.Unavailable)
@@ -90,18 +84,15 @@ func codeOfStatus(status int) string {
 	return string(code)
 }
 
-// Error is an error answer of the idgen service: the fields of its
-// application/problem+json body and its Retry-After. An error of the lease
-// API (LeaseStore) fills them from its code's row of idgen.Codes, without a
-// Type.
+// Error is an error answer of the idgen service: its problem+json fields
+// and Retry-After (for the lease API, from idgen.Codes, without a Type).
 type Error struct {
 	Status int    // HTTP status code
 	Type   string // problem type URI, e.g. https://idgen.dev/problems/unavailable
 	Title  string // short summary of the problem type
 	Detail string // what went wrong with this request
 	Code   string // idgen's code: invalid, not_found, unavailable, … (idgen.Codes)
-	// RetryAfter is the wait the server advised (Retry-After, or a gRPC
-	// error's RetryInfo), zero when it advised none.
+	// RetryAfter is the server's advised wait (Retry-After or RetryInfo).
 	RetryAfter time.Duration
 }
 
@@ -119,15 +110,13 @@ func (e *Error) Error() string {
 	return s
 }
 
-// Is reports whether target is the sentinel error of e's problem code, so
-// that errors.Is(err, client.ErrNotFound) works on a wrapped *Error.
+// Is matches the sentinel of e's problem code.
 func (e *Error) Is(target error) bool {
 	s, ok := codeErrors[e.Code]
 	return ok && s == target
 }
 
-// Temporary reports whether idgen.Codes says to retry e's code later (an
-// unknown code is read from the status).
+// Temporary reports whether idgen.Codes says to retry e's code later.
 func (e *Error) Temporary() bool {
 	row, ok := codeInfo(e.Code)
 	if !ok {
@@ -136,8 +125,7 @@ func (e *Error) Temporary() bool {
 	return ok && row.RetryLater
 }
 
-// newError builds the *Error of a non-2xx answer; a body that is no
-// problem (a proxy's page) leaves the status and its code.
+// newError builds a non-2xx answer's *Error.
 func newError(status int, h http.Header, body []byte, now time.Time) *Error {
 	e := &Error{Status: status, RetryAfter: parseRetryAfter(h.Get("Retry-After"), now)}
 	var p struct{ Type, Title, Detail, Code string }
@@ -174,8 +162,7 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	return 0
 }
 
-// netError marks an attempt that got no answer (refused, dropped, timed
-// out): it is retried.
+// netError marks an attempt that got no answer; it is retried.
 type netError struct{ err error }
 
 func (e *netError) Error() string { return e.err.Error() }

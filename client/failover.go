@@ -7,21 +7,9 @@ import (
 	"sync/atomic"
 )
 
-// NewFailover returns a client for an idgen service reached at several
-// base URLs, one per node, for callers with no load balancer in front of
-// the nodes. The client sends every request to one node, the first at
-// the start; when an attempt gets no answer (a refused or broken
-// connection, a timeout) or a 503 (a node that cannot prove its lease,
-// or that drains before it stops), it moves on to the next node in the
-// list, round, and tries the call there at once, without a backoff, until
-// every node was tried once in the call; after that the retries of
-// Options apply. The circuit breaker counts a call's failure only once it
-// failed on every node: a node that is down does not open it for the
-// others. Asking another node again is always safe: an answer lost
-// on the way only leaves a gap in the IDs.
-//
-// Each URL is checked as New checks its one; an empty list or a URL given
-// twice is an error wrapping ErrInvalidInput.
+// NewFailover returns a client for several nodes' base URLs. On no answer
+// or a 503 it moves to the next node and retries at once; the breaker
+// counts a call only once every node failed. Bad lists wrap ErrInvalidInput.
 func NewFailover(baseURLs []string, opts Options) (*Client, error) {
 	return newFailoverClient(baseURLs, opts, systemClock{})
 }
@@ -42,8 +30,7 @@ func newFailoverClient(baseURLs []string, opts Options, clk clock) (*Client, err
 	return c, nil
 }
 
-// nodes are the base URLs a client sends to and the one in use; a
-// client of New has one.
+// nodes are a client's base URLs and the one in use.
 type nodes struct {
 	urls []string
 	cur  atomic.Uint64 // index into urls of the node in use
@@ -66,27 +53,23 @@ func newNodes(baseURLs []string) (*nodes, error) {
 	return n, nil
 }
 
-// current returns the index and base URL of the node in use.
 func (n *nodes) current() (uint64, string) {
 	i := n.cur.Load()
 	return i, n.urls[i]
 }
 
-// failed moves on from node i to the next one, unless another request
-// already moved on from it.
+// failed moves on from node i, unless another request already did.
 func (n *nodes) failed(i uint64) {
 	n.cur.CompareAndSwap(i, (i+1)%uint64(len(n.urls)))
 }
 
-// BaseURL returns the base URL the client sends its requests to now: with
-// NewFailover, the node it moved on to last.
+// BaseURL returns the base URL in use now.
 func (c *Client) BaseURL() string {
 	_, u := c.nodes.current()
 	return u
 }
 
-// failsOver reports whether err, an attempt's, moves a client with
-// several nodes on to the next: no answer, or 503.
+// failsOver reports whether err moves to the next node: no answer or 503.
 func failsOver(err error) bool {
 	var ne *netError
 	if errors.As(err, &ne) {

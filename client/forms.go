@@ -9,11 +9,8 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// Format is a text form of an ID: decimal, base32 (Crockford), base62 or
-// hex. The fixed-width forms pad every ID of one width (the layout's, for
-// Snowflake IDs: 63 bits by default, 53 for js53; 63 bits for a
-// namespace's IDs) to the same length, so their string order is the IDs'
-// numeric order. See snowflake.Format.
+// Format is a text form of an ID (snowflake.Format). Fixed-width forms pad
+// to one length per width, so string order is numeric order.
 type Format = snowflake.Format
 
 // The formats.
@@ -30,8 +27,8 @@ func EncodeID(id int64, f Format, width int) string {
 	return snowflake.EncodeID(snowflake.ID(id), f, width)
 }
 
-// DecodeID reads s as an ID of width bits in form f (FormatAny: found from
-// s; digits only read as decimal). The error matches ErrInvalidInput.
+// DecodeID reads s as an ID of width bits in form f (FormatAny guesses).
+// The error matches ErrInvalidInput.
 func DecodeID(s string, f Format, width int) (int64, error) {
 	id, err := snowflake.DecodeID(s, f, width)
 	if err != nil {
@@ -40,10 +37,8 @@ func DecodeID(s string, f Format, width int) (int64, error) {
 	return int64(id), nil
 }
 
-// decodeAnswered reads an ID of an answer written in the form the answer
-// names (empty: decimal). The server pads to a width the client need not
-// know: any width whose padded length is s's reads the same value, so the
-// widest of them is taken.
+// decodeAnswered reads an answer's ID in the form it names (empty:
+// decimal), taking the widest width matching s's padded length.
 func decodeAnswered(s, format string) (int64, error) {
 	f, err := snowflake.ParseFormat(format)
 	if err != nil {
@@ -63,17 +58,14 @@ func decodeAnswered(s, format string) (int64, error) {
 	return int64(id), nil
 }
 
-// Composed is the range of Snowflake IDs of one millisecond, by the
-// server's layout.
+// Composed is the range of Snowflake IDs of one millisecond.
 type Composed struct {
 	Time        time.Time // the millisecond, UTC
 	First, Last int64     // its smallest and largest ID
 }
 
-// Compose asks the server for the smallest and largest Snowflake ID of the
-// millisecond of t (GET /ids/compose): the IDs made from T1 to T2 are those
-// from Compose(T1).First to Compose(T2).Last. Errors: an *Error matching
-// ErrInvalid for a time outside the layout's range; otherwise as Next.
+// Compose returns the smallest and largest Snowflake ID of t's millisecond
+// (GET /ids/compose). A time outside the layout's range matches ErrInvalid.
 func (c *Client) Compose(ctx context.Context, t time.Time) (Composed, error) {
 	var r struct {
 		Time   time.Time `json:"time"`
@@ -99,8 +91,7 @@ func (c *Client) Compose(ctx context.Context, t time.Time) (Composed, error) {
 	return Composed{Time: r.Time.UTC(), First: first, Last: last}, nil
 }
 
-// ParseText asks the server to decompose a Snowflake ID given in any of
-// its forms (GET /ids/{text}); see Parse.
+// ParseText decomposes an ID given in any form (GET /ids/{text}).
 func (c *Client) ParseText(ctx context.Context, text string) (Parts, error) {
 	if text == "" {
 		return Parts{}, fmt.Errorf("%w: empty ID", ErrInvalidInput)

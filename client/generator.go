@@ -13,80 +13,59 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// MaxGeneratorHolderLen is the longest GeneratorOptions.Holder, in bytes:
-// the lease API's limit.
+// MaxGeneratorHolderLen is the longest GeneratorOptions.Holder in bytes.
 const MaxGeneratorHolderLen = idgen.MaxHolderLen
 
 // WorkerRange is an inclusive range of worker IDs.
 type WorkerRange = allocator.WorkerRange
 
-// GeneratorOptions configure a Generator. Zero fields take the defaults of
-// an idgen node's keeper (allocator.KeeperSettings). Heartbeat, Margin,
-// MaxClockOffset and MaxBackwardWait are the generator's own, whatever the
-// acquire answer suggests: uniqueness rests on the fence the store
-// committed, and exclusivity on the local deadline (TTL − Margin after the
-// last successful request was sent), before the store's expiry.
+// GeneratorOptions configure a Generator; zero fields take the keeper's
+// defaults (allocator.KeeperSettings). Heartbeat, Margin, MaxClockOffset
+// and MaxBackwardWait are the generator's own, whatever the server
+// suggests.
 type GeneratorOptions struct {
 	// Token is the bearer token, with the leases scope.
 	Token string
 	// Datacenter is the datacenter ID, within the cluster's layout.
 	Datacenter int64
-	// Workers is the pool to lease from, within the server's
-	// --lease-api-worker-ids; nil means all of it.
+	// Workers is the pool to lease from; nil means the server's whole pool.
 	Workers *WorkerRange
-	// TTL is the lease's time to live in whole milliseconds, within
-	// --lease-api-min-ttl and --lease-api-max-ttl; zero means
-	// allocator.DefaultLeaseTTL.
+	// TTL is the lease's ttl in whole ms; zero means allocator.DefaultLeaseTTL.
 	TTL time.Duration
-	// Heartbeat is the interval between heartbeats (at most TTL/2) and
-	// Margin what is taken off the local deadline (under TTL/2); zero means
-	// allocator.DefaultHeartbeat and allocator.DefaultMargin of the TTL.
+	// Heartbeat (at most TTL/2) and Margin (under TTL/2, off the local
+	// deadline); zero means allocator.DefaultHeartbeat and DefaultMargin.
 	Heartbeat, Margin time.Duration
-	// Holder names this process in the lease table (stored as
-	// "api:<token name>/<holder>"): printable ASCII without spaces, at most
-	// MaxGeneratorHolderLen bytes; empty means host/pid/random.
+	// Holder names this process ("api:<token name>/<holder>" on the
+	// server): printable ASCII, no spaces; empty means host/pid/random.
 	Holder string
-	// MaxClockOffset is the offset from the database's time beyond which
-	// the generator refuses to issue, and MaxBackwardWait the largest
-	// backward step of the clock waited out; zero means
-	// allocator.DefaultMaxClockOffset and snowflake.DefaultMaxBackwardWait.
+	// MaxClockOffset is the largest offset from database time to issue at;
+	// MaxBackwardWait the largest clock step back waited out. Zero means
+	// the allocator and snowflake defaults.
 	MaxClockOffset, MaxBackwardWait time.Duration
 	// Clock is the wall clock the IDs carry; nil means the system's.
-	// Deadlines always run on the monotonic clock.
 	Clock snowflake.Clock
-	// Logger receives the lease's events (acquired, lost, heartbeat
-	// failures, released); nil discards them.
+	// Logger receives the lease's events; nil discards them.
 	Logger     *slog.Logger
 	HTTPClient *http.Client // nil means one of the generator's own
 	UserAgent  string       // empty means "idgen-go-client"
-	// NoWait makes NewGenerator return once the lease keeper runs, before
-	// it holds a lease: Next refuses with ErrNoLease until it does.
+	// NoWait returns from NewGenerator before a lease is held; Next
+	// refuses with ErrNoLease until then.
 	NoWait bool
 }
 
-// Generator makes Snowflake IDs in the caller's process under a worker
-// lease held through idgen's lease API: the allocator.Keeper an idgen node
-// runs, over a LeaseStore. It issues an ID only inside the lease's fence
-// and before its local deadline; it heartbeats, acquires another lease
-// when the server says it lost one, and releases it on Close.
-//
-// Next and NextN cost no request and no allocation: a Generator reaches
-// the layout's cap (4,096,000 IDs per second with 12 sequence bits). It is
-// safe for concurrent use.
+// Generator makes Snowflake IDs in process under a worker lease held
+// through the lease API, running an allocator.Keeper over a LeaseStore. It
+// issues only inside the lease's fence and before its local deadline. Next
+// and NextN make no request or allocation. Safe for concurrent use.
 type Generator struct {
 	keeper *allocator.Keeper
 	store  *LeaseStore
 }
 
-// NewGenerator returns a generator leasing from the idgen service at
-// baseURL, such as "http://idgen:8080": it reads the cluster's layout,
-// starts the keeper and, unless opts.NoWait, waits for its first lease.
-//
-// Errors: ErrInvalidInput for bad options; the server's *Error when it
-// refuses the layout or the first acquire for good (matching ErrInvalid,
-// ErrUnauthorized, ErrForbidden or ErrNotFound); when ctx ends before a
-// lease is held, ctx's error joined with the last failure, other failures
-// being retried until then.
+// NewGenerator returns a generator leasing from baseURL: it reads the
+// layout, starts the keeper and, unless opts.NoWait, waits for a lease.
+// Errors: ErrInvalidInput for bad options; the server's *Error for a final
+// refusal; ctx's error joined with the last failure when ctx ends first.
 func NewGenerator(ctx context.Context, baseURL string, opts GeneratorOptions) (*Generator, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -95,7 +74,6 @@ func NewGenerator(ctx context.Context, baseURL string, opts GeneratorOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	// Without Workers the server's lease API picks from its own pool.
 	store.serverPool = opts.Workers == nil
 	layout, err := store.EnsureLayout(ctx, snowflake.Layout{})
 	if err != nil {
@@ -194,10 +172,8 @@ func (w *watchedStore) Claim(ctx context.Context, req allocator.ClaimRequest) (a
 	return res, err
 }
 
-// Next returns a Snowflake ID. When the generator cannot prove its lease it
-// returns an error that matches ErrUnavailable and says why: ErrNoLease,
-// ErrLeaseExpired, ErrClockOffset, ErrClockBackward, a refusal of the fence
-// (a *snowflake.RefusalError) or ErrGeneratorClosed.
+// Next returns a Snowflake ID, or an error matching ErrUnavailable that
+// says why the lease cannot be proven.
 func (g *Generator) Next() (int64, error) {
 	id, err := g.keeper.Next()
 	if err != nil {
@@ -206,8 +182,8 @@ func (g *Generator) Next() (int64, error) {
 	return int64(id), nil
 }
 
-// NextN appends n Snowflake IDs to dst; on an error (as Next's) with those
-// appended so far. It allocates nothing when dst has room.
+// NextN appends n IDs to dst, allocating nothing when dst has room; on an
+// error, with those appended so far.
 func (g *Generator) NextN(dst []int64, n int) ([]int64, error) {
 	if n < 0 {
 		return dst, fmt.Errorf("%w: count %d", ErrInvalidInput, n)
@@ -230,17 +206,14 @@ func (g *Generator) Ready() error {
 // Layout returns the cluster's Snowflake layout, which the IDs follow.
 func (g *Generator) Layout() snowflake.Layout { return g.keeper.Layout() }
 
-// Holder returns the holder name the generator sends; the server stores
-// it as "api:<token name>/<holder>".
+// Holder returns the holder name the generator sends.
 func (g *Generator) Holder() string { return g.keeper.Holder() }
 
 // Status returns a snapshot of the lease.
 func (g *Generator) Status() allocator.KeeperStatus { return g.keeper.Status() }
 
-// Close stops issuing and releases the lease with the timestamp of the
-// last ID issued, so that the next holder can start right after it; ctx
-// bounds the release (one that fails expires after its ttl). Calling Close
-// again returns nil.
+// Close stops issuing and releases the lease with the last ID's timestamp,
+// bounded by ctx; later calls return nil.
 func (g *Generator) Close(ctx context.Context) error {
 	err := g.keeper.Close(ctx)
 	g.store.CloseIdleConnections()

@@ -19,8 +19,7 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// DefaultLeaseRequestTimeout bounds one request of a LeaseStore whose
-// context has no earlier deadline.
+// DefaultLeaseRequestTimeout bounds one LeaseStore request.
 const DefaultLeaseRequestTimeout = 10 * time.Second
 
 const maxLeaseBody = 64 << 10
@@ -29,25 +28,15 @@ const maxLeaseBody = 64 << 10
 type LeaseStoreOptions struct {
 	Token      string       // the bearer token, with the leases scope
 	HTTPClient *http.Client // nil means one of the store's own
-	// RequestTimeout bounds each request, unless the context's deadline is
-	// earlier; zero means DefaultLeaseRequestTimeout.
+	// RequestTimeout bounds each request; zero means DefaultLeaseRequestTimeout.
 	RequestTimeout time.Duration
 	UserAgent      string // empty means "idgen-go-client"
 }
 
-// LeaseStore is an allocator.LeaseStore over idgen's lease API (the
-// LeaseService Connect client): what a Generator runs its allocator.Keeper
-// on. It is safe for concurrent use.
-//
-// It makes one attempt per call: the keeper retries on its own schedule.
-// Refusals are *Error values; lease_lost, no_worker_available and
-// invalid_release also match allocator's ErrLeaseLost,
-// ErrNoWorkerAvailable and ErrInvalidRelease, which the keeper tests.
-//
-// The server qualifies the holder, records the token's name as the owner
-// and bounds ceilings itself, so Owner, SecretHash and MaxClockOffset are
-// not sent. The store keeps each lease's secret in memory for its
-// heartbeats and release. A RequestID is sent as X-Request-ID.
+// LeaseStore is an allocator.LeaseStore over idgen's lease API, for a
+// Generator's keeper; one attempt per call. Refusals are *Error values that
+// also match allocator's sentinels. The server sets owner and ceilings.
+// Safe for concurrent use.
 type LeaseStore struct {
 	rpc       idgenv1connect.LeaseServiceClient
 	hc        *http.Client
@@ -67,13 +56,11 @@ type heldLease struct {
 	version int64
 }
 
-// maxSecrets bounds the secrets a store keeps: a keeper holds one lease at
-// a time, and forgets a lease when it is released or lost.
+// maxSecrets bounds the secrets kept; a keeper holds one lease at a time.
 const maxSecrets = 64
 
-// NewLeaseStore returns a LeaseStore for the idgen service at baseURL, or
-// an error wrapping ErrInvalidInput for a URL that is not http(s), a token
-// that cannot be sent in a header, or a negative timeout.
+// NewLeaseStore returns a LeaseStore for baseURL, or an error wrapping
+// ErrInvalidInput for a bad URL, token or timeout.
 func NewLeaseStore(baseURL string, opts LeaseStoreOptions) (*LeaseStore, error) {
 	base, err := parseBaseURL(baseURL)
 	if err != nil {
@@ -103,16 +90,15 @@ func NewLeaseStore(baseURL string, opts LeaseStoreOptions) (*LeaseStore, error) 
 	return s, nil
 }
 
-// CloseIdleConnections closes the idle connections of the store's own
-// HTTP client.
+// CloseIdleConnections closes the store's idle HTTP connections.
 func (s *LeaseStore) CloseIdleConnections() {
 	if s.ownHC {
 		s.hc.CloseIdleConnections()
 	}
 }
 
-// EnsureLayout returns the layout the cluster records (GetLayout), which a
-// remote holder cannot record: the caller compares it with its own.
+// EnsureLayout returns the cluster's layout (GetLayout) for the caller to
+// compare; a remote holder cannot record one.
 func (s *LeaseStore) EnsureLayout(ctx context.Context, _ snowflake.Layout) (snowflake.Layout, error) {
 	res, err := call(ctx, s, "GetLayout", "", s.rpc.GetLayout, &idgenv1.GetLayoutRequest{})
 	if err != nil {
@@ -127,9 +113,8 @@ func (s *LeaseStore) EnsureLayout(ctx context.Context, _ snowflake.Layout) (snow
 	return l, nil
 }
 
-// Claim acquires a lease (AcquireLease); Lease.Holder is as the server
-// stored it. A grant of another ttl or of a worker ID outside the pool is
-// refused with ErrBadResponse (and expires unused).
+// Claim acquires a lease (AcquireLease). A grant of another ttl or outside
+// the pool is refused with ErrBadResponse.
 func (s *LeaseStore) Claim(ctx context.Context, req allocator.ClaimRequest) (allocator.ClaimResult, error) {
 	if req.TTL%time.Millisecond != 0 {
 		return allocator.ClaimResult{}, fmt.Errorf("%w: ttl %s is not a whole number of milliseconds", ErrInvalidInput, req.TTL)
@@ -218,8 +203,7 @@ func (s *LeaseStore) Heartbeat(ctx context.Context, req allocator.HeartbeatReque
 	}, dbNow, nil
 }
 
-// Release gives a lease back (ReleaseLease) and returns the ceiling it
-// left; a LastTimestampMS of 0 is sent as none_issued.
+// Release gives a lease back (ReleaseLease) and returns the ceiling left.
 func (s *LeaseStore) Release(ctx context.Context, req allocator.ReleaseRequest) (int64, error) {
 	held := heldLease{req.Key, req.FencingVersion}
 	secret, err := s.secretOf(held, "ReleaseLease")
@@ -242,8 +226,7 @@ func (s *LeaseStore) Release(ctx context.Context, req allocator.ReleaseRequest) 
 	return b.GetCeilingMs(), nil
 }
 
-// keepSecret remembers a lease's secret; past maxSecrets, the oldest
-// fencing versions go first.
+// keepSecret remembers a lease's secret, forgetting the oldest first.
 func (s *LeaseStore) keepSecret(l heldLease, secret string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -260,8 +243,7 @@ func (s *LeaseStore) keepSecret(l heldLease, secret string) {
 	s.secrets[l] = secret
 }
 
-// secretOf returns a lease's secret, or for one the store did not acquire
-// (or forgot) an error wrapping allocator.ErrLeaseLost.
+// secretOf returns a lease's secret, or wraps allocator.ErrLeaseLost.
 func (s *LeaseStore) secretOf(l heldLease, method string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -279,8 +261,7 @@ func (s *LeaseStore) forget(l heldLease) {
 	delete(s.secrets, l)
 }
 
-// RecordLeaseEvent checks ev and records nothing: the server records the
-// events of its lease API itself, with the token's name and request ID.
+// RecordLeaseEvent only checks ev: the server records lease API events.
 func (s *LeaseStore) RecordLeaseEvent(_ context.Context, ev allocator.LeaseEvent) error {
 	return ev.Validate()
 }
@@ -307,10 +288,9 @@ func call[Req, Res any](ctx context.Context, s *LeaseStore, method, requestID st
 	return res.Msg, nil
 }
 
-// errorOfCall returns what a failed call means: idgen's error (its code in
-// a google.rpc.ErrorInfo) is an *Error from the code's row of idgen.Codes
-// and the RetryInfo, matching the keeper's sentinel of a lease code; no
-// answer is a *netError; any other answer (a proxy's) the connect error.
+// errorOfCall maps a failed call: idgen's error becomes an *Error (matching
+// the keeper's sentinel for a lease code), no answer a *netError, any
+// other answer stays the connect error.
 func errorOfCall(err error) error {
 	var ce *connect.Error
 	if !errors.As(err, &ce) || !connect.IsWireError(ce) {
@@ -355,8 +335,8 @@ type domainError struct {
 func (e *domainError) Error() string   { return e.err.Error() }
 func (e *domainError) Unwrap() []error { return []error{e.sentinel, e.err} }
 
-// permanent reports whether a failed claim will fail again however often
-// it is retried: 400, 401, 403, 404, or an answer the client cannot use.
+// permanent reports whether a failed claim will never succeed: 400, 401,
+// 403, 404 or an unusable answer.
 func permanent(err error) bool {
 	var e *Error
 	if errors.As(err, &e) {
@@ -368,8 +348,7 @@ func permanent(err error) bool {
 	return errors.Is(err, ErrBadResponse) || errors.Is(err, ErrInvalidInput)
 }
 
-// issuedBlock is the block of IDs the generator reports with a heartbeat
-// or release, for the node's audit trail; nil when it issued none.
+// issuedBlock is the block reported for the audit trail; nil when none.
 func issuedBlock(b allocator.Block) *idgenv1.IssuedBlock {
 	if b.Count == 0 {
 		return nil

@@ -12,9 +12,8 @@ import (
 	"time"
 )
 
-// Reservation is a block of a sequence's numbers reserved for the client
-// (docs/sequences.md): confirm it once the numbers are used, or void it;
-// past ExpiresAt the server records it as expired.
+// Reservation is a block of a sequence's numbers (docs/sequences.md):
+// confirm or void it; past ExpiresAt it expires.
 type Reservation struct {
 	ID        string
 	Sequence  string
@@ -42,9 +41,8 @@ type reservationJSON struct {
 	ExpiresAt     time.Time `json:"expires_at"`
 }
 
-// Reserve reserves n consecutive numbers of sequence (1 to the server's
-// cap, 1000 by default). It is sent once, never retried: a reservation
-// whose answer is lost is in the server's ledger and expires.
+// Reserve reserves n consecutive numbers of sequence. It is never retried:
+// a reservation whose answer is lost expires.
 func (c *Client) Reserve(ctx context.Context, sequence string, n int) (Reservation, error) {
 	if err := validNamespace(sequence); err != nil {
 		return Reservation{}, err
@@ -56,15 +54,13 @@ func (c *Client) Reserve(ctx context.Context, sequence string, n int) (Reservati
 	return c.sequenceCall(ctx, "/v1/sequences/"+sequence+"/reservations", body, http.StatusCreated)
 }
 
-// Confirm records the numbers of reservation id of sequence as used. Only
-// the token that reserved them may; one that has expired is refused with
-// ErrConflict.
+// Confirm records reservation id's numbers as used; only its token may,
+// and an expired one is refused with ErrConflict.
 func (c *Client) Confirm(ctx context.Context, sequence, id string) (Reservation, error) {
 	return c.settle(ctx, sequence, id, "confirm")
 }
 
-// Void records the numbers of reservation id of sequence as not used; they
-// are never handed out again.
+// Void records reservation id's numbers as unused; they are never reused.
 func (c *Client) Void(ctx context.Context, sequence, id string) (Reservation, error) {
 	return c.settle(ctx, sequence, id, "void")
 }
@@ -79,10 +75,8 @@ func (c *Client) settle(ctx context.Context, sequence, id, op string) (Reservati
 	return c.sequenceCall(ctx, "/v1/sequences/"+sequence+"/reservations/"+url.PathEscape(id)+"/"+op, nil, http.StatusOK)
 }
 
-// sequenceCall sends one POST of body to path and decodes the reservation
-// of an answer of status want. It is not retried: a reservation is not
-// idempotent, and a settle the server applied answers a conflict when sent
-// again.
+// sequenceCall POSTs body to path and decodes a reservation answered with
+// status want. Never retried: reserving is not idempotent.
 func (c *Client) sequenceCall(ctx context.Context, path string, body []byte, want int) (Reservation, error) {
 	fail := func(err error) (Reservation, error) {
 		return Reservation{}, fmt.Errorf("idgen client: POST %s: %w", path, err)

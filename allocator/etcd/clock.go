@@ -10,31 +10,18 @@ import (
 	"time"
 )
 
-// Store time.
+// Store time. etcd has no now(), but the keeper needs a reference to
+// measure its clock against and to bound ceilings. Store time is the
+// members' wall clocks, read from the Date header of their /version:
 //
-// etcd has no now(): leases expire on the leader's monotonic clock, and no
-// request returns a wall-clock time. The keeper still needs a time that is
-// not its own node's: it measures its clock's offset against it, and every
-// ceiling it proposes is bounded by it. The etcd store's time is the etcd
-// members' wall clocks, read from the Date header of their HTTP /version
-// endpoint and combined so that no single member, and no single idgen
-// node, can move it far:
+//   - A reading puts the member's clock in [Date, Date+1s+round trip) at
+//     the response, kept relative to the node's monotonic clock.
+//   - The window is the instants a majority of the DSN's members agree on
+//     (Marzullo's intersection); without a majority lease calls fail.
+//   - Store time is the node's clock clamped into the window.
 //
-//   - Each reading says that the member's clock showed some instant of
-//     [Date, Date+1s) while the request was out, so at the moment the
-//     response arrived it lies in [Date, Date+1s+round trip). The interval is
-//     kept relative to the node's monotonic clock and ages with it.
-//   - The members agree on the instants that lie in the intervals of a
-//     majority of the members the DSN names (Marzullo's intersection): one
-//     member whose clock is wrong cannot move it; when no majority agrees,
-//     store time is unavailable and lease calls fail.
-//   - Store time is the node's clock clamped into that window: a node whose
-//     clock is within the window (about one second wide) sees its own time,
-//     one whose clock is off sees the edge of the window, and its offset is
-//     reported by the keeper as the distance to it.
-//
-// Readings are refreshed at most every timeRefresh (at the next call when
-// they do not agree) and used for at most timeMaxAge.
+// Readings are refreshed at most every timeRefresh and used for at most
+// timeMaxAge.
 const (
 	timeRefresh     = 5 * time.Second
 	timeMaxAge      = 60 * time.Second
@@ -42,14 +29,12 @@ const (
 	dateResolution  = time.Second
 )
 
-// ErrNoStoreTime is returned by lease calls when the etcd members' clocks
-// cannot be read or do not agree: without a time reference the store cannot
-// bound ceilings nor let the keeper check its clock.
+// ErrNoStoreTime is returned by lease calls when the members' clocks cannot
+// be read or disagree.
 var ErrNoStoreTime = errors.New("no store time: the etcd members' clocks could not be read or disagree")
 
-// interval is what one reading says of a member's wall clock: at the
-// node's monotonic instant zero (timeSource.monoBase) it showed a time in
-// [lo, hi].
+// interval says a member's clock showed a time in [lo, hi] at the node's
+// monotonic instant zero.
 type interval struct{ lo, hi time.Time }
 
 // reading is one member's last interval and when it was taken.
@@ -58,12 +43,12 @@ type reading struct {
 	at time.Duration // node monotonic time of the response
 }
 
-// timeSource reads and combines the members' clocks. It is safe for
-// concurrent use; mu serialises refreshes so that concurrent calls share one.
+// timeSource reads and combines the members' clocks; mu serializes
+// refreshes so concurrent calls share one.
 type timeSource struct {
 	urls []string
 	need int // members whose intervals must agree: a majority of urls
-	// read returns the Date a member's URL answered with; a seam for tests.
+	// read returns a member's Date (a seam for tests).
 	read func(ctx context.Context, url string) (time.Time, error)
 	mono func() time.Duration // node monotonic time since monoBase; a seam for tests
 
@@ -128,9 +113,8 @@ func (ts *timeSource) window(ctx context.Context) (lo, hi time.Time, err error) 
 	return l.Add(now), h.Add(now), nil
 }
 
-// cachedWindow is window without a refresh: it never waits for the members,
-// and reports false when the readings it has are too few, too old or
-// disagree.
+// cachedWindow is window without a refresh; false when the readings are
+// too few, too old or disagree.
 func (ts *timeSource) cachedWindow() (lo, hi time.Time, ok bool) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
@@ -142,8 +126,7 @@ func (ts *timeSource) cachedWindow() (lo, hi time.Time, ok bool) {
 	return l.Add(now), h.Add(now), true
 }
 
-// freshLocked returns the intervals of the readings no older than
-// timeMaxAge at now (mono time), in no particular order.
+// freshLocked returns the readings no older than timeMaxAge at now (mono).
 func (ts *timeSource) freshLocked(now time.Duration) []interval {
 	var ivs []interval
 	for _, r := range ts.readings {
@@ -154,12 +137,10 @@ func (ts *timeSource) freshLocked(now time.Duration) []interval {
 	return ivs
 }
 
-// refreshLocked reads every member's clock, concurrently, until the fresh
-// readings of a majority agree (or every member answered, or
-// timeReadTimeout passed): a member that does not answer, paused or cut
-// off, holds up no lease call once the others have. Failed or unfinished
-// reads keep the member's previous reading until it is too old. Readers
-// still out when it returns are cancelled; close waits for them.
+// refreshLocked reads every member's clock concurrently until a majority's
+// fresh readings agree, all answered, or timeReadTimeout passed, so one
+// stalled member holds up nothing. Failed reads keep the previous reading;
+// readers still out are cancelled, and close waits for them.
 func (ts *timeSource) refreshLocked(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, timeReadTimeout)
 	defer cancel()
@@ -176,9 +157,7 @@ func (ts *timeSource) refreshLocked(ctx context.Context) {
 			sent := ts.mono()
 			date, err := ts.read(ctx, u)
 			got := ts.mono()
-			// The member's clock showed [date, date+1s) at some instant of
-			// [sent, got]; at got it lies in [date, date+1s+(got-sent)].
-			// Shift both to monotonic instant zero.
+			// [date, date+1s) at some instant of [sent, got], at mono instant zero.
 			iv := interval{lo: date.Add(-got), hi: date.Add(dateResolution + (got - sent) - got)}
 			results <- result{u, reading{iv: iv, at: got}, err}
 		}()
@@ -207,16 +186,12 @@ func (ts *timeSource) refreshLocked(ctx context.Context) {
 	ts.refreshed = ts.mono()
 }
 
-// close waits for the readers that refreshLocked left behind, all of them
-// cancelled already.
+// close waits for the cancelled readers refreshLocked left behind.
 func (ts *timeSource) close() { ts.readers.Wait() }
 
-// agree returns the span of instants that lie in at least need of the
-// intervals (from the first such instant to the last), and false when no
-// instant does. With need a majority of the members, an instant in the span
-// lies within the interval of a member that agrees with a majority: a
-// minority of wrong clocks can widen the span only up to the intervals of
-// the members that are right.
+// agree returns the span of instants in at least need intervals, false if
+// none. With need a majority, wrong clocks in a minority can widen the span
+// only up to the right members' intervals.
 func agree(ivs []interval, need int) (lo, hi time.Time, ok bool) {
 	if need < 1 || len(ivs) < need {
 		return time.Time{}, time.Time{}, false
@@ -249,7 +224,6 @@ func agree(ivs []interval, need int) (lo, hi time.Time, ok bool) {
 	return lo, hi, ok
 }
 
-// clamp returns t moved into [lo, hi].
 func clamp(t, lo, hi time.Time) time.Time {
 	if t.Before(lo) {
 		return lo

@@ -14,8 +14,8 @@ import (
 	"github.com/idgen-project/idgen/internal/dburl"
 )
 
-// DSN parameters. Every other parameter is refused, so that a misspelt TLS
-// option cannot silently leave a connection in plain text.
+// DSN parameters. Others are refused, so a misspelt TLS option cannot
+// leave a connection in plain text.
 const (
 	paramCAFile      = "ca_file"      // PEM bundle of the CAs that sign the members' certificates; implies TLS
 	paramCertFile    = "cert_file"    // client certificate (PEM), with key_file; implies TLS
@@ -31,7 +31,6 @@ const (
 	defaultDialTimeout = 5 * time.Second
 )
 
-// config is a parsed DSN.
 type config struct {
 	endpoints   []string // host:port of each member
 	tls         *tls.Config
@@ -42,14 +41,12 @@ type config struct {
 	timeURLs    []string // where member time is read; default: each endpoint's /version
 }
 
-// redact returns dsn fit for a log line or an error message, with its
-// password and any secret-like parameter replaced. It is the one place the
-// etcd store redacts a DSN.
+// redact returns dsn with its password and secrets masked.
 func redact(dsn string) string { return dburl.Redact(dsn) }
 
-// parseDSN parses etcd://[user[:password]@]host[:port][,host[:port]…][/prefix][?params]
-// (etcds:// for TLS). It reads the certificate files the DSN names. Its
-// errors never contain the password.
+// parseDSN parses etcd://[user[:password]@]host[:port][,…][/prefix][?params]
+// (etcds:// for TLS) and reads the certificate files it names. Errors never
+// contain the password.
 func parseDSN(dsn string) (config, error) {
 	var (
 		cfg    config

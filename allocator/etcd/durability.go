@@ -15,26 +15,12 @@ import (
 
 var _ allocator.DurabilityChecker = (*Store)(nil)
 
-// Durability on etcd.
-//
-// An etcd member acknowledges a write only once a majority of the members
-// have appended it to their write-ahead logs and fsynced them, unless it
-// was started with --unsafe-no-fsync: then nothing is forced to disk, and
-// a power loss of a majority, or of one member while another is down, can
-// undo writes the cluster acknowledged. Raft cannot repair that: a member
-// that lost entries it had acknowledged may elect a leader without them.
-//
-// No client call reports the flag (maintenance Status does not, nor does
-// any other RPC). What a client can see is its effect: every member counts
-// the fsyncs of its WAL in the Prometheus counter walFsyncMetric, served on
-// /metrics of its client URLs, and a member with --unsafe-no-fsync never
-// increments it while appending. So CheckDurability writes one key and
-// watches each voting member's counter: one that applied the write without
-// an fsync runs with --unsafe-no-fsync.
+// Durability on etcd. No RPC reports --unsafe-no-fsync, but such a member
+// never increments walFsyncMetric while appending, so CheckDurability
+// writes one key and watches each voting member's counter.
 const (
 	walFsyncMetric = "etcd_disk_wal_fsync_duration_seconds_count"
-	// fsyncWait is how long CheckDurability waits for each member's fsync
-	// of its write; a member fsyncs within milliseconds, or not at all.
+	// fsyncWait is how long to wait for each member's fsync of the write.
 	fsyncWait = 3 * time.Second
 )
 
@@ -47,16 +33,9 @@ type memberProbe struct {
 	err       error   // why the count or the index could not be read
 }
 
-// CheckDurability implements allocator.DurabilityChecker. It writes the key
-// <prefix>meta/durability-probe and checks that every voting member fsyncs
-// its WAL for it (see walFsyncMetric): a member that applied the write
-// without an fsync runs with --unsafe-no-fsync and is a risk. A member
-// whose /metrics cannot be read, or that had not applied the write within
-// fsyncWait, is reported as a warning: the check could not see it. It
-// returns an error when the member list cannot be read or the write fails.
-//
-// What lies below etcd (a disk cache without power-loss protection) is not
-// visible here, as for the SQL stores.
+// CheckDurability implements allocator.DurabilityChecker: it writes
+// <prefix>meta/durability-probe; a voting member that applied it without
+// an fsync is a risk, one unseen within fsyncWait a warning.
 func (s *Store) CheckDurability(ctx context.Context) ([]allocator.DurabilityRisk, error) {
 	list, err := s.cli.MemberList(ctx)
 	if err != nil {
@@ -83,8 +62,7 @@ func (s *Store) CheckDurability(ctx context.Context) ([]allocator.DurabilityRisk
 	if _, err := s.cli.Put(ctx, s.keys.probe(), time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
 		return nil, fmt.Errorf("etcd: check durability of %s: write %s: %w", s.dsn, s.keys.probe(), noSpace(err))
 	}
-	// The write is committed: its Raft index is at most the commit index
-	// of the member that leads, the highest any member reports.
+	// The write's Raft index is at most the highest reported commit index.
 	var committed int64
 	for _, p := range probes {
 		if p.url == "" {
@@ -135,9 +113,8 @@ func (s *Store) CheckDurability(ctx context.Context) ([]allocator.DurabilityRisk
 	return judgeDurability(probes, committed), nil
 }
 
-// judgeDurability turns what CheckDurability learnt into risks: a member
-// that applied the write (index committed) without an fsync is unsafe; one
-// that could not be seen is a warning.
+// judgeDurability turns the probes into risks: applied without an fsync is
+// unsafe, unseen is a warning.
 func judgeDurability(probes []*memberProbe, committed int64) []allocator.DurabilityRisk {
 	var risks []allocator.DurabilityRisk
 	for _, p := range probes {
@@ -172,8 +149,7 @@ func (p *memberProbe) endpoint() string {
 	return strings.TrimSuffix(hostPort, "/")
 }
 
-// walFsyncs returns the member's count of WAL fsyncs, read from /metrics
-// of its client URL.
+// walFsyncs returns the member's WAL fsync count from its /metrics.
 func (s *Store) walFsyncs(ctx context.Context, clientURL string) (float64, error) {
 	url := strings.TrimSuffix(clientURL, "/") + "/metrics"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

@@ -10,27 +10,19 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// This file holds the operators' side of the lease records: the events
-// reader, its pruning, and eviction.
+// The operators' side of the lease records: events, pruning, eviction.
 
-// eventPage is how many event keys one read of ListLeaseEvents and
-// PruneLeaseEvents takes.
+// eventPage is how many event keys one read takes.
 const eventPage = 128
 
-// pruneSlack bounds how far apart, in store time, events that are close in
-// ID order can lie. Every node's store time is its clock clamped into the
-// window the members' clocks agree on (clock.go), about a second wide, so
-// events appended one after another carry times within seconds of each
-// other whatever node appended them. PruneLeaseEvents stops scanning once
-// it meets an event pruneSlack past its bound: an older event further on,
-// which this bound says there is none of, would only be left for the next
-// prune, never deleted too early.
+// pruneSlack bounds how far apart in store time events close in ID order
+// can lie (store time is clamped into a ~1s window). PruneLeaseEvents stops
+// at an event pruneSlack past its bound, so it never deletes too early.
 const pruneSlack = time.Minute
 
-// ListLeaseEvents implements allocator.LeaseAdmin.ListLeaseEvents,
-// documented there. etcd has no index but the key order, which is the ID
-// order: ListLeaseEvents reads the events after f.AfterID in pages and
-// keeps those f selects, so a filter that selects few events reads many.
+// ListLeaseEvents implements allocator.LeaseAdmin.ListLeaseEvents. etcd has
+// only the key (ID) order, so it pages through events after f.AfterID and
+// filters them.
 func (s *Store) ListLeaseEvents(ctx context.Context, f allocator.LeaseEventFilter) ([]allocator.LeaseEvent, error) {
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("etcd: %w", err)
@@ -92,10 +84,8 @@ func (s *Store) scanEvents(ctx context.Context, afterID int64, fn func(eventReco
 }
 
 // PruneLeaseEvents implements allocator.LeaseAdmin.PruneLeaseEvents,
-// documented there. It reads the events in ID order and deletes those
-// before before, createBatch keys per transaction, until it meets one
-// pruneSlack past before (see pruneSlack). The event sequence key stays,
-// so that event IDs are never used again.
+// deleting in ID order, createBatch keys per transaction, until an event
+// pruneSlack past before. The sequence key stays, so IDs are never reused.
 func (s *Store) PruneLeaseEvents(ctx context.Context, before time.Time) (int64, error) {
 	if before.IsZero() {
 		return 0, nil
@@ -143,10 +133,9 @@ func (s *Store) PruneLeaseEvents(ctx context.Context, before time.Time) (int64, 
 	return total, nil
 }
 
-// Evict implements allocator.LeaseAdmin.Evict, documented there: in one
-// transaction comparing the mod revisions of what it read, the record gets
-// the next fencing version and no holder, the holder key goes (its etcd
-// lease is revoked after) and the event is appended.
+// Evict implements allocator.LeaseAdmin.Evict in one compared transaction:
+// next fencing version, no holder, holder key deleted (its etcd lease
+// revoked after), event appended.
 func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocator.Lease, error) {
 	if err := req.Validate(); err != nil {
 		return allocator.Lease{}, fmt.Errorf("etcd: %w", err)
@@ -164,9 +153,7 @@ func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocato
 		}
 		if u := unknown; u != nil && w.kv != nil && w.row.Holder == "" && w.row.FencingVersion == u.FencingVersion+1 &&
 			w.row.AcquiredAt.Equal(u.AcquiredAt) && w.row.ReleasedAt.IsZero() {
-			// The next version, no holder, and the evicted claim's times:
-			// no claim (which stamps acquired_at) nor release (released_at)
-			// came after it, so the try whose outcome was unknown committed.
+			// Next version, no holder, same times: the uncertain try committed.
 			out = w.row.lease()
 			return true, nil
 		}

@@ -15,9 +15,8 @@ import (
 
 var _ allocator.RestoreFencer = (*Store)(nil)
 
-// fenceRecord is the store's fence record (meta/fence): the store_fence
-// row of the SQL stores. It is created, with a random store ID, the first
-// time it is read.
+// fenceRecord is the store's fence record (meta/fence), the SQL stores'
+// store_fence row; created with a random store ID on first read.
 type fenceRecord struct {
 	StoreID    string    `json:"store_id"`
 	Generation int64     `json:"generation"`
@@ -28,8 +27,7 @@ type fenceRecord struct {
 
 func (k keyspace) fence() string { return string(k) + "meta/fence" }
 
-// readFence returns the fence record and its key, creating the record
-// when there is none.
+// readFence returns the fence record and its key, creating it if missing.
 func (s *Store) readFence(ctx context.Context, cli *clientv3.Client) (fenceRecord, *mvccpb.KeyValue, error) {
 	key := s.keys.fence()
 	for {
@@ -52,15 +50,9 @@ func (s *Store) readFence(ctx context.Context, cli *clientv3.Client) (fenceRecor
 	}
 }
 
-// FenceRestore implements allocator.RestoreFencer.FenceRestore, documented
-// there, with one difference: etcd has no transaction over every key a
-// fence writes (a transaction holds at most --max-txn-ops operations), so
-// it runs key by key, each step a compare-and-swap retried on conflict:
-// first the fence record (generation and ceiling, so that worker records
-// created from then on start at the ceiling), then every worker record
-// (with its event), then every namespace record. Nodes must be stopped
-// while it runs, as for every store; a fence cut short is completed by
-// running it again, which only adds another gap.
+// FenceRestore implements allocator.RestoreFencer.FenceRestore key by key
+// (--max-txn-ops limits a transaction), each a retried compare-and-swap:
+// fence record, worker records, namespaces. Rerun to complete a cut-short one.
 func (s *Store) FenceRestore(ctx context.Context, req allocator.FenceRequest) (allocator.FenceResult, error) {
 	if err := req.Validate(); err != nil {
 		return allocator.FenceResult{}, fmt.Errorf("etcd: %w", err)
@@ -144,11 +136,9 @@ func (s *Store) listPrefix(ctx context.Context, prefix string) ([]*mvccpb.KeyVal
 	return kvs, nil
 }
 
-// fenceWorker fences the worker record of k as part of the fence res:
-// the next fencing version, no holder (its holder key goes, and its etcd
-// lease is revoked after), expiry at the fence's time, the ceiling raised
-// to the fence's, and a fence event, in one transaction comparing what it
-// read.
+// fenceWorker fences k's worker record in one compared transaction: next
+// fencing version, no holder (its etcd lease revoked after), expiry at the
+// fence's time, ceiling raised, fence event.
 func (s *Store) fenceWorker(ctx context.Context, req allocator.FenceRequest, res allocator.FenceResult, k allocator.LeaseKey) (allocator.FencedLease, error) {
 	var (
 		out     allocator.FencedLease
@@ -162,9 +152,7 @@ func (s *Store) fenceWorker(ctx context.Context, req allocator.FenceRequest, res
 		}
 		if u := unknown; u != nil && w.row.FencingVersion == u.FencingVersion+1 && w.row.Holder == "" &&
 			w.row.CeilingMS >= res.CeilingMS && w.row.AcquiredAt.Equal(u.AcquiredAt) {
-			// The next version, no holder, the fence's ceiling and the
-			// fenced claim's time: the try whose outcome was unknown
-			// committed.
+			// Next version, no holder, the fence's ceiling: the try committed.
 			out = allocator.FencedLease{Lease: w.row.lease(), PrevHolder: u.Holder, PrevCeilingMS: u.CeilingMS}
 			return true, nil
 		}
@@ -197,9 +185,8 @@ func (s *Store) fenceWorker(ctx context.Context, req allocator.FenceRequest, res
 	return out, nil
 }
 
-// fenceNamespace moves the counter of the namespace record at key, deleted
-// or not, as allocator.FenceCounter says, in a compare-and-swap retried on
-// conflict.
+// fenceNamespace moves the counter of the namespace at key as
+// allocator.FenceCounter says, in a retried compare-and-swap.
 func (s *Store) fenceNamespace(ctx context.Context, req allocator.FenceRequest, at time.Time, key string) (allocator.FencedNamespace, error) {
 	var out allocator.FencedNamespace
 	err := s.retry(ctx, "restore fence of "+key, func(ctx context.Context, cli *clientv3.Client) (bool, error) {
@@ -229,8 +216,7 @@ func (s *Store) fenceNamespace(ctx context.Context, req allocator.FenceRequest, 
 	return out, nil
 }
 
-// StoreMark implements allocator.RestoreFencer.StoreMark, documented
-// there, from one revision of the keyspace.
+// StoreMark implements allocator.RestoreFencer.StoreMark from one revision.
 func (s *Store) StoreMark(ctx context.Context) (allocator.StoreMark, error) {
 	var m allocator.StoreMark
 	err := s.retry(ctx, "read the store mark", func(ctx context.Context, cli *clientv3.Client) (bool, error) {

@@ -37,8 +37,7 @@ func (k keyspace) gooseVersion(v int64) string  { return fmt.Sprintf("%smeta/goo
 // rangeEnd returns the key just past every key that starts with prefix.
 func rangeEnd(prefix string) string { return clientv3.GetPrefixRangeEnd(prefix) }
 
-// leaseRecord is the record of one worker ID: a row of worker_leases.
-// Times are store time; a zero time stands for NULL.
+// leaseRecord is one worker ID's worker_leases row; a zero time is NULL.
 type leaseRecord struct {
 	DatacenterID   int64     `json:"datacenter_id"`
 	WorkerID       int64     `json:"worker_id"`
@@ -49,12 +48,10 @@ type leaseRecord struct {
 	ExpiresAt      time.Time `json:"expires_at,omitzero"`
 	ReleasedAt     time.Time `json:"released_at,omitzero"`
 	CeilingMS      int64     `json:"ts_ceiling_ms"`
-	// FloorMS is ts_floor_ms, one above the ceiling the last claim found;
-	// 0 (absent in records written before floors were) is unknown.
+	// FloorMS is ts_floor_ms; 0 (older records) is unknown.
 	FloorMS int64  `json:"ts_floor_ms,omitempty"`
 	Owner   string `json:"owner,omitempty"`
-	// SecretHash is secret_sha256: the SHA-256 (hex) of the lease secret
-	// of a lease-API holder; "" for idgen's own nodes and when free.
+	// SecretHash is secret_sha256 of a lease-API holder, else "".
 	SecretHash string `json:"secret_sha256,omitempty"`
 }
 
@@ -73,15 +70,13 @@ func (r leaseRecord) lease() allocator.Lease {
 	}
 }
 
-// holderRecord is the value of a holder key, which lives on the holder's
-// etcd lease.
+// holderRecord is a holder key's value, on the holder's etcd lease.
 type holderRecord struct {
 	Holder         string `json:"holder"`
 	FencingVersion int64  `json:"fencing_version"`
 	LeaseTTL       int64  `json:"lease_ttl_s"` // the etcd lease's granted ttl, in seconds
 }
 
-// eventRecord is one lease event.
 type eventRecord struct {
 	ID             int64               `json:"id"`
 	DatacenterID   int64               `json:"datacenter_id"`
@@ -109,7 +104,6 @@ func (r eventRecord) event() allocator.LeaseEvent {
 	}
 }
 
-// layoutRecord is the Snowflake layout in use.
 type layoutRecord struct {
 	TimeBits       int       `json:"time_bits"`
 	DatacenterBits int       `json:"datacenter_bits"`
@@ -141,12 +135,9 @@ type namespaceRecord struct {
 	CreatedAt   time.Time          `json:"created_at"`
 	UpdatedAt   time.Time          `json:"updated_at"`
 	Description string             `json:"description"`
-	// DeletedAt marks a tombstone (allocator.NamespaceAdmin.DeleteNamespace):
-	// the record stays, so that the name never starts again below its max_id.
+	// DeletedAt marks a tombstone, so the name never restarts below max_id.
 	DeletedAt time.Time `json:"deleted_at,omitzero"`
-	// Stride and Offset interleave the namespace (allocator.Namespace.Stride);
-	// a record written before they existed has neither and reads as stride
-	// 1, offset 0.
+	// Stride and Offset interleave the namespace; older records read as 1, 0.
 	Stride int64 `json:"stride,omitempty"`
 	Offset int64 `json:"offset,omitempty"`
 }
@@ -169,7 +160,6 @@ func encode(v any) string {
 	return string(b)
 }
 
-// decode reads the JSON value of key into v.
 func decode(key string, value []byte, v any) error {
 	if err := json.Unmarshal(value, v); err != nil {
 		return fmt.Errorf("etcd: key %s holds no valid record: %w", key, err)
@@ -177,9 +167,8 @@ func decode(key string, value []byte, v any) error {
 	return nil
 }
 
-// listRecords reads the records of every key under prefix, in key order,
-// and returns what convert makes of those it keeps (ok); what names the
-// records in the error of a failed read.
+// listRecords returns what convert keeps of the records under prefix, in
+// key order; what names them in errors.
 func listRecords[R, T any](ctx context.Context, cli *clientv3.Client, prefix, what string, convert func(R) (out T, ok bool)) ([]T, error) {
 	resp, err := cli.Get(ctx, prefix, clientv3.WithRange(rangeEnd(prefix)))
 	if err != nil {

@@ -17,15 +17,12 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// createBatch is how many worker records one transaction creates: etcd
-// refuses transactions of more than 128 operations by default.
+// createBatch is how many worker records one transaction creates (etcd
+// allows 128 operations by default).
 const createBatch = 64
 
-// EnsureLayout records layout (the default layout when layout is zero) as
-// the Snowflake layout of the prefix, unless one is recorded already, and
-// returns the recorded one. Of concurrent first calls, exactly one layout
-// wins (a transaction that writes only if the key was never created) and
-// every call returns it.
+// EnsureLayout records layout (default when zero) unless one is recorded,
+// and returns the recorded one; of concurrent first calls exactly one wins.
 func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snowflake.Layout, error) {
 	if layout.IsZero() {
 		layout = snowflake.DefaultLayout()
@@ -60,9 +57,8 @@ func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snow
 	return rec.layout(), nil
 }
 
-// leaseSeconds is the etcd lease ttl for a lease of ttl: whole seconds,
-// rounded up, so that etcd never expires a lease before its holder's local
-// deadline (etcd raises it further to its minimum, 2 s by default).
+// leaseSeconds is the etcd lease ttl for ttl, rounded up to whole seconds
+// so etcd never expires it before the holder's deadline.
 func leaseSeconds(ttl time.Duration) int64 {
 	return int64((ttl + time.Second - 1) / time.Second)
 }
@@ -72,16 +68,13 @@ type pool struct {
 	rows    []*mvccpb.KeyValue          // worker records, by worker ID
 	holders map[string]*mvccpb.KeyValue // holder keys by key (every holder key with all)
 	seq     *mvccpb.KeyValue            // the event sequence, nil before the first event
-	// all is every worker record of the store, read only for a claim
-	// whose owner's leases are capped.
+	// all is every worker record, read only for a capped owner.
 	all []*mvccpb.KeyValue
 }
 
-// readPool reads the worker records and holder keys of a pool and the event
-// sequence at one revision; with all, every worker record and holder key.
-// Every claim appends an event and so compares the event sequence when it
-// commits: what a claim counted in this snapshot cannot change before it
-// commits.
+// readPool reads a pool's worker records and holder keys and the event
+// sequence at one revision (with all, every record). The claim compares
+// the event sequence, so what it counted here cannot change before commit.
 func (s *Store) readPool(ctx context.Context, cli *clientv3.Client, dc, minID, maxID int64, all bool) (pool, error) {
 	holders := clientv3.OpGet(s.keys.holder(dc, minID), clientv3.WithRange(s.keys.holder(dc, maxID+1)))
 	if all {
@@ -112,9 +105,7 @@ func (s *Store) readPool(ctx context.Context, cli *clientv3.Client, dc, minID, m
 	return p, nil
 }
 
-// owned counts the leases of p.all that owner holds at store time now,
-// other than one holder holds: a record naming owner, with a live holder
-// key and an expiry after now.
+// owned counts owner's live leases in p.all at now, other than holder's.
 func (s *Store) owned(p pool, owner, holder string, now time.Time) (int, error) {
 	n := 0
 	for _, kv := range p.all {
@@ -132,8 +123,7 @@ func (s *Store) owned(p pool, owner, holder string, now time.Time) (int, error) 
 	return n, nil
 }
 
-// nextEvent returns the compare that the event sequence is still as read,
-// and the operations that append ev as the next event.
+// nextEvent returns the event sequence's compare and the ops appending ev.
 func (s *Store) nextEvent(seq *mvccpb.KeyValue, ev eventRecord) (clientv3.Cmp, []clientv3.Op, error) {
 	var last, rev int64
 	if seq != nil {
@@ -150,8 +140,7 @@ func (s *Store) nextEvent(seq *mvccpb.KeyValue, ev eventRecord) (clientv3.Cmp, [
 	}, nil
 }
 
-// modRev returns the mod revision of kv, 0 for an absent key: comparing a
-// key's mod revision with 0 checks that it does not exist.
+// modRev returns kv's mod revision, 0 for an absent key.
 func modRev(kv *mvccpb.KeyValue) int64 {
 	if kv == nil {
 		return 0
@@ -160,11 +149,9 @@ func modRev(kv *mvccpb.KeyValue) int64 {
 }
 
 // workerTxn is the transaction of a claim, release or eviction of one
-// worker ID: the worker record becomes row; the holder key becomes holder,
-// on the etcd lease, or goes when holder is nil; and the ops of the lease
-// event (see nextEvent) are appended. It commits only if neither key
-// changed since they were read, at the mod revisions rowRev and holderRev
-// (0: absent), and the event sequence is as seqCmp expects.
+// worker ID: it writes row and holder (deleting the holder key when nil)
+// and the event ops, if neither key changed since rowRev and holderRev
+// and the event sequence is as seqCmp expects.
 type workerTxn struct {
 	key               allocator.LeaseKey
 	rowRev, holderRev int64
@@ -189,15 +176,10 @@ func (t workerTxn) commit(ctx context.Context, cli *clientv3.Client, keys keyspa
 	).Then(append([]clientv3.Op{clientv3.OpPut(rowKey, encode(t.row)), holderOp}, t.evOps...)...).Commit()
 }
 
-// freeWorker runs the transaction of a release or an eviction (op) of the
-// worker k, which w was read from: its record becomes row, its holder key
-// goes and ev is appended, comparing the mod revisions w was read at. It
-// reports whether the transaction committed. Once the transaction ran,
-// committed or not, *revoke is the etcd lease of the holder key it
-// deletes, for the caller to revoke when done. An error of the
-// transaction itself, after which it may have committed unseen, is
-// returned wrapped, with uncertain true; the event sequence's error (see
-// nextEvent) as it is, with nothing run.
+// freeWorker runs a release or eviction (op) of worker k, read as w, and
+// reports whether it committed. Once run, *revoke is the etcd lease of the
+// deleted holder key, for the caller to revoke. A transaction error (it
+// may have committed unseen) comes wrapped with uncertain true.
 func (s *Store) freeWorker(ctx context.Context, cli *clientv3.Client, op string, k allocator.LeaseKey, w worker,
 	row leaseRecord, ev eventRecord, revoke *clientv3.LeaseID) (committed, uncertain bool, err error) {
 	seqCmp, evOps, err := s.nextEvent(w.seq, ev)
@@ -216,17 +198,9 @@ func (s *Store) freeWorker(ctx context.Context, cli *clientv3.Client, op string,
 	return resp.Succeeded, false, nil
 }
 
-// Claim implements allocator.LeaseStore.Claim: which worker ID it picks,
-// what it writes and the errors it returns are documented there. On etcd a
-// worker ID is free, or its lease expired, when it has no live holder key:
-// never claimed, released, or its etcd lease expired (etcd decides, never a
-// node's clock). The ceiling is bounded by store time (see clock.go) + ttl +
-// req.MaxClockOffset.
-//
-// The claim is one transaction comparing the mod revisions of what it read,
-// run again from the read whenever another writer got there first, until
-// ctx ends. Besides the errors of the contract, it returns one wrapping
-// ErrNoStoreTime when the members' clocks cannot be read.
+// Claim implements allocator.LeaseStore.Claim. A worker ID is free without
+// a live holder key (etcd decides expiry); the ceiling is bounded by store
+// time + ttl + offset. Conflicts retry until ctx ends.
 func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocator.ClaimResult, error) {
 	if err := req.Validate(); err != nil {
 		return allocator.ClaimResult{}, fmt.Errorf("etcd: %w", err)
@@ -235,12 +209,9 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 		return allocator.ClaimResult{}, err
 	}
 	ttlSec := leaseSeconds(req.TTL)
-	// The etcd lease is granted once, before the first transaction that
-	// may use it, and revoked unless a claim put the holder key on it. A
-	// lease whose transaction's outcome is unknown is abandoned: should
-	// that transaction have committed, its holder key lives on it, on a
-	// worker ID this claim may not end up with; revoking it frees that
-	// worker ID, which nobody issues with.
+	// The etcd lease is granted once and revoked unless a claim used it.
+	// A lease whose transaction's outcome is unknown is abandoned, not
+	// revoked: revoking it could free a worker ID someone issues with.
 	var (
 		granted   clientv3.LeaseID
 		abandoned []clientv3.LeaseID
@@ -346,14 +317,12 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 			seqCmp: seqCmp, evOps: evOps,
 		}.commit(ctx, cli, s.keys)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			// Retries outlasted the etcd lease granted for them: grant
-			// another on the next try.
+			// Retries outlasted the granted etcd lease: grant another.
 			granted = 0
 			return false, nil
 		}
 		if err != nil {
-			// Committed or not, unknown: a retry finds this claim's holder
-			// key (the worker ID is then its own to claim again), or not.
+			// Outcome unknown: a retry finds this claim's holder key, or not.
 			abandoned, granted = append(abandoned, granted), 0
 			return false, fmt.Errorf("etcd: claim worker %d/%d: %w", key.DatacenterID, key.WorkerID, err)
 		}
@@ -363,8 +332,7 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 		used = true
 		if c.holder != nil && clientv3.LeaseID(c.holder.Lease) != granted &&
 			!slices.Contains(abandoned, clientv3.LeaseID(c.holder.Lease)) {
-			// Claimed again by its holder: the etcd lease of the earlier
-			// claim holds nothing now.
+			// Reclaimed by its holder: the earlier etcd lease holds nothing.
 			s.revoke(ctx, clientv3.LeaseID(c.holder.Lease))
 		}
 		res = allocator.ClaimResult{Lease: row.lease(), PrevHolder: prev.Holder, PrevCeilingMS: prev.CeilingMS, DBNow: now}
@@ -376,17 +344,15 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 	return res, nil
 }
 
-// revoke revokes an etcd lease that holds nothing of use, ignoring errors:
-// an etcd lease left behind expires by itself.
+// revoke revokes an unused etcd lease, ignoring errors (it expires anyway).
 func (s *Store) revoke(ctx context.Context, id clientv3.LeaseID) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	_, _ = s.cli.Revoke(rctx, id)
 }
 
-// ensureWorkers makes sure there is a worker record for every worker ID of
-// the pool. Each record is created by a transaction that writes it only if
-// the key was never created, so concurrent calls never overwrite a record.
+// ensureWorkers creates any missing worker record of the pool, each only if
+// its key was never created, so concurrent calls never overwrite one.
 func (s *Store) ensureWorkers(ctx context.Context, dc, minID, maxID int64) error {
 	from, to := s.keys.worker(dc, minID), s.keys.worker(dc, maxID+1)
 	err := s.retry(ctx, "create worker IDs", func(ctx context.Context, cli *clientv3.Client) (bool, error) {
@@ -405,9 +371,8 @@ func (s *Store) ensureWorkers(ctx context.Context, dc, minID, maxID int64) error
 		for _, kv := range resp.Kvs {
 			have[string(kv.Key)] = true
 		}
-		// New records start at the ceiling of the last restore fence (a
-		// record missing from a restored store may have been used before),
-		// compared when they are written: a fence in between is read again.
+		// New records start at the last restore fence's ceiling (a missing
+		// record may have been used before); the fence is compared on write.
 		fence, fkv, err := s.readFence(ctx, cli)
 		if err != nil {
 			return false, err
@@ -444,8 +409,7 @@ func (s *Store) ensureWorkers(ctx context.Context, dc, minID, maxID int64) error
 	return nil
 }
 
-// worker is one worker record and its holder key, read in one snapshot
-// with the event sequence.
+// worker is a worker record and its holder key, read with the event sequence.
 type worker struct {
 	row    leaseRecord
 	kv     *mvccpb.KeyValue // nil: no record
@@ -454,8 +418,7 @@ type worker struct {
 	seq    *mvccpb.KeyValue
 }
 
-// readWorker reads the worker record of key, its holder key and the event
-// sequence at one revision.
+// readWorker reads key's record, holder key and event sequence at once.
 func (s *Store) readWorker(ctx context.Context, cli *clientv3.Client, key allocator.LeaseKey) (worker, error) {
 	resp, err := cli.Txn(ctx).Then(
 		clientv3.OpGet(s.keys.worker(key.DatacenterID, key.WorkerID)),
@@ -484,12 +447,10 @@ func (s *Store) readWorker(ctx context.Context, cli *clientv3.Client, key alloca
 	return w, nil
 }
 
-// check returns nil when w's record and live holder key both name holder
-// at version, the record names owner and secret (a secret's hash), and
-// its expiry lies after store time now; else the error lost words with a
-// reason, wrapping allocator.ErrLeaseSecret too when only the owner or
-// the secret differ. etcd's lease, rounded up to whole seconds and to
-// etcd's minimum ttl, may outlive the ttl promised; the holder may not.
+// check returns nil when w's record and live holder key name holder at
+// version, owner and secret match and the expiry is after now; else lost's
+// error, also wrapping allocator.ErrLeaseSecret when only owner or secret
+// differ. The record's expiry counts: etcd's lease may outlive the ttl.
 func (w worker) check(holder string, version int64, owner, secret string, now time.Time, lost func(string) error) error {
 	switch {
 	case w.kv == nil || w.hkv == nil || w.row.Holder != holder || w.row.FencingVersion != version ||
@@ -503,14 +464,8 @@ func (w worker) check(holder string, version int64, owner, secret string, now ti
 	return nil
 }
 
-// Heartbeat implements allocator.LeaseStore.Heartbeat, documented there.
-// The lease is held when the record and the live holder key both name
-// req.Holder at req.FencingVersion and the expiry the record shows has not
-// passed by store time: etcd's lease, rounded up to whole seconds, may
-// outlive the ttl promised, and the holder may not. The etcd lease is
-// renewed (or, when the ttl changed, replaced) before the record is updated
-// in a transaction comparing the mod revisions read. The time it returns is
-// store time (see clock.go), which the keeper compares with its own clock.
+// Heartbeat implements allocator.LeaseStore.Heartbeat: it renews (or, for
+// a new ttl, replaces) the etcd lease, then updates the record compared.
 func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (allocator.Lease, time.Time, error) {
 	if err := req.Validate(); err != nil {
 		return allocator.Lease{}, time.Time{}, fmt.Errorf("etcd: %w", err)
@@ -584,8 +539,7 @@ func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (
 		if move {
 			s.revoke(ctx, lease)
 		}
-		// The holder key is on fresh: moved there now, or by an earlier
-		// try whose outcome was unknown.
+		// The holder key is on fresh: moved now or by an uncertain try.
 		used = move || (fresh != 0 && lease == fresh)
 		out, at = row.lease(), row.HeartbeatAt
 		return true, nil
@@ -596,12 +550,9 @@ func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (
 	return out, at, nil
 }
 
-// Release implements allocator.LeaseStore.Release, documented there: it
-// frees the lease while it is held as a heartbeat finds it held (the
-// record and the live holder key name the holder, and its expiry has not
-// passed by store time), deletes the holder key (revoking its etcd lease)
-// and sets the ceiling allocator.ReleaseCeiling computes from the record's
-// floor and ceiling, never raising it.
+// Release implements allocator.LeaseStore.Release: while the lease is held
+// (as Heartbeat checks), it deletes the holder key, revokes its etcd lease
+// and sets allocator.ReleaseCeiling, never raising the ceiling.
 func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int64, error) {
 	if err := req.Validate(); err != nil {
 		return 0, fmt.Errorf("etcd: %w", err)
@@ -618,8 +569,7 @@ func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int6
 			return false, err
 		}
 		if unknown && w.kv != nil && w.row.Holder == "" && w.row.FencingVersion == req.FencingVersion && !w.row.ReleasedAt.IsZero() {
-			// Released at this version: only req.Holder could, so the
-			// try whose outcome was unknown committed.
+			// Released at this version: the uncertain try committed.
 			ceiling = w.row.CeilingMS
 			return true, nil
 		}
@@ -631,8 +581,7 @@ func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int6
 		if err != nil {
 			return false, err
 		}
-		// As for a heartbeat: an expired lease is held no longer, taken
-		// over or not.
+		// An expired lease is held no longer, taken over or not.
 		if err := w.check(req.Holder, req.FencingVersion, req.Owner, req.SecretHash, now, lost); err != nil {
 			return false, err
 		}
@@ -668,10 +617,9 @@ func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int6
 	return ceiling, nil
 }
 
-// RecordLeaseEvent implements allocator.LeaseStore.RecordLeaseEvent,
-// documented there. Events are keys numbered by a sequence key that every
-// appending transaction compares and advances, so their IDs are dense and
-// in commit order.
+// RecordLeaseEvent implements allocator.LeaseStore.RecordLeaseEvent. Every
+// append compares and advances a sequence key, so IDs are dense and in
+// commit order.
 func (s *Store) RecordLeaseEvent(ctx context.Context, ev allocator.LeaseEvent) error {
 	if err := ev.Validate(); err != nil {
 		return fmt.Errorf("etcd: %w", err)
@@ -705,15 +653,13 @@ func (s *Store) RecordLeaseEvent(ctx context.Context, ev allocator.LeaseEvent) e
 	})
 }
 
-// ListLeases implements allocator.LeaseAdmin.ListLeases, documented
-// there: the keys' order is the datacenter and worker ID order.
+// ListLeases implements allocator.LeaseAdmin.ListLeases, in key order.
 func (s *Store) ListLeases(ctx context.Context) ([]allocator.Lease, error) {
 	return listRecords(ctx, s.cli, s.keys.leases(), "leases", func(row leaseRecord) (allocator.Lease, bool) {
 		return row.lease(), true
 	})
 }
 
-// maxTime returns the later of a and b.
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a

@@ -9,25 +9,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// memberSet gives the retried operations (claims, heartbeats, releases,
-// fetches: see retry) a client of one member each, and keeps them on one
-// member while it answers.
-//
-// The store's main client balances its requests over the members
-// round-robin, request by request. That is right for a member that is down
-// (its connection fails at once and leaves the rotation), and wrong for one
-// that is paused or cut off by a network that drops everything: its
-// connection stays up until gRPC's keepalive gives up on it, seconds later,
-// and meanwhile every third request waits for an answer that never comes.
-// A heartbeat makes three or four requests, so nearly every heartbeat would
-// wait. Here each try of an operation makes all its requests to one member,
-// the preferred one; a try that got no answer, or found the member without
-// a leader, moves the preference to the next member, and the operations
-// stay there.
-//
-// The member clients are connected in the background, so that a member
-// that is down when the store opens does not hold up Open; until a member
-// has a client, tries skip it, and until any has, they use the main client.
+// memberSet gives each try of a retried operation one member's client and
+// keeps operations on one member while it answers. The main client's
+// round-robin would send every third request to a paused or cut-off member
+// until gRPC's keepalive drops it, stalling nearly every heartbeat; here a
+// try that got no answer or found no leader moves the preference to the
+// next member. Member clients connect in the background so a down member
+// does not hold up Open; until any connects, tries use the main client.
 type memberSet struct {
 	main *clientv3.Client
 	cfgs []clientv3.Config // one per member, Endpoints of one
@@ -46,13 +34,11 @@ type memberSet struct {
 	doneC chan struct{} // closed when the connector has returned
 }
 
-// memberRetry is how often the connector tries again to connect the
-// members it could not connect yet.
+// memberRetry is how often unconnected members are tried again.
 const memberRetry = 2 * time.Second
 
-// newMemberSet returns the member clients of the endpoints of base, and
-// starts the connector that connects them; close stops it. With a single
-// endpoint there is nothing to choose from: every try uses main.
+// newMemberSet returns the member clients of base's endpoints and starts
+// their connector (close stops it). With one endpoint every try uses main.
 func newMemberSet(base clientv3.Config, main *clientv3.Client) *memberSet {
 	m := &memberSet{main: main, doneC: make(chan struct{}), now: time.Now}
 	m.ctx, m.stop = context.WithCancel(context.Background())
@@ -73,8 +59,8 @@ func newMemberSet(base clientv3.Config, main *clientv3.Client) *memberSet {
 	return m
 }
 
-// connect connects every member that has no client yet, then again every
-// memberRetry for those it could not, until all have one or close.
+// connect connects every member without a client, retrying every
+// memberRetry until all have one or close.
 func (m *memberSet) connect() {
 	defer close(m.doneC)
 	for {
@@ -107,8 +93,8 @@ func (m *memberSet) connect() {
 	}
 }
 
-// pick returns the client a try uses: the preferred member's, or the next
-// connected one's; the main client (index -1) while none is connected.
+// pick returns the preferred or next connected member's client, or the
+// main client (index -1) while none is connected.
 func (m *memberSet) pick() (int, *clientv3.Client) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -121,8 +107,7 @@ func (m *memberSet) pick() (int, *clientv3.Client) {
 	return -1, m.main
 }
 
-// size returns how many members a try can be sent to: 1 for a nil set or
-// a single endpoint.
+// size returns how many members a try can go to (1 for nil or one endpoint).
 func (m *memberSet) size() int {
 	if m == nil || len(m.cfgs) == 0 {
 		return 1
@@ -130,7 +115,6 @@ func (m *memberSet) size() int {
 	return len(m.cfgs)
 }
 
-// connected reports whether every member has a client.
 func (m *memberSet) connected() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -142,8 +126,7 @@ func (m *memberSet) connected() bool {
 	return true
 }
 
-// avoid moves the preference away from member i, after a try on it got no
-// answer or found it without a leader. It may be called on a nil set.
+// avoid moves the preference away from member i after a failed try.
 func (m *memberSet) avoid(i int) {
 	if m == nil || i < 0 {
 		return
@@ -156,30 +139,21 @@ func (m *memberSet) avoid(i int) {
 	}
 }
 
-// Leader preference. Every write goes through the Raft leader; a member
-// that is not the leader forwards it, one hop more. When nodes race one
-// record (the strict fetches of a namespace, every one a compare-and-swap),
-// the node whose preferred member is the leader gets its compare in first,
-// round after round, and the others starve (docs/benchmarks.md, "strict
-// numbering"). So after a try lost a compare, followLeader moves the
-// preference to the leader: then the nodes that contend all reach it at
-// the same distance.
+// Leader preference. When nodes race one record, the node whose member
+// leads wins every round and the others starve (docs/benchmarks.md), so
+// after a lost compare followLeader prefers the leader.
 const (
 	// leaderCheckEvery bounds how often followLeader asks for the leader.
 	leaderCheckEvery = time.Second
-	// leaderAvoidFor is how long a member that avoid moved away from (no
-	// answer, no leader) is not preferred again as the leader: a paused
-	// leader stays the leader in its followers' eyes until they elect
-	// another.
+	// leaderAvoidFor is how long an avoided member is not preferred as
+	// leader: a paused leader stays leader to its followers until an election.
 	leaderAvoidFor = 10 * time.Second
 	// leaderCheckTimeout bounds each status request of followLeader.
 	leaderCheckTimeout = 500 * time.Millisecond
 )
 
-// followLeader makes the leader the preferred member, at most once every
-// leaderCheckEvery; it asks the preferred member which one leads, and the
-// others their IDs the first time it needs them. It gives up quietly on any
-// error: the preference then stays as it was. It may be called on a nil set.
+// followLeader prefers the leader, asking at most once per
+// leaderCheckEvery; on any error the preference stays. Nil-safe.
 func (m *memberSet) followLeader(ctx context.Context) {
 	if m == nil || len(m.cfgs) < 2 {
 		return
@@ -219,8 +193,7 @@ func (m *memberSet) followLeader(ctx context.Context) {
 	}
 }
 
-// status asks member i for its status: the leader's ID and its own. It
-// records the member's ID.
+// status asks member i for the leader's ID and its own, recording the latter.
 func (m *memberSet) status(ctx context.Context, i int, cli *clientv3.Client) (leader, self uint64, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, leaderCheckTimeout)
 	defer cancel()

@@ -16,20 +16,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// keyLayoutVersion is the version of the key layout described in the
-// package documentation, the one "migration" of the etcd store.
+// keyLayoutVersion is the etcd store's one "migration".
 const keyLayoutVersion = 1
 
-// Migrations returns a goose provider for the etcd store, so that idgen's
-// migrate command and serve's --migrate treat etcd like the SQL databases.
-// etcd has no schema: every key is written when first needed. The provider
-// holds one migration, version 1, "the key layout of this package", whose
-// up step writes nothing and whose down step deletes every key of the
-// layout under the prefix, as the SQL stores' down steps drop their tables.
-// goose records applied versions under <prefix>meta/goose/. The provider
-// talks to etcd through the store: it has no SQL connection (goose requires
-// a *sql.DB; the one it gets refuses every statement). Closing the provider
-// leaves the store open.
+// Migrations returns a goose provider so migrate treats etcd like the SQL
+// stores: its one migration writes nothing up and deletes the layout's
+// keys down. Closing it leaves the store open.
 func (s *Store) Migrations() (*goose.Provider, error) {
 	m := goose.NewGoMigration(keyLayoutVersion,
 		&goose.GoFunc{RunDB: func(context.Context, *sql.DB) error { return nil }},
@@ -49,8 +41,7 @@ func (s *Store) Migrations() (*goose.Provider, error) {
 	return p, nil
 }
 
-// deleteLayout deletes every key of the store's layout under the prefix,
-// but not goose's records.
+// deleteLayout deletes the layout's keys under the prefix, not goose's.
 func (s *Store) deleteLayout(ctx context.Context) error {
 	ops := []clientv3.Op{clientv3.OpDelete(s.keys.layout()), clientv3.OpDelete(s.keys.eventSeq()), clientv3.OpDelete(s.keys.fence())}
 	for _, p := range []string{s.keys.leases(), string(s.keys) + "holders/", s.keys.events(), s.keys.segments()} {
@@ -62,13 +53,11 @@ func (s *Store) deleteLayout(ctx context.Context) error {
 	return nil
 }
 
-// gooseStore keeps goose's version records in etcd. goose hands it a SQL
-// connection, which it does not use.
+// gooseStore keeps goose's version records in etcd.
 type gooseStore struct{ s *Store }
 
 var _ database.Store = gooseStore{}
 
-// gooseRecord is the value of a version key.
 type gooseRecord struct {
 	Version   int64     `json:"version"`
 	AppliedAt time.Time `json:"applied_at"`
@@ -76,8 +65,7 @@ type gooseRecord struct {
 
 func (g gooseStore) Tablename() string { return strings.TrimSuffix(g.s.keys.goose(), "/") }
 
-// TableExists reports whether goose's zero version is recorded: goose then
-// records it (a key prefix needs no creating).
+// TableExists reports whether goose's zero version is recorded.
 func (g gooseStore) TableExists(ctx context.Context, db database.DBTxConn) (bool, error) {
 	_, err := g.GetMigration(ctx, db, 0)
 	if errors.Is(err, database.ErrVersionNotFound) {
@@ -148,8 +136,7 @@ func (g gooseStore) ListMigrations(ctx context.Context, _ database.DBTxConn) ([]
 	return list, nil
 }
 
-// noSQL is the database/sql connector of the provider's *sql.DB: goose
-// wants one, and the etcd store has no SQL to run.
+// noSQL is the connector of the provider's *sql.DB; there is no SQL.
 type noSQL struct{}
 
 var errNoSQL = errors.New("etcd: the etcd store runs no SQL")

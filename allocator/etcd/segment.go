@@ -12,13 +12,9 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// checkNamespace reports a namespace record that the SQL stores' table
-// constraints would refuse (see allocator.NamespaceAdmin), with an error
-// wrapping allocator.ErrInvalidNamespace: a name empty or over
-// allocator.MaxNameLen bytes, a negative max_id, steps out of order or
-// below 1, an unknown mode or fallback, max_id above max_id_limit, or the
-// Snowflake fallback without a max_id_limit, or a stride below 1 or an
-// offset outside 0..stride-1.
+// checkNamespace reports a namespace record the SQL stores' constraints
+// would refuse (allocator.NamespaceAdmin), wrapping
+// allocator.ErrInvalidNamespace.
 func checkNamespace(r namespaceRecord) error {
 	var problem string
 	switch {
@@ -44,27 +40,21 @@ func checkNamespace(r namespaceRecord) error {
 	return fmt.Errorf("%w: %s", allocator.ErrInvalidNamespace, problem)
 }
 
-// segmentTime is the time stamped on a namespace record: store time from
-// the members' clocks as last read (it never waits to read them, so a slow
-// member cannot hold up a fetch), or the node's clock when there is no
-// recent agreed reading (namespace times are for people; no rule depends on
-// them). It is never before after.
+// segmentTime is the time stamped on a namespace record: the last agreed
+// store time if recent (never waiting on a slow member), else the node's
+// clock; never before after. No rule depends on these times.
 func (s *Store) segmentTime(after time.Time) time.Time {
 	lo, hi, ok := s.time.cachedWindow()
 	if !ok {
-		// Not fed to advance: a node clock that is off must not become
-		// the store time of later lease calls.
+		// Not fed to advance: an off node clock must not become store time.
 		return maxTime(s.now().UTC().Truncate(time.Microsecond), after)
 	}
 	return maxTime(s.advance(clamp(s.now(), lo, hi)), after)
 }
 
-// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace,
-// documented there; checkNamespace stands in for the SQL tables'
-// constraints. A max_id_limit of 0 or below means none. A new name is
-// written by a transaction that writes only if the key was never created;
-// a tombstone is revived (allocator.Namespace.Revive) by one that compares
-// its mod revision.
+// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace; a
+// max_id_limit of 0 or below means none. A new key is written only if
+// never created; a tombstone is revived comparing its mod revision.
 func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (allocator.Namespace, error) {
 	fail := func(err error) (allocator.Namespace, error) {
 		return allocator.Namespace{}, fmt.Errorf("etcd: create namespace %q: %w", ns.Name, err)
@@ -123,8 +113,8 @@ func recordOf(ns allocator.Namespace) namespaceRecord {
 	}
 }
 
-// DeleteNamespace implements allocator.NamespaceAdmin.DeleteNamespace,
-// documented there: a compare-and-swap that marks the record deleted.
+// DeleteNamespace implements allocator.NamespaceAdmin.DeleteNamespace by
+// marking the record deleted.
 func (s *Store) DeleteNamespace(ctx context.Context, name string) (allocator.Namespace, error) {
 	snap, _, err := s.casNamespace(ctx, "delete namespace", name, nil, func(rec *namespaceRecord) (bool, error) {
 		rec.DeletedAt = s.segmentTime(rec.UpdatedAt)
@@ -138,9 +128,8 @@ func (s *Store) DeleteNamespace(ctx context.Context, name string) (allocator.Nam
 	return snap.rec.namespace(), nil
 }
 
-// readNamespace returns the record of name and its key-value, or nil when
-// there is none. The record may be a tombstone (DeletedAt set), which
-// every caller but CreateNamespace takes for no record.
+// readNamespace returns name's record and key-value, or nil without one.
+// The record may be a tombstone, which only CreateNamespace accepts.
 func (s *Store) readNamespace(ctx context.Context, cli *clientv3.Client, name string) (namespaceRecord, *mvccpb.KeyValue, error) {
 	key := s.keys.namespace(name)
 	resp, err := cli.Get(ctx, key)
@@ -157,8 +146,7 @@ func (s *Store) readNamespace(ctx context.Context, cli *clientv3.Client, name st
 	return rec, resp.Kvs[0], nil
 }
 
-// GetNamespace implements allocator.SegmentStore.GetNamespace; the segment
-// allocator reads through it, so it runs on a member client like a fetch.
+// GetNamespace implements allocator.SegmentStore.GetNamespace.
 func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namespace, error) {
 	var (
 		rec namespaceRecord
@@ -178,10 +166,9 @@ func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namesp
 	return rec.namespace(), nil
 }
 
-// ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces: the
-// keys' order is the names' byte order.
+// ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces, in
+// byte order of the names.
 func (s *Store) ListNamespaces(ctx context.Context) ([]allocator.Namespace, error) {
-	// A tombstone (DeletedAt set) is no namespace to list.
 	return listRecords(ctx, s.cli, s.keys.segments(), "namespaces", func(rec namespaceRecord) (allocator.Namespace, bool) {
 		return rec.namespace(), rec.DeletedAt.IsZero()
 	})
@@ -193,26 +180,18 @@ type nsSnapshot struct {
 	rev int64
 }
 
-// casFastRetries is how many times in a row casNamespace tries again
-// within one try, from the record a failed compare returned, before it
-// hands the conflict to retry (which runs the next try at once, on a
-// fresh attempt bound).
+// casFastRetries is how many conflicts in a row casNamespace retries
+// within one try before handing over to retry.
 const casFastRetries = 2
 
-// casNamespace reads the record of name (or starts from cached, a snapshot
-// that may be stale), lets change compute the new one and writes it in a
-// transaction comparing the record's mod revision with the snapshot's. When
-// the compare fails the transaction returns the current record, and
-// casNamespace tries again from it, never from a read of its own: a stale
-// cached snapshot is simply replaced, at once; a conflict with another
-// writer is counted, and after casFastRetries of them in a row the try
-// ends and retry starts the next (against the record the last one
-// returned).
-// change returns write=false to leave the record as it is; a refusal or an
-// error judged on the cached snapshot is judged again on the record as it
-// is. casNamespace returns the record after the change, as a snapshot, and
-// whether it wrote; an error wrapping allocator.ErrNamespaceNotFound when
-// the namespace does not exist or was deleted.
+// casNamespace reads name's record (or starts from cached, possibly stale),
+// lets change compute the new one and writes it comparing the mod revision.
+// On a failed compare it continues from the record the transaction
+// returned, never rereading: a stale cache is replaced at once, and after
+// casFastRetries real conflicts the try ends. A refusal judged on a
+// possibly stale snapshot is judged again on the current record. It
+// returns the record after the change and whether it wrote; not found
+// wraps allocator.ErrNamespaceNotFound.
 func (s *Store) casNamespace(ctx context.Context, op, name string, cached *nsSnapshot,
 	change func(rec *namespaceRecord) (write bool, err error),
 ) (nsSnapshot, bool, error) {
@@ -225,8 +204,7 @@ func (s *Store) casNamespace(ctx context.Context, op, name string, cached *nsSna
 	carried := false // snap is what a failed compare returned before a backoff
 	err := s.retry(ctx, op+" "+name, func(ctx context.Context, cli *clientv3.Client) (bool, error) {
 		conflicts := 0
-		// A refusal judged on a snapshot that may be stale (cached, or
-		// carried over a backoff) is judged again on the record as it is.
+		// Judge a refusal on a possibly stale snapshot again.
 		judgeAgain := snap != nil && (snap == cached || carried)
 		carried = false
 		for fromCache := snap == cached && snap != nil; ; fromCache, judgeAgain = false, false {
@@ -262,8 +240,7 @@ func (s *Store) casNamespace(ctx context.Context, op, name string, cached *nsSna
 				return false, fmt.Errorf("etcd: %s %q: %w", op, name, err)
 			}
 			if resp.Succeeded {
-				// The put is the transaction's only write: the record's
-				// mod revision is the revision the transaction made.
+				// The put is the only write: its revision is the record's.
 				out, wrote = nsSnapshot{rec, resp.Header.Revision}, true
 				return true, nil
 			}
@@ -281,11 +258,7 @@ func (s *Store) casNamespace(ctx context.Context, op, name string, cached *nsSna
 				continue // the cache was stale: no conflict with a writer
 			}
 			if conflicts++; conflicts > casFastRetries {
-				// End the try (retry counts this one), then compare against
-				// what the failed compare returned rather than read the
-				// record again: if another writer changed it meanwhile,
-				// that compare fails too and returns the record as it is,
-				// at the cost the read would have had.
+				// End the try; compare against the returned record rather than reread.
 				carried = snap != nil
 				return false, nil
 			}
@@ -295,11 +268,9 @@ func (s *Store) casNamespace(ctx context.Context, op, name string, cached *nsSna
 	return out, wrote, err
 }
 
-// UpdateNamespace implements allocator.NamespaceAdmin.UpdateNamespace,
-// documented there: a compare-and-swap of the record, retried on conflict.
-// An update the table's constraints would refuse (checkNamespace) returns
-// an error wrapping allocator.ErrInvalidNamespace and leaves the record
-// unchanged.
+// UpdateNamespace implements allocator.NamespaceAdmin.UpdateNamespace, a
+// compare-and-swap retried on conflict; an invalid result wraps
+// allocator.ErrInvalidNamespace and changes nothing.
 func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.NamespaceUpdate) (allocator.Namespace, error) {
 	snap, _, err := s.casNamespace(ctx, "update namespace", name, nil, func(rec *namespaceRecord) (bool, error) {
 		set(&rec.Step, u.Step)
@@ -323,7 +294,6 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 	return snap.rec.namespace(), nil
 }
 
-// set sets *dst to *v when v is not nil.
 func set[T any](dst *T, v *T) {
 	if v != nil {
 		*dst = *v
@@ -332,16 +302,13 @@ func set[T any](dst *T, v *T) {
 
 // fetchState is what a store keeps per namespace for its fetches.
 type fetchState struct {
-	// lock is a one-slot semaphore: fetches of the namespace through this
-	// store go one at a time. It guards last.
+	// lock is a one-slot semaphore serializing fetches; it guards last.
 	lock chan struct{}
-	// last is the record as this store's last fetch left it, nil before
-	// the first: the next fetch compares against it without reading first
-	// (the compare catches a stale one).
+	// last is the record as the last fetch left it (nil before), compared
+	// against without rereading.
 	last *nsSnapshot
 }
 
-// fetchStateOf returns the fetch state of name.
 func (s *Store) fetchStateOf(name string) *fetchState {
 	if f, ok := s.fetches.Load(name); ok {
 		return f.(*fetchState)
@@ -350,19 +317,10 @@ func (s *Store) fetchStateOf(name string) *fetchState {
 	return f.(*fetchState)
 }
 
-// FetchSegment implements allocator.SegmentStore.FetchSegment, documented
-// there. On etcd the atomic statement is a transaction that compares the
-// record's mod revision with the one it starts from (the record as this
-// store's previous fetch left it, else as read) and writes the record with
-// max_id advanced. When another writer changed the record first, the
-// transaction returns the current record and the fetch tries again from it,
-// after a backoff, until ctx ends: unlike the SQL stores, the etcd store
-// retries a fetch, since a compare that failed wrote nothing. A range is
-// returned only when its transaction succeeded. Fetches of one namespace
-// through one Store wait for each other rather than fail each other's
-// compares. The record written carries version + 1, and the compare on the
-// mod revision makes it the successor of the latest record: the revision
-// is this fetch's own, above every earlier fetch's.
+// FetchSegment implements allocator.SegmentStore.FetchSegment: a
+// transaction comparing the record's mod revision writes max_id advanced
+// and version + 1, retried after a backoff on conflict until ctx ends.
+// Fetches of one namespace through one Store wait for each other.
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
 	if err := allocator.ValidFetch(name, n); err != nil {
 		return allocator.Segment{}, fmt.Errorf("etcd: %w", err)
@@ -395,9 +353,8 @@ func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocat
 	return allocator.Segment{Namespace: rec.namespace(), First: rec.MaxID - n + 1, Last: rec.MaxID}, nil
 }
 
-// ReturnTail implements allocator.SegmentStore.ReturnTail, documented
-// there: the compare-and-set is on max_id and version, and again, in the
-// transaction, on the record's mod revision.
+// ReturnTail implements allocator.SegmentStore.ReturnTail, comparing max_id
+// and version, and the record's mod revision in the transaction.
 func (s *Store) ReturnTail(ctx context.Context, name string, expectMaxID, expectVersion, newMaxID int64) (bool, error) {
 	if err := allocator.ValidReturnTail(name, expectMaxID, newMaxID); err != nil {
 		return false, fmt.Errorf("etcd: %w", err)
@@ -420,5 +377,4 @@ func (s *Store) ReturnTail(ctx context.Context, name string, expectMaxID, expect
 	return wrote, nil
 }
 
-// isNotFound reports whether err wraps allocator.ErrNamespaceNotFound.
 func isNotFound(err error) bool { return errors.Is(err, allocator.ErrNamespaceNotFound) }

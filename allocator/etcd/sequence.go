@@ -24,15 +24,11 @@ import (
 //	seq/res/<name>/<id>       one reservation: its period, first number,
 //	                          count, formatted numbers, state, caller, times
 //
-// A reservation is one transaction that compares the counter key's mod
-// revision (or that it does not exist yet), writes the advanced counter
-// and the reservations' keys: both or neither, so no number is taken
-// without its record. The ledger is the reservations' records expanded to
-// one row per number. Store time is the members' clocks (clock.go); the
-// period is decided from it, in the sequence's zone. One transaction holds
-// at most maxSequenceOps operations (etcd's --max-txn-ops is 128 by
-// default), so a store round trip reserves for at most MaxReserveRequests
-// callers; sequence.Settings.MaxRequests keeps a node below it.
+// A reservation is one transaction comparing the counter key's mod revision
+// and writing the counter and the reservation keys together, so no number
+// is taken without its record. The period comes from store time in the
+// sequence's zone. A transaction holds at most maxSequenceOps operations
+// (etcd's --max-txn-ops), hence MaxReserveRequests.
 
 // MaxReserveRequests is the most reservations one Reserve writes.
 const MaxReserveRequests = 100
@@ -52,8 +48,8 @@ func (k keyspace) sequenceReservation(name, id string) string {
 	return k.sequenceReservations(name) + id
 }
 
-// sequenceState is the store's sequence state: the test seam's offset and
-// the compiled sequences, which never change once created.
+// sequenceState holds the test time offset and the compiled sequences,
+// which never change once created.
 type sequenceState struct {
 	offset   atomic.Int64
 	mu       sync.Mutex
@@ -103,7 +99,6 @@ func (r reservationRecord) reservation(name string) sequence.Reservation {
 		ReservedAt: r.ReservedAt, ExpiresAt: r.ExpiresAt}
 }
 
-// etcdSequences is the sequence store of an etcd Store.
 type etcdSequences struct{ s *Store }
 
 var (
@@ -114,8 +109,7 @@ var (
 // Sequences returns the store's sequences and ledger (docs/sequences.md).
 func (s *Store) Sequences() sequence.Store { return etcdSequences{s} }
 
-// ShiftTime moves the store time the sequence calls read by d: a seam for
-// tests that cross period boundaries.
+// ShiftTime moves the sequences' store time by d (a seam for tests).
 func (s *Store) ShiftTime(d time.Duration) { s.seqs.offset.Add(int64(d)) }
 
 // now returns store time for the sequence calls, in whole milliseconds.
@@ -166,8 +160,7 @@ func (q etcdSequences) readSequence(ctx context.Context, cli *clientv3.Client, n
 	return rec, err
 }
 
-// readSequenceKV returns the record of name and its key-value, or
-// ErrNotFound.
+// readSequenceKV returns name's record and key-value, or ErrNotFound.
 func (q etcdSequences) readSequenceKV(ctx context.Context, cli *clientv3.Client, name string) (sequenceRecord, *mvccpb.KeyValue, error) {
 	key := q.s.keys.sequenceDef(name)
 	resp, err := cli.Get(ctx, key)
@@ -197,7 +190,6 @@ func (q etcdSequences) ListSequences(ctx context.Context) ([]sequence.Sequence, 
 	})
 }
 
-// compile returns the compiled sequence name.
 func (q etcdSequences) compile(ctx context.Context, cli *clientv3.Client, name string) (*sequence.Compiled, error) {
 	st := &q.s.seqs
 	st.mu.Lock()
@@ -287,8 +279,7 @@ func (q etcdSequences) Reserve(ctx context.Context, name string, reqs []sequence
 		if tresp.Succeeded {
 			return true, nil
 		}
-		// A try whose outcome was unknown (retry) may have committed: its
-		// reservations are then there, and are the answer.
+		// An earlier uncertain try may have committed these reservations.
 		mine, err := q.committed(ctx, cli, name, reqs)
 		if err != nil || mine == nil {
 			return false, err
@@ -302,8 +293,7 @@ func (q etcdSequences) Reserve(ctx context.Context, name string, reqs []sequence
 	return out, nil
 }
 
-// committed returns the reservations of reqs when an earlier try wrote
-// them all, nil when it wrote none.
+// committed returns reqs' reservations if an earlier try wrote them.
 func (q etcdSequences) committed(ctx context.Context, cli *clientv3.Client, name string, reqs []sequence.Request) ([]sequence.Reservation, error) {
 	var out []sequence.Reservation
 	for _, r := range reqs {
@@ -321,8 +311,7 @@ func (q etcdSequences) committed(ctx context.Context, cli *clientv3.Client, name
 	return out, nil
 }
 
-// readReservation returns the record of reservation id and its key-value,
-// nil when there is none.
+// readReservation returns reservation id's record and key-value, or nil.
 func (q etcdSequences) readReservation(ctx context.Context, cli *clientv3.Client, name, id string) (reservationRecord, *mvccpb.KeyValue, error) {
 	key := q.s.keys.sequenceReservation(name, id)
 	resp, err := cli.Get(ctx, key)
@@ -333,8 +322,7 @@ func (q etcdSequences) readReservation(ctx context.Context, cli *clientv3.Client
 	return rec, resp.Kvs[0], decode(key, resp.Kvs[0].Value, &rec)
 }
 
-// Settle implements sequence.Store: a compare-and-swap of the
-// reservation's record.
+// Settle implements sequence.Store by swapping the reservation's record.
 func (q etcdSequences) Settle(ctx context.Context, name, id, caller string, to sequence.State) (sequence.Reservation, error) {
 	if to != sequence.Confirmed && to != sequence.Voided {
 		return sequence.Reservation{}, fmt.Errorf("%w: a reservation is settled as confirmed or voided, not %q", sequence.ErrInvalid, to)
@@ -387,8 +375,8 @@ func (q etcdSequences) Settle(ctx context.Context, name, id, caller string, to s
 	return out, nil
 }
 
-// ExpireReservations implements sequence.Store: each expired
-// reservation's record is swapped, compared on its mod revision.
+// ExpireReservations implements sequence.Store, swapping each expired
+// record compared on its mod revision.
 func (q etcdSequences) ExpireReservations(ctx context.Context, name string) (int64, error) {
 	now, err := q.now(ctx)
 	if err != nil {
@@ -421,14 +409,13 @@ func (q etcdSequences) ExpireReservations(ctx context.Context, name string) (int
 	return n, nil
 }
 
-// reservations returns every reservation record of name.
 func (q etcdSequences) reservations(ctx context.Context, name string) ([]reservationRecord, error) {
 	return listRecords(ctx, q.s.cli, q.s.keys.sequenceReservations(name), "reservations of "+name,
 		func(r reservationRecord) (reservationRecord, bool) { return r, true })
 }
 
-// Ledger implements sequence.Store: the reservations' records, expanded
-// into rows, sorted and filtered. It reads every record of the sequence.
+// Ledger implements sequence.Store: every record of the sequence, expanded
+// into rows, sorted and filtered.
 func (q etcdSequences) Ledger(ctx context.Context, lq sequence.LedgerQuery) ([]sequence.Entry, error) {
 	lq, err := lq.Normalize()
 	if err != nil {
@@ -500,16 +487,12 @@ func (q etcdSequences) SequenceStatus(ctx context.Context, name string) (sequenc
 	return st, nil
 }
 
-// pruneBatch is how many reservation records one transaction of Prune
-// deletes, below etcd's --max-txn-ops (128 by default).
+// pruneBatch is how many records one Prune transaction deletes.
 const pruneBatch = 100
 
-// Prune implements sequence.Store. It checks the rules and records the
-// sequence's pruned_before in one transaction, compared on the sequence's
-// record, then deletes the reservation records of the pruned periods in
-// transactions of pruneBatch. A prune cut short leaves the marker set and
-// some records of pruned periods: the CLI says those periods are pruned,
-// and the same prune run again deletes the rest.
+// Prune implements sequence.Store: it records pruned_before in one
+// transaction compared on the sequence's record, then deletes the pruned
+// periods' records in batches. Run again, it finishes a prune cut short.
 func (q etcdSequences) Prune(ctx context.Context, name, before string, dryRun bool) (int64, error) {
 	if !dryRun {
 		// As a read of the ledger does: what has expired is marked so.

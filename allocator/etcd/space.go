@@ -15,23 +15,12 @@ import (
 
 var _ allocator.SpaceReporter = (*Store)(nil)
 
-// Space and history on etcd.
-//
-// etcd keeps every revision of every key until the history is compacted.
-// idgen writes a revision of a namespace's record for every segment fetch
-// (every request of a strict namespace) and of a worker's record for every
-// heartbeat, and never reads an old one. Without compaction the backend
-// grows until it passes --quota-backend-bytes: etcd then raises the
-// NOSPACE alarm and refuses every write (rpctypes.ErrNoSpace) until an
-// operator compacts, defragments and disarms it. Compaction is
-// cluster-wide: it drops the old revisions of every user's keys, so the
-// node compacts (CompactHistory) only as its settings say
-// (docs/operations.md).
+// Space and history on etcd. Without compaction etcd's backend passes
+// --quota-backend-bytes and NOSPACE refuses every write; compaction is
+// cluster-wide, so the node compacts only as its settings say.
 
 // noSpace wraps err with allocator.ErrStoreFull when etcd refused a write
-// for want of space (the NOSPACE alarm), so that the keeper, the segment
-// allocator and the core can name the cause; other errors come back as
-// they are.
+// for the NOSPACE alarm; other errors are returned as they are.
 func noSpace(err error) error {
 	if err == nil || errors.Is(err, allocator.ErrStoreFull) || !errors.Is(err, rpctypes.ErrNoSpace) {
 		return err
@@ -39,11 +28,9 @@ func noSpace(err error) error {
 	return fmt.Errorf("%w (etcd NOSPACE alarm): %w", allocator.ErrStoreFull, err)
 }
 
-// Space implements allocator.SpaceReporter: the backend of the largest
-// member (the first to reach the quota), the quota as the members report
-// it (etcd 3.6 and later; 0 from older members), the cluster's alarms and
-// its current revision. A member that does not answer is skipped; Space
-// fails only when none does, or the alarms cannot be read.
+// Space implements allocator.SpaceReporter: the largest member's backend,
+// the quota (0 before etcd 3.6), the alarms and the revision. It fails only
+// when no member answers or the alarms cannot be read.
 func (s *Store) Space(ctx context.Context) (allocator.StoreSpace, error) {
 	var out allocator.StoreSpace
 	list, err := s.cli.MemberList(ctx)
@@ -58,8 +45,7 @@ func (s *Store) Space(ctx context.Context) (allocator.StoreSpace, error) {
 	}
 	answered, errs := s.readStatus(ctx, endpoints, &out)
 	if answered == 0 {
-		// The members' advertised URLs may not be reachable from here (a
-		// proxy, another network): the DSN's endpoints are.
+		// Advertised URLs may be unreachable from here; the DSN's are not.
 		var more []error
 		answered, more = s.readStatus(ctx, s.cli.Endpoints(), &out)
 		errs = append(errs, more...)
@@ -75,13 +61,11 @@ func (s *Store) Space(ctx context.Context) (allocator.StoreSpace, error) {
 	return out, nil
 }
 
-// statusTimeout bounds the status read of one member, so that a member
-// that does not answer leaves time for the others.
+// statusTimeout bounds one member's status read.
 const statusTimeout = 2 * time.Second
 
-// readStatus reads the status of each endpoint into out (the largest
-// backend, the quota, the revision) and returns how many answered and
-// why the others did not.
+// readStatus reads each endpoint's status into out and returns how many
+// answered and why the others did not.
 func (s *Store) readStatus(ctx context.Context, endpoints []string, out *allocator.StoreSpace) (int, []error) {
 	var errs []error
 	answered := 0
@@ -105,8 +89,7 @@ func (s *Store) readStatus(ctx context.Context, endpoints []string, out *allocat
 	return answered, errs
 }
 
-// alarmNames returns the distinct names of the raised alarms, in the order
-// etcd lists them: "NOSPACE", "CORRUPT".
+// alarmNames returns the distinct raised alarms in etcd's order.
 func alarmNames(alarms []*etcdserverpb.AlarmMember) []string {
 	var out []string
 	for _, a := range alarms {
@@ -125,8 +108,7 @@ func alarmNames(alarms []*etcdserverpb.AlarmMember) []string {
 	return out
 }
 
-// Revision returns the cluster's current revision, as a linearizable read
-// sees it.
+// Revision returns the cluster's current revision (linearizable).
 func (s *Store) Revision(ctx context.Context) (int64, error) {
 	resp, err := s.cli.Get(ctx, s.keys.layout(), clientv3.WithCountOnly())
 	if err != nil {
@@ -135,12 +117,8 @@ func (s *Store) Revision(ctx context.Context) (int64, error) {
 	return resp.Header.Revision, nil
 }
 
-// CompactHistory compacts the cluster's history up to rev: etcd drops every
-// revision of every key below it, except each key's latest. It returns
-// once etcd has accepted the compaction (the pages it frees are reused by
-// later writes; only a defragmentation gives them back to the file
-// system). A revision compacted already, by this node, another node or
-// etcd's own --auto-compaction, is no error.
+// CompactHistory compacts the cluster's history up to rev. A revision
+// already compacted, by anyone, is no error.
 func (s *Store) CompactHistory(ctx context.Context, rev int64) error {
 	if rev <= 0 {
 		return nil
@@ -151,11 +129,8 @@ func (s *Store) CompactHistory(ctx context.Context, rev int64) error {
 	return nil
 }
 
-// HistoryCompacted reports whether the cluster's history was ever
-// compacted (revision 1 is gone): by idgen, by an operator, or by etcd's
-// own --auto-compaction-*. The flags themselves cannot be read by a
-// client; a cluster started with them but younger than their retention
-// has not compacted yet.
+// HistoryCompacted reports whether revision 1 is gone, i.e. the history
+// was ever compacted (etcd's auto-compaction flags cannot be read).
 func (s *Store) HistoryCompacted(ctx context.Context) (bool, error) {
 	_, err := s.cli.Get(ctx, s.keys.layout(), clientv3.WithRev(1), clientv3.WithCountOnly())
 	switch {
@@ -167,10 +142,8 @@ func (s *Store) HistoryCompacted(ctx context.Context) (bool, error) {
 	return false, fmt.Errorf("etcd: read revision 1 of %s: %w", s.dsn, err)
 }
 
-// KeysOutsidePrefix counts the keys of the cluster outside the store's key
-// prefix: zero when idgen is the cluster's only user that holds keys. A
-// client whose role may read only the prefix gets an error (permission
-// denied): the cluster is then taken as shared.
+// KeysOutsidePrefix counts the cluster's keys outside the prefix; a role
+// that may read only the prefix gets an error (the cluster counts as shared).
 func (s *Store) KeysOutsidePrefix(ctx context.Context) (int64, error) {
 	prefix := string(s.keys)
 	before, err := s.cli.Get(ctx, "\x00", clientv3.WithRange(prefix), clientv3.WithCountOnly())

@@ -34,36 +34,18 @@
 //	<prefix>meta/goose/<version>       applied "migrations" (see Store.Migrations)
 //	<prefix>meta/durability-probe      written by CheckDurability
 //
-// Datacenter and worker IDs are zero-padded to 10 digits so that keys sort
-// as the numbers do.
+// Worker and datacenter IDs are zero-padded to 10 digits so keys sort
+// numerically.
 //
-// # Leases
-//
-// A claim is one etcd transaction that compares the mod revisions of the
-// worker's record, of its holder key (absent, or held by the claimer itself)
-// and of the event sequence it read, and then writes the record with the
-// fencing version incremented and the ceiling never lowered, puts the
-// holder key on a fresh etcd lease of ttl (rounded up to whole seconds), and
-// appends the event. Whether a lease has expired is decided by etcd alone:
-// the holder key is gone once etcd's lease has expired. A heartbeat renews
-// the etcd lease (or moves the holder key to a new one when the ttl
-// changes) and updates the record in a transaction fenced the same way; a
-// release deletes the holder key, and so does an eviction, which also moves
-// the fencing version on.
-//
-// Store time, which etcd does not have, is the members' wall clocks read
-// over HTTP and agreed by a majority; see docs/architecture.md.
-//
-// Every operation the keeper and the segment allocator depend on runs in
-// tries, each bounded in time and made on one member's client; a member
-// that does not answer or has no leader is left for the next (see retry).
-//
-// # Segments
-//
-// A fetch reads the namespace record and writes it back with max_id
-// advanced, in a transaction that compares the record's mod revision; on a
-// conflict it reads again and retries after a backoff. A range is handed
-// out only when its transaction succeeded.
+// A claim is one transaction comparing the mod revisions of the worker
+// record, its holder key and the event sequence; it bumps the fencing
+// version, never lowers the ceiling, puts the holder key on a fresh etcd
+// lease and appends the event. etcd alone decides expiry: the holder key
+// goes when its lease does. Store time is the members' wall clocks, read
+// over HTTP and agreed by a majority (docs/architecture.md). Operations run
+// in bounded tries on one member each (see retry). A segment fetch writes
+// the namespace record back with max_id advanced, comparing its mod
+// revision, and retries on a conflict.
 package etcd
 
 import (
@@ -90,38 +72,33 @@ var (
 // Store is idgen's Store on etcd. It is safe for concurrent use.
 type Store struct {
 	cli *clientv3.Client // balances requests over the members
-	// members gives the retried operations one member's client per try;
-	// nil in tests that build a Store by hand.
+	// members gives retried operations one member's client per try; nil
+	// in tests that build a Store by hand.
 	members *memberSet
 	dsn     string // redacted, for error messages
 	keys    keyspace
 	time    *timeSource
-	// now is the node's wall clock, which store time clamps into the
-	// members' window; a seam for tests.
+	// now is the node's wall clock (a seam for tests).
 	now func() time.Time
-	// grantedHook, when set, sees every etcd lease a claim grants before
-	// the claim's transaction uses it; a seam for tests.
+	// grantedHook sees every etcd lease a claim grants (a seam for tests).
 	grantedHook func(clientv3.LeaseID)
 	closeIdle   func() // closes the idle HTTP connections of the time source
-	// http reads the members' HTTP endpoints (/version for time, /metrics
-	// for the durability check), with the DSN's TLS settings.
+	// http reads the members' /version and /metrics with the DSN's TLS.
 	http *http.Client
 
 	lastNow    atomic.Int64 // the latest store time returned, Unix ns: store time never goes back
 	conflicts  atomic.Int64 // transactions run again after a compare failed
 	transients atomic.Int64 // tries run again after a transient error or no answer (see retry)
 
-	// fetches holds a *fetchState per namespace: fetches of a namespace
-	// through one store go one at a time instead of failing each other's
-	// compares, each starting from the record the last one left.
+	// fetches holds a *fetchState per namespace, so one store's fetches of
+	// a namespace go one at a time instead of failing each other's compares.
 	fetches sync.Map
 
 	seqs sequenceState // sequence.go
 }
 
-// Open connects to the etcd cluster dsn names (see the package
-// documentation) and checks that it answers a linearizable read. Errors
-// name the DSN without its password.
+// Open connects to the cluster dsn names and checks a linearizable read.
+// Errors show the DSN without its password.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err := dburl.Check(dsn); err != nil {
 		return nil, fmt.Errorf("etcd: invalid DSN (not shown): %w", err)
@@ -137,9 +114,8 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		Username:    cfg.username,
 		Password:    cfg.password,
 		DialTimeout: cfg.dialTimeout,
-		// A connection to a member that stopped answering (paused, cut
-		// off) leaves the balancer's rotation after 6 + 2 s; etcd refuses
-		// pings more often than every 5 s (--grpc-keepalive-min-time).
+		// A stalled member leaves the rotation after 6+2 s; etcd refuses
+		// pings more often than every 5 s.
 		DialKeepAliveTime:    6 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
 		Context:              context.WithoutCancel(ctx),
@@ -194,16 +170,13 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// SerializationRetries implements allocator.RetryCounter: it returns how
-// many transactions the store has run again, since it was opened, because
-// a compare found a key changed by another writer (etcd's form of a
-// serialization failure).
+// SerializationRetries implements allocator.RetryCounter: transactions run
+// again because a compare found a key changed by another writer.
 func (s *Store) SerializationRetries() int64 { return s.conflicts.Load() }
 
-// storeNow returns store time (see clock.go): the node's clock clamped into
-// the window the members' clocks agree on, never before a time this store
-// returned already. It returns an error wrapping ErrNoStoreTime when the
-// members cannot be read or disagree.
+// storeNow returns store time (clock.go): the node's clock clamped into the
+// members' agreed window, never before a time already returned; an error
+// wrapping ErrNoStoreTime when the members cannot be read or disagree.
 func (s *Store) storeNow(ctx context.Context) (time.Time, error) {
 	lo, hi, err := s.time.window(ctx)
 	if err != nil {
@@ -212,8 +185,7 @@ func (s *Store) storeNow(ctx context.Context) (time.Time, error) {
 	return s.advance(clamp(s.now(), lo, hi)), nil
 }
 
-// advance returns t, or the latest store time returned if that is later,
-// and records it.
+// advance returns the later of t and the latest store time, and records it.
 func (s *Store) advance(t time.Time) time.Time {
 	t = t.UTC().Truncate(time.Microsecond)
 	for {
@@ -228,9 +200,7 @@ func (s *Store) advance(t time.Time) time.Time {
 }
 
 // boundedCeiling is the ceiling a claim or heartbeat writes: the proposed
-// one, but never more than store time now + ttl + the allowed clock offset,
-// and never below the stored one. No proposal, whatever the proposing
-// node's clock says, goes above the bound.
+// one, at most store time + ttl + offset, and never below the stored one.
 func boundedCeiling(stored, proposed int64, now time.Time, ttl, offset time.Duration) int64 {
 	return max(stored, min(proposed, now.Add(ttl+offset).UnixMilli()))
 }

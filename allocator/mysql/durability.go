@@ -11,9 +11,8 @@ import (
 
 var _ allocator.DurabilityChecker = (*Store)(nil)
 
-// durabilityVariables are the server variables CheckDurability reads, with
-// SHOW GLOBAL VARIABLES (all are global; the replication ones exist only
-// where semi-synchronous replication is available) and SHOW GLOBAL STATUS.
+// durabilityVariables are the server variables CheckDurability reads (the
+// replication ones exist only where semi-sync replication is available).
 var durabilityVariables = []string{
 	"innodb_flush_log_at_trx_commit",
 	"log_bin",
@@ -23,14 +22,9 @@ var durabilityVariables = []string{
 	"Slaves_connected",             // a status variable, MariaDB only
 }
 
-// CheckDurability reads the server settings under which the store's
-// transactions commit and returns those that let a crash undo an
-// acknowledged commit: innodb_flush_log_at_trx_commit other than 1 (or
-// MariaDB's 3, which also flushes at every commit), and, with the binary log
-// on, sync_binlog other than 1. With the binary log off there is no binlog
-// to lose, and sync_binlog does not matter. As a warning it reports replicas
-// connected without semi-synchronous replication (visible on MariaDB only),
-// which a failover could promote without the latest commits.
+// CheckDurability reports innodb_flush_log_at_trx_commit other than 1 (or
+// MariaDB's 3) and sync_binlog other than 1 with the binary log on; it
+// warns of replicas without semi-sync replication (visible on MariaDB).
 func (s *Store) CheckDurability(ctx context.Context) ([]allocator.DurabilityRisk, error) {
 	vars, err := s.durabilityVars(ctx)
 	if err != nil {
@@ -42,13 +36,11 @@ func (s *Store) CheckDurability(ctx context.Context) ([]allocator.DurabilityRisk
 	return durabilityRisks(vars), nil
 }
 
-// requiredVariables are the durabilityVariables every MySQL and MariaDB
-// server with InnoDB has. One that cannot be read (a proxy that hides it,
-// a server without InnoDB) is an error, not a pass: the check fails closed.
+// requiredVariables are those every InnoDB server has; one unreadable is
+// an error: the check fails closed.
 var requiredVariables = []string{"innodb_flush_log_at_trx_commit", "log_bin", "sync_binlog"}
 
-// requireVariables returns an error naming the requiredVariables missing
-// from vars.
+// requireVariables names the requiredVariables missing from vars.
 func requireVariables(vars map[string]string) error {
 	var missing []string
 	for _, name := range requiredVariables {
@@ -63,7 +55,6 @@ func requireVariables(vars map[string]string) error {
 	return nil
 }
 
-// durabilityVars reads the durabilityVariables the server has, by name.
 func (s *Store) durabilityVars(ctx context.Context) (map[string]string, error) {
 	vars := map[string]string{}
 	in := "'" + strings.Join(durabilityVariables, "', '") + "'"
@@ -78,7 +69,6 @@ func (s *Store) durabilityVars(ctx context.Context) (map[string]string, error) {
 	return vars, nil
 }
 
-// readVariables adds the Variable_name and Value rows that q returns to vars.
 func (s *Store) readVariables(ctx context.Context, q string, vars map[string]string) error {
 	rows, err := s.db.QueryContext(ctx, q)
 	if err != nil {
@@ -95,8 +85,7 @@ func (s *Store) readVariables(ctx context.Context, q string, vars map[string]str
 	return rows.Err()
 }
 
-// durabilityRisks applies the rules of CheckDurability to the variables
-// read, by name. A variable missing from vars is not judged.
+// durabilityRisks applies CheckDurability's rules to the variables read.
 func durabilityRisks(vars map[string]string) []allocator.DurabilityRisk {
 	var risks []allocator.DurabilityRisk
 	if v, ok := vars["innodb_flush_log_at_trx_commit"]; ok && v != "1" && v != "3" {

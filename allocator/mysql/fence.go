@@ -13,9 +13,8 @@ import (
 
 var _ allocator.RestoreFencer = (*Store)(nil)
 
-// FenceRestore implements allocator.RestoreFencer.FenceRestore, documented
-// there: one SERIALIZABLE transaction, retried whole on a conflict. Every
-// read in it locks the rows it reads.
+// FenceRestore implements allocator.RestoreFencer.FenceRestore in one
+// SERIALIZABLE transaction (locking reads), retried whole on a conflict.
 func (s *Store) FenceRestore(ctx context.Context, req allocator.FenceRequest) (allocator.FenceResult, error) {
 	if err := req.Validate(); err != nil {
 		return allocator.FenceResult{}, fmt.Errorf("mysql: %w", err)
@@ -66,8 +65,7 @@ func (s *Store) FenceRestore(ctx context.Context, req allocator.FenceRequest) (a
 	})
 }
 
-// StoreMark implements allocator.RestoreFencer.StoreMark, documented
-// there, from one transaction.
+// StoreMark implements allocator.RestoreFencer.StoreMark in one transaction.
 func (s *Store) StoreMark(ctx context.Context) (allocator.StoreMark, error) {
 	return sqltx.Get(ctx, s.tx, func(tx *sql.Tx) (allocator.StoreMark, error) {
 		leases, err := sqlstore.QueryAll(ctx, tx, scanLeaseOnly, `SELECT `+leaseColumns+` FROM worker_leases`)

@@ -27,25 +27,21 @@ var dialect = sqlstore.Dialect{
 // insertChunk is how many worker rows one INSERT creates.
 const insertChunk = 500
 
-// leaseColumns are the columns of worker_leases in the order scanLease reads,
-// followed by the database time.
+// leaseColumns are scanLease's columns, then the database time.
 const leaseColumns = `datacenter_id, worker_id, holder, owner, fencing_version,
 	acquired_at, heartbeat_at, expires_at, released_at, ts_ceiling_ms, ts_floor_ms, UTC_TIMESTAMP(6)`
 
-// defaultPruneBatch is how many events one statement of PruneLeaseEvents
-// deletes, unless a test sets Store.pruneBatch.
+// defaultPruneBatch is how many events one prune statement deletes.
 const defaultPruneBatch = 5000
 
 // boundedCeiling is the ts_ceiling_ms a claim or heartbeat writes: the
-// proposed ceiling (the first parameter), but never more than database time
-// plus the second parameter (the ttl plus the allowed clock offset), all in
-// milliseconds, and never below the stored ceiling. UTC_TIMESTAMP(6) is one
-// instant throughout a statement, the one expires_at is computed from.
+// proposed ceiling (first parameter), at most database time plus the
+// second (ttl + offset, ms), never below the stored one. UTC_TIMESTAMP(6)
+// is one instant per statement.
 const boundedCeiling = `GREATEST(ts_ceiling_ms, LEAST(?,
 	TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 + ?))`
 
-// EnsureLayout implements allocator.LeaseStore.EnsureLayout, documented
-// there.
+// EnsureLayout implements allocator.LeaseStore.EnsureLayout.
 func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snowflake.Layout, error) {
 	return sqltx.Get(ctx, s.tx, func(tx *sql.Tx) (snowflake.Layout, error) {
 		return dialect.EnsureLayout(layout, func(layout snowflake.Layout) error {
@@ -61,10 +57,8 @@ func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snow
 	})
 }
 
-// Claim implements allocator.LeaseStore.Claim: which row it picks, what it
-// writes and the errors it returns are documented there. The pool's missing
-// rows are created first, in transactions of their own; the claim itself is
-// one transaction.
+// Claim implements allocator.LeaseStore.Claim: missing pool rows are
+// created first in their own transactions, then the claim is one.
 func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocator.ClaimResult, error) {
 	if err := req.Validate(); err != nil {
 		return allocator.ClaimResult{}, fmt.Errorf("mysql: %w", err)
@@ -77,17 +71,9 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 			err = tx.QueryRowContext(ctx, sqlstore.OwnedQuery(sqlstore.Question, "UTC_TIMESTAMP(6)"), req.Owner, req.Holder).Scan(&n)
 			return n, err
 		}
-		// Under SERIALIZABLE, InnoDB makes every read in a transaction a
-		// locking read: a read of the whole pool would take a shared lock
-		// on each row it passes and keep them while it waits for a row
-		// another transaction holds, so that the heartbeats of those rows'
-		// holders would wait behind this claim. A heartbeat stuck inside
-		// its transaction (a paused node, until the server ends its
-		// session) would then take every holder's heartbeats down with it.
-		// So the row is chosen by a plain read outside the transaction,
-		// which locks nothing, and only that row is read again, locked,
-		// inside it, where its being free or expired is decided; if it no
-		// longer is, the claim starts again.
+		// Under SERIALIZABLE every InnoDB read locks, so a pool scan inside
+		// would make heartbeats wait behind this claim. Pick by a plain read
+		// outside; reread only that row, locked, inside, and retry if taken.
 		pick := func() (sqlstore.Candidate, error) {
 			c, err := sqlstore.ScanCandidate(s.db.QueryRowContext(ctx, `
 				SELECT worker_id, holder, fencing_version, ts_ceiling_ms
@@ -115,11 +101,9 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 			return c, err
 		}
 		take := func(c sqlstore.Candidate) (allocator.Lease, time.Time, error) {
-			// The fencing version we read is compared again: should the row
-			// have changed anyway, the claim is tried afresh. UTC_TIMESTAMP(6)
-			// is the same instant throughout one statement. MySQL assigns from
-			// left to right, each assignment seeing the ones before it: the
-			// floor is computed from the ceiling before the ceiling changes.
+			// The fencing version is compared again; a changed row retries
+			// the claim. MySQL assigns left to right, so the floor is
+			// computed from the old ceiling.
 			n, err := sqlstore.ExecCount(ctx, tx, `
 				UPDATE worker_leases SET
 					holder = ?,
@@ -149,9 +133,8 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 	})
 }
 
-// ensureWorkers makes sure worker_leases has a row for every worker ID of the
-// pool. Concurrent calls are safe: a row another node inserted first is left
-// as it is.
+// ensureWorkers creates any missing worker_leases row of the pool; a row
+// another node inserted first is left as it is.
 func (s *Store) ensureWorkers(ctx context.Context, dc, minID, maxID int64) error {
 	var n int64
 	err := s.db.QueryRowContext(ctx, `
@@ -167,8 +150,8 @@ func (s *Store) ensureWorkers(ctx context.Context, dc, minID, maxID int64) error
 		hi := min(lo+insertChunk-1, maxID)
 		values := strings.TrimSuffix(strings.Repeat("(?, ?, ?),", int(hi-lo+1)), ",")
 		err := s.inTx(ctx, func(tx *sql.Tx) error {
-			// New rows start at the ceiling of the last restore fence: a
-			// row missing from a restored store may have been used before.
+			// New rows start at the last restore fence's ceiling: a row
+			// missing from a restored store may have been used.
 			var ceiling int64
 			err := tx.QueryRowContext(ctx, `SELECT COALESCE((SELECT ceiling_ms FROM store_fence WHERE id = 1), 0)`).Scan(&ceiling)
 			if err != nil {
@@ -190,9 +173,8 @@ func (s *Store) ensureWorkers(ctx context.Context, dc, minID, maxID int64) error
 	return nil
 }
 
-// Heartbeat implements allocator.LeaseStore.Heartbeat, documented there.
-// It returns the database's UTC_TIMESTAMP(6), read after the update, as
-// the store's time.
+// Heartbeat implements allocator.LeaseStore.Heartbeat, returning
+// UTC_TIMESTAMP(6) read after the update as store time.
 func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (allocator.Lease, time.Time, error) {
 	return sqlstore.Heartbeat(ctx, dialect, s.tx, req, func(tx *sql.Tx) (allocator.Lease, time.Time, error) {
 		n, err := sqlstore.ExecCount(ctx, tx, `
@@ -216,9 +198,8 @@ func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (
 	})
 }
 
-// Release implements allocator.LeaseStore.Release, documented there: it
-// reads the row's floor and ceiling, applies allocator.ReleaseCeiling and
-// writes, in one transaction.
+// Release implements allocator.LeaseStore.Release: it reads floor and
+// ceiling, applies allocator.ReleaseCeiling and writes, in one transaction.
 func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int64, error) {
 	if err := req.Validate(); err != nil {
 		return 0, fmt.Errorf("mysql: %w", err)
@@ -251,8 +232,7 @@ func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int6
 	})
 }
 
-// held returns the held step of sqlstore's HeartbeatError and Release, in
-// tx.
+// held returns the held step of sqlstore's HeartbeatError and Release.
 func held(ctx context.Context, tx *sql.Tx, key allocator.LeaseKey, holder string, version int64) func() (int64, error) {
 	return func() (n int64, err error) {
 		err = tx.QueryRowContext(ctx, sqlstore.HeldQuery(sqlstore.Question, "UTC_TIMESTAMP(6)"), key.DatacenterID, key.WorkerID, holder, version).Scan(&n)
@@ -260,8 +240,7 @@ func held(ctx context.Context, tx *sql.Tx, key allocator.LeaseKey, holder string
 	}
 }
 
-// RecordLeaseEvent implements allocator.LeaseStore.RecordLeaseEvent,
-// documented there.
+// RecordLeaseEvent implements allocator.LeaseStore.RecordLeaseEvent.
 func (s *Store) RecordLeaseEvent(ctx context.Context, ev allocator.LeaseEvent) error {
 	if err := ev.Validate(); err != nil {
 		return fmt.Errorf("mysql: %w", err)
@@ -269,7 +248,7 @@ func (s *Store) RecordLeaseEvent(ctx context.Context, ev allocator.LeaseEvent) e
 	return insertEvent(ctx, s.db, ev)
 }
 
-// Evict implements allocator.LeaseAdmin.Evict, documented there.
+// Evict implements allocator.LeaseAdmin.Evict.
 func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocator.Lease, error) {
 	if err := req.Validate(); err != nil {
 		return allocator.Lease{}, fmt.Errorf("mysql: %w", err)
@@ -300,27 +279,24 @@ func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocato
 	})
 }
 
-// ListLeases implements allocator.LeaseAdmin.ListLeases, documented there.
+// ListLeases implements allocator.LeaseAdmin.ListLeases.
 func (s *Store) ListLeases(ctx context.Context) ([]allocator.Lease, error) {
 	return dialect.ListLeases(ctx, leaseColumns, sqlstore.Rows(s.db, scanLeaseOnly))
 }
 
-// ListLeaseEvents implements allocator.LeaseAdmin.ListLeaseEvents,
-// documented there.
+// ListLeaseEvents implements allocator.LeaseAdmin.ListLeaseEvents.
 func (s *Store) ListLeaseEvents(ctx context.Context, f allocator.LeaseEventFilter) ([]allocator.LeaseEvent, error) {
 	return dialect.ListLeaseEvents(ctx, f, sqlstore.Rows(s.db, scanEvent))
 }
 
-// PruneLeaseEvents implements allocator.LeaseAdmin.PruneLeaseEvents,
-// documented there.
+// PruneLeaseEvents implements allocator.LeaseAdmin.PruneLeaseEvents.
 func (s *Store) PruneLeaseEvents(ctx context.Context, before time.Time) (int64, error) {
 	return dialect.PruneLeaseEvents(ctx, before, s.pruneBatch, func(ctx context.Context, before any, batch int) (int64, error) {
 		return sqlstore.ExecCount(ctx, s.db, `DELETE FROM lease_events WHERE at < ? ORDER BY id LIMIT ?`, before, batch)
 	})
 }
 
-// insertEvent appends ev to lease_events at database time; ev.ID and ev.At
-// are ignored.
+// insertEvent appends ev at database time, ignoring ev.ID and ev.At.
 func insertEvent(ctx context.Context, db sqlstore.Execer, ev allocator.LeaseEvent) error {
 	_, err := db.ExecContext(ctx, `
 		INSERT INTO lease_events (datacenter_id, worker_id, holder, owner, request_id, fencing_version, event, at, detail)
@@ -332,7 +308,6 @@ func insertEvent(ctx context.Context, db sqlstore.Execer, ev allocator.LeaseEven
 	return nil
 }
 
-// scanEvent reads one row of sqlstore.EventColumns.
 func scanEvent(row sqlstore.Scanner) (allocator.LeaseEvent, error) {
 	return sqlstore.ScanEvent(row, sqlstore.UTC)
 }
@@ -354,7 +329,6 @@ func scanLeaseOnly(row sqlstore.Scanner) (allocator.Lease, error) {
 	return l, err
 }
 
-// scanLease reads the leaseColumns.
 func scanLease(row sqlstore.Scanner) (allocator.Lease, time.Time, error) {
 	var (
 		l                                      allocator.Lease

@@ -13,13 +13,11 @@ import (
 	"github.com/idgen-project/idgen/internal/sqlstore"
 )
 
-// segmentColumns lists the columns of segments in the order scanSegment reads them.
+// segmentColumns are segments' columns as scanSegment reads them.
 const segmentColumns = sqlstore.NamespaceColumns
 
-// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace
-// (sqlstore.CreateNamespace). The INSERT fails on a name in use; if that
-// row is a tombstone, ns is created over it in a transaction that locks
-// the row.
+// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace; a
+// tombstone in the way is overwritten in a transaction locking its row.
 func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (allocator.Namespace, error) {
 	stride, offset := ns.Interleave()
 	insert := func(ctx context.Context) (got allocator.Namespace, err error) {
@@ -56,8 +54,8 @@ func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (al
 	return sqlstore.CreateNamespace(ctx, dialect, s.segmentTx, ns, insert, read, write)
 }
 
-// DeleteNamespace implements allocator.NamespaceAdmin.DeleteNamespace: one
-// UPDATE that sets the tombstone, and the row read back under its lock.
+// DeleteNamespace implements allocator.NamespaceAdmin.DeleteNamespace: an
+// UPDATE setting the tombstone, read back under its lock.
 func (s *Store) DeleteNamespace(ctx context.Context, name string) (allocator.Namespace, error) {
 	var ns allocator.Namespace
 	err := s.segmentTx(ctx, func(tx *sql.Tx) error {
@@ -83,8 +81,7 @@ func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namesp
 	return dialect.NamespaceResult("get namespace", name, ns, err)
 }
 
-// ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces (the
-// column's collation is utf8mb4_bin: byte order).
+// ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces (utf8mb4_bin: byte order).
 func (s *Store) ListNamespaces(ctx context.Context) ([]allocator.Namespace, error) {
 	return dialect.ListNamespaces(ctx, sqlstore.Rows(s.db, scanSegment))
 }
@@ -93,8 +90,8 @@ func (s *Store) ListNamespaces(ctx context.Context) ([]allocator.Namespace, erro
 func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.NamespaceUpdate) (allocator.Namespace, error) {
 	var ns allocator.Namespace
 	err := s.segmentTx(ctx, func(tx *sql.Tx) error {
-		// Rows affected cannot tell a missing row from an unchanged one, so
-		// the read-back below, under the row lock the UPDATE took, decides.
+		// Rows affected cannot tell missing from unchanged; the read-back
+		// under the UPDATE's lock decides.
 		_, err := tx.ExecContext(ctx, `
 			UPDATE segments SET
 				step        = COALESCE(?, step),
@@ -117,21 +114,17 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 	return dialect.NamespaceResult("update namespace", name, ns, err)
 }
 
-// FetchSegment implements allocator.SegmentStore.FetchSegment with one
-// UPDATE that records the new max_id with LAST_INSERT_ID. The read-back of
-// LAST_INSERT_ID() and the row runs in the same transaction, on the same
-// connection, while the UPDATE's row lock keeps other fetches out, so the
-// row returned is the one this fetch left; concurrent fetches queue on that
-// lock. A commit whose outcome is unknown returns an error, so its range is
-// never used. The UPDATE increments version, and the read-back under the
-// same lock sees the version this fetch left: the revision is its own.
+// FetchSegment implements allocator.SegmentStore.FetchSegment: an UPDATE
+// records max_id with LAST_INSERT_ID, read back with the row in the same
+// transaction under the UPDATE's row lock, so the row (and version) is the
+// one this fetch left; concurrent fetches queue on the lock. An uncertain
+// commit returns an error, so its range is never used.
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
 	return dialect.FetchSegment(ctx, name, n, func(ctx context.Context) (ns allocator.Namespace, matched bool, err error) {
 		err = s.segmentTx(ctx, func(tx *sql.Tx) error {
-			// The bound keeps max_id at or below its limit and at or below
-			// the last slot whose ID fits a BIGINT (Namespace.Limit; so also
-			// max_id + n within BIGINT); a row it excludes is told apart from a missing one
-			// by dialect.FetchSegment.
+			// The bound keeps max_id within its limit and the last slot
+			// whose ID fits a BIGINT (Namespace.Limit); dialect.FetchSegment
+			// tells an excluded row from a missing one.
 			affected, err := sqlstore.ExecCount(ctx, tx, `
 				UPDATE segments SET
 					max_id     = LAST_INSERT_ID(max_id + ?),
@@ -142,8 +135,7 @@ func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocat
 			if err != nil {
 				return err
 			}
-			// max_id changes whenever the row matches, so the count of changed
-			// rows is the count of matched rows.
+			// max_id changes whenever the row matches: changed = matched.
 			if affected == 0 {
 				return nil
 			}
@@ -163,11 +155,10 @@ func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocat
 	}, s.GetNamespace)
 }
 
-// ReturnTail implements allocator.SegmentStore.ReturnTail: one UPDATE
-// whose WHERE clause is the compare-and-set.
+// ReturnTail implements allocator.SegmentStore.ReturnTail: an UPDATE whose
+// WHERE clause is the compare-and-set.
 func (s *Store) ReturnTail(ctx context.Context, name string, expectMaxID, expectVersion, newMaxID int64) (bool, error) {
-	// version changes whenever the row matches, so rows affected counts
-	// matched rows.
+	// version changes whenever the row matches: affected = matched.
 	return dialect.ReturnTail(ctx, name, expectMaxID, newMaxID, func(ctx context.Context) (int64, error) {
 		return sqlstore.ExecCount(ctx, s.db, `
 			UPDATE segments SET
@@ -179,14 +170,10 @@ func (s *Store) ReturnTail(ctx context.Context, name string, expectMaxID, expect
 	})
 }
 
-// segmentTx runs fn in one transaction at the server's default isolation
-// (REPEATABLE READ) and commits it; an error from fn rolls it back. Unlike
-// the lease transactions (inTx) it is neither SERIALIZABLE nor retried:
-// every segment transaction starts with a write to one row by primary key,
-// whose lock orders it against the others and keeps the read that follows
-// consistent, so there is no read-then-write race for SERIALIZABLE to catch.
-// A failure (a lock wait timeout under heavy contention, say) is returned
-// to the allocator, which decides when to fetch again.
+// segmentTx runs fn in one REPEATABLE READ transaction, not retried: every
+// segment transaction first writes one row by primary key, whose lock
+// orders it and keeps the following read consistent, so SERIALIZABLE has
+// nothing to catch. Failures go back to the allocator.
 func (s *Store) segmentTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -199,19 +186,16 @@ func (s *Store) segmentTx(ctx context.Context, fn func(tx *sql.Tx) error) error 
 	return tx.Commit()
 }
 
-// scanSegment reads one row of segmentColumns.
 func scanSegment(row sqlstore.Scanner) (allocator.Namespace, error) {
 	return scanSegmentWith(row)
 }
 
-// scanSegmentWith reads the destinations in lead, then one row of segmentColumns.
+// scanSegmentWith reads lead, then one row of segmentColumns.
 func scanSegmentWith(row sqlstore.Scanner, lead ...any) (allocator.Namespace, error) {
 	return sqlstore.ScanNamespace(row, func(t *time.Time) sql.Scanner { return segmentTime{t} }, lead...)
 }
 
-// segmentTime scans a DATETIME column holding UTC into a UTC time.Time,
-// whether the driver hands it over parsed (parseTime=true, in any loc) or
-// as text.
+// segmentTime scans a UTC DATETIME into a UTC time.Time, parsed or text.
 type segmentTime struct{ t *time.Time }
 
 // segmentTimeLayout is how MySQL prints DATETIME(6).
@@ -221,8 +205,7 @@ const segmentTimeLayout = "2006-01-02 15:04:05.999999"
 func (st segmentTime) Scan(src any) error {
 	switch v := src.(type) {
 	case time.Time:
-		// The stored value is UTC; read its wall clock as such whatever
-		// location the driver attached.
+		// Stored as UTC: read the wall clock as such, whatever the loc.
 		*st.t = time.Date(v.Year(), v.Month(), v.Day(), v.Hour(), v.Minute(), v.Second(), v.Nanosecond(), time.UTC)
 		return nil
 	case []byte:
@@ -246,16 +229,14 @@ func (st segmentTime) parse(s string) error {
 	return nil
 }
 
-// duplicateName reports whether err is MySQL's ER_DUP_ENTRY: the INSERT of
-// a namespace whose name has a row.
+// duplicateName reports whether err is ER_DUP_ENTRY (name in use).
 func duplicateName(err error) bool {
 	var myErr *mysqldriver.MySQLError
 	return errors.As(err, &myErr) && myErr.Number == 1062 // ER_DUP_ENTRY
 }
 
-// segmentError wraps err from a statement on the namespace called name,
-// adding allocator.ErrNamespaceExists for a duplicate name and
-// allocator.ErrInvalidNamespace for a value the table refuses.
+// segmentError wraps err on namespace name, adding ErrNamespaceExists for
+// a duplicate and ErrInvalidNamespace for a value the table refuses.
 func segmentError(op, name string, err error) error {
 	var myErr *mysqldriver.MySQLError
 	if errors.As(err, &myErr) {

@@ -9,8 +9,7 @@ import (
 	"github.com/idgen-project/idgen/internal/sqltx"
 )
 
-// sequenceDialect is MySQL's to the sequence store. Times are UTC
-// (UTC_TIMESTAMP(6)), whatever the server's zone.
+// sequenceDialect is MySQL's to the sequence store; times are UTC.
 var sequenceDialect = seqsql.Dialect{
 	Name:          "mysql",
 	Now:           "UTC_TIMESTAMP(6)",
@@ -20,9 +19,8 @@ var sequenceDialect = seqsql.Dialect{
 	Duplicate:     duplicateName,
 }
 
-// newSequences returns the sequence store on the store's pool, in READ
-// COMMITTED transactions retried on deadlocks and lock wait timeouts: a
-// reservation's UPDATE of the period's counter queues on the row lock.
+// newSequences returns the sequence store in READ COMMITTED transactions,
+// retried on deadlocks and lock wait timeouts (the counter row queues).
 func (s *Store) newSequences() *seqsql.Store {
 	tx := sqltx.New(sqltx.DB(s.db, &sql.TxOptions{Isolation: sql.LevelReadCommitted}),
 		sqltx.Settings{Name: "mysql", Retryable: retryable})
@@ -32,6 +30,5 @@ func (s *Store) newSequences() *seqsql.Store {
 // Sequences returns the store's sequences and ledger (docs/sequences.md).
 func (s *Store) Sequences() sequence.Store { return s.seq }
 
-// ShiftTime moves the time the store's sequence calls read from the
-// database by d: a seam for tests that cross period boundaries.
+// ShiftTime moves the sequence calls' database time by d (a test seam).
 func (s *Store) ShiftTime(d time.Duration) { s.seq.ShiftTime(d) }

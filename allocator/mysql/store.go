@@ -1,12 +1,9 @@
 // Package mysql is idgen's Store on MySQL 8 and MariaDB 10.5+, through
 // database/sql and go-sql-driver/mysql.
 //
-// Open connects with a mysql:// URL; the schema is created by the goose
-// migrations returned by Store.Migrations. Leases are claimed, extended and
-// released in SERIALIZABLE transactions that are retried, whole, on deadlocks,
-// lock wait timeouts and (MariaDB with innodb_snapshot_isolation=ON) rows
-// changed since the transaction's snapshot; every timestamp is the
-// database's, in UTC (UTC_TIMESTAMP(6)), never the node's clock.
+// Leases use SERIALIZABLE transactions retried whole on deadlocks, lock
+// wait timeouts and MariaDB's snapshot conflicts; every timestamp is the
+// database's UTC, never the node's clock.
 package mysql
 
 import (
@@ -35,8 +32,8 @@ var (
 	_ allocator.RetryCounter = (*Store)(nil)
 )
 
-// Connection defaults, used unless the DSN sets them. A short lock wait
-// timeout turns a transaction stuck behind another into a quick retry.
+// Connection defaults unless the DSN sets them; a short lock wait turns a
+// stuck transaction into a quick retry.
 const (
 	defaultPort         = "3306"
 	defaultDialTimeout  = 5 * time.Second
@@ -46,24 +43,15 @@ const (
 	defaultMaxIdleConns = 8
 )
 
-// idleTxTimeoutParam is MariaDB's session setting that ends a session left
-// idle inside a transaction. MySQL has none.
+// idleTxTimeoutParam is MariaDB's idle-in-transaction timeout (not MySQL's).
 const idleTxTimeoutParam = "idle_transaction_timeout"
 
 // errUnknownVariable is the server's error 1193, ER_UNKNOWN_SYSTEM_VARIABLE.
 const errUnknownVariable = 1193
 
-// DefaultIdleTransactionTimeout is the idle_transaction_timeout (seconds) of
-// idgen's sessions on MariaDB unless the DSN sets one, as on PostgreSQL
-// (postgres.DefaultIdleInTransactionTimeout). idgen sends a transaction's
-// statements back to back, so a session idle inside one has lost its
-// client: a node paused (SIGSTOP, a frozen VM) or cut off by a silent
-// network in the middle of a heartbeat. Without it the server keeps that
-// transaction, and the lease row's lock, until the client comes back or TCP
-// keepalive notices (hours by default): no other node can claim the worker
-// ID after the lease expires. The server now ends such a session after this
-// long and releases its locks. A DSN parameter idle_transaction_timeout=0
-// turns it off.
+// DefaultIdleTransactionTimeout is idgen's MariaDB idle_transaction_timeout
+// (seconds) unless the DSN sets one (0: off): a session idle in a
+// transaction lost its client and would hold the lease row's lock for hours.
 const DefaultIdleTransactionTimeout = "5"
 
 // Store is idgen's Store on MySQL or MariaDB. It is safe for concurrent use.
@@ -72,20 +60,15 @@ type Store struct {
 	connector driver.Connector       // for the migrations' own pool
 	dsn       string                 // redacted, for error messages
 	tx        *sqltx.Runner[*sql.Tx] // SERIALIZABLE transactions, retried on conflicts
-	// pruneBatch is how many events one statement of PruneLeaseEvents
-	// deletes.
+	// pruneBatch is how many events one prune statement deletes.
 	pruneBatch int
 	seq        *seqsql.Store // Sequences
 }
 
-// Open connects to the MySQL or MariaDB database named by dsn, a URL such as
-// mysql://user:pass@host:3306/idgen?tls=true. Query parameters are
-// go-sql-driver/mysql's (timeout, readTimeout, tls, …; others become session
-// variables). Whatever the DSN says, times are read and written in UTC, and
-// UPDATE reports the rows it matched; on MariaDB, sessions left idle in a
-// transaction end after DefaultIdleTransactionTimeout unless the DSN says
-// otherwise. Open checks that the server answers. Errors name the DSN
-// without its password.
+// Open connects to dsn, such as mysql://user:pass@host:3306/idgen?tls=true
+// (go-sql-driver/mysql parameters; others become session variables). Times
+// are always UTC and UPDATE reports matched rows; MariaDB sessions get
+// DefaultIdleTransactionTimeout. Errors omit the password.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, safe, err := parseDSN(dsn)
 	if err != nil {
@@ -100,9 +83,8 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, err
 	}
 	if _, set := cfg.Params[idleTxTimeoutParam]; !set {
-		// Setting a variable the server does not have fails the
-		// connection: ask first (MySQL answers 1193), then connect again
-		// with it.
+		// Setting an unknown variable fails the connection: ask first
+		// (MySQL answers 1193), then reconnect with it.
 		var v sql.NullInt64
 		err := db.QueryRowContext(ctx, "SELECT @@SESSION."+idleTxTimeoutParam).Scan(&v)
 		if err == nil {
@@ -123,9 +105,8 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	return st, nil
 }
 
-// connect opens a pool on the database named by dsn, lets setup size it,
-// and checks that the server answers. It returns the pool, its connector
-// and the DSN without its password.
+// connect opens and checks a pool on dsn, sized by setup, returning it,
+// its connector and the redacted DSN.
 func connect(ctx context.Context, dsn string, setup func(*sql.DB)) (*sql.DB, driver.Connector, string, error) {
 	cfg, safe, err := parseDSN(dsn)
 	if err != nil {
@@ -135,8 +116,7 @@ func connect(ctx context.Context, dsn string, setup func(*sql.DB)) (*sql.DB, dri
 	return db, connector, safe, err
 }
 
-// connectConfig is connect with the DSN parsed: cfg, and safe, the DSN
-// without its password.
+// connectConfig is connect with the DSN parsed; safe is it redacted.
 func connectConfig(ctx context.Context, cfg *gomysql.Config, safe string, setup func(*sql.DB)) (*sql.DB, driver.Connector, error) {
 	connector, err := gomysql.NewConnector(cfg)
 	if err != nil {
@@ -151,15 +131,14 @@ func connectConfig(ctx context.Context, cfg *gomysql.Config, safe string, setup 
 	return db, connector, nil
 }
 
-// parseDSN turns idgen's mysql:// URL into a driver configuration, and
-// returns the URL without its password for messages.
+// parseDSN returns the driver configuration and the redacted URL.
 func parseDSN(dsn string) (*gomysql.Config, string, error) {
 	if err := dburl.Check(dsn); err != nil {
 		return nil, "", fmt.Errorf("mysql: invalid DSN (not shown): %w", err)
 	}
 	u, err := url.Parse(dsn)
 	if err != nil || u.Scheme != "mysql" || u.Opaque != "" {
-		// The DSN cannot be shown: the password may be anywhere in it.
+		// Not shown: the password may be anywhere in it.
 		return nil, "", fmt.Errorf("mysql: invalid DSN: not a mysql://user:pass@host:port/database URL")
 	}
 	safe := dburl.Redact(dsn)
@@ -174,8 +153,7 @@ func parseDSN(dsn string) (*gomysql.Config, string, error) {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		addr = net.JoinHostPort(strings.Trim(addr, "[]"), defaultPort)
 	}
-	// The driver parses its own parameters; user and password are set
-	// afterwards so that they never pass through its parser or its errors.
+	// User and password are set afterwards, out of the driver's parser.
 	driverDSN := "tcp(" + addr + ")/"
 	if q := u.Query(); len(q) > 0 {
 		driverDSN += "?" + q.Encode()
@@ -205,8 +183,7 @@ func parseDSN(dsn string) (*gomysql.Config, string, error) {
 	if _, ok := cfg.Params["innodb_lock_wait_timeout"]; !ok {
 		cfg.Params["innodb_lock_wait_timeout"] = defaultLockWait
 	}
-	// DATETIME columns hold UTC; the session zone matters only to
-	// functions like NOW(), which idgen does not use, and to people.
+	// DATETIME columns hold UTC; the zone matters only to NOW() and people.
 	cfg.Params["time_zone"] = "'+00:00'"
 	return cfg, safe, nil
 }
@@ -224,39 +201,28 @@ func (s *Store) Ping(ctx context.Context) error {
 	return dialect.Ping(ctx, s.dsn, s.db.PingContext)
 }
 
-// Migrations returns a goose provider for idgen's MySQL schema. It has a
-// connection pool of its own, which closing the provider closes; the store
-// stays open.
+// Migrations returns a goose provider for the MySQL schema on its own pool;
+// closing it leaves the store open.
 func (s *Store) Migrations() (*goose.Provider, error) {
 	return sqlstore.Migrations(migrations.DialectMySQL, sql.OpenDB(s.connector))
 }
 
-// SerializationRetries returns how many transactions the store has run again
-// after a deadlock, a lock wait timeout or a row changed since the
-// transaction's snapshot, since it was opened.
+// SerializationRetries returns how many transactions were rerun.
 func (s *Store) SerializationRetries() int64 { return s.tx.Retries() }
 
-// errRetry, returned by fn, asks inTx for another try: a compare-and-set
-// found the row changed, which SERIALIZABLE should have prevented.
+// errRetry asks inTx for another try: a compare-and-set lost.
 var errRetry = sqltx.ErrRetry
 
-// inTx runs fn in a SERIALIZABLE transaction and commits it, running it
-// again, whole, on a conflict (retryable) or errRetry; see sqltx.Runner.Run.
-// Under SERIALIZABLE, InnoDB turns plain reads into shared locks, so two
-// claimers that read the same rows and then update one deadlock, and InnoDB
-// rolls one back: that is the conflict the retry resolves. Transactions
-// that return a value run through sqltx.Get(ctx, s.tx, …), the same runner.
+// inTx runs fn in a SERIALIZABLE transaction, rerun whole on a conflict or
+// errRetry (sqltx.Runner.Run). InnoDB's SERIALIZABLE reads take shared
+// locks, so racing claimers deadlock and one is rolled back and retried.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return s.tx.Run(ctx, fn)
 }
 
-// retryable reports whether err is one of these MySQL errors, after which
-// another try may succeed:
-//   - 1213 ER_LOCK_DEADLOCK: InnoDB rolled the transaction back;
-//   - 1205 ER_LOCK_WAIT_TIMEOUT: innodb_lock_wait_timeout passed;
-//   - 1020 ER_CHECKREAD: a row read changed since the transaction's snapshot,
-//     which MariaDB reports with innodb_snapshot_isolation=ON (the default
-//     from 11.6.2) where the others would deadlock.
+// retryable reports whether another try may succeed after err: 1213
+// deadlock, 1205 lock wait timeout, or 1020 ER_CHECKREAD (MariaDB's
+// snapshot isolation).
 func retryable(err error) bool {
 	return sqltx.HasCode(err, func(e *gomysql.MySQLError) uint16 { return e.Number }, 1213, 1205, 1020)
 }

@@ -12,8 +12,7 @@ import (
 const (
 	// MaxFormatLen bounds a format's text, in bytes.
 	MaxFormatLen = 64
-	// MaxWidth bounds a counter field's width: 18 digits always fit an
-	// int64.
+	// MaxWidth bounds a counter's width; 18 digits fit an int64.
 	MaxWidth = 18
 )
 
@@ -29,16 +28,14 @@ const (
 	counter           // seq or seq:0N
 )
 
-// piece is one part of a parsed format.
 type piece struct {
 	kind  fieldKind
 	text  string // literal text
 	width int    // counter width; 0 for unpadded
 }
 
-// Format is a parsed format: literal text, date fields and exactly one
-// counter field. The zero value is not a valid format; ParseFormat makes
-// one.
+// Format is a parsed format: literal text, date fields and one counter.
+// Make one with ParseFormat.
 type Format struct {
 	pieces []piece
 	width  int // the counter's width, 0 for unpadded
@@ -47,15 +44,11 @@ type Format struct {
 	day    bool
 }
 
-// ParseFormat parses a format such as "INV-{yyyy}-{seq:06}" or
-// "{yyMMdd}{seq:05}". Text outside braces is written as it is; it may
-// hold letters, digits and the punctuation "-_./:#" and spaces, nothing
-// else (no braces, no control characters). A brace holds either the
-// counter, "seq" (unpadded) or "seq:0N" (zero-padded to N digits, 1 to 18),
-// or date fields run together from yyyy (4-digit year), yy (2-digit year),
-// MM (month) and dd (day). Exactly one counter field is required. An
-// unpadded counter may not be followed directly by a date field, whose
-// digits would run into it.
+// ParseFormat parses a format such as "INV-{yyyy}-{seq:06}". Literal text
+// may hold letters, digits, spaces and "-_./:#". A brace holds the counter
+// ("seq", or "seq:0N" zero-padded to N digits, 1 to 18) or date fields run
+// together (yyyy, yy, MM, dd). Exactly one counter is required; an
+// unpadded one may not be directly followed by a date field.
 func ParseFormat(text string) (Format, error) {
 	if text == "" {
 		return Format{}, fmt.Errorf("%w: empty format: want for example INV-{yyyy}-{seq:06}", ErrInvalid)
@@ -171,10 +164,8 @@ func checkLiteral(lit string) error {
 // Width returns the counter's width, 0 for an unpadded counter.
 func (f Format) Width() int { return f.width }
 
-// MaxNumber returns the largest number the format writes within its
-// width: 10^width - 1, or the largest int64 for an unpadded counter. A
-// counter past it would write more digits than the format shows, and the
-// formatted numbers would no longer line up.
+// MaxNumber returns the largest number fitting the counter's width
+// (10^width - 1), or the largest int64 when unpadded.
 func (f Format) MaxNumber() int64 {
 	if f.width == 0 {
 		return 1<<63 - 1
@@ -186,8 +177,7 @@ func (f Format) MaxNumber() int64 {
 	return m - 1
 }
 
-// Write returns number n as the format writes it at t, whose date fields
-// are read in t's location.
+// Write returns n as the format writes it at t, dates in t's location.
 func (f Format) Write(t time.Time, n int64) string {
 	var b strings.Builder
 	y, m, d := t.Date()
@@ -210,7 +200,6 @@ func (f Format) Write(t time.Time, n int64) string {
 	return b.String()
 }
 
-// pad writes v in decimal, zero-padded to width digits.
 func pad(b *strings.Builder, v int64, width int) {
 	s := strconv.FormatInt(v, 10)
 	for i := len(s); i < width; i++ {

@@ -1,22 +1,13 @@
-// Package sequence is idgen's model of business numbers: sequences whose
-// numbers are formatted ("INV-2026-000123"), restart every year, month or
-// day in a named time zone, and are each accounted for in a ledger.
+// Package sequence is idgen's model of business numbers: formatted
+// ("INV-2026-000123"), restarting every year, month or day in a time zone,
+// and each accounted for in a ledger.
 //
-// A caller reserves N numbers of a sequence and gets them formatted and as
-// integers, with a reservation ID and an expiry; it then confirms them
-// (they were used) or voids them. A reservation neither confirmed nor
-// voided before its expiry is expired. A store (Store) writes one ledger
-// row per number in the same transaction that advances the period's
-// counter, so within a period the ledger holds every number from the start
-// value to the last one issued, each exactly once, whatever crashes.
-//
-// The period a number belongs to is decided by the store's time (the
-// database's now()), never by a node's clock: the store reads its time in
-// the transaction that advances the counter and passes it to
-// Sequence.PeriodAt.
-//
-// Service is what a node runs over a Store: it combines the concurrent
-// reservations of one sequence into one store round trip.
+// A caller reserves N numbers, then confirms or voids them; unsettled ones
+// expire. A Store writes one ledger row per number in the transaction that
+// advances the counter, so a period's ledger holds every number issued
+// exactly once, whatever crashes. Periods are decided by store time, never
+// a node's clock. Service combines concurrent reservations of a sequence
+// into one store round trip.
 package sequence
 
 import (
@@ -38,19 +29,15 @@ var (
 	ErrExists = errors.New("sequence already exists")
 	// ErrReservationNotFound is a reservation ID the sequence does not know.
 	ErrReservationNotFound = errors.New("reservation not found")
-	// ErrNotYours is a confirmation or void of a reservation by a caller
-	// other than the one that made it.
+	// ErrNotYours is a settle by a caller other than the reserver.
 	ErrNotYours = errors.New("reservation made by another caller")
 	// ErrExpired is a confirmation or void of a reservation past its expiry.
 	ErrExpired = errors.New("reservation expired")
-	// ErrSettled is a confirmation or void of a reservation already
-	// confirmed or voided.
+	// ErrSettled is a settle of a reservation already settled.
 	ErrSettled = errors.New("reservation already settled")
-	// ErrPeriodExhausted is a reservation that would take the period's
-	// counter past the largest number the format's counter width shows.
+	// ErrPeriodExhausted is a reservation past the format's counter width.
 	ErrPeriodExhausted = errors.New("period exhausted: the counter would pass the width of the format")
-	// ErrOpenReservations is a prune of periods that still hold numbers
-	// reserved and not yet expired: they may yet be confirmed.
+	// ErrOpenReservations is a prune of periods with open reservations.
 	ErrOpenReservations = errors.New("reservations still open in the periods to prune")
 )
 
@@ -73,13 +60,11 @@ const (
 	MaxTTL       = 24 * time.Hour
 	// MaxDescriptionLen bounds a description, in bytes.
 	MaxDescriptionLen = 256
-	// NoPeriod is the period of every number of a sequence that never
-	// resets.
+	// NoPeriod is the period of a sequence that never resets.
 	NoPeriod = "all"
 )
 
-// Sequence is a sequence's settings. Fields left zero take the defaults
-// (Normalize).
+// Sequence is a sequence's settings; zero fields take defaults (Normalize).
 type Sequence struct {
 	// Name follows the rule of namespace names (allocator.ValidNamespace).
 	Name string
@@ -87,23 +72,19 @@ type Sequence struct {
 	Format string
 	// Reset is when the counter restarts; "" is ResetNone.
 	Reset Reset
-	// Zone is the IANA time zone the periods and the date fields are read
-	// in, e.g. "Europe/Berlin"; "" is "UTC".
+	// Zone is the IANA zone of periods and dates; "" is "UTC".
 	Zone string
-	// Start is the first number of each period; 0 means DefaultStart (use
-	// StartZero for a sequence that starts at 0).
+	// Start is each period's first number; 0 means DefaultStart.
 	Start int64
 	// StartZero makes 0 the first number of each period.
 	StartZero bool
-	// TTL is how long a reservation may wait for its confirmation or void;
-	// 0 means DefaultTTL.
+	// TTL is how long a reservation may stay unsettled; 0 means DefaultTTL.
 	TTL time.Duration
 	// Description is free text for operators.
 	Description string
 	// CreatedAt is set by the store.
 	CreatedAt time.Time
-	// PrunedBefore is set by the store's Prune: the ledger of every period
-	// before it was deleted on purpose; "" when none was.
+	// PrunedBefore is set by Prune: periods before it were deleted.
 	PrunedBefore string
 }
 
@@ -130,17 +111,15 @@ func (s Sequence) Normalize() Sequence {
 	return s
 }
 
-// Compiled is a valid sequence ready to number: its format parsed and its
-// zone loaded.
+// Compiled is a valid sequence with its format parsed and zone loaded.
 type Compiled struct {
 	Sequence
 	format Format
 	loc    *time.Location
 }
 
-// Compile validates s (after Normalize) and returns it compiled. Its
-// errors wrap ErrInvalid (or allocator.ErrInvalidNamespace for the name)
-// and say what to change.
+// Compile validates s (after Normalize). Errors wrap ErrInvalid (or
+// allocator.ErrInvalidNamespace for the name).
 func (s Sequence) Compile() (*Compiled, error) {
 	s = s.Normalize()
 	if err := allocator.ValidNamespace(s.Name); err != nil {
@@ -187,8 +166,7 @@ func (s Sequence) Compile() (*Compiled, error) {
 	return &Compiled{Sequence: s, format: f, loc: loc}, nil
 }
 
-// loadZone loads the IANA zone name. "Local" is refused: it is the node's
-// zone, and two nodes would disagree.
+// loadZone loads an IANA zone; "Local" is refused, as nodes would disagree.
 func loadZone(name string) (*time.Location, error) {
 	if name == "Local" {
 		return nil, fmt.Errorf("%w: time zone \"Local\" is the node's own; name an IANA zone such as Europe/Berlin", ErrInvalid)
@@ -206,9 +184,8 @@ func (c *Compiled) Location() *time.Location { return c.loc }
 // MaxNumber returns the largest number the sequence issues in a period.
 func (c *Compiled) MaxNumber() int64 { return c.format.MaxNumber() }
 
-// PeriodAt returns the period that store time t falls in, read in the
-// sequence's zone: "2026" (yearly), "2026-11" (monthly), "2026-11-27"
-// (daily) or NoPeriod.
+// PeriodAt returns the period of store time t in the sequence's zone:
+// "2026", "2026-11", "2026-11-27" or NoPeriod.
 func (c *Compiled) PeriodAt(t time.Time) string {
 	lt := t.In(c.loc)
 	switch c.Reset {
@@ -222,8 +199,7 @@ func (c *Compiled) PeriodAt(t time.Time) string {
 	return NoPeriod
 }
 
-// periodLayout is the layout of the sequence's periods; "" when it never
-// resets.
+// periodLayout is the periods' time layout; "" when it never resets.
 func (c *Compiled) periodLayout() string {
 	switch c.Reset {
 	case ResetYearly:
@@ -236,12 +212,9 @@ func (c *Compiled) periodLayout() string {
 	return ""
 }
 
-// CheckPrune checks that the ledger of the periods before before may be
-// pruned while the store's current period is current: the sequence resets
-// (the one period of a sequence that never resets never closes), before
-// is a period of its granularity ("2026" yearly, "2026-11" monthly,
-// "2026-11-27" daily), and before is not later than current, so that only
-// closed periods go. Its errors wrap ErrInvalid.
+// CheckPrune checks that periods before before may be pruned at current:
+// the sequence resets, before has its granularity and is not later than
+// current. Errors wrap ErrInvalid.
 func (c *Compiled) CheckPrune(before, current string) error {
 	layout := c.periodLayout()
 	if layout == "" {

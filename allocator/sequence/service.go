@@ -13,17 +13,13 @@ import (
 
 // Defaults of Settings.
 const (
-	// DefaultMaxCount is the largest reservation when Settings.MaxCount
-	// is zero.
+	// DefaultMaxCount is the default Settings.MaxCount.
 	DefaultMaxCount = 1000
-	// DefaultMaxBatch is how many numbers one store round trip reserves at
-	// most when Settings.MaxBatch is zero.
+	// DefaultMaxBatch is the default Settings.MaxBatch.
 	DefaultMaxBatch = 10000
-	// DefaultMaxRequests is how many callers one store round trip serves
-	// at most when Settings.MaxRequests is zero.
+	// DefaultMaxRequests is the default Settings.MaxRequests.
 	DefaultMaxRequests = 100
-	// DefaultStoreTimeout bounds one store round trip when
-	// Settings.StoreTimeout is zero.
+	// DefaultStoreTimeout is the default Settings.StoreTimeout.
 	DefaultStoreTimeout = 10 * time.Second
 )
 
@@ -31,31 +27,20 @@ const (
 type Settings struct {
 	// MaxCount is the cap of one reservation's count.
 	MaxCount int
-	// MaxBatch is the most numbers one store round trip reserves for the
-	// callers it combines; at least MaxCount.
+	// MaxBatch is the most numbers per store round trip; at least MaxCount.
 	MaxBatch int
-	// MaxRequests is the most reservations one store round trip makes;
-	// 0 means DefaultMaxRequests (the etcd store takes at most 100 in
-	// one transaction).
+	// MaxRequests is the most reservations per round trip.
 	MaxRequests int
-	// StoreTimeout bounds one store round trip. It runs on for the callers
-	// it combines even when the caller that sent it gives up.
+	// StoreTimeout bounds one round trip, which runs on for the callers it
+	// combines even if its sender gives up.
 	StoreTimeout time.Duration
-	// NewID makes reservation IDs; nil is 128 random bits in base32
-	// (crypto/rand.Text).
+	// NewID makes reservation IDs; nil is crypto/rand.Text.
 	NewID func() string
 }
 
-// Service is what a node runs over a Store: it validates reservations and
-// combines the concurrent ones of one sequence into one store round trip.
-// Callers that arrive while a round trip of the sequence is out queue; the
-// next round trip takes them all (up to MaxBatch numbers), in arrival
-// order, so that an earlier caller gets lower numbers. Within a period
-// numbers then strictly increase across the cluster: the store advances
-// the period's counter under its row lock, one transaction after another.
-// It is safe for concurrent use and starts no goroutine: the first caller
-// of a round trip runs it, and hands the next one to the first caller
-// still queued.
+// Service validates reservations and combines a sequence's concurrent ones
+// into one store round trip, in arrival order. It starts no goroutine: each
+// round trip's first caller runs it. Safe for concurrent use.
 type Service struct {
 	store      Store
 	maxCount   int
@@ -114,12 +99,8 @@ func (s *Service) MaxCount() int { return s.maxCount }
 // RoundTrips returns how many store round trips Reserve has made.
 func (s *Service) RoundTrips() int64 { return s.roundTrips.Load() }
 
-// Reserve reserves count numbers of sequence name for caller, recording
-// requestID in the ledger. A count below 1 or above MaxCount is refused
-// (ErrInvalid) before anything is reserved. When ctx ends while the caller
-// still queues, nothing is reserved for it; once its round trip is out,
-// Reserve waits for it: its numbers are in the ledger whatever happens,
-// and expire unless confirmed.
+// Reserve reserves count numbers of sequence name for caller. If ctx ends
+// while queued nothing is reserved; once sent, Reserve waits for the result.
 func (s *Service) Reserve(ctx context.Context, name string, count int, caller, requestID string) (Reservation, error) {
 	if count < 1 || count > s.maxCount {
 		return Reservation{}, fmt.Errorf("%w: count %d: want 1 to %d", ErrInvalid, count, s.maxCount)
@@ -158,8 +139,8 @@ func (s *Service) Reserve(ctx context.Context, name string, count int, caller, r
 	return w.res, w.err
 }
 
-// leave takes w out of q if it still queues and was not handed the next
-// round trip, and reports whether it did.
+// leave takes w out of q if still queued and not handed the next round
+// trip, and reports whether it did.
 func (s *Service) leave(q *queue, w *waiter) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -176,9 +157,8 @@ func (s *Service) leave(q *queue, w *waiter) bool {
 	return true
 }
 
-// roundTrip takes the callers queued on q, from the first, up to maxBatch
-// numbers and maxReqs callers, reserves them in one store call, and hands the next round trip
-// to the first caller left, or ends the queue.
+// roundTrip reserves q's queued callers, up to maxBatch numbers and
+// maxReqs callers, in one store call, then hands on the next round trip.
 func (s *Service) roundTrip(ctx context.Context, name string, q *queue) {
 	s.mu.Lock()
 	n, total := 0, 0
@@ -219,8 +199,7 @@ func (s *Service) roundTrip(ctx context.Context, name string, q *queue) {
 	delete(s.queues, name)
 }
 
-// Create creates seq (validated first: nothing is written for an invalid
-// one).
+// Create validates and creates seq.
 func (s *Service) Create(ctx context.Context, seq Sequence) (Sequence, error) {
 	if _, err := seq.Compile(); err != nil {
 		return Sequence{}, err
@@ -238,11 +217,8 @@ func (s *Service) Void(ctx context.Context, name, id, caller string) (Reservatio
 	return s.store.Settle(ctx, name, id, caller, Voided)
 }
 
-// ExpireDue marks Expired, in every sequence, the numbers reserved past
-// their expiry at store time, and returns how many. A node runs it in the
-// background (app: Config.SequenceExpiryInterval), so that a reservation
-// nobody confirms, voids or reads still ends expired in the ledger. A
-// sequence that fails does not stop the others: their errors are joined.
+// ExpireDue marks Expired the overdue reservations of every sequence and
+// returns how many; nodes run it in the background. Errors are joined.
 func (s *Service) ExpireDue(ctx context.Context) (int64, error) {
 	seqs, err := s.store.ListSequences(ctx)
 	if err != nil {

@@ -9,8 +9,7 @@ import (
 // State is the state of a number in the ledger.
 type State string
 
-// The states. A number is reserved when handed out, and ends confirmed,
-// voided or expired; a final state never changes.
+// The states: reserved, then finally confirmed, voided or expired.
 const (
 	Reserved  State = "reserved"
 	Confirmed State = "confirmed"
@@ -27,22 +26,19 @@ func ParseState(s string) (State, error) {
 	return "", fmt.Errorf("%w: unknown state %q: want reserved, confirmed, voided or expired", ErrInvalid, s)
 }
 
-// Request is one caller's reservation, as the Service passes it to the
-// store: several are reserved in one transaction, in order.
+// Request is one caller's reservation; several go in one transaction.
 type Request struct {
 	// ID is the reservation ID, made by the Service (Settings.NewID).
 	ID string
 	// Count is how many numbers, at least 1.
 	Count int
-	// Caller is the name of the caller's token ("" without tokens); only
-	// it may confirm or void the reservation.
+	// Caller is the caller's token name; only it may settle.
 	Caller string
 	// RequestID is the call's request ID, kept in the ledger.
 	RequestID string
 }
 
-// Reservation is what a caller reserved: Count consecutive numbers of one
-// period, from First.
+// Reservation is Count consecutive numbers of one period, from First.
 type Reservation struct {
 	ID        string
 	Sequence  string
@@ -79,8 +75,7 @@ type Entry struct {
 	RequestID     string
 	ReservedAt    time.Time
 	ExpiresAt     time.Time
-	// SettledAt is when the number was confirmed, voided or found expired;
-	// zero while reserved.
+	// SettledAt is when the number was settled; zero while reserved.
 	SettledAt time.Time
 }
 
@@ -90,21 +85,18 @@ const (
 	MaxLedgerLimit     = 1000
 )
 
-// LedgerQuery selects ledger rows of one sequence, in the order of
-// (period, number). Empty filters select everything.
+// LedgerQuery selects ledger rows of one sequence in (period, number)
+// order; empty filters select everything.
 type LedgerQuery struct {
 	Sequence      string
 	Period        string
 	State         State
 	ReservationID string
 	Caller        string
-	// AfterPeriod and AfterNumber continue a page: rows after
-	// (AfterPeriod, AfterNumber) in (period, number) order; AfterPeriod ""
-	// starts at the beginning.
+	// AfterPeriod and AfterNumber continue a page ("" starts at the top).
 	AfterPeriod string
 	AfterNumber int64
-	// Limit is how many rows at most: 0 means DefaultLedgerLimit; at most
-	// MaxLedgerLimit.
+	// Limit is the most rows, at most MaxLedgerLimit; 0 is the default.
 	Limit int
 }
 
@@ -127,65 +119,48 @@ func (q LedgerQuery) Normalize() (LedgerQuery, error) {
 // Status is a sequence's state now, at store time: for the status page.
 type Status struct {
 	Sequence string
-	// Period is the current period; LastNumber the last number issued in
-	// it (Start-1 when none was).
+	// Period is the current period; LastNumber its last (Start-1 if none).
 	Period     string
 	LastNumber int64
-	// Open counts the numbers reserved and neither settled nor expired.
+	// Open counts numbers reserved, unsettled and unexpired.
 	Open int64
 	// StoreTime is the store's time the status was read at.
 	StoreTime time.Time
 }
 
-// Store keeps sequences, their per-period counters and the ledger. Every
-// time it records and every period it decides is the store's time (read
-// in the transaction), never the node's. allocator/postgres,
-// allocator/mysql, allocator/sqlite and allocator/etcd provide one (their
-// Sequences method); allocator/storetest checks them alike.
+// Store keeps sequences, per-period counters and the ledger, all on store
+// time. The stores provide one (their Sequences method); storetest checks
+// them alike.
 type Store interface {
-	// CreateSequence records seq (compiled: valid), with the store's
-	// time as its creation time. ErrExists for a name in use.
+	// CreateSequence records seq at store time; ErrExists for a name in use.
 	CreateSequence(ctx context.Context, seq Sequence) (Sequence, error)
 	// GetSequence returns a sequence, or ErrNotFound.
 	GetSequence(ctx context.Context, name string) (Sequence, error)
 	// ListSequences returns every sequence by name.
 	ListSequences(ctx context.Context) ([]Sequence, error)
-	// Reserve reserves reqs in order in one transaction: it reads the
-	// store's time, decides the period, advances the period's counter by
-	// the sum of the counts and writes one ledger row per number. Each
-	// request gets consecutive numbers, the first request the lowest.
-	// Nothing is written when it fails (ErrPeriodExhausted, ErrNotFound).
+	// Reserve reserves reqs in order in one transaction at store time: it
+	// advances the period's counter and writes a row per number, the first
+	// request getting the lowest. A failure writes nothing.
 	Reserve(ctx context.Context, name string, reqs []Request) ([]Reservation, error)
-	// Settle moves every number of a reservation from Reserved to to
-	// (Confirmed or Voided), when caller made it and its expiry has not
-	// passed at store time. Otherwise it changes nothing and returns
-	// ErrReservationNotFound, ErrNotYours, ErrSettled or ErrExpired (the
-	// latter after marking the numbers Expired).
+	// Settle moves a reservation's numbers from Reserved to to, if caller
+	// made it and it has not expired; else ErrReservationNotFound,
+	// ErrNotYours, ErrSettled or ErrExpired (after marking them Expired).
 	Settle(ctx context.Context, name, reservationID, caller string, to State) (Reservation, error)
-	// ExpireReservations marks Expired every number of the sequence still
-	// reserved past its expiry at store time, and returns how many.
+	// ExpireReservations marks overdue numbers Expired; it returns how many.
 	ExpireReservations(ctx context.Context, name string) (int64, error)
 	// Ledger returns the rows q selects (after expiring what has expired).
 	Ledger(ctx context.Context, q LedgerQuery) ([]Entry, error)
 	// SequenceStatus returns the sequence's current period and counter.
 	SequenceStatus(ctx context.Context, name string) (Status, error)
-	// Prune deletes the ledger rows of sequence name's periods before
-	// before, the operator's retention rule, and returns how many; with
-	// dryRun it deletes nothing and returns how many it would. It first
-	// expires what has expired in those periods, and refuses, changing
-	// nothing, an unknown sequence (ErrNotFound), a before CheckPrune
-	// refuses at store time (ErrInvalid), and periods that still hold
-	// numbers reserved and not expired (ErrOpenReservations). It records
-	// the largest before as the sequence's PrunedBefore. The counters of
-	// the pruned periods stay, so that no number of a pruned period is
-	// ever handed out again.
+	// Prune deletes the ledger rows of periods before before and returns
+	// how many (dryRun: would). It expires first, and refuses, changing
+	// nothing: ErrNotFound, ErrInvalid (CheckPrune), ErrOpenReservations.
+	// It records PrunedBefore; counters stay, so no number is reissued.
 	Prune(ctx context.Context, name, before string, dryRun bool) (int64, error)
 }
 
-// TimeShifter is implemented by stores whose sequence calls can run at a
-// time other than their database's, for tests: ShiftTime moves the time
-// they read from the database by d (negative: back), so that a test can
-// cross period boundaries and expiries. Production code never calls it.
+// TimeShifter is a store whose sequence time tests can move by d
+// (ShiftTime) to cross periods and expiries.
 type TimeShifter interface {
 	ShiftTime(d time.Duration)
 }

@@ -12,10 +12,9 @@ var _ allocator.DurabilityChecker = (*Store)(nil)
 // synchronousNames are the values of PRAGMA synchronous.
 var synchronousNames = map[int]string{0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 
-// CheckDurability reads the store connection's PRAGMA synchronous and
-// returns a risk when it is below FULL: NORMAL in WAL mode (or OFF in any
-// mode) lets a power loss or an OS crash undo acknowledged commits. Open
-// sets FULL, so this reports a risk only if something changed it.
+// CheckDurability returns a risk when the connection's PRAGMA synchronous
+// is below FULL (a power loss could undo acknowledged commits). Open sets
+// FULL, so only a later change shows.
 func (s *Store) CheckDurability(ctx context.Context) ([]allocator.DurabilityRisk, error) {
 	var level int
 	if err := s.db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&level); err != nil {

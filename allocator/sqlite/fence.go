@@ -13,8 +13,8 @@ import (
 
 var _ allocator.RestoreFencer = (*Store)(nil)
 
-// FenceRestore implements allocator.RestoreFencer.FenceRestore, documented
-// there: one transaction begun with BEGIN IMMEDIATE, as every write.
+// FenceRestore implements allocator.RestoreFencer.FenceRestore in one
+// BEGIN IMMEDIATE transaction.
 func (s *Store) FenceRestore(ctx context.Context, req allocator.FenceRequest) (allocator.FenceResult, error) {
 	if err := req.Validate(); err != nil {
 		return allocator.FenceResult{}, fmt.Errorf("sqlite: %w", err)
@@ -62,8 +62,7 @@ func (s *Store) FenceRestore(ctx context.Context, req allocator.FenceRequest) (a
 	})
 }
 
-// StoreMark implements allocator.RestoreFencer.StoreMark, documented
-// there, from one transaction.
+// StoreMark implements allocator.RestoreFencer.StoreMark in one transaction.
 func (s *Store) StoreMark(ctx context.Context) (allocator.StoreMark, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {

@@ -22,23 +22,21 @@ var dialect = sqlstore.Dialect{
 	DuplicateName: duplicateName,
 }
 
-// timeLayout is how the schema writes times: UTC, to the millisecond, as
-// strftime('%Y-%m-%d %H:%M:%f') does. Such strings sort as the times do.
+// timeLayout is how the schema writes times: UTC text to the millisecond,
+// sorting as the times do.
 const timeLayout = "2006-01-02 15:04:05.000"
 
 // sqlNow is SQLite's clock in timeLayout.
 const sqlNow = `strftime('%Y-%m-%d %H:%M:%f', 'now')`
 
-// leaseColumns are the columns of worker_leases in the order scanLease reads.
+// leaseColumns are worker_leases' columns as scanLease reads them.
 const leaseColumns = `datacenter_id, worker_id, holder, owner, fencing_version,
 	acquired_at, heartbeat_at, expires_at, released_at, ts_ceiling_ms, ts_floor_ms`
 
-// defaultPruneBatch is how many events one statement of PruneLeaseEvents
-// deletes, unless a test sets Store.pruneBatch.
+// defaultPruneBatch is how many events one prune statement deletes.
 const defaultPruneBatch = 5000
 
-// EnsureLayout implements allocator.LeaseStore.EnsureLayout, documented
-// there.
+// EnsureLayout implements allocator.LeaseStore.EnsureLayout.
 func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snowflake.Layout, error) {
 	return sqltx.Get(ctx, s.tx, func(tx *sql.Tx) (snowflake.Layout, error) {
 		return dialect.EnsureLayout(layout, func(layout snowflake.Layout) error {
@@ -53,17 +51,15 @@ func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snow
 	})
 }
 
-// Claim implements allocator.LeaseStore.Claim: which row it picks, what it
-// writes and the errors it returns are documented there. The pool's missing
-// rows are created in the claim's own transaction.
+// Claim implements allocator.LeaseStore.Claim; missing pool rows are
+// created in the claim's own transaction.
 func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocator.ClaimResult, error) {
 	if err := req.Validate(); err != nil {
 		return allocator.ClaimResult{}, fmt.Errorf("sqlite: %w", err)
 	}
 	return atNow(ctx, s, func(tx *sql.Tx, now string) (allocator.ClaimResult, error) {
-		// A row for every worker ID of the pool; rows that exist stay as they
-		// are. New rows start at the ceiling of the last restore fence: a
-		// row missing from a restored store may have been used before.
+		// Create missing pool rows at the last restore fence's ceiling (a
+		// row missing from a restored store may have been used).
 		_, err := tx.ExecContext(ctx, `
 			WITH RECURSIVE w(id) AS (SELECT ?2 UNION ALL SELECT id + 1 FROM w WHERE id < ?3)
 			INSERT INTO worker_leases (datacenter_id, worker_id, ts_ceiling_ms)
@@ -110,8 +106,8 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 				req.DatacenterID, c.WorkerID, req.Holder, now, ttlModifier(req.TTL), req.CeilingMS, c.Version,
 				ceilingBound(t, req.TTL, req.MaxClockOffset), sqlstore.NullText(req.Owner), sqlstore.NullText(req.SecretHash)))
 			if err != nil {
-				// The write lock is ours since BEGIN IMMEDIATE: the row we
-				// just read cannot have changed, and no row is an error.
+				// We hold the write lock since BEGIN IMMEDIATE, so the row
+				// cannot have changed: no row is an error.
 				return allocator.Lease{}, time.Time{}, dialect.WorkerError("claim",
 					allocator.LeaseKey{DatacenterID: req.DatacenterID, WorkerID: c.WorkerID}, err)
 			}
@@ -121,8 +117,8 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 	})
 }
 
-// Heartbeat implements allocator.LeaseStore.Heartbeat, documented there.
-// It returns the time of the update as the store's time.
+// Heartbeat implements allocator.LeaseStore.Heartbeat, returning the
+// update's time as store time.
 func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (allocator.Lease, time.Time, error) {
 	return sqlstore.Heartbeat(ctx, dialect, s.tx, req, func(tx *sql.Tx) (allocator.Lease, time.Time, error) {
 		nowText, now, err := dbTime(ctx, tx)
@@ -145,9 +141,8 @@ func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (
 	})
 }
 
-// Release implements allocator.LeaseStore.Release, documented there: it
-// reads the row's floor and ceiling, applies allocator.ReleaseCeiling and
-// writes, in one transaction.
+// Release implements allocator.LeaseStore.Release: it reads floor and
+// ceiling, applies allocator.ReleaseCeiling and writes, in one transaction.
 func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int64, error) {
 	if err := req.Validate(); err != nil {
 		return 0, fmt.Errorf("sqlite: %w", err)
@@ -179,8 +174,7 @@ func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int6
 	})
 }
 
-// held returns the held step of sqlstore's HeartbeatError and Release, in
-// tx at the transaction's time now.
+// held returns the held step of sqlstore's HeartbeatError and Release.
 func held(ctx context.Context, tx *sql.Tx, now string, key allocator.LeaseKey, holder string, version int64) func() (int64, error) {
 	return func() (n int64, err error) {
 		err = tx.QueryRowContext(ctx, sqlstore.HeldQuery(sqlstore.Question, "?5"), key.DatacenterID, key.WorkerID, holder, version, now).Scan(&n)
@@ -188,8 +182,7 @@ func held(ctx context.Context, tx *sql.Tx, now string, key allocator.LeaseKey, h
 	}
 }
 
-// RecordLeaseEvent implements allocator.LeaseStore.RecordLeaseEvent,
-// documented there.
+// RecordLeaseEvent implements allocator.LeaseStore.RecordLeaseEvent.
 func (s *Store) RecordLeaseEvent(ctx context.Context, ev allocator.LeaseEvent) error {
 	if err := ev.Validate(); err != nil {
 		return fmt.Errorf("sqlite: %w", err)
@@ -203,7 +196,7 @@ func (s *Store) RecordLeaseEvent(ctx context.Context, ev allocator.LeaseEvent) e
 	})
 }
 
-// Evict implements allocator.LeaseAdmin.Evict, documented there.
+// Evict implements allocator.LeaseAdmin.Evict.
 func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocator.Lease, error) {
 	if err := req.Validate(); err != nil {
 		return allocator.Lease{}, fmt.Errorf("sqlite: %w", err)
@@ -234,22 +227,19 @@ func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocato
 	})
 }
 
-// ListLeases implements allocator.LeaseAdmin.ListLeases, documented there.
+// ListLeases implements allocator.LeaseAdmin.ListLeases.
 func (s *Store) ListLeases(ctx context.Context) ([]allocator.Lease, error) {
 	return dialect.ListLeases(ctx, leaseColumns, sqlstore.Rows(s.db, scanLease))
 }
 
-// ListLeaseEvents implements allocator.LeaseAdmin.ListLeaseEvents,
-// documented there. Events are stored to the millisecond; Since and Until
-// are rounded up to it (timeArg), which selects exactly the stored times at
-// or after Since and before Until.
+// ListLeaseEvents implements allocator.LeaseAdmin.ListLeaseEvents; Since
+// and Until are rounded up to the stored millisecond (timeArg).
 func (s *Store) ListLeaseEvents(ctx context.Context, f allocator.LeaseEventFilter) ([]allocator.LeaseEvent, error) {
 	return dialect.ListLeaseEvents(ctx, f, sqlstore.Rows(s.db, scanEvent))
 }
 
-// PruneLeaseEvents implements allocator.LeaseAdmin.PruneLeaseEvents,
-// documented there; before is rounded up to the millisecond, like Until in
-// ListLeaseEvents.
+// PruneLeaseEvents implements allocator.LeaseAdmin.PruneLeaseEvents; before
+// is rounded up like Until.
 func (s *Store) PruneLeaseEvents(ctx context.Context, before time.Time) (int64, error) {
 	return dialect.PruneLeaseEvents(ctx, before, s.pruneBatch, func(ctx context.Context, before any, batch int) (int64, error) {
 		return sqlstore.ExecCount(ctx, s.db, `
@@ -258,9 +248,8 @@ func (s *Store) PruneLeaseEvents(ctx context.Context, before time.Time) (int64, 
 	})
 }
 
-// timeArg formats t as the schema stores times, rounded up to the
-// millisecond: a stored time (whole milliseconds) is before the result
-// exactly when it is before t.
+// timeArg formats t as stored, rounded up to the millisecond, so a stored
+// time is before it exactly when it is before t.
 func timeArg(t time.Time) string {
 	t = t.UTC()
 	if r := t.Truncate(time.Millisecond); !r.Equal(t) {
@@ -269,8 +258,7 @@ func timeArg(t time.Time) string {
 	return t.Format(timeLayout)
 }
 
-// atNow runs fn in a transaction of s with now, the database time read when
-// the transaction begins, as SQLite writes it: the time its writes record.
+// atNow runs fn in a transaction with now, its start in SQLite's form.
 func atNow[T any](ctx context.Context, s *Store, fn func(tx *sql.Tx, now string) (T, error)) (T, error) {
 	return sqltx.Get(ctx, s.tx, func(tx *sql.Tx) (T, error) {
 		now, err := dbNow(ctx, tx)
@@ -302,8 +290,7 @@ func dbTime(ctx context.Context, tx *sql.Tx) (string, time.Time, error) {
 }
 
 // ceilingBound is the highest ceiling a claim or heartbeat may write:
-// database time now (read in the same transaction, which holds the write
-// lock) plus the ttl plus the allowed clock offset, in Unix milliseconds.
+// database time (under the write lock) + ttl + offset, in Unix ms.
 func ceilingBound(now time.Time, ttl, offset time.Duration) int64 {
 	return now.UnixMilli() + ttl.Milliseconds() + offset.Milliseconds()
 }
@@ -313,8 +300,7 @@ func ttlModifier(ttl time.Duration) string {
 	return fmt.Sprintf("%+.3f seconds", float64(ttl.Milliseconds())/1000)
 }
 
-// insertEvent appends ev to lease_events at time now; ev.ID and ev.At are
-// ignored.
+// insertEvent appends ev at now, ignoring ev.ID and ev.At.
 func insertEvent(ctx context.Context, tx *sql.Tx, ev allocator.LeaseEvent, now string) error {
 	_, err := tx.ExecContext(ctx, `
 		INSERT INTO lease_events (datacenter_id, worker_id, holder, owner, request_id, fencing_version, event, at, detail)
@@ -326,13 +312,11 @@ func insertEvent(ctx context.Context, tx *sql.Tx, ev allocator.LeaseEvent, now s
 	return nil
 }
 
-// scanEvent reads one row of sqlstore.EventColumns, whose at is text in
-// timeLayout.
+// scanEvent reads one row of sqlstore.EventColumns (at in timeLayout).
 func scanEvent(row sqlstore.Scanner) (allocator.LeaseEvent, error) {
 	return sqlstore.ScanEvent(row, parseTime)
 }
 
-// scanLease reads the leaseColumns.
 func scanLease(row sqlstore.Scanner) (allocator.Lease, error) {
 	var (
 		l             allocator.Lease
@@ -356,7 +340,6 @@ func scanLease(row sqlstore.Scanner) (allocator.Lease, error) {
 	return l, nil
 }
 
-// parseTime reads a time written in timeLayout.
 func parseTime(s string) (time.Time, error) {
 	t, err := time.Parse(timeLayout, s)
 	if err != nil {

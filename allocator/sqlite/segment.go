@@ -14,17 +14,14 @@ import (
 	"github.com/idgen-project/idgen/internal/sqlstore"
 )
 
-// segmentColumns lists the columns of segments in the order scanSegment reads them.
+// segmentColumns are segments' columns as scanSegment reads them.
 const segmentColumns = sqlstore.NamespaceColumns
 
-// segmentNow is database time as the segments table stores it: UTC text
-// with milliseconds, which sorts as time does.
+// segmentNow is database time as segments stores it: sortable UTC text.
 const segmentNow = `strftime('%Y-%m-%d %H:%M:%f', 'now')`
 
-// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace
-// (sqlstore.CreateNamespace). The INSERT fails on a name in use; if that
-// row is a tombstone, ns is created over it in one transaction, which
-// holds the write lock.
+// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace; a
+// tombstone in the way is overwritten in one transaction.
 func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (allocator.Namespace, error) {
 	stride, offset := ns.Interleave()
 	insert := func(ctx context.Context) (allocator.Namespace, error) {
@@ -52,8 +49,8 @@ func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (al
 	return sqlstore.CreateNamespace(ctx, dialect, s.inTx, ns, insert, read, write)
 }
 
-// DeleteNamespace implements allocator.NamespaceAdmin.DeleteNamespace: one
-// UPDATE that sets the tombstone.
+// DeleteNamespace implements allocator.NamespaceAdmin.DeleteNamespace: an
+// UPDATE setting the tombstone.
 func (s *Store) DeleteNamespace(ctx context.Context, name string) (allocator.Namespace, error) {
 	ns, found, err := s.segmentRow(ctx, `
 		UPDATE segments SET deleted_at = `+segmentNow+`, updated_at = `+segmentNow+`
@@ -80,8 +77,8 @@ func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namesp
 	return ns, nil
 }
 
-// ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces (the
-// column's collation is BINARY: byte order).
+// ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces
+// (BINARY collation: byte order).
 func (s *Store) ListNamespaces(ctx context.Context) ([]allocator.Namespace, error) {
 	return dialect.ListNamespaces(ctx, sqlstore.Rows(s.db, scanSegment))
 }
@@ -112,16 +109,13 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 }
 
 // FetchSegment implements allocator.SegmentStore.FetchSegment with one
-// UPDATE … RETURNING; SQLite runs one writer at a time, and a failure at
-// commit returns an error, so its range is never used. The same UPDATE
-// increments version, and RETURNING reads the row it wrote: the revision
-// is this fetch's own.
+// UPDATE … RETURNING (SQLite has one writer); a commit failure returns an
+// error, so the range is never used, and the revision is the fetch's own.
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
 	return dialect.FetchSegment(ctx, name, n, func(ctx context.Context) (allocator.Namespace, bool, error) {
-		// The bound keeps max_id at or below its limit and at or below the
-		// last slot whose ID fits an int64 (Namespace.Limit; so also
-		// max_id + n within int64: SQLite would turn an overflowing sum into a REAL); a row it
-		// excludes is told apart from a missing one by dialect.FetchSegment.
+		// The bound keeps max_id within its limit and the last slot whose
+		// ID fits an int64 (an overflowing sum would become a REAL);
+		// dialect.FetchSegment tells an excluded row from a missing one.
 		return s.segmentRow(ctx, `
 			UPDATE segments SET
 				max_id     = max_id + ?,
@@ -133,8 +127,8 @@ func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocat
 	}, s.GetNamespace)
 }
 
-// ReturnTail implements allocator.SegmentStore.ReturnTail: one UPDATE
-// whose WHERE clause is the compare-and-set.
+// ReturnTail implements allocator.SegmentStore.ReturnTail: an UPDATE whose
+// WHERE clause is the compare-and-set.
 func (s *Store) ReturnTail(ctx context.Context, name string, expectMaxID, expectVersion, newMaxID int64) (bool, error) {
 	return dialect.ReturnTail(ctx, name, expectMaxID, newMaxID, func(ctx context.Context) (int64, error) {
 		return sqlstore.ExecCount(ctx, s.db, `
@@ -147,10 +141,9 @@ func (s *Store) ReturnTail(ctx context.Context, name string, expectMaxID, expect
 	})
 }
 
-// segmentRow runs a statement returning at most one row of segmentColumns
-// and reads its result to the end. Stepping a write … RETURNING to its end
-// is what runs its autocommit, so a commit failure surfaces here as an
-// error rather than after the row was taken as written.
+// segmentRow runs a statement returning at most one segments row and reads
+// to the end: stepping a write … RETURNING to its end runs its autocommit,
+// so a commit failure surfaces here.
 func (s *Store) segmentRow(ctx context.Context, query string, args ...any) (ns allocator.Namespace, found bool, err error) {
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -175,7 +168,6 @@ func (s *Store) segmentRow(ctx context.Context, query string, args ...any) (ns a
 	return ns, found, nil
 }
 
-// scanSegment reads one row of segmentColumns.
 func scanSegment(row sqlstore.Scanner) (allocator.Namespace, error) {
 	return sqlstore.ScanNamespace(row, func(t *time.Time) sql.Scanner { return segmentTime{t} })
 }
@@ -183,8 +175,7 @@ func scanSegment(row sqlstore.Scanner) (allocator.Namespace, error) {
 // segmentTime scans the UTC text segmentNow writes into a UTC time.Time.
 type segmentTime struct{ t *time.Time }
 
-// segmentTimeLayout reads segmentNow's text; the fraction is optional so
-// that a time written by hand without one still reads.
+// segmentTimeLayout reads segmentNow's text; the fraction is optional.
 const segmentTimeLayout = "2006-01-02 15:04:05.999999999"
 
 // Scan implements sql.Scanner.
@@ -212,16 +203,14 @@ func (st segmentTime) Scan(src any) error {
 	return nil
 }
 
-// duplicateName reports whether err is SQLite's primary key constraint
-// failure: the INSERT of a namespace whose name has a row.
+// duplicateName reports whether err is a primary key failure (name in use).
 func duplicateName(err error) bool {
 	var liteErr *sqlitedriver.Error
 	return errors.As(err, &liteErr) && liteErr.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
 }
 
-// segmentError wraps err from a statement on the namespace called name,
-// adding allocator.ErrNamespaceExists for a duplicate name and
-// allocator.ErrInvalidNamespace for a value the table refuses.
+// segmentError wraps err on namespace name, adding ErrNamespaceExists for
+// a duplicate and ErrInvalidNamespace for a value the table refuses.
 func segmentError(op, name string, err error) error {
 	var liteErr *sqlitedriver.Error
 	if errors.As(err, &liteErr) {

@@ -7,8 +7,7 @@ import (
 	"github.com/idgen-project/idgen/internal/seqsql"
 )
 
-// sequenceDialect is SQLite's to the sequence store: times are text in
-// timeLayout, from SQLite's clock.
+// sequenceDialect is SQLite's to the sequence store: times in timeLayout.
 var sequenceDialect = seqsql.Dialect{
 	Name:          "sqlite",
 	Now:           sqlNow,
@@ -17,13 +16,11 @@ var sequenceDialect = seqsql.Dialect{
 	Duplicate:     duplicateName,
 }
 
-// newSequences returns the sequence store on the store's one connection,
-// whose BEGIN IMMEDIATE transactions run one at a time.
+// newSequences returns the sequence store on the one connection.
 func (s *Store) newSequences() *seqsql.Store { return seqsql.New(sequenceDialect, s.db, s.tx) }
 
 // Sequences returns the store's sequences and ledger (docs/sequences.md).
 func (s *Store) Sequences() sequence.Store { return s.seq }
 
-// ShiftTime moves the time the store's sequence calls read from the
-// database by d: a seam for tests that cross period boundaries.
+// ShiftTime moves the sequence calls' database time by d (a test seam).
 func (s *Store) ShiftTime(d time.Duration) { s.seq.ShiftTime(d) }

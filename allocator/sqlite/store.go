@@ -1,18 +1,12 @@
 // Package sqlite is idgen's Store on SQLite, through modernc.org/sqlite (pure
 // Go, no cgo): the embedded default, for one node without a database server.
 //
-// Open takes a sqlite:path DSN; the schema is created by the goose migrations
-// returned by Store.Migrations. The database is opened in WAL mode with
-// synchronous=FULL, a busy timeout and foreign keys on, and the store writes
-// through a single connection whose transactions begin with BEGIN IMMEDIATE:
-// they take the write lock at once, so they never fail half-way on a lock and
-// need no retry. Times are UTC text, 'YYYY-MM-DD HH:MM:SS.SSS', from SQLite's
-// own clock (strftime('%Y-%m-%d %H:%M:%f', 'now')).
-//
-// synchronous=FULL makes every commit durable before it is acknowledged. In
-// WAL mode NORMAL syncs only at checkpoints: a power loss or an OS crash can
-// then undo transactions already acknowledged — a fetched segment range, a
-// raised timestamp ceiling — and the same IDs would be handed out again.
+// Open takes a sqlite:path DSN. The database runs in WAL mode with
+// synchronous=FULL, a busy timeout and foreign keys, and writes through one
+// connection whose BEGIN IMMEDIATE transactions take the write lock at once,
+// so they never fail half-way and need no retry. Times are UTC text from
+// SQLite's clock. FULL matters: in WAL mode NORMAL lets a power loss undo
+// acknowledged commits, and IDs would be handed out twice.
 package sqlite
 
 import (
@@ -36,31 +30,25 @@ var (
 	_ allocator.RetryCounter = (*Store)(nil)
 )
 
-// driverOptions are the modernc.org/sqlite parameters of every connection:
-// wait up to 5 s for a lock held by another process, write-ahead logging
-// (readers do not block the writer), every commit synced to disk before it
-// is acknowledged (synchronous=FULL), foreign keys enforced, and BEGIN
-// IMMEDIATE for transactions.
+// driverOptions are every connection's parameters: 5 s busy timeout, WAL,
+// synchronous=FULL, foreign keys, BEGIN IMMEDIATE.
 const driverOptions = "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
 	"&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)&_txlock=immediate"
 
-// Store is idgen's Store on SQLite. It is safe for concurrent use; writes are
-// serialised through one connection.
+// Store is idgen's Store on SQLite. It is safe for concurrent use; writes
+// go through one connection.
 type Store struct {
 	db        *sql.DB
 	driverDSN string                 // the file name and driverOptions
 	tx        *sqltx.Runner[*sql.Tx] // BEGIN IMMEDIATE transactions, never retried
-	// pruneBatch is how many events one statement of PruneLeaseEvents
-	// deletes.
+	// pruneBatch is how many events one prune statement deletes.
 	pruneBatch int
 	seq        *seqsql.Store // Sequences
 }
 
-// Open opens (and creates when missing) the SQLite database file named by
-// dsn: sqlite:path, e.g. sqlite:/var/lib/idgen/idgen.db or sqlite:idgen.db
-// (relative to the working directory); sqlite:///var/lib/idgen/idgen.db is
-// read as an absolute path too. In-memory databases are refused: a store and
-// its migrations need to reach the same database from several connections.
+// Open opens (creating if missing) the database file dsn names: sqlite:path,
+// relative or absolute (sqlite:///abs works too). In-memory databases are
+// refused: the store and migrations need the same database.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	path, err := parseDSN(dsn)
 	if err != nil {
@@ -76,9 +64,8 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	// BEGIN IMMEDIATE (_txlock) takes the write lock when the transaction
-	// begins and waits busy_timeout for it: no statement fails later on a
-	// conflict, so no error is worth another try.
+	// BEGIN IMMEDIATE waits busy_timeout for the write lock up front, so
+	// no statement later fails on a conflict.
 	tx := sqltx.New(sqltx.DB(db, nil), sqltx.Settings{Name: "sqlite"})
 	st := &Store{db: db, driverDSN: driverDSN, tx: tx, pruneBatch: defaultPruneBatch}
 	st.seq = st.newSequences()
@@ -119,9 +106,8 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Migrations returns a goose provider for idgen's SQLite schema. It has a
-// connection of its own to the same file, which closing the provider closes;
-// the store stays open.
+// Migrations returns a goose provider for the SQLite schema on its own
+// connection; closing it leaves the store open.
 func (s *Store) Migrations() (*goose.Provider, error) {
 	db, err := sql.Open("sqlite", s.driverDSN)
 	if err != nil {
@@ -131,14 +117,12 @@ func (s *Store) Migrations() (*goose.Provider, error) {
 	return sqlstore.Migrations(migrations.DialectSQLite, db)
 }
 
-// SerializationRetries returns how many transactions the store has run
-// again: 0, since SQLite transactions take the write lock when they begin
-// and wait for it (busy_timeout) instead of failing on a conflict.
+// SerializationRetries returns 0: transactions wait for the write lock
+// instead of failing on a conflict.
 func (s *Store) SerializationRetries() int64 { return s.tx.Retries() }
 
-// inTx runs fn in a transaction, begun with BEGIN IMMEDIATE, and commits it;
-// a failed transaction is rolled back and not run again. Transactions that
-// return a value run through sqltx.Get(ctx, s.tx, …), the same runner.
+// inTx runs fn in a BEGIN IMMEDIATE transaction and commits it; a failure
+// rolls back and is not retried.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return s.tx.Run(ctx, fn)
 }

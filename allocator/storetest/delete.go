@@ -8,8 +8,8 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// testDeleteNamespace: a deleted namespace is gone for every call but
-// keeps its row, and deleting it again is NotFound.
+// testDeleteNamespace: a deleted namespace is gone but keeps its row;
+// deleting again is NotFound.
 func testDeleteNamespace(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	ns := createFresh(t, s, "orders")
@@ -52,8 +52,7 @@ func testDeleteNamespace(t *testing.T, s allocator.Store) {
 	if len(list) != 1 || list[0].Name != "other" {
 		t.Errorf("ListNamespaces after the deletion: got %d namespaces (%+v), want just other", len(list), list)
 	}
-	// The tombstone keeps its name: creating the namespace at its old start
-	// is refused with the max_id to start above.
+	// The tombstone refuses a restart at the old start.
 	ns.MaxID = 0
 	_, err = s.CreateNamespace(ctx, ns)
 	if !errors.Is(err, allocator.ErrInvalidNamespace) || !strings.Contains(err.Error(), "max_id 100") {
@@ -78,9 +77,8 @@ func testDeleteUnknown(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testReviveNamespace: creating a deleted namespace again revives its row
-// only above its max_id, with new settings, a version that goes on, and
-// fetches that start above every ID handed out before.
+// testReviveNamespace: a revival starts above the old max_id, with new
+// settings and the version going on.
 func testReviveNamespace(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	ns := sampleNamespace("orders")
@@ -137,9 +135,8 @@ func testReviveNamespace(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testReviveKeepsLimit: a revived namespace keeps the deleted one's
-// max_id_limit when that is the lower one (IDs its Snowflake fallback
-// served lie above it), and may not start above it.
+// testReviveKeepsLimit: a revival keeps the old max_id_limit when lower
+// and may not start above it.
 func testReviveKeepsLimit(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	ns := sampleNamespace("orders") // fallback snowflake, limit 2^50, max_id 41

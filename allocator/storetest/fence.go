@@ -16,9 +16,8 @@ type FencedStore interface {
 	allocator.RestoreFencer
 }
 
-// RunRestoreFence runs the restore-fence part of the suite
-// (allocator.RestoreFencer) against the stores open returns, on an empty,
-// migrated database of their own each. Every store passes it.
+// RunRestoreFence runs the restore-fence suite (allocator.RestoreFencer),
+// each store on its own empty, migrated database.
 func RunRestoreFence(t *testing.T, open func(t *testing.T) FencedStore) {
 	t.Helper()
 	for _, tc := range []struct {
@@ -54,8 +53,7 @@ func mustFence(t *testing.T, s FencedStore, req allocator.FenceRequest) allocato
 	return res
 }
 
-// testFreshStoreMark: a new store has an identity, generation 0 and no
-// fence ceiling, and marks what it holds.
+// testFreshStoreMark: a new store has an identity, generation 0, no fence.
 func testFreshStoreMark(t *testing.T, s FencedStore) {
 	m := mustMark(t, s)
 	if m.StoreID == "" || m.Generation != 0 || m.CeilingMS != 0 || len(m.Ceilings) != 0 || len(m.Counters) != 0 {
@@ -80,10 +78,8 @@ func testFreshStoreMark(t *testing.T, s FencedStore) {
 	}
 }
 
-// testFenceLeases: a fence takes every lease from its holder, raises every
-// ceiling to store time + ttl + offset (never lowering one above it),
-// records a fence event per row and bumps the generation; the holders'
-// heartbeats fail and the next claim starts above the fence's ceiling.
+// testFenceLeases: a fence takes every lease, raises every ceiling to store
+// time + ttl + offset, records an event per row and bumps the generation.
 func testFenceLeases(t *testing.T, s FencedStore) {
 	ctx := t.Context()
 	held := claim(t, s, allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 0, MaxWorkerID: 2, Holder: "node-a", TTL: longTTL,
@@ -154,9 +150,7 @@ func testFenceLeases(t *testing.T, s FencedStore) {
 	}
 }
 
-// testFenceCounters: every namespace counter moves by the gap, deleted
-// ones too, the version with it; a counter the gap would take past its
-// limit stops at the limit.
+// testFenceCounters: every counter moves by the gap, up to its limit.
 func testFenceCounters(t *testing.T, s FencedStore) {
 	ctx := t.Context()
 	plain := sampleNamespace("orders")
@@ -213,8 +207,7 @@ func testFenceCounters(t *testing.T, s FencedStore) {
 	}
 }
 
-// testFenceUpTo: with the operator's time, every ceiling is at least that
-// time; a ceiling above it stays.
+// testFenceUpTo: every ceiling is at least the operator's time.
 func testFenceUpTo(t *testing.T, s FencedStore) {
 	low := claim(t, s, allocator.ClaimRequest{DatacenterID: 2, MinWorkerID: 0, MaxWorkerID: 1, Holder: "a", TTL: longTTL, CeilingMS: 1})
 	high := claim(t, s, allocator.ClaimRequest{DatacenterID: 2, MinWorkerID: 0, MaxWorkerID: 1, Holder: "b", TTL: longTTL,
@@ -235,8 +228,7 @@ func testFenceUpTo(t *testing.T, s FencedStore) {
 	}
 }
 
-// testFenceNewRows: a worker row created after a fence starts at the
-// fence's ceiling, since a pool may have been widened after the backup.
+// testFenceNewRows: a row created after a fence starts at its ceiling.
 func testFenceNewRows(t *testing.T, s FencedStore) {
 	res := mustFence(t, s, allocator.FenceRequest{MaxTTL: 2 * time.Second, MaxClockOffset: time.Second, Gap: 1})
 	if len(res.Leases) != 0 {

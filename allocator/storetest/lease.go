@@ -13,8 +13,8 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// Lease durations of the tests. longTTL outlives any test; shortTTL expires
-// during one, and expiryWait bounds how long a test polls for that.
+// Lease durations: longTTL outlives any test, shortTTL expires within one
+// (polled for at most expiryWait).
 const (
 	longTTL    = time.Minute
 	shortTTL   = 400 * time.Millisecond
@@ -22,13 +22,10 @@ const (
 	pollEvery  = 50 * time.Millisecond
 )
 
-// ClaimConcurrently has claimers goroutines claim, all at once, a worker ID
-// of a fresh pool of pool IDs (claimers > pool), and checks that exactly
-// pool of them succeed, each with its own worker ID, that the others get
-// allocator.ErrNoWorkerAvailable, and that lease_events holds one acquire per
-// claim and never two for one worker at one fencing version. s must be a
-// fresh store. Store packages call it directly to check that the claims
-// collided in the database (their serialization retry counters).
+// ClaimConcurrently has claimers goroutines claim from a fresh pool of pool
+// IDs at once: exactly pool succeed with distinct IDs, the rest get
+// ErrNoWorkerAvailable, and the events hold one acquire per claim. s must
+// be fresh.
 func ClaimConcurrently(t *testing.T, s allocator.Store, claimers, pool int) {
 	t.Helper()
 	ctx := t.Context()
@@ -135,9 +132,8 @@ func testEnsureLayout(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testEnsureLayoutNarrow: a layout of fewer than 63 bits (the js53 preset)
-// is recorded and returned as it is, and a later, different layout gets it
-// back, so that the keeper refuses to start on the later one.
+// testEnsureLayoutNarrow: a narrow layout (js53) is recorded as it is, and
+// a later different layout gets it back.
 func testEnsureLayoutNarrow(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	js53, ok := snowflake.PresetLayout(snowflake.PresetJS53)
@@ -377,16 +373,13 @@ func testInvalidClaims(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testCeilingBounded proposes ceilings an hour ahead, as a node whose clock
-// is an hour fast would: the store keeps every claim's and heartbeat's
-// ceiling within store time + ttl + the allowed offset, keeps a smaller
-// proposal as it is, and never lowers a ceiling.
+// testCeilingBounded: ceilings proposed an hour ahead are bounded to store
+// time + ttl + offset; smaller ones stay; a ceiling is never lowered.
 func testCeilingBounded(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	const offset = 2 * time.Second
 	hourAhead := time.Now().Add(time.Hour).UnixMilli()
-	// bounded checks that ceiling is the bound computed from the store time
-	// at, to the millisecond.
+	// bounded checks ceiling is the bound from store time at, to the ms.
 	bounded := func(what string, ceiling int64, at time.Time, ttl, offset time.Duration) {
 		t.Helper()
 		bound := at.Add(ttl + offset).UnixMilli()
@@ -412,8 +405,7 @@ func testCeilingBounded(t *testing.T, s allocator.Store) {
 	}
 	bounded("heartbeat", l.CeilingMS, l.HeartbeatAt, longTTL, offset)
 
-	// With no offset allowed and a shorter ttl the bound lies below the
-	// stored ceiling, which stays: a ceiling is never lowered.
+	// A bound below the stored ceiling leaves it: never lowered.
 	hb.TTL, hb.MaxClockOffset = time.Second, 0
 	l2, _, err := s.Heartbeat(ctx, hb)
 	if err != nil {
@@ -497,9 +489,8 @@ func testHeartbeat(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testInvalidHeartbeatRelease: malformed heartbeats and releases of a
-// held lease are refused with an error that is not ErrLeaseLost (the
-// caller must not take them for a lost lease) and change nothing.
+// testInvalidHeartbeatRelease: malformed heartbeats and releases are
+// refused, not as ErrLeaseLost, and change nothing.
 func testInvalidHeartbeatRelease(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	l := claim(t, s, allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 0, MaxWorkerID: 0, Holder: "a", TTL: longTTL, CeilingMS: 100}).Lease
@@ -552,15 +543,13 @@ func testInvalidHeartbeatRelease(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testHeartbeatAfterExpiry checks that an expired lease can be neither
-// extended nor released, even when nobody took it over: a heartbeat and a
-// release agree on whether a lease is still held.
+// testHeartbeatAfterExpiry: an expired lease can be neither extended nor
+// released, even when not taken over.
 func testHeartbeatAfterExpiry(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	l := claim(t, s, allocator.ClaimRequest{DatacenterID: 5, MinWorkerID: 0, MaxWorkerID: 0, Holder: "a", TTL: shortTTL, CeilingMS: 10}).Lease
 
-	// Read database time, a bounded number of times, through claims in
-	// another pool, until it has passed the lease's expiry.
+	// Poll database time via claims elsewhere until past the expiry.
 	probe := allocator.ClaimRequest{DatacenterID: 6, MinWorkerID: 0, MaxWorkerID: 0, Holder: "probe", TTL: longTTL}
 	deadline := time.Now().Add(expiryWait)
 	for claim(t, s, probe).DBNow.Before(l.ExpiresAt.Add(time.Millisecond)) {
@@ -594,8 +583,7 @@ func testExpiryTakeover(t *testing.T, s allocator.Store) {
 	req := allocator.ClaimRequest{DatacenterID: 4, MinWorkerID: 1, MaxWorkerID: 1, Holder: "old", TTL: shortTTL, CeilingMS: 700}
 	old := claim(t, s, req).Lease
 
-	// Wait, a bounded number of times, until the database lets another
-	// holder take the expired lease.
+	// Poll until another holder can take the expired lease.
 	req.Holder, req.TTL, req.CeilingMS = "new", longTTL, 600
 	var (
 		res allocator.ClaimResult
@@ -696,10 +684,7 @@ func testRelease(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testReleaseNeverRaises: a release with a last timestamp above the
-// committed ceiling, such as an hour ahead, is refused and changes nothing,
-// so that no release can push a ceiling past the bound claims and
-// heartbeats keep.
+// testReleaseNeverRaises: a release above the ceiling is refused.
 func testReleaseNeverRaises(t *testing.T, s allocator.Store) {
 	l := claim(t, s, allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 0, MaxWorkerID: 0, Holder: "a", TTL: longTTL, CeilingMS: 1000}).Lease
 	for _, last := range []int64{1001, time.Now().Add(time.Hour).UnixMilli()} {
@@ -800,7 +785,6 @@ func testLeaseEventsPaging(t *testing.T, s allocator.Store) {
 	}
 }
 
-// claim claims or fails the test.
 func claim(t *testing.T, s allocator.Store, req allocator.ClaimRequest) allocator.ClaimResult {
 	t.Helper()
 	res, err := s.Claim(t.Context(), req)
@@ -810,8 +794,7 @@ func claim(t *testing.T, s allocator.Store, req allocator.ClaimRequest) allocato
 	return res
 }
 
-// release releases l with last as the last timestamp used, or fails the
-// test. It returns the ceiling left behind.
+// release releases l with last timestamp last, returning the ceiling left.
 func release(t *testing.T, s allocator.Store, l allocator.Lease, last int64) int64 {
 	t.Helper()
 	c, err := s.Release(t.Context(), allocator.ReleaseRequest{Key: l.LeaseKey, Holder: l.Holder, FencingVersion: l.FencingVersion,
@@ -831,9 +814,7 @@ func listLeases(t *testing.T, s allocator.Store) []allocator.Lease {
 	return leases
 }
 
-// AllLeaseEvents returns every lease event s has recorded, oldest first,
-// reading in pages of 100 (so that a suite's few dozen events take more
-// than one page). It fails the test if a read fails.
+// AllLeaseEvents returns every event of s, oldest first, in pages of 100.
 func AllLeaseEvents(t testing.TB, s allocator.LeaseAdmin) []allocator.LeaseEvent {
 	t.Helper()
 	var all []allocator.LeaseEvent
@@ -850,9 +831,8 @@ func AllLeaseEvents(t testing.TB, s allocator.LeaseAdmin) []allocator.LeaseEvent
 	}
 }
 
-// checkFreshLease checks the times of a lease just claimed with ttl: all
-// database time, acquired_at = heartbeat_at = the claim's time, expiring ttl
-// later, not released.
+// checkFreshLease checks a just-claimed lease's times: acquired = heartbeat
+// = claim time, expiring ttl later, not released.
 func checkFreshLease(t *testing.T, res allocator.ClaimResult, ttl time.Duration) {
 	t.Helper()
 	l := res.Lease
@@ -870,10 +850,8 @@ func checkFreshLease(t *testing.T, res allocator.ClaimResult, ttl time.Duration)
 	}
 }
 
-// plausible reports whether a database time is in UTC and lies within an
-// hour of this machine's clock. The test databases run on this machine or
-// next to it, so a time further off means that a time zone was applied twice
-// or not at all; this is no measure of clock offset.
+// plausible reports whether a database time is UTC and within an hour of
+// ours: further off means a zone applied twice or not at all.
 func plausible(t time.Time) bool {
 	d := time.Since(t)
 	return t.Location() == time.UTC && d < time.Hour && d > -time.Hour

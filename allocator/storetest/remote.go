@@ -11,13 +11,10 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// This file checks what the lease API for remote holders rests on: the
-// floor a claim records and the release rule built on it, owners and
-// request IDs in the rows and the audit trail, eviction, and the events
-// reader and its pruning.
+// The lease API's groundwork: floors and the release rule, owners and
+// request IDs, eviction, and the events reader and pruning.
 
-// testClaimRecordsFloor: every claim sets the floor one above the ceiling
-// it found, whether the row was fresh, released or taken over.
+// testClaimRecordsFloor: a claim's floor is one above the ceiling found.
 func testClaimRecordsFloor(t *testing.T, s allocator.Store) {
 	req := allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 0, MaxWorkerID: 0, Holder: "a", TTL: longTTL, CeilingMS: 1000}
 	first := claim(t, s, req)
@@ -45,9 +42,8 @@ func testClaimRecordsFloor(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testReleaseLastTimestamp: a release leaves the larger of the last
-// timestamp used and floor − 1, and returns it; one that issued nothing
-// leaves the previous holder's ceiling, never less.
+// testReleaseLastTimestamp: a release leaves max(last, floor − 1); one
+// that issued nothing leaves the previous ceiling.
 func testReleaseLastTimestamp(t *testing.T, s allocator.Store) {
 	pool := allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 0, MaxWorkerID: 0, TTL: longTTL}
 	step := func(holder string, ceiling, last, wantFloor, wantLeft int64) {
@@ -77,10 +73,8 @@ func testReleaseLastTimestamp(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testReleaseBelowFloor: a last timestamp the holder cannot have used (in
-// (0, floor), or above its committed ceiling) is refused with
-// ErrInvalidRelease; the row, the lease and the events stay as they were,
-// and the holder can still release properly.
+// testReleaseBelowFloor: an impossible last timestamp is refused with
+// ErrInvalidRelease, changing nothing.
 func testReleaseBelowFloor(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	pool := allocator.ClaimRequest{DatacenterID: 1, MinWorkerID: 2, MaxWorkerID: 2, TTL: longTTL}
@@ -112,10 +106,8 @@ func testReleaseBelowFloor(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testOwnerAndRequestID: a claim writes its owner to the row and both to
-// its event; a release clears the owner and records both; a claim without
-// an owner (idgen's own node) leaves the owner NULL, even on a row a
-// remote holder had.
+// testOwnerAndRequestID: claims and releases record owner and request ID;
+// a node's claim leaves the owner NULL.
 func testOwnerAndRequestID(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	req := allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 0, MaxWorkerID: 0, Holder: "orders-api/h1", TTL: longTTL,
@@ -185,10 +177,8 @@ func testOwnerAndRequestID(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testEvict: an eviction bumps the fencing version, frees the row at once
-// and keeps its ceiling; the evicted holder's heartbeat and release fail;
-// the next holder starts above the evicted holder's ceiling; the event
-// names the evicted holder, the operator and the request.
+// testEvict: an eviction bumps the version, frees the row keeping its
+// ceiling, fences out the holder and records who and why.
 func testEvict(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	res := claim(t, s, allocator.ClaimRequest{DatacenterID: 2, MinWorkerID: 5, MaxWorkerID: 5, Holder: "orders-api/h1", TTL: longTTL,
@@ -257,9 +247,7 @@ func testEvict(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testEvictRefused: nothing to evict (a free row, a row that does not
-// exist), a version that moved on, and malformed requests are refused and
-// change nothing.
+// testEvictRefused: impossible or malformed evictions change nothing.
 func testEvictRefused(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	held := claim(t, s, allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 0, MaxWorkerID: 1, Holder: "a", TTL: longTTL, CeilingMS: 500}).Lease
@@ -303,9 +291,8 @@ func testEvictRefused(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testLeaseEventsFilter records events of several workers, holders,
-// owners and kinds at distinct times, and checks every filter, alone and
-// together, against the same filter applied to all events, paging included.
+// testLeaseEventsFilter checks every filter, alone and together, with
+// paging, against filtering all events.
 func testLeaseEventsFilter(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	kinds := []allocator.EventKind{allocator.EventAcquire, allocator.EventTakeover, allocator.EventRelease, allocator.EventLost, allocator.EventEvict}
@@ -376,8 +363,7 @@ func testLeaseEventsFilter(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testPruneLeaseEvents: a prune deletes exactly the events before its time
-// and reports how many; IDs are not used again after it.
+// testPruneLeaseEvents: a prune deletes the older events; IDs stay unique.
 func testPruneLeaseEvents(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	for i := range 9 {
@@ -407,8 +393,7 @@ func testPruneLeaseEvents(t *testing.T, s allocator.Store) {
 	if n, err := s.PruneLeaseEvents(ctx, all[3].At); n != 0 || err != nil {
 		t.Errorf("the same prune again: got %d, %v; want 0, nil", n, err)
 	}
-	// Prune everything, then record: the new event's ID is above every
-	// pruned one, so that a reader paging by ID misses nothing.
+	// A new event's ID is above every pruned one.
 	if n, err := s.PruneLeaseEvents(ctx, time.Now().Add(time.Hour)); n != 6 || err != nil {
 		t.Errorf("PruneLeaseEvents(an hour ahead): got %d, %v; want 6, nil", n, err)
 	}
@@ -443,8 +428,7 @@ func filterEvents(events []allocator.LeaseEvent, f allocator.LeaseEventFilter) [
 	return out
 }
 
-// readAll reads every event f selects, in pages of limit, checking that no
-// page is longer than limit.
+// readAll reads the events f selects in pages of at most limit.
 func readAll(t *testing.T, s allocator.Store, f allocator.LeaseEventFilter, limit int) []allocator.LeaseEvent {
 	t.Helper()
 	var all []allocator.LeaseEvent
@@ -467,8 +451,7 @@ func readAll(t *testing.T, s allocator.Store, f allocator.LeaseEventFilter, limi
 	return nil
 }
 
-// sameEvents reports whether got and want hold the same events in the same
-// order, comparing every field.
+// sameEvents reports whether got and want are equal, field by field.
 func sameEvents(got, want []allocator.LeaseEvent) bool {
 	return slices.EqualFunc(got, want, func(a, b allocator.LeaseEvent) bool {
 		return a.ID == b.ID && a.LeaseKey == b.LeaseKey && a.Holder == b.Holder && a.FencingVersion == b.FencingVersion &&
@@ -517,11 +500,8 @@ func describe(f allocator.LeaseEventFilter) string {
 	return "{" + strings.Join(parts, ", ") + "}"
 }
 
-// PruneInBatches checks that PruneLeaseEvents goes on past its first batch:
-// s must be a fresh store whose prune deletes batch events per statement
-// (store packages set it small for this test). It records 2×batch + 1
-// events and one more after them, and checks that a prune at the last one's
-// time deletes exactly the 2×batch + 1 before it, and says so.
+// PruneInBatches checks PruneLeaseEvents goes past its first batch: s must
+// be fresh with a prune batch of batch; 2×batch + 1 events are pruned.
 func PruneInBatches(t *testing.T, s allocator.Store, batch int) {
 	t.Helper()
 	ctx := t.Context()
@@ -556,12 +536,9 @@ var (
 	secretB = strings.Repeat("b2", allocator.SecretHashLen/2)
 )
 
-// testOwnerAndSecretFence: a heartbeat or release matches a row only with
-// the owner and the secret hash its claim wrote, besides the holder and
-// the fencing version; a mismatch is a lost lease (ErrLeaseSecret too: the
-// holder still holds it) and changes nothing. A node's row (no owner, no
-// secret) is matched only by a request without either, and the secret goes
-// with the holder at release and eviction.
+// testOwnerAndSecretFence: heartbeats and releases match only the owner
+// and secret hash of the claim; a mismatch is a lost lease (also
+// ErrLeaseSecret) and changes nothing.
 func testOwnerAndSecretFence(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	api := claim(t, s, allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 0, MaxWorkerID: 0, Holder: "api:svc/h1", TTL: longTTL,
@@ -617,8 +594,7 @@ func testOwnerAndSecretFence(t *testing.T, s allocator.Store) {
 		t.Errorf("got %d events, want 2 claims and 2 releases (refused calls record none)", n)
 	}
 
-	// The secret goes with the holder: after a release, and after an
-	// eviction, a node claims the row and is matched without any secret.
+	// The secret goes with the holder at release and eviction.
 	for _, evict := range []bool{false, true} {
 		res := claim(t, s, allocator.ClaimRequest{DatacenterID: 1, MinWorkerID: 0, MaxWorkerID: 0, Holder: "api:svc/h2", TTL: longTTL,
 			Owner: "svc", SecretHash: secretB})
@@ -638,9 +614,8 @@ func testOwnerAndSecretFence(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testNodeHolderNeverAPIHolder: a claim of its own again counts only for
-// the same holder with the same owner, so that a lease-API caller whose
-// holder name equals a node's cannot claim the node's live lease.
+// testNodeHolderNeverAPIHolder: a lease-API caller named like a node
+// cannot reclaim the node's live lease.
 func testNodeHolderNeverAPIHolder(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	req := allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 3, MaxWorkerID: 3, Holder: "svc/node1", TTL: longTTL, CeilingMS: 100}
@@ -655,10 +630,9 @@ func testNodeHolderNeverAPIHolder(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testMaxOwnerLeases: a claim with MaxOwnerLeases fails with
-// ErrTooManyLeases, changing nothing, once its owner holds that many live
-// leases; the holder's own lease claimed again, expired leases, other
-// owners' leases and nodes' leases do not count.
+// testMaxOwnerLeases: MaxOwnerLeases refuses with ErrTooManyLeases once
+// the owner holds that many live leases (reclaims, expired, others' and
+// nodes' leases do not count).
 func testMaxOwnerLeases(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	capped := func(holder string, dc int64, ttl time.Duration) allocator.ClaimRequest {
@@ -701,8 +675,7 @@ func testMaxOwnerLeases(t *testing.T, s allocator.Store) {
 	other := capped("api:other/h2", 0, longTTL)
 	other.Owner = "other"
 	claim(t, s, other)
-	// A released lease no longer counts: with svc at 3 live leases, one
-	// released leaves 2, still the cap; two released leave room for one.
+	// Releasing makes room under the cap.
 	if _, err := s.Release(ctx, allocator.ReleaseRequest{Key: again.LeaseKey, Holder: again.Holder, FencingVersion: again.FencingVersion,
 		Owner: "svc", SecretHash: secretA}); err != nil {
 		t.Fatalf("Release: %v", err)

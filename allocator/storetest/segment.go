@@ -15,8 +15,7 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// sampleNamespace is a valid namespace with settings unlike the defaults,
-// so that a store dropping a field shows.
+// sampleNamespace is a namespace unlike the defaults, to catch a lost field.
 func sampleNamespace(name string) allocator.Namespace {
 	return allocator.Namespace{
 		Name:        name,
@@ -31,7 +30,6 @@ func sampleNamespace(name string) allocator.Namespace {
 	}
 }
 
-// mustCreate creates ns or fails the test.
 func mustCreate(t *testing.T, s allocator.Store, ns allocator.Namespace) allocator.Namespace {
 	t.Helper()
 	got, err := s.CreateNamespace(t.Context(), ns)
@@ -41,9 +39,7 @@ func mustCreate(t *testing.T, s allocator.Store, ns allocator.Namespace) allocat
 	return got
 }
 
-// createFresh creates sampleNamespace(name) with no ID handed out yet
-// (max_id 0), so that the first fetch starts at 1, and returns the
-// namespace it asked for.
+// createFresh creates sampleNamespace(name) at max_id 0.
 func createFresh(t *testing.T, s allocator.Store, name string) allocator.Namespace {
 	t.Helper()
 	ns := sampleNamespace(name)
@@ -52,7 +48,6 @@ func createFresh(t *testing.T, s allocator.Store, name string) allocator.Namespa
 	return ns
 }
 
-// mustGet reads a namespace or fails the test.
 func mustGet(t *testing.T, s allocator.Store, name string) allocator.Namespace {
 	t.Helper()
 	got, err := s.GetNamespace(t.Context(), name)
@@ -62,7 +57,6 @@ func mustGet(t *testing.T, s allocator.Store, name string) allocator.Namespace {
 	return got
 }
 
-// mustFetch fetches n IDs or fails the test.
 func mustFetch(t *testing.T, s allocator.Store, name string, n int64) allocator.Segment {
 	t.Helper()
 	seg, err := s.FetchSegment(t.Context(), name, n)
@@ -72,8 +66,7 @@ func mustFetch(t *testing.T, s allocator.Store, name string, n int64) allocator.
 	return seg
 }
 
-// settingsDiff lists the fields other than the times in which got differs
-// from want, or returns "".
+// settingsDiff lists the non-time fields where got differs from want.
 func settingsDiff(got, want allocator.Namespace) string {
 	var d []string
 	add := func(field string, g, w any) {
@@ -120,9 +113,7 @@ func namespaceDiff(got, want allocator.Namespace) string {
 
 func testNamespaceRoundTrip(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
-	// Names that sort differently under byte order and under a
-	// locale-aware collation (which skips punctuation): ListNamespaces
-	// must use byte order in every database.
+	// Byte order differs from locale collation here; stores must use bytes.
 	names := []string{"ab", "a_c", "a.b", "a0", "a-b", "orders.eu-1"}
 	in := sampleNamespace("")
 	// The store owns version and the times: what the caller puts there is ignored.
@@ -147,9 +138,7 @@ func testNamespaceRoundTrip(t *testing.T, s allocator.Store) {
 		if got.CreatedAt.Location() != time.UTC {
 			t.Errorf("CreateNamespace(%q): CreatedAt in %v, want UTC", name, got.CreatedAt.Location())
 		}
-		// Database time and the test's clock are on one machine (or one
-		// host and its containers); an hour apart means the store read the
-		// time in the wrong zone or ignored the caller's value wrongly.
+		// Within an hour, else a zone was mishandled.
 		if off := time.Since(got.CreatedAt).Abs(); off > time.Hour {
 			t.Errorf("CreateNamespace(%q): CreatedAt %v is %v away from now, want database time", name, got.CreatedAt, off)
 		}
@@ -243,8 +232,7 @@ func testUpdateNamespace(t *testing.T, s allocator.Store) {
 
 func testUpdateBumpsUpdatedAt(t *testing.T, s allocator.Store) {
 	created := mustCreate(t, s, sampleNamespace("orders"))
-	// Database clocks tick in micro- or milliseconds; update until the
-	// clock has moved past the creation time (the first try nearly always).
+	// Update until the database clock has moved past creation.
 	for try := range 50 {
 		time.Sleep(2 * time.Millisecond)
 		got, err := s.UpdateNamespace(t.Context(), "orders", allocator.NamespaceUpdate{Description: new(fmt.Sprint("try ", try))})
@@ -416,8 +404,7 @@ func testConsecutiveFetches(t *testing.T, s allocator.Store) {
 	}
 }
 
-// mustRefuseFetches fetches each count of IDs of namespace name, wanting
-// an error wrapping want, no range, and the row left as before.
+// mustRefuseFetches wants every fetch refused with want, the row unchanged.
 func mustRefuseFetches(t *testing.T, s allocator.Store, name string, before allocator.Namespace, want error, counts ...int64) {
 	t.Helper()
 	for _, n := range counts {
@@ -457,8 +444,7 @@ func testFetchOverflow(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testFetchLimit fetches up to a namespace's max_id_limit: exactly, never
-// past it, and never shortened.
+// testFetchLimit fetches up to max_id_limit exactly, never past or short.
 func testFetchLimit(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	ns := sampleNamespace("orders")
@@ -484,8 +470,7 @@ func testFetchLimit(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testLimitConstraints checks the table's constraints on max_id_limit: the
-// Snowflake fallback needs one, and max_id may not lie above it.
+// testLimitConstraints: the table's constraints on max_id_limit.
 func testLimitConstraints(t *testing.T, s allocator.Store) {
 	tests := []struct {
 		name   string
@@ -522,8 +507,8 @@ func testLimitConstraints(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testUpdateLimit checks that an update sets max_id_limit only where there
-// is none, and that the constraints hold for the row after the change.
+// testUpdateLimit: an update sets max_id_limit only where none is set, and
+// the constraints hold.
 func testUpdateLimit(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	ns := sampleNamespace("orders")
@@ -622,10 +607,8 @@ func testConcurrentFetches(t *testing.T, s allocator.Store) {
 
 	all := slices.Concat(results...)
 	slices.SortFunc(all, func(a, b allocator.Segment) int { return cmp.Compare(a.First, b.First) })
-	// Ranges are adjacent and disjoint from start on, and since each fetch
-	// increments the version once, the version each fetch read back rises
-	// by one from range to range: the row each fetch returned is the one it
-	// left, not a neighbour's.
+	// Adjacent, disjoint ranges, each version one above the previous: each
+	// fetch got back the row it wrote.
 	next := int64(start)
 	for i, seg := range all {
 		if seg.First != next {
@@ -647,14 +630,10 @@ func testConcurrentFetches(t *testing.T, s allocator.Store) {
 // fetchTries bounds the tries of one fetch in fetchAgainOnFailure.
 const fetchTries = 10
 
-// fetchAgainOnFailure fetches n IDs of name, trying again, up to
-// fetchTries times, after a failure that another try may cure. Sixteen
-// fetches queued on one row's lock can wait longer than the store waits for
-// it on a loaded machine (MySQL's innodb_lock_wait_timeout, SQLite's busy
-// timeout), and the fetch then fails having written nothing, as
-// allocator.SegmentStore allows: the segment allocator fetches again, and
-// so does the test. A failed fetch that wrote anyway would leave a gap,
-// which the checks of the ranges catch.
+// fetchAgainOnFailure fetches, retrying up to fetchTries times: on a
+// loaded machine queued fetches can exceed the lock wait and fail without
+// writing, which the contract allows. A failed fetch that wrote would
+// leave a gap, caught by the range checks.
 func fetchAgainOnFailure(ctx context.Context, s allocator.Store, name string, n int64) (allocator.Segment, error) {
 	for try := 1; ; try++ {
 		seg, err := s.FetchSegment(ctx, name, n)
@@ -729,11 +708,9 @@ func testReturnTailStale(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testStrictRevision checks the revision a fetch gives a strict namespace's
-// callers (the row's version after the fetch, see
-// allocator.SegmentStore.FetchSegment): it grows with every fetch and no
-// two fetches get the same one, across a tail return, mode and step
-// changes, a refused fetch, a deletion and revival, and concurrent fetches.
+// testStrictRevision: a strict namespace's revision grows with every fetch
+// and is never shared, across tail returns, setting changes, refusals,
+// deletion and revival, and concurrency.
 func testStrictRevision(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	ns := sampleNamespace("invoices") // strict
@@ -757,8 +734,7 @@ func testStrictRevision(t *testing.T, s allocator.Store) {
 		check(fmt.Sprintf("fetch %d", i), mustFetch(t, s, "invoices", 1))
 	}
 
-	// The namespace turns buffered, a node takes a range and gives its
-	// tail back, and the namespace turns strict again with a new step.
+	// Buffered, a tail given back, strict again with a new step.
 	buffered, strict := allocator.ModeBuffered, allocator.ModeStrict
 	if _, err := s.UpdateNamespace(ctx, "invoices", allocator.NamespaceUpdate{Mode: &buffered}); err != nil {
 		t.Fatalf("UpdateNamespace(buffered): %v", err)
@@ -823,10 +799,8 @@ func testStrictRevision(t *testing.T, s allocator.Store) {
 	}
 }
 
-// testNamespaceStride: a namespace's stride and offset are stored and read
-// back by every call; the counter counts slots as without them; and a
-// fetch never moves it past the last slot whose ID (slot×stride+offset)
-// fits an int64, even without a max_id_limit.
+// testNamespaceStride: stride and offset round-trip; the counter counts
+// slots; a fetch never passes the last slot whose ID fits an int64.
 func testNamespaceStride(t *testing.T, s allocator.Store) {
 	ctx := t.Context()
 	ns := sampleNamespace("orders")

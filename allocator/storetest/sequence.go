@@ -17,10 +17,8 @@ type SequenceStore interface {
 	sequence.TimeShifter
 }
 
-// RunSequences runs the sequence suite against the stores open returns:
-// each on an empty, migrated database of its own, closed when t ends.
-// Period boundaries and expiries are crossed by moving the store's time
-// (ShiftTime), never by waiting.
+// RunSequences runs the sequence suite, each store on its own empty,
+// migrated database; time moves by ShiftTime, never by waiting.
 func RunSequences(t *testing.T, open func(t *testing.T) SequenceStore) {
 	t.Helper()
 	for _, tc := range sequenceSuite {
@@ -70,7 +68,6 @@ func mustCreateSequence(t *testing.T, s SequenceStore, seq sequence.Sequence) se
 	return got
 }
 
-// reserve reserves count numbers for caller or fails the test.
 func reserve(t *testing.T, s SequenceStore, name, caller string, counts ...int) []sequence.Reservation {
 	t.Helper()
 	reqs := make([]sequence.Request, len(counts))
@@ -124,9 +121,8 @@ func ledger(t *testing.T, s SequenceStore, name string) []sequence.Entry {
 	return nil
 }
 
-// checkGapFree checks the auditor's invariant: per period, the ledger
-// holds every number from start to the period's last, each once, and no
-// formatted number twice.
+// checkGapFree checks that per period the ledger holds every number from
+// start once and no formatted number twice.
 func checkGapFree(t *testing.T, entries []sequence.Entry, start int64) map[string]int64 {
 	t.Helper()
 	last := map[string]int64{}
@@ -256,10 +252,8 @@ func testSequenceUnknown(t *testing.T, s SequenceStore) {
 	}
 }
 
-// testSequenceDailyDST crosses midnight in Berlin on both sides of the
-// autumn change (25 October 2026, CEST +2 to CET +1): the first midnight at
-// 22:00 UTC, the next at 23:00 UTC. Each new day restarts at the start
-// value.
+// testSequenceDailyDST crosses Berlin midnight on both sides of the autumn
+// change (22:00 then 23:00 UTC); each day restarts at start.
 func testSequenceDailyDST(t *testing.T, s SequenceStore) {
 	mustCreateSequence(t, s, sequence.Sequence{Name: "day", Format: "{yyMMdd}{seq:05}", Reset: sequence.ResetDaily, Zone: "Europe/Berlin", Start: 100})
 	steps := []struct {
@@ -457,113 +451,84 @@ func testSequenceStatus(t *testing.T, s SequenceStore) {
 	}
 }
 
-// testSequenceConcurrent reserves from many goroutines at once: every
-// number is issued once, each reservation's numbers are consecutive, and
-// the ledger holds 1..N.
+// testSequenceConcurrent: concurrent reservations are unique, consecutive
+// and the ledger holds 1..N.
 func testSequenceConcurrent(t *testing.T, s SequenceStore) {
 	mustCreateSequence(t, s, sequence.Sequence{Name: "c", Format: "C{seq:08}"})
-	const workers, each = 8, 15
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		seen = map[int64]string{}
-		errs []error
-	)
-	for w := range workers {
-		wg.Go(func() {
-			for i := range each {
-				id := fmt.Sprintf("w%d-%d", w, i)
-				got, err := s.Reserve(t.Context(), "c", []sequence.Request{{ID: id, Count: 1 + i%3, Caller: "w"}})
-				mu.Lock()
-				if err != nil {
-					errs = append(errs, err)
-				} else {
-					for _, n := range got[0].Numbers() {
-						if prev, dup := seen[n]; dup {
-							errs = append(errs, fmt.Errorf("number %d given to %s and %s", n, prev, id))
-						}
-						seen[n] = id
-					}
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		t.Error(err)
-	}
-	entries := ledger(t, s, "c")
-	if len(entries) != len(seen) {
-		t.Errorf("ledger: %d rows, want %d numbers handed out", len(entries), len(seen))
-	}
-	checkGapFree(t, entries, 1)
-	for _, e := range entries {
-		if seen[e.Number] != e.ReservationID {
-			t.Errorf("number %d: ledger says %s, the caller got it under %s", e.Number, e.ReservationID, seen[e.Number])
+	reserveConcurrently(t, s, "c", 8, 15, func(w, i int) (sequence.Reservation, error) {
+		got, err := s.Reserve(t.Context(), "c", []sequence.Request{{ID: fmt.Sprintf("w%d-%d", w, i), Count: 1 + i%3, Caller: "w"}})
+		if err != nil {
+			return sequence.Reservation{}, err
 		}
-	}
+		return got[0], nil
+	})
 }
 
-// testSequenceService reserves through a sequence.Service (a node) from
-// many goroutines: every caller gets consecutive numbers, none twice, the
-// ledger holds 1..N under the callers' reservations, and the node needed
-// no more round trips than reservations.
+// testSequenceService: the same through a sequence.Service, with no more
+// round trips than reservations.
 func testSequenceService(t *testing.T, s SequenceStore) {
 	mustCreateSequence(t, s, sequence.Sequence{Name: "svc", Format: "S{seq:08}"})
 	svc := sequence.NewService(s, sequence.Settings{})
 	const callers, each = 16, 10
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		seen = map[int64]string{}
-		errs []error
-	)
-	for c := range callers {
-		wg.Go(func() {
-			caller := fmt.Sprintf("c%d", c)
-			for i := range each {
-				r, err := svc.Reserve(t.Context(), "svc", 1+(c+i)%4, caller, "")
-				mu.Lock()
-				if err != nil {
-					errs = append(errs, err)
-				} else {
-					for _, n := range r.Numbers() {
-						if prev, dup := seen[n]; dup {
-							errs = append(errs, fmt.Errorf("number %d given to %s and %s", n, prev, r.ID))
-						}
-						seen[n] = r.ID
-					}
-					if r.Caller != caller {
-						errs = append(errs, fmt.Errorf("reservation %s: caller %q, want %q", r.ID, r.Caller, caller))
-					}
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		t.Error(err)
-	}
-	entries := ledger(t, s, "svc")
-	if len(entries) != len(seen) {
-		t.Errorf("ledger: %d rows, want %d numbers handed out", len(entries), len(seen))
-	}
-	checkGapFree(t, entries, 1)
-	for _, e := range entries {
-		if seen[e.Number] != e.ReservationID {
-			t.Errorf("number %d: ledger says %s, the caller got it under %s", e.Number, e.ReservationID, seen[e.Number])
+	reserveConcurrently(t, s, "svc", callers, each, func(c, i int) (sequence.Reservation, error) {
+		caller := fmt.Sprintf("c%d", c)
+		r, err := svc.Reserve(t.Context(), "svc", 1+(c+i)%4, caller, "")
+		if err == nil && r.Caller != caller {
+			t.Errorf("reservation %s: caller %q, want %q", r.ID, r.Caller, caller)
 		}
-	}
+		return r, err
+	})
 	if trips := svc.RoundTrips(); trips > callers*each {
 		t.Errorf("%d round trips for %d reservations", trips, callers*each)
 	}
 }
 
-// testSequenceExpireDue: a node's sweep (Service.ExpireDue) expires the
-// due reservations of every sequence, with no read of the ledger: after
-// it, nothing is left for ExpireReservations to do.
+// reserveConcurrently runs reserve(g, i) for i < each in n goroutines g,
+// then checks that no number went out twice and the ledger of name holds
+// exactly the numbers handed out, under their reservations.
+func reserveConcurrently(t *testing.T, s SequenceStore, name string, n, each int, reserve func(g, i int) (sequence.Reservation, error)) {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		seen = map[int64]string{}
+		errs []error
+	)
+	for g := range n {
+		wg.Go(func() {
+			for i := range each {
+				r, err := reserve(g, i)
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					for _, num := range r.Numbers() {
+						if prev, dup := seen[num]; dup {
+							errs = append(errs, fmt.Errorf("number %d given to %s and %s", num, prev, r.ID))
+						}
+						seen[num] = r.ID
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		t.Error(err)
+	}
+	entries := ledger(t, s, name)
+	if len(entries) != len(seen) {
+		t.Errorf("ledger: %d rows, want %d numbers handed out", len(entries), len(seen))
+	}
+	checkGapFree(t, entries, 1)
+	for _, e := range entries {
+		if seen[e.Number] != e.ReservationID {
+			t.Errorf("number %d: ledger says %s, the caller got it under %s", e.Number, e.ReservationID, seen[e.Number])
+		}
+	}
+}
+
+// testSequenceExpireDue: Service.ExpireDue leaves nothing due.
 func testSequenceExpireDue(t *testing.T, s SequenceStore) {
 	for _, name := range []string{"a", "b"} {
 		seq := invoiceSequence(name)
@@ -629,10 +594,8 @@ func prunedBefore(t *testing.T, s SequenceStore, name string) string {
 	return seq.PrunedBefore
 }
 
-// testSequencePrune prunes closed periods: a dry run counts and deletes
-// nothing, a prune deletes exactly the periods before its period, records
-// how far, never moves that mark back, and keeps the counters, so that
-// the current period goes on where it was.
+// testSequencePrune: a dry run deletes nothing; a prune deletes exactly
+// the earlier periods, never moves its mark back, and keeps counters.
 func testSequencePrune(t *testing.T, s SequenceStore) {
 	mustCreateSequence(t, s, monthlySequence("m"))
 	moveTo(t, s, "m", time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC))
@@ -700,9 +663,7 @@ func testSequencePrune(t *testing.T, s SequenceStore) {
 	}
 }
 
-// testSequencePruneRefusals: an unknown sequence, one that never resets,
-// a malformed period, one of the wrong granularity and one later than the
-// current period are refused, and nothing changes.
+// testSequencePruneRefusals: invalid prunes are refused, changing nothing.
 func testSequencePruneRefusals(t *testing.T, s SequenceStore) {
 	mustCreateSequence(t, s, monthlySequence("m"))
 	mustCreateSequence(t, s, sequence.Sequence{Name: "flat", Format: "F{seq:04}"})
@@ -729,8 +690,7 @@ func testSequencePruneRefusals(t *testing.T, s SequenceStore) {
 		{"text", "m", "last-year", sequence.ErrInvalid},
 		{"later than the current period", "m", "2026-04", sequence.ErrInvalid},
 		{"a later year", "m", "2027-01", sequence.ErrInvalid},
-		// The current period is decided in the sequence's zone: 1 April
-		// in Berlin, while UTC still reads 31 March.
+		// The current period is in the zone: 1 April in Berlin.
 		{"day after the current one", "d", "2026-04-02", sequence.ErrInvalid},
 		{"30 February", "d", "2026-02-30", sequence.ErrInvalid},
 	}
@@ -753,9 +713,8 @@ func testSequencePruneRefusals(t *testing.T, s SequenceStore) {
 	}
 }
 
-// testSequencePruneOpen: a period that closed while a reservation of it
-// is still open is not pruned until that reservation is settled or
-// expired; a due one is expired, then pruned.
+// testSequencePruneOpen: a closed period with an open reservation is not
+// pruned until it is settled or expired.
 func testSequencePruneOpen(t *testing.T, s SequenceStore) {
 	mustCreateSequence(t, s, monthlySequence("m"))
 	moveTo(t, s, "m", time.Date(2026, 1, 31, 23, 59, 30, 0, time.UTC))

@@ -1,6 +1,5 @@
-// Package storetest is the behavioural suite every allocator.Store must pass:
-// Postgres, MySQL, SQLite and etcd run the same tests, so that they behave
-// alike by construction and the allocator can rely on one contract.
+// Package storetest is the behavioural suite every allocator.Store must
+// pass, so that all stores behave alike under one contract.
 //
 // A store package's test calls Run with a function that opens a store on a
 // fresh, migrated database (see internal/testdb):
@@ -13,8 +12,7 @@
 //		})
 //	}
 //
-// Every subtest opens its own store and closes nothing: open registers the
-// cleanup.
+// Every subtest opens its own store; open registers the cleanup.
 package storetest
 
 import (
@@ -23,9 +21,8 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// Run runs the whole suite against the stores open returns. open must return
-// a store on an empty, migrated database of its own, and close it when t
-// ends.
+// Run runs the whole suite. open must return a store on an empty, migrated
+// database of its own, closed when t ends.
 func Run(t *testing.T, open func(t *testing.T) allocator.Store) {
 	t.Helper()
 	for _, tc := range suite {
@@ -33,8 +30,7 @@ func Run(t *testing.T, open func(t *testing.T) allocator.Store) {
 	}
 }
 
-// suite is every subtest Run runs, in order: a name, and a check of a store
-// on a database of its own.
+// suite is every subtest Run runs, in order.
 var suite = []struct {
 	name string
 	run  func(t *testing.T, s allocator.Store)
@@ -60,8 +56,7 @@ var suite = []struct {
 	{"ListLeasesOrder", testListLeasesOrder},
 	{"LeaseEventsPaging", testLeaseEventsPaging},
 
-	// The parts of LeaseStore and LeaseAdmin that serve remote holders and
-	// operators (remote.go).
+	// Remote holders and operators (remote.go).
 	{"ClaimRecordsFloor", testClaimRecordsFloor},
 	{"ReleaseWithLastTimestamp", testReleaseLastTimestamp},
 	{"ReleaseBelowFloorRefused", testReleaseBelowFloor},
@@ -74,9 +69,7 @@ var suite = []struct {
 	{"LeaseEventsFilter", testLeaseEventsFilter},
 	{"PruneLeaseEvents", testPruneLeaseEvents},
 
-	// The SegmentStore part of a Store (segment.go): namespace bookkeeping,
-	// the atomic range fetch the segment allocator relies on for uniqueness,
-	// and the compare-and-set tail return.
+	// The SegmentStore part (segment.go).
 	{"NamespaceRoundTrip", testNamespaceRoundTrip},
 	{"UpdateNamespace", testUpdateNamespace},
 	{"UpdateNamespaceBumpsUpdatedAt", testUpdateBumpsUpdatedAt},
@@ -96,9 +89,7 @@ var suite = []struct {
 	{"StrictRevision", testStrictRevision},
 	{"NamespaceStride", testNamespaceStride},
 
-	// Namespace deletion (delete.go): a tombstone that hides the namespace
-	// from every call, and a revival that never starts below IDs already
-	// handed out.
+	// Namespace deletion and revival (delete.go).
 	{"DeleteNamespace", testDeleteNamespace},
 	{"DeleteNamespaceUnknown", testDeleteUnknown},
 	{"ReviveNamespace", testReviveNamespace},

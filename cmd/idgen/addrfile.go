@@ -8,9 +8,8 @@ import (
 	"path/filepath"
 )
 
-// writeAddrFile writes addr and a newline to path atomically: to a
-// temporary file in the same directory, renamed over path, so that a
-// reader sees either no file or the whole address.
+// writeAddrFile writes addr and a newline to path atomically (a temporary
+// file renamed over it).
 func writeAddrFile(path, addr string) (err error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {

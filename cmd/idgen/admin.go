@@ -82,8 +82,7 @@ Flags of every command (environment variable in brackets):
   --dsn DSN            database [IDGEN_DSN] (default sqlite:idgen.db)
 `
 
-// newAdminFlags returns the flag set of the administrative command cmd,
-// with --dsn.
+// newAdminFlags returns the flag set of admin command cmd, with --dsn.
 func newAdminFlags(cmd string) *settings {
 	f := newSettings(cmd)
 	f.dsn = f.fs.String("dsn", "sqlite:idgen.db", "")
@@ -107,8 +106,7 @@ func openStore(ctx context.Context, cmd, dsn string) (stores.Store, error) {
 	return s, nil
 }
 
-// withStore opens the store dsn names for cmd, runs do on it and closes it;
-// an error of the close joins do's.
+// withStore runs do on the store dsn names and closes it, joining errors.
 func withStore(ctx context.Context, cmd, dsn string, do func(stores.Store) error) (err error) {
 	store, err := openStore(ctx, cmd, dsn)
 	if err != nil {
@@ -118,12 +116,9 @@ func withStore(ctx context.Context, cmd, dsn string, do func(stores.Store) error
 	return do(store)
 }
 
-// adminRun runs the administrative command of flag set f (newAdminFlags):
-// it parses args, hands the positional arguments to prepare, which checks
-// them and the flags before the database is touched (a bad command line
-// exits 2 without opening it) and sets what do needs, then runs do on the
-// database --dsn names (withStore). The secrets of the DSN are scrubbed
-// from every error after the parse.
+// adminRun parses args, lets prepare check the positional arguments and
+// flags before the database is touched (a bad command line exits 2), then
+// runs do on --dsn's store. DSN secrets are scrubbed from errors.
 func adminRun(ctx context.Context, f *settings, args []string, e env, prepare func(pos []string) error, do func(stores.Store) error) error {
 	pos, err := f.parse(args, e)
 	if err != nil {
@@ -136,22 +131,19 @@ func adminRun(ctx context.Context, f *settings, args []string, e env, prepare fu
 	return sc.err(withStore(ctx, f.cmd, *f.dsn, do))
 }
 
-// flagsOnly is the prepare (adminRun) of a command that takes no positional
-// arguments; takes says what it takes instead.
+// flagsOnly is the prepare of a command without positional arguments.
 func flagsOnly(cmd, takes string) func(pos []string) error {
 	return func(pos []string) error { return noArgs(cmd, pos, takes) }
 }
 
-// newTable returns a writer for a table of the administrative commands:
-// columns two spaces apart, header its first line. The caller flushes it.
+// newTable returns a tabwriter with the header line; the caller flushes.
 func newTable(w io.Writer, header string) *tabwriter.Writer {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, header)
 	return tw
 }
 
-// withSchemaHint adds a hint to err, the failure of a command on store, when
-// the store's schema has pending migrations: the likely cause.
+// withSchemaHint adds a hint to err when store has pending migrations.
 func withSchemaHint(ctx context.Context, store stores.Store, err error) error {
 	p, perr := store.Migrations()
 	if perr != nil {
@@ -174,7 +166,6 @@ func withSchemaHint(ctx context.Context, store stores.Store, err error) error {
 	return fmt.Errorf("%w (the database has %d pending migrations: run 'idgen migrate up')", err, pending)
 }
 
-// runMigrate is idgen migrate.
 func runMigrate(ctx context.Context, args []string, e env) error {
 	const cmd = "migrate"
 	f := newAdminFlags(cmd)
@@ -278,7 +269,6 @@ func leasesList(ctx context.Context, args []string, e env) error {
 	})
 }
 
-// runNamespaces is idgen namespaces.
 func runNamespaces(ctx context.Context, args []string, e env) error {
 	return runSub(ctx, "namespaces", args, e, []subcommand{
 		{"list", namespacesList},
@@ -298,8 +288,7 @@ func namespacesList(ctx context.Context, args []string, e env) error {
 		}
 		tw := newTable(e.stdout, "NAME\tNEXT ID\tLIMIT\tSTEP\tMIN STEP\tMAX STEP\tMODE\tFALLBACK\tVERSION\tUPDATED\tIDS\tDESCRIPTION")
 		for _, ns := range nss {
-			// NEXT ID and LIMIT are IDs: the slots max_id+1 and
-			// max_id_limit as the interleave hands them out.
+			// NEXT ID and LIMIT as the interleave hands them out.
 			next := "-"
 			if ns.MaxID < ns.StrideCap() {
 				next = strconv.FormatInt(ns.IDOf(ns.MaxID+1), 10)
@@ -340,8 +329,7 @@ func namespacesCreate(ctx context.Context, args []string, e env) error {
 		if err := oneArg(cmd, pos, "namespace NAME", "create takes one NAME"); err != nil {
 			return err
 		}
-		// The rules and defaults are allocator.NamespaceSpec's, as for POST
-		// /admin/namespaces.
+		// allocator.NamespaceSpec's rules, as for POST /admin/namespaces.
 		spec = allocator.NamespaceSpec{
 			Name:        pos[0],
 			Start:       start,
@@ -373,8 +361,7 @@ func namespacesCreate(ctx context.Context, args []string, e env) error {
 	}, func(store stores.Store) error {
 		var smallest int64
 		if *spec.Fallback == allocator.FallbackSnowflake {
-			// The counter's limit is computed with the layout the nodes use:
-			// the one the database records (as idgen serve checks it).
+			// The limit uses the layout the database records.
 			stored, err := store.EnsureLayout(ctx, layout)
 			if err != nil {
 				return withSchemaHint(ctx, store, fmt.Errorf("check snowflake layout: %w", err))
@@ -405,8 +392,7 @@ func namespacesCreate(ctx context.Context, args []string, e env) error {
 	})
 }
 
-// interleaveText describes the IDs of ns's slots n: "n" without a stride,
-// else "n*K+R".
+// interleaveText describes slot n's IDs: "n", or "n*K+R" with a stride.
 func interleaveText(ns allocator.Namespace) string {
 	k, r := ns.Interleave()
 	if k == 1 && r == 0 {
@@ -415,10 +401,9 @@ func interleaveText(ns allocator.Namespace) string {
 	return fmt.Sprintf("n*%d+%d", k, r)
 }
 
-// namespacesDelete is idgen namespaces delete NAME: the namespace's row
-// becomes a tombstone (allocator.NamespaceAdmin.DeleteNamespace). There is
-// no table of namespace events: the deletion is logged, with the operator
-// and a request ID, to standard error, as a node logs it for the admin API.
+// namespacesDelete is idgen namespaces delete NAME: the row becomes a
+// tombstone. The deletion is logged to stderr with the operator and a
+// request ID, as for the admin API.
 func namespacesDelete(ctx context.Context, args []string, e env) error {
 	const cmd = "namespaces delete"
 	f := newAdminFlags(cmd)
@@ -451,9 +436,7 @@ func namespacesDelete(ctx context.Context, args []string, e env) error {
 	})
 }
 
-// settingsUsage turns the problems of a namespace's settings
-// (*allocator.SettingsError) into a usage error in the command's terms:
-// "invalid --min-step 5000: want 1 to the step, 100".
+// settingsUsage turns an *allocator.SettingsError into a usage error.
 func settingsUsage(cmd string, err error) error {
 	var se *allocator.SettingsError
 	if !errors.As(err, &se) {

@@ -28,7 +28,6 @@ Flags (environment variable in brackets):
   --dsn DSN          database [IDGEN_DSN] (default sqlite:idgen.db)
 `
 
-// runAudit is idgen audit.
 func runAudit(ctx context.Context, args []string, e env) error {
 	if len(args) > 0 {
 		switch args[0] {
@@ -58,7 +57,6 @@ func auditWho(ctx context.Context, args []string, e env) error {
 		layout snowflake.Layout
 		ch     *audit.ClickHouse
 	)
-	// The ClickHouse password is scrubbed from errors like the DSN's.
 	err := adminRun(ctx, f, args, e, func(pos []string) error {
 		if err := oneArg(cmd, pos, "ID", "who takes one ID"); err != nil {
 			return err

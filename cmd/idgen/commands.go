@@ -6,12 +6,9 @@ import (
 	"strings"
 )
 
-// commands returns idgen's commands in the order idgen --help lists them.
-// It is the one definition of the command list and of every command's
-// synopses: idgen --help, each command's --help (its Usage lines) and the
-// command tables and synopses of docs/cli.md and README.md are rendered
-// from it (TestCLIDocs checks the docs; go generate ./cmd/idgen rewrites
-// them).
+// commands returns idgen's commands in --help order: the one definition
+// from which --help, each command's usage and the docs' tables are
+// rendered (TestCLIDocs checks; go generate ./cmd/idgen rewrites).
 func commands() []command {
 	return []command{
 		{
@@ -107,14 +104,12 @@ func commands() []command {
 	}
 }
 
-// command is one of idgen's commands.
 type command struct {
 	name    string // "leases"
 	summary string // its line in idgen --help
 	forms   []form // its synopses: the Usage lines of its --help
 	help    string // its --help below the Usage lines
-	// flags, when not nil, returns the command's settings (serve's), whose
-	// flags --help lists below help, rendered from their definitions.
+	// flags, when set, returns the settings whose flags --help lists.
 	flags func() *settings
 	run   func(ctx context.Context, args []string, e env) error
 }
@@ -126,7 +121,6 @@ type form struct {
 	help     string // the form's own --help below its Usage line; empty: the command's --help
 }
 
-// lookup returns idgen's command called name.
 func lookup(name string) (command, bool) {
 	for _, c := range commands() {
 		if c.name == name {
@@ -136,8 +130,7 @@ func lookup(name string) (command, bool) {
 	return command{}, false
 }
 
-// intro is the command's --help down to its flags: the Usage lines, one
-// per form, and its help text.
+// intro is the command's --help down to its flags.
 func (c command) intro() string {
 	var b strings.Builder
 	for i, f := range c.forms {
@@ -158,8 +151,7 @@ func (c command) usage() string {
 	return c.intro()
 }
 
-// sub is the subcommand a form names, "evict" of "leases evict DC
-// WORKER …", or "" when it names none.
+// sub is the subcommand a form names ("evict" of "leases evict …"), or "".
 func (f form) sub() string {
 	w := strings.Fields(f.synopsis)
 	if len(w) < 2 || strings.Trim(w[1], "abcdefghijklmnopqrstuvwxyz") != "" {
@@ -168,9 +160,8 @@ func (f form) sub() string {
 	return w[1]
 }
 
-// usageOf returns the --help of cmd, as the commands name themselves in
-// their messages ("leases", "leases evict", "namespaces create"): the
-// form's own when it has one, else its command's.
+// usageOf returns the --help of cmd as commands name themselves ("leases
+// evict"): the form's own if it has one, else its command's.
 func usageOf(cmd string) string {
 	name, sub, _ := strings.Cut(cmd, " ")
 	c, ok := lookup(name)
@@ -185,8 +176,7 @@ func usageOf(cmd string) string {
 	return c.usage()
 }
 
-// mainUsage is idgen --help: the commands with their summaries between
-// mainIntro and mainOutro.
+// mainUsage is idgen --help.
 func mainUsage() string {
 	// The summaries start two spaces after the longest command name.
 	const width = 80

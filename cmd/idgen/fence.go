@@ -50,7 +50,6 @@ Flags (environment variable in brackets):
   --dsn DSN             database [IDGEN_DSN] (default sqlite:idgen.db)
 `
 
-// runRestoreFence is idgen restore-fence.
 func runRestoreFence(ctx context.Context, args []string, e env) error {
 	const cmd = "restore-fence"
 	f := newAdminFlags(cmd)
@@ -112,9 +111,8 @@ func runRestoreFence(ctx context.Context, args []string, e env) error {
 	})
 }
 
-// noLiveLeases returns an error naming the leases whose expiry lies after
-// now: their holders may still be running, and a fence would take their
-// leases (restore-fence --force fences anyway).
+// noLiveLeases names the leases whose expiry is after now (their holders
+// may still run); --force fences anyway.
 func noLiveLeases(ctx context.Context, store stores.Store, now time.Time) error {
 	leases, err := store.ListLeases(ctx)
 	if err != nil {
@@ -137,8 +135,7 @@ func noLiveLeases(ctx context.Context, store stores.Store, now time.Time) error 
 		"wait for the leases to expire, or pass --force", strings.Join(live, ", "), more)
 }
 
-// printFence writes what a fence did: the worker rows, the namespaces and
-// when nodes can issue again.
+// printFence writes what a fence did and when nodes can issue again.
 func printFence(e env, req allocator.FenceRequest, res allocator.FenceResult) {
 	fmt.Fprintf(e.stdout, "fenced the store: generation %d at %s (owner %s, request ID %s)\n",
 		res.Generation, timeText(res.At), req.Owner, req.RequestID)

@@ -2,10 +2,8 @@ package main
 
 import "regexp"
 
-// fieldFlags maps each settings field that the errors of app, idgen and
-// allocator name ("invalid KeeperSettings.TTL 10ms: …") to the flag of
-// idgen serve that sets it, so that serve's messages name the flag
-// ("invalid --lease-ttl 10ms: …"). TestFieldFlags checks every entry.
+// fieldFlags maps each settings field errors name ("KeeperSettings.TTL") to
+// serve's flag, so messages name the flag. TestFieldFlags checks them.
 var fieldFlags = map[string]string{
 	"Config.AllowUnsafeDurability": "allow-unsafe-durability",
 	"Config.DSN":                   "dsn",
@@ -53,8 +51,7 @@ var fieldFlags = map[string]string{
 // fieldName matches what may be a field in a message: Type.Field.
 var fieldName = regexp.MustCompile(`\b[A-Z][A-Za-z]*\.[A-Z][A-Za-z]*\b`)
 
-// flagWords returns msg with each field of fieldFlags it names replaced by
-// the field's flag.
+// flagWords replaces the fields msg names with their flags.
 func flagWords(msg string) string {
 	return fieldName.ReplaceAllStringFunc(msg, func(f string) string {
 		if name, ok := fieldFlags[f]; ok {
@@ -64,14 +61,12 @@ func flagWords(msg string) string {
 	})
 }
 
-// fieldUsage is the usage error of cmd for err, a settings error, in
-// flag words.
+// fieldUsage is cmd's usage error for settings error err, in flag words.
 func fieldUsage(cmd string, err error) error {
 	return usagef(cmd, "%s", flagWords(err.Error()))
 }
 
-// flagWorded is an error whose message names flags instead of fields
-// (flagWords); errors.Is and errors.As see the error it rewords.
+// flagWorded rewords an error in flag words; Is and As see the original.
 type flagWorded struct{ err error }
 
 func (e flagWorded) Error() string { return flagWords(e.err.Error()) }

@@ -15,9 +15,8 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// layoutFlag is --layout: the bit widths of a Snowflake ID as
-// time/datacenter/worker/sequence, e.g. 41/5/5/12, or the name of a preset
-// (snowflake.Presets), e.g. js53.
+// layoutFlag is --layout: time/datacenter/worker/sequence bits, e.g.
+// 41/5/5/12, or a preset name (snowflake.Presets).
 type layoutFlag struct{ time, datacenter, worker, sequence int }
 
 func defaultLayoutFlag() layoutFlag {
@@ -53,9 +52,7 @@ func (l *layoutFlag) Set(s string) error {
 	return nil
 }
 
-// presetHelp lists the layout presets with what each allows, e.g.
-// "Presets: `js53` = 41/0/5/7, 53 bits: 32 workers x 128,000 IDs/s, until
-// 2095-09-07 (69.7 years); …".
+// presetHelp lists the layout presets with what each allows.
 func presetHelp() string {
 	var b strings.Builder
 	b.WriteString("Presets: ")
@@ -68,8 +65,8 @@ func presetHelp() string {
 	return b.String()
 }
 
-// formatsFlag is --id-format: the default form of IDs, "FORMAT" for
-// Snowflake IDs and "NS=FORMAT" for a namespace, comma-separated.
+// formatsFlag is --id-format: "FORMAT" for Snowflake IDs, "NS=FORMAT" per
+// namespace, comma-separated.
 type formatsFlag struct{ m map[string]snowflake.Format }
 
 func (f *formatsFlag) String() string {
@@ -110,8 +107,7 @@ func (f *formatsFlag) Set(s string) error {
 	return nil
 }
 
-// formatFlag is a flag holding one format (--format of parse and compose);
-// unset, it is snowflake.FormatAny.
+// formatFlag holds one format (--format); unset, snowflake.FormatAny.
 type formatFlag struct{ f snowflake.Format }
 
 func (f *formatFlag) String() string { return f.f.String() }
@@ -154,8 +150,7 @@ func layoutOf(bits layoutFlag, epoch timeFlag) (snowflake.Layout, error) {
 	return l, nil
 }
 
-// workerRangeFlag is --worker-ids: an inclusive range of worker IDs, "A-B",
-// or a single worker ID "N". Unset means every worker ID of the layout.
+// workerRangeFlag is --worker-ids: "A-B" or "N"; unset, every worker ID.
 type workerRangeFlag struct {
 	r   allocator.WorkerRange
 	set bool
@@ -203,9 +198,8 @@ func (f *choiceFlag) Set(s string) error {
 	return fmt.Errorf("want %s", strings.Join(f.choices, " or "))
 }
 
-// retentionFlag is --etcd-compact-retention: `auto`, `off` (or `0`), or a
-// duration of at least app.MinEtcdCompactRetention, as app.Config's
-// EtcdCompactRetention takes it (0 auto, negative off).
+// retentionFlag is --etcd-compact-retention: `auto` (0), `off`/`0`
+// (negative), or a duration of at least app.MinEtcdCompactRetention.
 type retentionFlag struct{ d time.Duration }
 
 func (f *retentionFlag) String() string {

@@ -2,22 +2,13 @@ package main
 
 import "runtime/debug"
 
-// defaultGCPercent is the garbage collector's target (GOGC) idgen runs
-// with when the GOGC environment variable is not set.
-//
-// A node's live heap is small, about 1 MiB serving /ids on SQLite, so at
-// Go's default of 100 the heap target stays at the runtime's 4 MiB floor
-// and a node answering tens of thousands of requests per second collects
-// garbage dozens of times a second, each cycle with its fixed costs (the
-// stop-the-world phases, stack scans, write barriers and assists on the
-// request path). At 400 the floor is 16 MiB: about a quarter of the
-// cycles, for some 12 MiB more memory. docs/operations.md says how to
-// change it (GOGC, GOMEMLIMIT) and docs/benchmarks.md what it saves.
+// defaultGCPercent is the GOGC idgen runs with when GOGC is unset. A node's
+// live heap is about 1 MiB, so at 100 the heap target sits at the 4 MiB
+// floor and a busy node collects dozens of times a second; 400 cuts cycles
+// about fourfold for some 12 MiB (docs/operations.md, docs/benchmarks.md).
 const defaultGCPercent = 400
 
-// setGCPercent sets the collector's target to defaultGCPercent unless the
-// environment sets GOGC, which the runtime has applied already and which
-// wins. It returns the target in force.
+// setGCPercent applies defaultGCPercent unless GOGC is set.
 func setGCPercent(getenv func(string) string) int {
 	if getenv("GOGC") != "" {
 		p := debug.SetGCPercent(-1) // read the current value …

@@ -40,8 +40,7 @@ Flags (environment variable in brackets):
   --dsn DSN           idgen's database [IDGEN_DSN] (default sqlite:idgen.db)
 `
 
-// namespacesImport is idgen namespaces import: idgen's namespaces from
-// the segment table of Leaf or tinyid (internal/peerimport).
+// namespacesImport is idgen namespaces import, from Leaf or tinyid.
 func namespacesImport(ctx context.Context, args []string, e env) (err error) {
 	const cmd = "namespaces import"
 	f := newAdminFlags(cmd)
@@ -134,8 +133,7 @@ func namespacesImport(ctx context.Context, args []string, e env) (err error) {
 	})
 }
 
-// printImport writes the table of what the import does (or, dry, would
-// do) for each row, and the notes.
+// printImport writes what the import does (or would do) per row, and notes.
 func printImport(e env, steps []peerimport.Step, dry bool) error {
 	verb := map[peerimport.Action]string{
 		peerimport.Create:   "create",

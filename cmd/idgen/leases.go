@@ -14,9 +14,8 @@ import (
 	"github.com/idgen-project/idgen/internal/stores"
 )
 
-// The subcommands of idgen leases beside the table: the audit trail and
-// evictions. Like the other administrative commands they go to the
-// database directly; the audit trail names the operator "cli:<os user>".
+// The idgen leases subcommands besides the table: the audit trail and
+// evictions, direct on the database as operator "cli:<os user>".
 
 const leasesEventsHelp = `Print the lease events (the lease table's audit trail), oldest first: the
 claims (acquire, takeover), releases, lost leases and evictions, with the
@@ -49,8 +48,7 @@ Flags (environment variable in brackets):
   --dsn DSN            database [IDGEN_DSN] (default sqlite:idgen.db)
 `
 
-// cliOwner is the caller name the CLI records: "cli:" and the user running
-// it.
+// cliOwner is the CLI's caller name: "cli:" and the user.
 func cliOwner(e env) string {
 	name := ""
 	if u, err := user.Current(); err == nil {
@@ -66,8 +64,7 @@ func cliOwner(e env) string {
 	return owner[:min(len(owner), allocator.MaxOwnerLen)]
 }
 
-// cliRequestID makes a request ID for one command, recorded with what it
-// changes and printed, as the API's X-Request-ID.
+// cliRequestID makes a request ID for one command.
 func cliRequestID() string {
 	return fmt.Sprintf("cli-%016x%016x", rand.Uint64(), rand.Uint64())
 }
@@ -94,7 +91,6 @@ func (o *optInt64) Set(s string) error {
 	return nil
 }
 
-// leasesEvents is idgen leases events.
 func leasesEvents(ctx context.Context, args []string, e env) error {
 	const cmd = "leases events"
 	f := newAdminFlags(cmd)

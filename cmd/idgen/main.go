@@ -1,6 +1,5 @@
-// Command idgen serves unique 64-bit IDs over HTTP and administers the
-// database they are kept in. Run `idgen --help` for the commands, or see
-// docs/cli.md.
+// Command idgen serves unique 64-bit IDs over HTTP and administers their
+// database. See `idgen --help` or docs/cli.md.
 package main
 
 import (
@@ -10,10 +9,9 @@ import (
 	"syscall"
 )
 
-// main only wires the process to run: the signal context (SIGINT and SIGTERM
-// start a graceful shutdown, a second one hurries it), SIGHUP (idgen serve
-// reloads its tokens file), the arguments, the environment and the standard
-// streams. Everything else is in run, which the tests call in-process.
+// main wires the process to run: signals (SIGINT/SIGTERM shut down, a
+// second one hurries; SIGHUP reloads tokens), arguments, environment and
+// streams.
 func main() {
 	setGCPercent(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -34,9 +32,8 @@ func main() {
 	os.Exit(exitCode(err, os.Stderr))
 }
 
-// secondSignal returns a context that ends at a SIGINT or SIGTERM coming
-// after ctx ended (ctx being the one the first signal cancels), and the
-// function that stops watching and waits for the watcher to return.
+// secondSignal returns a context ending at a SIGINT or SIGTERM after ctx
+// ended, and a function that stops watching and waits.
 func secondSignal(ctx context.Context) (context.Context, func()) {
 	hurry, cancel := context.WithCancel(context.Background())
 	quit, done := make(chan struct{}), make(chan struct{})
@@ -47,8 +44,7 @@ func secondSignal(ctx context.Context) (context.Context, func()) {
 			return
 		case <-ctx.Done():
 		}
-		// main's context, cancelled already, would swallow the second
-		// signal: it is caught here too.
+		// main's context, already cancelled, would swallow it.
 		c := make(chan os.Signal, 1)
 		signal.Notify(c, os.Interrupt, syscall.SIGTERM)
 		defer signal.Stop(c)

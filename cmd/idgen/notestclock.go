@@ -8,8 +8,7 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// testClock is empty in the default build: idgen serve has no test clock
-// flags and its IDs carry the system clock (see testclock.go).
+// testClock is empty in the default build (see testclock.go).
 type testClock struct{}
 
 func (*testClock) define(*settings) {}

@@ -49,7 +49,6 @@ Flags (environment variable in brackets):
 const versionHelp = `Print idgen's version, the commit it was built from and the Go version.
 `
 
-// runParse is idgen parse.
 func runParse(_ context.Context, args []string, e env) error {
 	const cmd = "parse"
 	f := newSettings(cmd)
@@ -90,7 +89,6 @@ func runParse(_ context.Context, args []string, e env) error {
 	return tw.Flush()
 }
 
-// runCompose is idgen compose.
 func runCompose(_ context.Context, args []string, e env) error {
 	const cmd = "compose"
 	f := newSettings(cmd)
@@ -130,7 +128,6 @@ func runCompose(_ context.Context, args []string, e env) error {
 	return tw.Flush()
 }
 
-// runVersion is idgen version.
 func runVersion(_ context.Context, args []string, e env) error {
 	f := newSettings("version")
 	pos, err := f.parse(args, e)
@@ -144,13 +141,10 @@ func runVersion(_ context.Context, args []string, e env) error {
 	return nil
 }
 
-// linkVersion is set by go build -ldflags "-X main.linkVersion=…"
-// (deploy/Dockerfile does) and then wins over the build information.
+// linkVersion is set with -ldflags "-X main.linkVersion=…" and wins.
 var linkVersion string
 
-// versionString is idgen's version as the Go toolchain recorded it in the
-// binary: the module version (a tag, or a pseudo-version from the commit),
-// else the VCS revision, else "devel".
+// versionString is the module version, else the VCS revision, else "devel".
 func versionString() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {

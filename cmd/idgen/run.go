@@ -10,16 +10,14 @@ import (
 	"strings"
 )
 
-// run is the whole program but for the process around it: the command
-// args[0] with the arguments that follow, the environment read through
-// getenv. Cancelling ctx shuts a running server down gracefully. The error
-// decides the exit code (exitCode).
+// run is the whole program but the process: command args[0] with its
+// arguments. Cancelling ctx shuts a server down; the error decides the
+// exit code.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	return runEnv(ctx, args, env{getenv: getenv, stdin: strings.NewReader(""), stdout: stdout, stderr: stderr})
 }
 
-// runEnv is run with the whole of what the process gives a command: main
-// adds standard input and SIGHUP.
+// runEnv is run with all the process gives (main adds stdin and SIGHUP).
 func runEnv(ctx context.Context, args []string, e env) error {
 	if len(args) == 0 {
 		return usagef("", "no command given")
@@ -49,8 +47,7 @@ func runEnv(ctx context.Context, args []string, e env) error {
 	return c.run(ctx, rest, e)
 }
 
-// noArgs refuses the positional arguments of cmd, which takes flags only;
-// takes says what it takes instead: "list takes flags only".
+// noArgs refuses positional arguments; takes says what cmd takes instead.
 func noArgs(cmd string, pos []string, takes string) error {
 	if len(pos) > 0 {
 		return usagef(cmd, "unexpected argument %q (%s)", pos[0], takes)
@@ -58,8 +55,7 @@ func noArgs(cmd string, pos []string, takes string) error {
 	return nil
 }
 
-// oneArg checks that cmd got exactly one positional argument: missing names
-// it ("namespace NAME"), takes says so ("create takes one NAME").
+// oneArg checks cmd got exactly one positional argument.
 func oneArg(cmd string, pos []string, missing, takes string) error {
 	switch {
 	case len(pos) == 0:
@@ -70,14 +66,12 @@ func oneArg(cmd string, pos []string, missing, takes string) error {
 	return nil
 }
 
-// subcommand is one subcommand of a command (idgen namespaces create): its
-// name and how it runs, given the arguments after the name.
+// subcommand is a command's subcommand and how it runs.
 type subcommand struct {
 	name string
 	run  func(ctx context.Context, args []string, e env) error
 }
 
-// findSub returns the subcommand of subs called name.
 func findSub(subs []subcommand, name string) (subcommand, bool) {
 	for _, s := range subs {
 		if s.name == name {
@@ -87,9 +81,8 @@ func findSub(subs []subcommand, name string) (subcommand, bool) {
 	return subcommand{}, false
 }
 
-// runSub runs the subcommand of cmd that args[0] names, one of subs, or
-// prints the --help of cmd; a missing or unknown subcommand is a usage
-// error listing subs.
+// runSub runs the subcommand args[0] names, or cmd's --help; a missing or
+// unknown one is a usage error listing subs.
 func runSub(ctx context.Context, cmd string, args []string, e env, subs []subcommand) error {
 	names := make([]string, len(subs))
 	for i, s := range subs {
@@ -116,18 +109,13 @@ type env struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
-	// hangups, when not nil, relays SIGHUP to c until the function it
-	// returns is called: idgen serve reloads its tokens file on it. Nil
-	// (in tests that do not send one) leaves SIGHUP alone.
+	// hangups, when set, relays SIGHUP to c until stopped.
 	hangups func(c chan<- os.Signal) (stop func())
-	// hurry, when not nil, ends at a SIGTERM or SIGINT that comes after
-	// the one that cancelled the command's context: idgen serve ends its
-	// drain window on it. Nil (in tests) leaves the window to run out.
+	// hurry, when set, ends at a second SIGTERM or SIGINT.
 	hurry context.Context
 }
 
-// usageError is a bad command line: a flag, argument or environment value
-// idgen cannot use. It exits with code 2 and a hint to the command's help.
+// usageError is a bad command line; it exits 2 with a hint to --help.
 type usageError struct {
 	cmd string // "serve", "namespaces create", or "" for idgen itself
 	msg string
@@ -135,14 +123,12 @@ type usageError struct {
 
 func (e *usageError) Error() string { return e.msg }
 
-// usagef returns a *usageError for command cmd.
 func usagef(cmd, format string, args ...any) error {
 	return &usageError{cmd: cmd, msg: fmt.Sprintf(format, args...)}
 }
 
-// exitCode writes err to stderr, as one line (and a hint for a usage error),
-// and returns the process's exit code: 0 for success and --help, 2 for a
-// usage error, 1 for any other error.
+// exitCode writes err to stderr on one line and returns the exit code: 0
+// (also --help), 2 for a usage error, else 1.
 func exitCode(err error, stderr io.Writer) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0

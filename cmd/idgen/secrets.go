@@ -10,15 +10,11 @@ import (
 	"github.com/idgen-project/idgen/internal/dburl"
 )
 
-// Secrets never reach idgen's output. Every DSN idgen logs or puts in an
-// error goes through dburl.Redact first; as a second line of defence, a
-// scrubber replaces the DSN's secrets (dburl.Secrets) and the admin token in
-// everything a command writes to stderr and in the error it returns,
-// whichever layer (database driver, store, keeper) let one slip into a
-// message.
+// Secrets never reach idgen's output: besides dburl.Redact, a scrubber
+// removes the DSN's secrets and the admin token from stderr and returned
+// errors, whichever layer let one slip.
 
-// minSecretLen: shorter values are not scrubbed, since replacing every "1"
-// or "ab" in the output would mangle it; such passwords are not secrets.
+// minSecretLen: shorter values are not scrubbed, lest output be mangled.
 const minSecretLen = 4
 
 const redacted = dburl.Mask
@@ -26,9 +22,8 @@ const redacted = dburl.Mask
 // scrubber removes known secrets from text.
 type scrubber struct{ secrets []string }
 
-// newScrubber returns a scrubber for the secrets of dsn (its password,
-// however it is written, well-formed or not), and for the other secrets
-// given, each as written and URL-escaped or unescaped.
+// newScrubber returns a scrubber for dsn's password (however written) and
+// others, each also URL-escaped and unescaped.
 func newScrubber(dsn string, others ...string) *scrubber {
 	var s []string
 	add := func(v string) {
@@ -48,8 +43,7 @@ func newScrubber(dsn string, others ...string) *scrubber {
 		add(o)
 	}
 	s = slices.DeleteFunc(s, func(v string) bool { return len(v) < minSecretLen || v == redacted })
-	// Longest first, so that a secret containing another is replaced whole;
-	// equal ones side by side, so that Compact drops the repeats.
+	// Longest first, so a secret containing another goes whole.
 	slices.SortFunc(s, func(a, b string) int {
 		if c := cmp.Compare(len(b), len(a)); c != 0 {
 			return c
@@ -59,7 +53,6 @@ func newScrubber(dsn string, others ...string) *scrubber {
 	return &scrubber{secrets: slices.Compact(s)}
 }
 
-// scrub returns text with every secret replaced.
 func (sc *scrubber) scrub(text string) string {
 	for _, v := range sc.secrets {
 		text = strings.ReplaceAll(text, v, redacted)
@@ -67,8 +60,7 @@ func (sc *scrubber) scrub(text string) string {
 	return text
 }
 
-// err returns err with the secrets scrubbed from its message; errors.Is and
-// errors.As still see the original.
+// err scrubs err's message; Is and As still see the original.
 func (sc *scrubber) err(err error) error {
 	if err == nil || len(sc.secrets) == 0 {
 		return err
@@ -76,9 +68,7 @@ func (sc *scrubber) err(err error) error {
 	return &scrubbedError{msg: sc.scrub(err.Error()), err: err}
 }
 
-// writer returns w with the secrets scrubbed from every Write. A log
-// handler writes each record in one call, so no secret is split across
-// calls.
+// writer scrubs every Write to w (a log record is one Write).
 func (sc *scrubber) writer(w io.Writer) io.Writer {
 	if len(sc.secrets) == 0 {
 		return w

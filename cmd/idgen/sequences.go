@@ -56,7 +56,6 @@ Flags of every command (environment variable in brackets):
   --dsn DSN            database [IDGEN_DSN] (default sqlite:idgen.db)
 `
 
-// runSequences is idgen sequences.
 func runSequences(ctx context.Context, args []string, e env) error {
 	return runSub(ctx, "sequences", args, e, []subcommand{
 		{"list", sequencesList},
@@ -68,8 +67,7 @@ func runSequences(ctx context.Context, args []string, e env) error {
 	})
 }
 
-// sequenceStore returns the sequences of store, or an error for a store
-// that keeps none.
+// sequenceStore returns store's sequences, or an error if it keeps none.
 func sequenceStore(store stores.Store) (sequence.Store, error) {
 	sk, ok := store.(interface{ Sequences() sequence.Store })
 	if !ok {

@@ -32,9 +32,7 @@ finishes the requests in flight, gives back the unused tails of its segment
 ranges, releases its lease and exits 0. On SIGHUP it reloads its --tokens-file.
 `
 
-// serveConfig is the validated configuration of idgen serve: the node's
-// (app.Config, whose Logger, Clock and Version serve fills in) and the
-// process's own.
+// serveConfig is serve's validated configuration.
 type serveConfig struct {
 	app       app.Config
 	logFormat string
@@ -43,17 +41,14 @@ type serveConfig struct {
 	addrFile string
 	// config is --config: the configuration file read, if any.
 	config string
-	// printConfig is --print-config: print the configuration and exit;
-	// printed is what it prints.
+	// printConfig is --print-config; printed is what it prints.
 	printConfig bool
 	printed     string
-	// clock is the test clock's flags, in builds with the tag
-	// idgen_testclock only (see testclock.go).
+	// clock is the test clock's flags (tag idgen_testclock only).
 	clock testClock
 }
 
-// serveFlags are serve's settings, bound to a serveConfig and the flag
-// values that parseServe validates into it.
+// serveFlags are serve's settings, validated by parseServe.
 type serveFlags struct {
 	f            *settings
 	c            serveConfig
@@ -68,15 +63,12 @@ type serveFlags struct {
 	backwardWait time.Duration
 	compact      retentionFlag
 	drainWindow  time.Duration
-	// publicDetails is --public-status-details; left out, the node
-	// decides (app.Config.StatusDetailsPublic).
+	// publicDetails is --public-status-details; unset, the node decides.
 	publicDetails bool
 }
 
-// newServeFlags defines serve's settings with their defaults, in the
-// order --help and docs/cli.md list them. A new setting is one line here
-// (and its field in app.Config or serveConfig, and in fieldFlags when the
-// errors of its field name it).
+// newServeFlags defines serve's settings in --help order. A new setting is
+// one line here, plus its field (and fieldFlags entry).
 func newServeFlags() *serveFlags {
 	sf := &serveFlags{
 		f:         newSettings("serve"),
@@ -258,8 +250,7 @@ func newServeFlags() *serveFlags {
 	return sf
 }
 
-// parseServe parses and validates serve's flags, environment and
-// configuration file.
+// parseServe parses and validates serve's flags, environment and file.
 func parseServe(args []string, e env) (serveConfig, error) {
 	const cmd = "serve"
 	sf := newServeFlags()
@@ -273,8 +264,7 @@ func parseServe(args []string, e env) (serveConfig, error) {
 	if err := sf.f.checkPositive(); err != nil {
 		return serveConfig{}, err
 	}
-	// c is resolved in place, so that --print-config shows the values in
-	// force (a heartbeat left out as a third of the ttl).
+	// Resolved in place so --print-config shows the values in force.
 	c := &sf.c
 	switch {
 	case sf.retention < 0:
@@ -302,12 +292,10 @@ func parseServe(args []string, e env) (serveConfig, error) {
 	}
 	c.app.EtcdCompactRetention = sf.compact.d
 	if !sf.f.isSet("audit-batch") {
-		// The default batch is at most the buffer: --audit-buffer 40
-		// alone is no error.
+		// The default batch is at most the buffer.
 		c.app.Audit.Settings.BatchSize = min(c.app.Audit.Settings.BatchSize, c.app.Audit.Settings.Buffer)
 	}
-	// IDGEN_TOKENS is a tokens file's content, for deployments that pass
-	// configuration in the environment; it has no flag.
+	// IDGEN_TOKENS is a tokens file's content; it has no flag.
 	c.app.Tokens = e.getenv("IDGEN_TOKENS")
 	// The OTEL_* variables come from the command's environment too.
 	c.app.Tracing.Getenv = e.getenv
@@ -315,7 +303,7 @@ func parseServe(args []string, e env) (serveConfig, error) {
 		return serveConfig{}, usagef(cmd, "tokens given twice: use --tokens-file (IDGEN_TOKENS_FILE) or IDGEN_TOKENS, not both")
 	}
 	if c.addrFile != "" {
-		// Refused now rather than after the node has claimed a lease.
+		// Refused before the node claims a lease.
 		if fi, err := os.Stat(filepath.Dir(c.addrFile)); err != nil || !fi.IsDir() {
 			return serveConfig{}, usagef(cmd, "invalid --addr-file %q: its directory does not exist", c.addrFile)
 		}
@@ -339,9 +327,7 @@ func parseServe(args []string, e env) (serveConfig, error) {
 		r := sf.apiWorkers.r
 		c.app.LeaseAPI.WorkerIDs = &r
 	}
-	// The keeper's and the segments' settings decide the clock, lease and
-	// segment rules; resolved here so that the heartbeat and the margin
-	// left out become their share of the ttl.
+	// Resolved so an omitted heartbeat and margin show as shares of the ttl.
 	if c.app.Keeper, err = c.app.Keeper.Resolve(); err != nil {
 		return serveConfig{}, fieldUsage(cmd, err)
 	}
@@ -382,7 +368,6 @@ func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// runServe is idgen serve.
 func runServe(ctx context.Context, args []string, e env) error {
 	c, err := parseServe(args, e)
 	if err != nil {
@@ -399,13 +384,9 @@ func runServe(ctx context.Context, args []string, e env) error {
 	return nil
 }
 
-// serve runs an idgen node (app.App) until ctx is cancelled, then drains
-// it (app.App.Drain) until its drain window or hurry ends, and shuts it
-// down; see package app for the order of both. hurry, nil in tests that
-// send no second signal, ends at a second SIGTERM or SIGINT. With --addr-file it writes
-// the address it serves on to that file once listening (and removes the
-// file at start and at exit, so that it never names a node that is gone
-// after a graceful exit).
+// serve runs a node until ctx is cancelled, drains it until its window or
+// hurry ends (nil in tests), and shuts it down. --addr-file is written once
+// listening and removed at start and exit.
 func serve(ctx context.Context, c serveConfig, log *slog.Logger, hangups func(chan<- os.Signal) func(), hurry context.Context) (err error) {
 	if c.addrFile != "" {
 		if err := removeAddrFile(c.addrFile); err != nil {
@@ -413,14 +394,12 @@ func serve(ctx context.Context, c serveConfig, log *slog.Logger, hangups func(ch
 		}
 		defer func() { err = errors.Join(err, removeAddrFile(c.addrFile)) }()
 	}
-	// The test clock, in builds with the tag idgen_testclock only; it is
-	// stopped after the node, which reads it until its keeper stops.
+	// Test clock builds only; stopped after the node, which reads it.
 	clock, stopClock := c.clock.start(log)
 	defer stopClock()
 
-	// SIGHUP is caught from here on, so that one sent while the node
-	// starts does not end it (its default action); it is acted on once
-	// the node is open.
+	// SIGHUP is caught from here, so one sent during start does not end
+	// the process; it is acted on once the node is open.
 	var hup chan os.Signal
 	if hangups != nil {
 		hup = make(chan os.Signal, 1)
@@ -457,9 +436,8 @@ func serve(ctx context.Context, c serveConfig, log *slog.Logger, hangups func(ch
 	return errors.Join(err, a.Close(context.WithoutCancel(ctx)))
 }
 
-// reloadOnHangup reloads a's tokens file at every SIGHUP that arrives on
-// hup, until the function it returns is called, which waits for the
-// reload under way, if any.
+// reloadOnHangup reloads a's tokens at every SIGHUP until stop, which waits
+// for a reload under way.
 func reloadOnHangup(a *app.App, hup <-chan os.Signal, log *slog.Logger) (stop func()) {
 	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {

@@ -13,17 +13,11 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// A command's settings come from four places, the first that has one
-// winning: the command line (--lease-ttl 1m), the environment
-// (IDGEN_LEASE_TTL=1m), the configuration file named by --config or
-// IDGEN_CONFIG (lease-ttl: 1m, idgen serve only) and the default. Every
-// command parses its flags with the standard flag package through
-// settings.parse, and every bad value is a *usageError. Serve's settings
-// are defined with their help (the definers below), from which --help,
-// docs/cli.md's tables and --print-config are rendered; the other
-// commands define plain flags on fs and write their --help by hand.
+// A setting comes from the command line, else the environment
+// (IDGEN_LEASE_TTL), else the --config file (serve only), else the default.
+// Serve's --help, docs/cli.md and --print-config are rendered from its
+// definitions; other commands write --help by hand.
 
-// source says where a setting's value came from.
 type source string
 
 const (
@@ -33,8 +27,7 @@ const (
 	fromFile    source = "file"
 )
 
-// setting is one setting of a command: its flag --name, its environment
-// variable IDGEN_NAME and its key name in the configuration file.
+// setting is one setting: flag --name, variable IDGEN_NAME, file key name.
 type setting struct {
 	name  string // flag name and file key: "lease-ttl"
 	arg   string // placeholder in the usage: "D"; empty for a boolean
@@ -50,8 +43,7 @@ type setting struct {
 	hidden      bool                // not in the usage, the docs nor --print-config, no variable and no key (the test clock)
 }
 
-// settings are a command's flags, and its settings in the order the usage
-// lists them.
+// settings are a command's flags and settings in usage order.
 type settings struct {
 	cmd   string // for messages and --help: "serve", "namespaces create"
 	list  []*setting
@@ -85,9 +77,7 @@ func (d *settings) add(name, arg, help string) *setting {
 	return s
 }
 
-// The definers below add one setting each, of the type their name says.
-// Each returns the setting, whose methods refine it: defaultText,
-// secretValue or maskedBy, positiveValue, notInFile.
+// The definers below add one setting each; the setting's methods refine it.
 
 func (d *settings) String(p *string, name, arg, def, help string) *setting {
 	d.fs.StringVar(p, name, def, "")
@@ -132,7 +122,6 @@ func (s *setting) maskedBy(f func(string) string) *setting { s.mask = f; return 
 func (s *setting) positiveValue() *setting                 { s.positive = true; return s }
 func (s *setting) notInFile() *setting                     { s.noFile = true; return s }
 
-// lookup returns the setting called name.
 func (d *settings) lookup(name string) *setting {
 	for _, s := range d.list {
 		if s.name == name {
@@ -142,12 +131,9 @@ func (d *settings) lookup(name string) *setting {
 	return nil
 }
 
-// parse sets every flag from args, which may mix flags and positional
-// arguments (those after "--" are all positional), then the flags still
-// unset from the environment, then from the file named by the setting
-// "config" (when the command has one). It returns the positional
-// arguments; on --help it writes usageOf(d.cmd) to e.stdout and returns
-// flag.ErrHelp. Every bad value is a *usageError naming where it came from.
+// parse sets flags from args (positionals may mix in; all after "--" are
+// positional), then unset ones from the environment and the config file.
+// It returns the positionals, or flag.ErrHelp after printing usage.
 func (d *settings) parse(args []string, e env) ([]string, error) {
 	var pos []string
 	for {
@@ -193,12 +179,10 @@ func (d *settings) parse(args []string, e env) ([]string, error) {
 	return pos, nil
 }
 
-// isSet reports whether flag name was given, on the command line, in the
-// environment or in the file (after parse).
+// isSet reports whether flag name was set anywhere (after parse).
 func (d *settings) isSet(name string) bool { return d.src[name] != fromDefault }
 
-// readFile sets the settings still unset from the YAML file at path: a
-// map of keys, the flags' names, to values.
+// readFile sets unset settings from the YAML map at path.
 func (d *settings) readFile(path string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -214,9 +198,8 @@ func (d *settings) readFile(path string) error {
 	return nil
 }
 
-// setFromYAML sets the setting key from n, the key's node in the file; a
-// nested map's keys are joined to key with dots, which names no setting.
-// The value is the scalar as written.
+// setFromYAML sets setting key from node n; nested keys join with dots
+// (naming no setting). The value is the scalar as written.
 func (d *settings) setFromYAML(key string, n *yaml.Node) error {
 	switch {
 	case n.Kind == yaml.AliasNode:
@@ -252,9 +235,8 @@ func (d *settings) setFromYAML(key string, n *yaml.Node) error {
 	return nil
 }
 
-// checkPositive refuses a zero given for a setting whose zero means the
-// default: given, a zero is a mistake (a ttl of 0 is no lease) and is
-// refused rather than silently replaced.
+// checkPositive refuses an explicit zero for a setting whose zero means
+// the default: given, it is a mistake.
 func (d *settings) checkPositive() error {
 	for _, s := range d.list {
 		if v := s.value.String(); s.positive && d.isSet(s.name) && (v == "0" || v == "0s") {
@@ -283,9 +265,8 @@ func (s *setting) defaultOf() string {
 	return s.flagDefault
 }
 
-// flagsUsage renders the flags of the command's --help, below its Usage
-// lines and help text (command.usage): every shown setting under its
-// group, with its variable and default.
+// flagsUsage renders --help's flags: each shown setting under its group,
+// with its variable and default.
 func (d *settings) flagsUsage() string {
 	const col, width = 28, 80
 	var b strings.Builder
@@ -318,8 +299,7 @@ func (d *settings) flagsUsage() string {
 // plain drops the backquotes of `code` spans, for the terminal.
 func plain(s string) string { return strings.ReplaceAll(s, "`", "") }
 
-// wrap breaks text at spaces into a first line of at most first bytes and
-// further lines of at most width bytes.
+// wrap breaks text at spaces into lines of at most first, then width bytes.
 func wrap(text string, first, width int) []string {
 	var lines []string
 	line := ""
@@ -340,9 +320,8 @@ func wrap(text string, first, width int) []string {
 	return append(lines, line)
 }
 
-// yamlValue writes v as a YAML scalar that reads back as v: plain when it
-// is made of letters, digits and _./:+- and does not start with a colon,
-// quoted otherwise.
+// yamlValue writes v as a YAML scalar, quoted unless made of letters,
+// digits and _./:+- and not starting with a colon.
 func yamlValue(v string) string {
 	plain := v != "" && v[0] != ':'
 	for _, r := range v {
@@ -356,9 +335,8 @@ func yamlValue(v string) string {
 	return strconv.Quote(v)
 }
 
-// printConfig renders the settings in effect as a configuration file for
-// --config, each with where its value came from, and the secrets masked.
-// withTokens adds that IDGEN_TOKENS holds tokens.
+// printConfig renders the settings in effect as a --config file, with
+// sources and secrets masked; withTokens notes IDGEN_TOKENS.
 func (d *settings) printConfig(withTokens bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# idgen %s: the configuration in effect. A flag beats its variable,\n# which beats this file, which beats the default. Secrets are masked.\n", d.cmd)

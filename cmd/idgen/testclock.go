@@ -2,17 +2,13 @@
 
 package main
 
-// The test clock of idgen serve exists only in a binary built with the tag
-// idgen_testclock (the fault harness, test/chaos, builds one): such a node
-// takes two more flags, left out of the usage and without environment
-// variables,
+// The test clock exists only with the tag idgen_testclock (test/chaos):
+// two hidden flags step a running node's clock:
 //
 //	--test-clock-offset D   its wall clock (the time in its IDs) moved by D
 //	--test-clock-file PATH  the offset re-read from PATH every 100 ms
 //
-// so that a test can step a running node's clock. The default build has
-// neither flag (notestclock.go), and refuses them as unknown: no setting
-// can shift a production node's clock.
+// The default build refuses them as unknown.
 
 import (
 	"context"
@@ -30,26 +26,22 @@ import (
 // clockFilePeriod is how often --test-clock-file is re-read.
 const clockFilePeriod = 100 * time.Millisecond
 
-// testClock holds the test clock's flags.
 type testClock struct {
 	offset time.Duration
 	file   string
 }
 
-// define adds the test clock's flags to serve's flags.
 func (tc *testClock) define(d *settings) {
 	d.fs.DurationVar(&tc.offset, "test-clock-offset", 0, "")
 	d.fs.StringVar(&tc.file, "test-clock-file", "", "")
 	for _, name := range []string{"test-clock-offset", "test-clock-file"} {
-		// A hidden setting: left out of the usage, the docs and
-		// --print-config, without a variable or a file key.
+		// Hidden: not in usage, docs or --print-config; no variable or key.
 		d.list = append(d.list, &setting{name: name, value: d.fs.Lookup(name).Value, hidden: true, noFile: true})
 		d.noEnv[name] = true
 	}
 }
 
-// start returns the clock the node's IDs carry, nil (the system clock)
-// when neither flag is set, and the function that stops its file watcher.
+// start returns the IDs' clock (nil: the system's) and a stop function.
 func (tc testClock) start(log *slog.Logger) (snowflake.Clock, func()) {
 	if tc.offset == 0 && tc.file == "" {
 		return nil, func() {}
@@ -63,11 +55,8 @@ func (tc testClock) start(log *slog.Logger) (snowflake.Clock, func()) {
 	return shifted, stop
 }
 
-// clockWatcher is the test-only --test-clock-file: it re-reads a Go duration
-// (e.g. "-2s") from a file every period and sets a ShiftedClock's offset to
-// it, so that a test can step a running node's clock back or forward. A
-// missing or empty file leaves the offset as it is. serve owns the watcher
-// and stops it after the node has stopped.
+// clockWatcher re-reads a Go duration from a file every period and sets a
+// ShiftedClock's offset to it; a missing or empty file changes nothing.
 type clockWatcher struct {
 	clock *snowflake.ShiftedClock
 	path  string
@@ -76,8 +65,7 @@ type clockWatcher struct {
 	loop  *periodic.Loop
 }
 
-// startClockWatcher reads path once, so that its offset is in force when it
-// returns, then re-reads it every period until stop.
+// startClockWatcher applies path once, then re-reads it every period.
 func startClockWatcher(clock *snowflake.ShiftedClock, path string, period time.Duration, log *slog.Logger) *clockWatcher {
 	w := &clockWatcher{clock: clock, path: path, log: log}
 	w.read()

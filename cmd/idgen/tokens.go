@@ -31,17 +31,15 @@ secret, never the secret.
 // maxSecretLen bounds a secret read by idgen tokens hash.
 const maxSecretLen = 4096
 
-// secretBytes is the randomness of a secret made by idgen tokens new: 256
-// bits, 43 characters of base64url.
+// secretBytes is a new secret's randomness: 256 bits.
 const secretBytes = 32
 
-// runTokens is idgen tokens.
 func runTokens(ctx context.Context, args []string, e env) error {
 	return runSub(ctx, "tokens", args, e, []subcommand{{"hash", tokensHash}, {"new", tokensNew}})
 }
 
-// tokensHash is idgen tokens hash: the secret comes on standard input so
-// that it shows neither in the shell's history nor in the process list.
+// tokensHash is idgen tokens hash; the secret comes on stdin, out of shell
+// history and the process list.
 func tokensHash(_ context.Context, args []string, e env) error {
 	const cmd = "tokens hash"
 	f := newSettings(cmd)
@@ -70,8 +68,7 @@ func tokensHash(_ context.Context, args []string, e env) error {
 	return nil
 }
 
-// bearerSafe reports whether secret can be sent as a bearer token: ASCII
-// from 0x21 to 0x7e.
+// bearerSafe reports whether secret is ASCII 0x21 to 0x7e.
 func bearerSafe(secret []byte) bool {
 	for _, c := range secret {
 		if c < 0x21 || c > 0x7e {

@@ -12,9 +12,8 @@ import (
 	"github.com/idgen-project/idgen/internal/probe"
 )
 
-// severity ranks a notice at the top of the page: critical (IDs are being
-// refused, or uniqueness rests on luck) before warning (it will become
-// critical unless someone acts).
+// severity ranks a notice: critical (IDs refused, or uniqueness at risk)
+// before warning (critical unless someone acts).
 type severity int
 
 const (
@@ -37,11 +36,9 @@ func (n notice) Class() string {
 
 // Thresholds of the notices.
 const (
-	// poolLowShare: a datacenter with at most this share of its worker IDs
-	// free (and at least one taken) is almost full.
+	// poolLowShare: a datacenter with at most this share free is almost full.
 	poolLowShare = 0.1
-	// exhaustionSteps: a namespace with fewer IDs left before its limit
-	// than this many of its largest ranges is close to running out.
+	// exhaustionSteps: fewer IDs left than this many ranges is near the end.
 	exhaustionSteps = 10
 )
 
@@ -60,8 +57,7 @@ type attentionInput struct {
 	Space                        *probe.SpaceReport // nil for a store that cannot say
 }
 
-// attention returns the notices of in: critical ones first, and within a
-// severity in the order below, which puts causes before their effects.
+// attention returns in's notices, critical first, causes before effects.
 func attention(in attentionInput) []notice {
 	var out []notice
 	add := func(s severity, title, detail string) {
@@ -165,14 +161,12 @@ func attention(in attentionInput) []notice {
 	return out
 }
 
-// spaceAhead: a database that reaches its quota within this time at its
-// current growth needs attention, however far below the quota it is.
+// spaceAhead: a quota reached within this time needs attention.
 const spaceAhead = 24 * time.Hour
 
-// spaceNotices adds the notices of the database's space: an alarm raised
-// (critical), a size past probe.SpaceAttention of the quota or a quota
-// reached within spaceAhead at the current growth, and a history that
-// nobody compacts (warnings).
+// spaceNotices adds the space notices: a raised alarm (critical), a size
+// past probe.SpaceAttention or full within spaceAhead, and an uncompacted
+// history (warnings).
 func spaceNotices(sp probe.SpaceReport, add func(severity, string, string)) {
 	if sp.NoSpace() {
 		add(critical, "Database out of space: etcd raised the NOSPACE alarm",
@@ -207,8 +201,7 @@ func spaceNotices(sp probe.SpaceReport, add func(severity, string, string)) {
 	}
 }
 
-// spaceText describes the database's size: "Backend 14.7 MB of a 24.0 MB
-// quota (61%), 3.1 MB in use, growing 735 kB/s."
+// spaceText describes the database's size, quota, use and growth.
 func spaceText(sp probe.SpaceReport) string {
 	if !sp.Sampled {
 		if sp.Err != nil {
@@ -264,8 +257,8 @@ func fmtOffset(d time.Duration) string {
 	return s
 }
 
-// workerPool is the lease table's rows of one datacenter; a worker ID is
-// free when its lease has no holder or expired by database time.
+// workerPool is one datacenter's lease rows; a worker ID is free when
+// unheld or expired by database time.
 type workerPool struct {
 	Datacenter int64
 	Total      int
@@ -286,8 +279,7 @@ func (p workerPool) FreeText() string {
 // ExpiredText lists the free worker IDs whose lease expired.
 func (p workerPool) ExpiredText() string { return compressRanges(p.Expired) }
 
-// workerPools groups leases, ordered as ListLeases returns them, by
-// datacenter; dbNow is database time.
+// workerPools groups leases (in ListLeases order) by datacenter.
 func workerPools(leases []allocator.Lease, dbNow time.Time) []workerPool {
 	var out []workerPool
 	for _, l := range leases {

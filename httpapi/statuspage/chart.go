@@ -20,15 +20,14 @@ const (
 )
 
 // chart is one inline SVG chart: lines, stacked bars, a band of states and
-// marks over a window of time. Every text in it is HTML-escaped.
+// marks over time; every text is HTML-escaped.
 type chart struct {
 	ID      string // unique in the page: the svg's id is "chart-" + ID
 	Title   string
 	Summary string // the figures in text: the svg's desc and the figure's caption
 	YUnit   string // what the y axis counts, e.g. "IDs per second"
 	YFormat func(float64) string
-	// YAtLeast: the y axis reaches at least this far up from 0, so that
-	// small counts do not fill the chart.
+	// YAtLeast: the y axis reaches at least this far.
 	YAtLeast float64
 	Start    time.Time
 	End      time.Time
@@ -268,8 +267,7 @@ func (c chart) svg() template.HTML {
 		w("</g>\n")
 	}
 
-	// Lines: a polyline per run of continuous samples, a dot for a run of
-	// one.
+	// Lines: a polyline per continuous run, a dot for a run of one.
 	drawn := 0
 	for _, l := range c.Lines {
 		for _, run := range l.Runs {
@@ -309,8 +307,8 @@ func (c chart) svg() template.HTML {
 	return template.HTML(b.String())
 }
 
-// niceRange returns a y range covering values and 0, widened to whole
-// steps of 1, 2 or 5 times a power of ten, about four of them.
+// niceRange returns a y range over values and 0 in about four steps of 1,
+// 2 or 5 times a power of ten.
 func niceRange(values []float64) (lo, hi, step float64) {
 	for _, v := range values {
 		lo, hi = math.Min(lo, v), math.Max(hi, v)
@@ -324,8 +322,7 @@ func niceRange(values []float64) (lo, hi, step float64) {
 	return lo, hi, step
 }
 
-// niceStep returns the smallest of 1, 2, 5 times a power of ten that is at
-// least x.
+// niceStep returns the smallest 1, 2 or 5 times a power of ten >= x.
 func niceStep(x float64) float64 {
 	if !finite(x) || x <= 0 {
 		return 1
@@ -365,8 +362,7 @@ func ago(d time.Duration) string {
 	}
 }
 
-// formatValue writes v with at most three significant digits and a k or M
-// suffix: 0, 0.5, 12, 1.5k, 4.1M.
+// formatValue writes v in three significant digits, k or M suffixed.
 func formatValue(v float64) string {
 	a := math.Abs(v)
 	switch {

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// Colours of the charts: distinguishable with the common colour-vision
-// deficiencies; each series is also named in the legend and the caption.
+// Chart colours, distinguishable with common colour-vision deficiencies;
+// every series is also named.
 const (
 	colorSnowflake = "#1f6fb4"
 	colorSegment   = "#e08a00"
@@ -44,8 +44,7 @@ func (h *History) charts(now time.Time, details bool) historyView {
 	start := now.Add(-h.window)
 	gap := h.gapAfter()
 	all := h.samples()
-	// The samples in the window, and the one before it for the first
-	// interval's rate; the chart clips what lies outside.
+	// The window's samples plus the one before, for the first rate.
 	var ss []sample
 	for i, s := range all {
 		if s.at.After(now) {
@@ -100,9 +99,7 @@ func inWindow(runs [][]point, start time.Time) []point {
 	return out
 }
 
-// deltaInWindow sums the growth of a counter between samples that end in
-// the window, across gaps too: what a counter gained while not sampled was
-// counted all the same.
+// deltaInWindow sums a counter's growth in the window, across gaps too.
 func deltaInWindow(ss []sample, start time.Time, get func(sample) int64) int64 {
 	var n int64
 	for i := 1; i < len(ss); i++ {
@@ -176,8 +173,7 @@ func leaseChart(w window, details bool) chartView {
 	var heartbeats, hbFailed, claims, lost int64
 	lastHB := time.Time{}
 	for i, s := range ss {
-		// A state lasts until the next sample, unless a gap follows: the
-		// band leaves it blank as the charts shade it.
+		// A state lasts until the next sample, unless a gap follows.
 		to := end
 		if i+1 < len(ss) {
 			to = ss[i+1].at

@@ -48,8 +48,7 @@ func (c Config) resolve() (Config, error) {
 	return c, nil
 }
 
-// sample is what the node had counted since it started, and its lease, at
-// one moment.
+// sample is the node's counts since start, and its lease, at one moment.
 type sample struct {
 	at time.Time // by the history's clock
 
@@ -64,9 +63,9 @@ type sample struct {
 	heartbeat   time.Time     // last successful heartbeat, database time; zero when none
 }
 
-// History samples what the node counts, every interval, into a ring that
-// covers the last window. It reads counters the node keeps anyway, so it
-// costs the request path nothing. Its owner calls Start and Close.
+// History samples the node's existing counters every interval into a ring
+// covering the window, costing requests nothing. Its owner calls Start and
+// Close.
 type History struct {
 	interval, window time.Duration
 	clock            snowflake.Clock
@@ -82,8 +81,8 @@ type History struct {
 	closed bool
 }
 
-// newHistory returns the History of c (resolved). The ring has one slot
-// more than the window holds intervals, so that a full one spans it.
+// newHistory returns c's History; the ring has one slot more than the
+// window's intervals, so a full one spans it.
 func newHistory(c Config, read func(at time.Time) sample) *History {
 	size := int(c.HistoryWindow/c.HistoryInterval) + 1
 	return &History{interval: c.HistoryInterval, window: c.HistoryWindow, clock: c.Clock, read: read, ring: make([]sample, size)}
@@ -95,8 +94,7 @@ func (h *History) Interval() time.Duration { return h.interval }
 // Window returns how far back the history reaches.
 func (h *History) Window() time.Duration { return h.window }
 
-// Start samples at once, then every interval until Close. Calling it
-// again, or after Close, does nothing.
+// Start samples now, then every interval until Close; once only.
 func (h *History) Start() {
 	h.life.Lock()
 	defer h.life.Unlock()
@@ -106,8 +104,7 @@ func (h *History) Start() {
 	h.loop = periodic.Start(0, h.interval, func(context.Context) { h.Sample() })
 }
 
-// Close stops sampling and waits, bounded by ctx, for the goroutine Start
-// started; calling it again returns nil.
+// Close stops sampling and waits, bounded by ctx; later calls return nil.
 func (h *History) Close(ctx context.Context) error {
 	h.life.Lock()
 	if h.closed {
@@ -132,8 +129,7 @@ func (h *History) running() bool {
 	return h.loop != nil && !h.closed
 }
 
-// Sample takes one sample now, by the history's clock; tests that step a
-// clock call it themselves.
+// Sample takes one sample now (tests stepping a clock call it).
 func (h *History) Sample() {
 	s := h.read(h.clock.Now())
 	h.mu.Lock()
@@ -162,9 +158,8 @@ func (h *History) samples() []sample {
 	return out
 }
 
-// gapAfter is the longest time between two samples drawn as continuous:
-// one missed tick is bridged (the rate over it is still the true
-// average), more is a gap.
+// gapAfter is the longest interval drawn as continuous: one missed tick is
+// bridged, more is a gap.
 func (h *History) gapAfter() time.Duration { return h.interval * 5 / 2 }
 
 type point struct {
@@ -180,16 +175,14 @@ type bar struct {
 	v        float64
 }
 
-// continuous reports whether b follows a by more than 0 and at most gap: a
-// clock stepped back, a pause or a sampler that fell behind breaks the
-// series.
+// continuous reports whether b follows a by more than 0 and at most gap.
 func continuous(a, b sample, gap time.Duration) bool {
 	d := b.at.Sub(a.at)
 	return d > 0 && d <= gap
 }
 
-// counterDelta returns how much a counter grew from a to b. One that went
-// backwards was reset, and counted b since, as Prometheus's rate() assumes.
+// counterDelta returns a counter's growth from a to b; a drop means a
+// reset, as Prometheus's rate() assumes.
 func counterDelta(a, b int64) int64 {
 	if b < a {
 		return b
@@ -197,8 +190,7 @@ func counterDelta(a, b int64) int64 {
 	return b - a
 }
 
-// rateRuns returns the per-second rate of the counter get between
-// consecutive samples, at the later one, in runs of continuous samples.
+// rateRuns returns get's per-second rates, in continuous runs.
 func rateRuns(ss []sample, gap time.Duration, get func(sample) int64) [][]point {
 	return splitRuns(ss, gap, func(i int) (float64, bool) {
 		if i == 0 || !continuous(ss[i-1], ss[i], gap) {
@@ -225,8 +217,7 @@ func gaugeRuns(ss []sample, gap time.Duration, get func(sample) (float64, bool))
 	return splitRuns(ss, gap, func(i int) (float64, bool) { return get(ss[i]) })
 }
 
-// splitRuns returns the values get gives, split where a sample has none or
-// does not follow the one before.
+// splitRuns returns get's values, split at missing or discontinuous ones.
 func splitRuns(ss []sample, gap time.Duration, get func(i int) (v float64, ok bool)) [][]point {
 	var out [][]point
 	var run []point
@@ -246,8 +237,8 @@ func splitRuns(ss []sample, gap time.Duration, get func(i int) (v float64, ok bo
 	return out
 }
 
-// gaps returns the stretches of [start, end] that no continuous pair of
-// samples covers, and after the last sample when it is older than gap.
+// gaps returns the stretches of [start, end] no continuous pair covers,
+// including after a last sample older than gap.
 func gaps(ss []sample, gap time.Duration, start, end time.Time) []span {
 	var out []span
 	add := func(from, to time.Time) {
@@ -286,8 +277,7 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// recent returns the heartbeats failed and leases lost in the window that
-// ends at now.
+// recent returns the heartbeat failures and lost leases in the window.
 func (h *History) recent(now time.Time) (heartbeatFails, lost int64) {
 	ss := h.samples()
 	for len(ss) > 0 && ss[len(ss)-1].at.After(now) {

@@ -6,8 +6,7 @@ import (
 	"github.com/idgen-project/idgen/allocator/sequence"
 )
 
-// SequenceReader is what the page reads of the sequences: the store's
-// sequence.Store.
+// SequenceReader is what the page reads of the store's sequences.
 type SequenceReader interface {
 	ListSequences(ctx context.Context) ([]sequence.Sequence, error)
 	SequenceStatus(ctx context.Context, name string) (sequence.Status, error)
@@ -19,7 +18,6 @@ type sequenceRow struct {
 	Last, Open                                     int64
 }
 
-// sequenceRows reads every sequence and its status.
 func (p *Page) sequenceRows(ctx context.Context) ([]sequenceRow, error) {
 	all, err := p.cfg.Sequences.ListSequences(ctx)
 	if err != nil {

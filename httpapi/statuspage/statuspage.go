@@ -1,9 +1,7 @@
-// Package statuspage is idgen's HTML status page (GET /): what needs
-// attention, this node's lease, charts of the last minutes (of every
-// transport: the core's counters), the namespaces and the worker leases.
-// The charts are SVG drawn on the server from a History of samples; the
-// page loads nothing from elsewhere. Who sees the holders, fencing
-// versions, namespaces and the store's error text is package probe's rule.
+// Package statuspage is idgen's HTML status page (GET /): notices, this
+// node's lease, charts of the last minutes, namespaces and worker leases.
+// Charts are server-drawn SVG; nothing loads from elsewhere. What each
+// caller sees follows package probe's rule.
 package statuspage
 
 import (
@@ -38,8 +36,7 @@ type LeaseReporter interface {
 	Status() allocator.KeeperStatus
 }
 
-// SegmentReporter reports on the namespaces the node draws from: its
-// *allocator.Segments.
+// SegmentReporter reports on the namespaces: *allocator.Segments.
 type SegmentReporter interface {
 	NamespaceStats(name string) (allocator.SegmentStats, bool)
 	Stats() []allocator.SegmentStats
@@ -51,69 +48,58 @@ type Store interface {
 	ListNamespaces(ctx context.Context) ([]allocator.Namespace, error)
 }
 
-// Config configures a Page. Service, Auth, Lease, Segments, Store and
-// Database are required.
+// Config configures a Page; the fields up to Database are required.
 type Config struct {
 	Service  Counters
 	Auth     *idgen.Authorizer
 	Lease    LeaseReporter
 	Segments SegmentReporter
 	Store    Store
-	// Database is pinged for the page: the node's probe.Ping, shared with
-	// /readyz and /metrics.
+	// Database is pinged for the page (the node's shared probe.Ping).
 	Database probe.Pinger
 	Logger   *slog.Logger // nil discards
 	Version  string       // "" is "dev"
-	// Durability is what the check at start found ("ok", "unsafe: …
-	// (overridden)"); "" leaves it out.
+	// Durability is the start check's result; "" leaves it out.
 	Durability string
-	// PublicDetails shows the holders, fencing versions and namespaces to
-	// every caller, not only to the admin scope.
+	// PublicDetails shows the details to every caller.
 	PublicDetails bool
 
-	// HistoryInterval is how often the history samples, HistoryWindow how
-	// far back the charts reach (at most MaxHistorySamples intervals); zero
-	// means DefaultHistoryInterval and DefaultHistoryWindow.
+	// HistoryInterval and HistoryWindow set the charts' sampling and span
+	// (at most MaxHistorySamples intervals); zero means the defaults.
 	HistoryInterval, HistoryWindow time.Duration
 	// Clock stamps the samples and the page; nil is the system clock.
 	Clock snowflake.Clock
-	// LeaseTTL and MaxClockOffset are the keeper's: the page warns when
-	// less than half the TTL is left or the offset passes half the limit.
-	// Zero leaves the warning out.
+	// LeaseTTL and MaxClockOffset are the keeper's, for warnings at half
+	// of each; zero leaves them out.
 	LeaseTTL, MaxClockOffset time.Duration
 	// Policy is shown as a table in this order; nil leaves it out.
 	Policy []PolicySetting
-	// Space, when not nil, is the sample of the database's space and
-	// alarms (etcd): the node's *probe.Space.
+	// Space, when set, is the node's *probe.Space (etcd).
 	Space SpaceReporter
-	// Sequences, when not nil, are the store's sequences, shown with their
-	// current period, last number and open reservations (sequences.go).
+	// Sequences, when set, are listed with their current status.
 	Sequences SequenceReader
-	// Audit, when not nil, says when the audit trail needs attention
-	// (events dropped, its sink failing): the node's *audit.Recorder.
+	// Audit, when set, says when the audit trail needs attention.
 	Audit AuditReporter
 }
 
-// AuditReporter says when the audit trail needs attention: ok is true
-// with a title and a detail for the page's line.
+// AuditReporter says when the audit trail needs attention (ok, with the
+// line's title and detail).
 type AuditReporter interface {
 	Notice() (title, detail string, ok bool)
 }
 
-// SpaceReporter gives the latest sample of the database's space and
-// alarms: the node's *probe.Space.
+// SpaceReporter gives the latest space sample: *probe.Space.
 type SpaceReporter interface {
 	Report() probe.SpaceReport
 }
 
-// PolicySetting is a row of the page's policy table: a setting, its value
-// and the flag of idgen serve that sets it (without dashes; "" for none).
+// PolicySetting is a policy table row: setting, value and serve's flag
+// (without dashes; "" for none).
 type PolicySetting struct {
 	Name, Value, Flag string
 }
 
-// Page serves the status page. Its History samples only once its owner
-// starts it.
+// Page serves the status page; its History samples once started.
 type Page struct {
 	cfg                        Config
 	log                        *slog.Logger
@@ -141,12 +127,11 @@ func New(cfg Config) (*Page, error) {
 	return p, nil
 }
 
-// History returns the samples of the charts; its owner calls Start, and
-// Close at shutdown.
+// History returns the charts' samples; its owner calls Start and Close.
 func (p *Page) History() *History { return p.history }
 
-// view is what status.html shows; without details, Holder,
-// FencingVersion, Leases and Namespaces are empty.
+// view is what status.html shows; without details, Holder, FencingVersion,
+// Leases and Namespaces are empty.
 type view struct {
 	Details                            bool
 	Version, Generated                 string
@@ -195,8 +180,7 @@ type namespaceRow struct {
 	Failing                           bool
 }
 
-// Serve answers GET / with the page; its error (a bug) is for the server
-// to answer.
+// Serve answers GET /; its error (a bug) is the server's to answer.
 func (p *Page) Serve(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
 	defer cancel()
@@ -309,8 +293,7 @@ func (p *Page) Serve(w http.ResponseWriter, r *http.Request) error {
 	return err
 }
 
-// fmtTime writes t in UTC to the millisecond, without the date on the day
-// of today (the page's header gives it).
+// fmtTime writes t in UTC to the ms, without today's date.
 func fmtTime(t, today time.Time) string {
 	if t.IsZero() {
 		return "—"

@@ -1,9 +1,6 @@
-// Package backoff is idgen's one retry delay: capped exponential growth with
-// equal jitter. Each delay lies between half and all of the current bound
-// (never a retry at once, and callers that failed together spread out); the
-// bound doubles from the minimum up to the maximum.
-//
-// A Backoff is not safe for concurrent use: each retry loop owns its own.
+// Package backoff is idgen's one retry delay: capped exponential growth
+// with equal jitter (each delay between half and all of the bound, which
+// doubles up to the maximum). Each retry loop owns its Backoff.
 package backoff
 
 import (
@@ -41,8 +38,7 @@ func (b *Backoff) Bound() time.Duration { return b.cur }
 // Wait sleeps for Next(), or until ctx ends (returning ctx.Err()).
 func (b *Backoff) Wait(ctx context.Context) error { return Sleep(ctx, b.Next()) }
 
-// Sleep waits for d, or until ctx ends (returning ctx.Err()). A d of zero
-// or less returns at once.
+// Sleep waits for d, or until ctx ends (returning ctx.Err()).
 func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()

@@ -5,14 +5,11 @@
 //	sqlite:path/to/idgen.db
 //	etcd://user:pass@host1:2379,host2:2379,host3:2379/prefix   (etcds:// for TLS)
 //
-// It is the one place that decides which database a DSN names (DialectOf),
-// whether the drivers agree on where its password is (Check), what of it
-// may be shown (Redact) and which parts are secrets (Secrets). It imports
-// no database driver.
-//
-// It is not net/url (nor a library on it, such as xo/dburl): net/url ends
-// the user information at the last '@' where pgx ends it at the first,
-// and its Redacted leaves a ?password= parameter in clear.
+// It decides which database a DSN names (DialectOf), whether the drivers
+// agree on where its password is (Check), what may be shown (Redact) and
+// what is secret (Secrets), importing no driver. Not net/url: it ends the
+// user info at the last '@' where pgx ends it at the first, and its
+// Redacted leaves ?password= in clear.
 package dburl
 
 import (
@@ -37,9 +34,7 @@ const (
 // Mask replaces a password in a redacted DSN.
 const Mask = "xxxxx"
 
-// DialectOf returns the dialect of dsn by its scheme (postgres://,
-// postgresql://, mysql://, sqlite:, etcd:// or etcds://), or "" for any
-// other.
+// DialectOf returns dsn's dialect by its scheme, or "".
 func DialectOf(dsn string) Dialect {
 	switch {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
@@ -54,21 +49,17 @@ func DialectOf(dsn string) Dialect {
 	return ""
 }
 
-// ErrNotEncoded is returned by Check for a URL DSN with an '@' that is not
-// the one between the user information and the host.
+// ErrNotEncoded is returned by Check for a URL DSN with an unencoded '@'
+// besides the one before the host.
 var ErrNotEncoded = errors.New("the DSN holds an '@' that is not percent-encoded: write an '@' in a user name, password, " +
 	"database name or parameter as %40 (and a '/', '?' or '#' in a user name or password as %2F, %3F or %23)")
 
-// Check refuses a URL DSN (postgres://, mysql://, etcd://, any scheme://)
-// that idgen's stores and their drivers could split differently, with
-// ErrNotEncoded: one holding an '@' other than a single one between the
-// user information and the host, before any '/', '?' or '#'. pgx (like
-// libpq) ends the user information at the first '@' before a '/', net/url
-// (the MySQL store) and the etcd store at the last one before the path or
-// the query: given postgres://alice:abc@tail@host/db, pgx would connect to
-// the host "tail@host" and print it. Once Check passes, they all find the
-// same user information, and Redact masks what they take as the password.
-// A sqlite: DSN, a file name, is never refused.
+// Check refuses, with ErrNotEncoded, a URL DSN the drivers could split
+// differently: one with an '@' other than a single one between user info
+// and host. pgx ends the user info at the first '@', net/url and etcd at
+// the last, so postgres://alice:abc@tail@host/db would reach "tail@host".
+// After Check all agree and Redact masks the right password. sqlite: DSNs
+// are never refused.
 func Check(dsn string) error {
 	if DialectOf(dsn) == SQLite {
 		return nil
@@ -87,14 +78,10 @@ func Check(dsn string) error {
 	return nil
 }
 
-// Redact returns dsn fit for a log line or an error message: a URL with its
-// password, and the value of any secret parameter (see Secrets), replaced
-// by Mask, the rest as written; a sqlite: DSN (a file name, no secret)
-// unchanged; anything else (not a URL, a URL that Check refuses, or one
-// whose host list is malformed) reduced to a placeholder, since it may
-// hold a password in a place not recognised. Parameters are split at ';'
-// and '#' too, which net/url would drop and pgx keep inside a value, and
-// are judged by their percent-decoded name (pass%77ord is password).
+// Redact returns dsn fit for a log or error: a URL with its password and
+// secret parameters masked, a sqlite: DSN unchanged, anything else (not a
+// URL, refused by Check, malformed hosts) a placeholder. Parameters also
+// split at ';' and '#' and are judged by their decoded name.
 func Redact(dsn string) string {
 	if DialectOf(dsn) == SQLite {
 		return dsn
@@ -144,10 +131,9 @@ func validScheme(s string) bool {
 	return true
 }
 
-// validHosts reports whether hosts is a comma-separated list, possibly
-// empty, of host, host:port or [IPv6]:port with a port of digits only: a
-// password written where a host belongs ("user:s3cret/…" without an '@')
-// is a port of letters, and is not shown.
+// validHosts reports whether hosts is a comma-separated list of host,
+// host:port or [IPv6]:port with a numeric port; a password where a host
+// belongs makes a non-numeric port and is not shown.
 func validHosts(hosts string) bool {
 	if hosts == "" {
 		return true
@@ -178,8 +164,7 @@ func validHosts(hosts string) bool {
 	return true
 }
 
-// maskParams returns query, a URL's parameters as written, with the value
-// of every secret parameter replaced by Mask.
+// maskParams masks the value of every secret parameter in query.
 func maskParams(query string) string {
 	var b strings.Builder
 	for query != "" {
@@ -198,9 +183,8 @@ func maskParams(query string) string {
 	return b.String()
 }
 
-// decodeLenient percent-decodes s where it can, leaving a malformed escape
-// as written, and turns '+' into a space, so that a parameter's name is
-// recognised whichever way a driver decodes it.
+// decodeLenient percent-decodes s where it can and turns '+' into a space,
+// so a name is recognised however a driver decodes it.
 func decodeLenient(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
@@ -221,19 +205,15 @@ func decodeLenient(s string) string {
 }
 
 var (
-	// userinfoPassword finds "user:password@" in a URL or a driver DSN
-	// (user:password@tcp(host)/db), well-formed or not.
+	// userinfoPassword finds "user:password@" in a URL or driver DSN.
 	userinfoPassword = regexp.MustCompile(`:([^:@/]+)@`)
 	// keyValue finds key=value in a query string or a key=value DSN.
 	keyValue = regexp.MustCompile(`([A-Za-z_]+)=([^&\s]+)`)
 )
 
-// Secrets returns the secrets written in dsn, as they are written and, for
-// a URL, decoded: the password of the user information ("user:pw@", found
-// even in a malformed URL or a driver's own DSN form) and the values of
-// secret parameters (password, sslpassword, pwd, token, …, in a query string
-// or a key=value DSN). A secret may be listed more than once. It is what a
-// scrubber of output must look for when the DSN itself was not redacted.
+// Secrets returns the secrets written in dsn, as written and (for a URL)
+// decoded: the user info's password, even in a malformed or driver-form
+// DSN, and secret parameters' values. For scrubbing unredacted output.
 func Secrets(dsn string) []string {
 	var out []string
 	if u, err := url.Parse(dsn); err == nil {
@@ -252,8 +232,8 @@ func Secrets(dsn string) []string {
 	return out
 }
 
-// secretParam reports whether a DSN parameter named key holds a secret:
-// its name contains pass, pwd, secret or token.
+// secretParam reports whether parameter key holds a secret (contains
+// pass, pwd, secret or token).
 func secretParam(key string) bool {
 	k := strings.ToLower(key)
 	for _, s := range []string{"pass", "pwd", "secret", "token"} {

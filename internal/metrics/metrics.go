@@ -1,8 +1,6 @@
-// Package metrics is the node's Prometheus metrics of what it holds and has
-// done over every transport: its lease and pool, the database, the
-// namespaces' buffers, the IDs issued and the rate limit, and the Go
-// runtime and process (the transports keep their request metrics). All is
-// read when Prometheus scrapes: nothing is counted on the request path.
+// Package metrics is the node's Prometheus metrics of its lease and pool,
+// database, namespaces, IDs issued, rate limit and runtime, all read at
+// scrape time (the transports keep their request metrics).
 package metrics
 
 import (
@@ -45,14 +43,11 @@ type Config struct {
 	Lease    Lease          // the node's *allocator.Keeper
 	Segments Segments       // the node's *allocator.Segments
 	Leases   LeaseLister    // the store
-	// Database is the ping of idgen_database_up: the node's probe.Ping,
-	// shared with /readyz and the status page.
+	// Database is idgen_database_up's ping (the node's shared probe.Ping).
 	Database probe.Pinger
-	// Retries feeds idgen_store_serialization_retries_total; nil leaves it
-	// out.
+	// Retries feeds idgen_store_serialization_retries_total; nil omits it.
 	Retries allocator.RetryCounter
-	// Space feeds the idgen_database_size_bytes family (etcd); nil leaves
-	// it out.
+	// Space feeds idgen_database_size_bytes and kin (etcd); nil omits it.
 	Space   SpaceReporter
 	Version string // idgen_build_info's label; "" is "dev"
 }
@@ -78,8 +73,7 @@ func Collectors(cfg Config) []prometheus.Collector {
 			ConstLabels: prometheus.Labels{"source": src.String()},
 		}, func() float64 { return float64(svc.Issued(src)) }))
 	}
-	// Without a limit the nil limiter counts 0, so that dashboards need
-	// not know whether one is set.
+	// Without a limit the nil limiter counts 0, for dashboards.
 	l := svc.Limiter()
 	const name, help = "idgen_http_rate_limited_total", "Calls refused for going over the per-caller rate limit, over every transport, by kind of caller: token (a caller of the tokens file) or address (a client address, on a node without tokens)."
 	for _, kind := range []string{"token", "address"} {
@@ -98,8 +92,7 @@ func Collectors(cfg Config) []prometheus.Collector {
 	}, func() float64 { return float64(l.Size()) }))
 }
 
-// Handler serves the metrics of g in Prometheus's text format, leaving out
-// a collector that fails rather than failing the scrape.
+// Handler serves g's metrics, skipping a failing collector.
 func Handler(g prometheus.Gatherer) http.Handler {
 	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
@@ -219,9 +212,8 @@ func (c *state) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// layoutRemaining returns the seconds from the millisecond of smallestNow
-// to the last one layout can represent, 0 once that has begun; a float64,
-// since a layout of more than 43 time bits outlasts a time.Duration.
+// layoutRemaining returns the seconds until layout's last millisecond (0
+// once begun); float64, as it may outlast a time.Duration.
 func layoutRemaining(layout snowflake.Layout, smallestNow int64) float64 {
 	ts := layout.Decompose(snowflake.ID(smallestNow)).Timestamp
 	return float64(max(layout.MaxTimestamp()-ts, 0)) / 1000
@@ -233,8 +225,7 @@ const (
 	poolTimeout  = 2 * time.Second
 )
 
-// poolCache counts the live leases of the node's pool, reading the lease
-// table at most once per poolCacheFor however many scrapes come.
+// poolCache counts the pool's live leases, at most once per poolCacheFor.
 type poolCache struct {
 	mu   sync.Mutex // held across the read, so that scrapes share one
 	at   time.Time  // when the last read ended; zero before the first

@@ -6,18 +6,15 @@ import (
 	"github.com/idgen-project/idgen/internal/probe"
 )
 
-// SpaceReporter gives the latest sample of the database's space and alarms:
-// the node's *probe.Space.
+// SpaceReporter gives the latest space sample: *probe.Space.
 type SpaceReporter interface {
 	Report() probe.SpaceReport
 }
 
-// watchedAlarms are the alarms idgen_database_alarm always reports, 0 or
-// 1, so that an alert on them needs no absent() clause.
+// watchedAlarms are always reported (0 or 1), so alerts need no absent().
 var watchedAlarms = []string{"NOSPACE", "CORRUPT"}
 
-// spaceCollector reports the database's space (etcd's backend) from the
-// latest sample; nothing until a sample succeeded.
+// spaceCollector reports the latest space sample; nothing before one.
 type spaceCollector struct {
 	src                                       SpaceReporter
 	size, inUse, quota, growth, alarm, revSet *prometheus.Desc

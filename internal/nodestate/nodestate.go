@@ -1,17 +1,12 @@
 // Package nodestate keeps a node's state file: its allocator.NodeMark of
-// the store it runs on, the memory that lets a node tell at start that the
-// store went back in time (restored from a backup, failed over to a
-// replica that missed commits) and was not fenced (idgen restore-fence).
+// the store, which lets a node tell at start that the store went back in
+// time (a restore or lossy failover) without a restore fence.
 //
-// The file lives on the node's own disk, never in the store: a restore
-// cannot take it back along with the data. It holds the store's identity
-// and generation, and the lowest value the store must still have for every
-// worker row whose lease the node's own keeper held and every namespace the
-// node fetched from. Store (Wrap) keeps it up to date: after a claim, a
-// heartbeat or a fetch it raises the value to what the store committed;
-// before a release or a tail return, which lower a store's value, it
-// lowers its own first, so that the file never holds more than the store
-// does unless the store lost commits.
+// The file lives on the node's disk, never in the store, so a restore
+// cannot take it back. Wrap keeps it current: after a claim, heartbeat or
+// fetch it raises its values to what the store committed; before a release
+// or tail return it lowers its own first, so the file never holds more than
+// the store unless the store lost commits.
 package nodestate
 
 import (
@@ -42,14 +37,11 @@ type fileData struct {
 	Counters   map[string]int64 `json:"counters"` // namespace: max_id
 }
 
-// RaiseEvery is how often at most a File writes itself for raised
-// values: a raise within it of the last write is kept in memory and
-// written with the next change after it, or by Flush. Lowered values are
-// always written at once.
+// RaiseEvery is how often at most raised values are written (the rest wait
+// for the next write or Flush); lowerings are written at once.
 const RaiseEvery = time.Second
 
-// File is a node's state file, safe for concurrent use. A write goes to a
-// temporary file, synced, then renamed over the old one.
+// File is a node's state file, safe for concurrent use, written atomically.
 type File struct {
 	path  string
 	clock snowflake.Clock
@@ -59,9 +51,8 @@ type File struct {
 	saved time.Time // the last write, by clock
 }
 
-// Open reads the state file at path; a file that does not exist is an
-// empty mark, written at the first change. clock (nil: the system clock)
-// paces the writes of raised values (RaiseEvery).
+// Open reads the state file at path (missing: an empty mark); clock (nil:
+// the system's) paces raised writes.
 func Open(path string, clock snowflake.Clock) (*File, error) {
 	if clock == nil {
 		clock = snowflake.SystemClock()
@@ -111,11 +102,10 @@ func (f *File) Mark() allocator.NodeMark {
 	return m
 }
 
-// Start is a node's check at start against the store's mark s
-// (allocator.NodeMark.Check): an error wrapping allocator.ErrStoreBehind
-// when the store went back, the file left as it was. Otherwise the file
-// takes the store's identity and generation and is written; a mark of
-// another store is dropped first (fresh reports it).
+// Start checks the store's mark s (allocator.NodeMark.Check): a store that
+// went back wraps allocator.ErrStoreBehind, the file untouched. Otherwise
+// the file takes the store's identity and generation, dropping another
+// store's mark first (fresh).
 func (f *File) Start(s allocator.StoreMark) (fresh bool, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -130,8 +120,7 @@ func (f *File) Start(s allocator.StoreMark) (fresh bool, err error) {
 	return fresh, f.save()
 }
 
-// RaiseCeiling records that the store committed ceiling for key, unless
-// the file holds a higher one.
+// RaiseCeiling records key's committed ceiling unless the file's is higher.
 func (f *File) RaiseCeiling(key allocator.LeaseKey, ceiling int64) error {
 	return f.change(false, func(m *allocator.NodeMark) bool {
 		if old, ok := m.Ceilings[key]; ok && old >= ceiling {
@@ -142,8 +131,7 @@ func (f *File) RaiseCeiling(key allocator.LeaseKey, ceiling int64) error {
 	})
 }
 
-// LowerCeiling records ceiling for key when it is below the file's: what a
-// release is about to leave in the store.
+// LowerCeiling records ceiling for key if below the file's.
 func (f *File) LowerCeiling(key allocator.LeaseKey, ceiling int64) error {
 	return f.change(true, func(m *allocator.NodeMark) bool {
 		if old, ok := m.Ceilings[key]; !ok || old <= ceiling {
@@ -154,8 +142,7 @@ func (f *File) LowerCeiling(key allocator.LeaseKey, ceiling int64) error {
 	})
 }
 
-// RaiseCounter records that the store committed max_id maxID for
-// namespace name, unless the file holds a higher one.
+// RaiseCounter records name's committed max_id unless the file's is higher.
 func (f *File) RaiseCounter(name string, maxID int64) error {
 	return f.change(false, func(m *allocator.NodeMark) bool {
 		if old, ok := m.Counters[name]; ok && old >= maxID {
@@ -166,8 +153,7 @@ func (f *File) RaiseCounter(name string, maxID int64) error {
 	})
 }
 
-// LowerCounter records maxID for namespace name when it is below the
-// file's: what a tail return is about to leave in the store.
+// LowerCounter records maxID for name if below the file's.
 func (f *File) LowerCounter(name string, maxID int64) error {
 	return f.change(true, func(m *allocator.NodeMark) bool {
 		if old, ok := m.Counters[name]; !ok || old <= maxID {
@@ -188,10 +174,9 @@ func (f *File) Flush() error {
 	return f.save()
 }
 
-// change applies fn to the mark. A lowering change (lower) is written at
-// once, and one whose write fails is undone in memory too: the caller must
-// not lower the store's value then. A raise is written when RaiseEvery has
-// passed since the last write, else kept for the next write.
+// change applies fn to the mark. A lowering is written at once and undone
+// in memory if the write fails (the caller must not lower the store then);
+// a raise is written once RaiseEvery has passed.
 func (f *File) change(lower bool, fn func(m *allocator.NodeMark) bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -218,9 +203,7 @@ func (f *File) change(lower bool, fn func(m *allocator.NodeMark) bool) error {
 	return nil
 }
 
-// save writes the mark: to a temporary file beside the file, synced, then
-// renamed over it, and the directory synced, so that a crash leaves the
-// old file or the new one.
+// save writes the mark atomically (rename, then directory sync).
 func (f *File) save() error {
 	d := fileData{Format: formatVersion, StoreID: f.mark.StoreID, Generation: f.mark.Generation,
 		Ceilings: make(map[string]int64, len(f.mark.Ceilings)), Counters: f.mark.Counters}

@@ -13,11 +13,9 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// Store is an allocator.Store that keeps a node's File up to date with
-// what the node's own keeper and segment allocator see the store commit.
-// Leases of the lease API's remote holders (allocator.RemoteHolderPrefix)
-// are not recorded: a remote holder may heartbeat and release through any
-// node, so no one node's file knows its lease's last state.
+// Store is an allocator.Store keeping a File in step with what the node's
+// keeper and segment allocator see committed. Remote lease-API holders are
+// not recorded: they may use any node.
 type Store struct {
 	allocator.Store
 	file *File
@@ -25,13 +23,11 @@ type Store struct {
 
 	mu     sync.Mutex
 	floors map[allocator.LeaseKey]int64 // the floor of each lease the keeper holds through this store
-	// failing is set from a raise whose write failed until one succeeds,
-	// so that a file that cannot be written is logged once per spell.
+	// failing is set while raises fail, so failure is logged once per spell.
 	failing atomic.Bool
 }
 
-// Wrap returns s recording into f; log receives the failures of raises
-// (which do not fail the call: the file then lags behind the store).
+// Wrap returns s recording into f; failed raises are logged, not returned.
 func Wrap(s allocator.Store, f *File, log *slog.Logger) *Store {
 	return &Store{Store: s, file: f, log: log, floors: map[allocator.LeaseKey]int64{}}
 }
@@ -50,8 +46,7 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 	return res, err
 }
 
-// Heartbeat extends the lease through the store and records the ceiling
-// it committed.
+// Heartbeat extends the lease and records the committed ceiling.
 func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (allocator.Lease, time.Time, error) {
 	lease, now, err := s.Store.Heartbeat(ctx, req)
 	if err == nil && own(req.Holder) {
@@ -67,11 +62,9 @@ func (s *Store) held(l allocator.Lease) {
 	s.raised(s.file.RaiseCeiling(l.LeaseKey, l.CeilingMS))
 }
 
-// Release first lowers the file's ceiling of the lease to what the
-// release will leave in the store (allocator.ReleaseCeiling of the lease's
-// floor and req.LastTimestampMS), then releases. When that write fails it
-// does not release: the lease then expires with its ceiling in place,
-// which is safe, where a release would leave the file above the store.
+// Release first lowers the file's ceiling to what the release will leave
+// (allocator.ReleaseCeiling), then releases; if that write fails it does
+// not release, and the lease expires with its ceiling in place.
 func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int64, error) {
 	if own(req.Holder) {
 		s.mu.Lock()
@@ -87,8 +80,7 @@ func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int6
 	return s.Store.Release(ctx, req)
 }
 
-// FetchSegment fetches through the store and records the namespace's
-// max_id after the fetch.
+// FetchSegment fetches and records the namespace's new max_id.
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
 	seg, err := s.Store.FetchSegment(ctx, name, n)
 	if err == nil {
@@ -97,10 +89,8 @@ func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocat
 	return seg, err
 }
 
-// ReturnTail first lowers the file's counter of the namespace to newMaxID,
-// then gives the tail back; when that write fails it gives nothing back
-// (the tail becomes a gap). A tail return refused because someone fetched
-// since raises the file's counter to expectMaxID again.
+// ReturnTail first lowers the file's counter to newMaxID, giving nothing
+// back if that fails (a gap); a refused return raises it to expectMaxID.
 func (s *Store) ReturnTail(ctx context.Context, name string, expectMaxID, expectVersion, newMaxID int64) (bool, error) {
 	if err := s.file.LowerCounter(name, newMaxID); err != nil {
 		return false, fmt.Errorf("return the tail of %s: %w", name, err)

@@ -1,9 +1,7 @@
-// Package peerimport reads the segment tables of Meituan Leaf (leaf_alloc)
-// and didi tinyid (tiny_id_info) and plans the idgen namespaces that take
-// over from them (idgen namespaces import; docs/migration.md): one per row,
-// named after its biz_tag or biz_type. Both hand out IDs at or below a
-// row's max_id, so a namespace that starts at max_id + 1 (plus an optional
-// gap, for a source still fetching) never meets them.
+// Package peerimport plans idgen namespaces that take over from the
+// segment tables of Meituan Leaf (leaf_alloc) and didi tinyid
+// (tiny_id_info), one per row (docs/migration.md). Each starts above the
+// row's max_id (plus an optional gap), so it never meets the source's IDs.
 package peerimport
 
 import (
@@ -26,11 +24,9 @@ type Source string
 
 // The sources.
 const (
-	// Leaf is Meituan Leaf's segment mode: table leaf_alloc (biz_tag,
-	// max_id, step, description, update_time).
+	// Leaf is Meituan Leaf's segment mode (leaf_alloc).
 	Leaf Source = "leaf"
-	// Tinyid is didi tinyid: table tiny_id_info (id, biz_type, begin_id,
-	// max_id, step, delta, remainder, create_time, update_time, version).
+	// Tinyid is didi tinyid (tiny_id_info).
 	Tinyid Source = "tinyid"
 )
 
@@ -71,11 +67,9 @@ var (
 type Row struct {
 	Name  string // biz_tag (Leaf) or biz_type (tinyid)
 	MaxID int64  // the largest ID the row's counter has reserved
-	// Step is the range size (Leaf: the smallest of its dynamic step); 0
-	// when tinyid's nullable step is NULL.
+	// Step is the range size; 0 for tinyid's NULL.
 	Step int64
-	// Delta and Remainder are tinyid's: the row served only IDs whose
-	// remainder modulo Delta is Remainder. Leaf rows have 1 and 0.
+	// Delta and Remainder are tinyid's interleave; Leaf rows have 1 and 0.
 	Delta, Remainder int64
 	// Description is Leaf's description; empty for tinyid and NULL.
 	Description string
@@ -84,8 +78,7 @@ type Row struct {
 // tableRE is an unquoted identifier, optionally qualified by a schema.
 var tableRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}(\.[A-Za-z_][A-Za-z0-9_]{0,63})?$`)
 
-// Read returns every row of the source's table (table, or the source's
-// DefaultTable when empty) in db, ordered by name. It only reads.
+// Read returns every row of the source's table by name. It only reads.
 func Read(ctx context.Context, db *sql.DB, src Source, table string) ([]Row, error) {
 	if table == "" {
 		table = src.DefaultTable()
@@ -131,15 +124,11 @@ func Read(ctx context.Context, db *sql.DB, src Source, table string) ([]Row, err
 
 // Options adjust a plan.
 type Options struct {
-	// Gap is added above each row's max_id: the first ID is max_id + 1 +
-	// Gap. Give it when the source may still hand out ranges while the
-	// import runs: more than it can fetch meanwhile.
+	// Gap is added above each max_id, for a source still in use.
 	Gap int64
-	// AcceptDelta imports tinyid rows whose delta is above 1. Such a
-	// biz_type is usually spread over several databases, each serving the
-	// IDs of one remainder, and the namespace must start above the largest
-	// max_id of them all: set it only when every database is imported (the
-	// later imports raise the namespace, see docs/migration.md).
+	// AcceptDelta imports tinyid rows with delta above 1, usually spread
+	// over several databases: set it only when all are imported (later
+	// imports raise the namespace, docs/migration.md).
 	AcceptDelta bool
 }
 
@@ -153,12 +142,9 @@ type Item struct {
 // Start returns the first ID of the item's namespace.
 func (it Item) Start() int64 { return *it.Spec.Start }
 
-// Plan returns the namespace of each row, or an error wrapping
-// ErrUnusableRows that lists every row it cannot import: a name idgen
-// refuses or given twice, a max_id negative or too close to the largest
-// int64, a tinyid delta above 1 without AcceptDelta. A step below 1
-// (tinyid's NULL) becomes idgen's default, one above allocator.MaxStepLimit
-// the limit, with a note.
+// Plan returns each row's namespace, or an error wrapping ErrUnusableRows
+// listing every unusable row. A step below 1 becomes the default, one above
+// allocator.MaxStepLimit the limit, with a note.
 func Plan(src Source, rows []Row, o Options) ([]Item, error) {
 	var problems []string
 	if o.Gap < 0 {
@@ -228,9 +214,7 @@ func Plan(src Source, rows []Row, o Options) ([]Item, error) {
 	return items, nil
 }
 
-// Open connects to the source database dsn names (postgres:// or mysql://,
-// as idgen's --dsn). Its errors never show the password; a DSN dburl.Check
-// refuses is refused unseen (dburl.ErrNotEncoded).
+// Open connects to the source (postgres:// or mysql://); errors hide the password.
 func Open(ctx context.Context, dsn string) (*sql.DB, error) {
 	if err := dburl.Check(dsn); err != nil {
 		return nil, fmt.Errorf("invalid DSN (not shown): %w", err)
@@ -258,8 +242,7 @@ type Action string
 const (
 	Create Action = "create" // no namespace of that name
 	Keep   Action = "keep"   // it exists, its next ID at least the planned start
-	// Raise: it exists below the planned start and is to be raised: its
-	// counter is advanced to start − 1 by a fetch whose IDs are thrown away.
+	// Raise: it exists below the start and is raised by a discarded fetch.
 	Raise    Action = "raise"
 	Conflict Action = "conflict" // it exists below the start, not to be raised
 )
@@ -271,10 +254,8 @@ type Step struct {
 	Existing allocator.Namespace // as found, for Keep, Raise and Conflict
 }
 
-// Check decides the action of each item against the namespaces of store,
-// changing nothing. With raise, an existing namespace below the planned
-// start is raised, else it is a conflict. It returns an error wrapping
-// ErrConflict, with the steps, when there are conflicts.
+// Check decides each item's action against store, changing nothing: with
+// raise a namespace below the start is raised, else it wraps ErrConflict.
 func Check(ctx context.Context, store Namespaces, items []Item, raise bool) ([]Step, error) {
 	steps := make([]Step, 0, len(items))
 	var conflicts []string
@@ -303,10 +284,8 @@ func Check(ctx context.Context, store Namespaces, items []Item, raise bool) ([]S
 	return steps, nil
 }
 
-// Apply carries out the steps of Check in order, stopping at the first
-// failure, and returns how many it carried out. A namespace created
-// meanwhile by someone else fails with allocator.ErrNamespaceExists: run
-// the import again.
+// Apply runs Check's steps in order until one fails and returns how many
+// ran; a namespace created meanwhile fails with ErrNamespaceExists.
 func Apply(ctx context.Context, store Namespaces, steps []Step) (int, error) {
 	for i, st := range steps {
 		switch st.Action {
@@ -319,8 +298,7 @@ func Apply(ctx context.Context, store Namespaces, steps []Step) (int, error) {
 				return i, fmt.Errorf("create namespace %q: %w", st.Spec.Name, err)
 			}
 		case Raise:
-			// The counter may have moved since Check: read it again. A
-			// fetch only ever raises it, so a race leaves it higher still.
+			// Read again: a fetch since Check only raised it.
 			cur, err := store.GetNamespace(ctx, st.Spec.Name)
 			if err != nil {
 				return i, fmt.Errorf("raise namespace %q: %w", st.Spec.Name, err)

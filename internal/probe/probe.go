@@ -1,12 +1,8 @@
-// Package probe is what the node's open routes share: /readyz, the status
-// page and /metrics check the database through one cached Ping, read its
-// space and alarms (etcd) from one Space sampled in the background, and say
-// what failed as each caller's Audience may see it: to everyone in words a
-// caller can act on ("database unreachable"); the store's own text, which
-// names the database's user, hosts, port and key prefix, only to the admin
-// scope (and in the log, once per change). The lease holders, fencing
-// versions and namespaces are details: shown to the admin scope, and to
-// everyone with public details.
+// Package probe is what the node's open routes share: one cached database
+// Ping, one background Space sample (etcd), and failures worded for each
+// caller's Audience: actionable words for everyone, the store's own text
+// (which names users and hosts) only for the admin scope. Lease holders,
+// fencing versions and namespaces are details.
 package probe
 
 import (
@@ -30,8 +26,8 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// Ping is a Pinger that pings db at most once per PingCacheFor, bounded by
-// PingTimeout, and logs when pings start failing and recover.
+// Ping pings db at most once per PingCacheFor, bounded by PingTimeout, and
+// logs failures and recovery.
 type Ping struct {
 	db      Pinger
 	log     *slog.Logger
@@ -53,7 +49,7 @@ func (p *Ping) Ping(ctx context.Context) error {
 	if !p.at.IsZero() && time.Since(p.at) < PingCacheFor {
 		return p.err
 	}
-	// A client that goes away must not leave a failure in the cache.
+	// A departing client must not leave a failure in the cache.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), PingTimeout)
 	defer cancel()
 	p.err = p.db.Ping(ctx)
@@ -62,8 +58,8 @@ func (p *Ping) Ping(ctx context.Context) error {
 	return p.err
 }
 
-// FailureLog logs a repeated check's error when it starts failing and a
-// line when it succeeds again. Its zero value is ready to use.
+// FailureLog logs when a repeated check starts failing and when it
+// recovers; the zero value is ready.
 type FailureLog struct {
 	mu      sync.Mutex
 	failing bool
@@ -92,8 +88,7 @@ type Audience struct {
 	Internals bool
 }
 
-// AudienceOf returns what a request with the Authorization values may
-// see; a missing or wrong token is no refusal on the open routes.
+// AudienceOf returns what a request may see; bad tokens are not refused.
 func AudienceOf(auth *idgen.Authorizer, public bool, authorization []string) Audience {
 	admin := false
 	if _, none, _ := idgen.ParseBearer(authorization); !none && auth.On(idgen.ScopeAdmin) {
@@ -103,8 +98,7 @@ func AudienceOf(auth *idgen.Authorizer, public bool, authorization []string) Aud
 	return Audience{Details: admin || public, Internals: admin}
 }
 
-// StoreFailure says what a failed store call means to a caller, the error
-// itself only to one who may see internals.
+// StoreFailure words err for a; only internals see err itself.
 func StoreFailure(err error, a Audience) string {
 	switch {
 	case a.Internals:

@@ -9,9 +9,8 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// Readiness is a node's readiness report (GET /readyz): ready while the
-// keeper can prove its lease. The database does not decide: a node serves
-// Snowflake IDs through its outage.
+// Readiness is the /readyz report: ready while the keeper can prove its
+// lease; the database does not decide.
 type Readiness struct {
 	Ready      bool          `json:"ready"`
 	Reason     string        `json:"reason,omitempty"`
@@ -20,8 +19,7 @@ type Readiness struct {
 	Durability string        `json:"durability,omitempty"`
 }
 
-// ReadyLease is the node's lease; FencingVersion and Holder are details
-// (Audience).
+// ReadyLease is the node's lease; FencingVersion and Holder are details.
 type ReadyLease struct {
 	Datacenter     int64  `json:"datacenter"`
 	Worker         int64  `json:"worker"`
@@ -56,14 +54,12 @@ type LeaseState interface {
 	Status() allocator.KeeperStatus
 }
 
-// SpaceReporter gives the latest sample of the database's space and
-// alarms: *Space.
+// SpaceReporter gives the latest space sample: *Space.
 type SpaceReporter interface {
 	Report() SpaceReport
 }
 
-// Ready reports on the node for aud: its lease, a ping of db, and the
-// database's space when space is not nil.
+// Ready reports on the node for aud: lease, ping, and space if set.
 func Ready(ctx context.Context, lease LeaseState, db Pinger, space SpaceReporter, aud Audience, durability string) Readiness {
 	out := Readiness{Ready: true, Durability: durability}
 	if err := lease.Ready(); err != nil {

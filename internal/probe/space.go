@@ -18,16 +18,12 @@ const SpaceTimeout = 5 * time.Second
 // growthWindow is how far back the growth rate of the database looks.
 const growthWindow = time.Minute
 
-// SpaceAttention is the share of the quota past which the database's size
-// needs attention: well before etcd refuses writes, so that an operator
-// has time to compact and defragment.
+// SpaceAttention is the quota share needing attention.
 const SpaceAttention = 0.6
 
-// Space samples how much space the database takes and which alarms it has
-// raised (allocator.SpaceReporter, etcd), for /metrics, /readyz and the
-// status page, which read the latest sample (Report). Its owner calls
-// Sample periodically. It logs when an alarm is raised or cleared and
-// when the size passes SpaceAttention of the quota.
+// Space samples the database's space and alarms (etcd) for /metrics,
+// /readyz and the status page; its owner calls Sample periodically. It
+// logs alarm changes and passing SpaceAttention.
 type Space struct {
 	src   allocator.SpaceReporter
 	log   *slog.Logger
@@ -52,8 +48,7 @@ type Compaction struct {
 	// ByNode: this node compacts revisions older than Retention.
 	ByNode    bool
 	Retention time.Duration
-	// Seen: a compaction of the history has been seen (by another node,
-	// an operator or etcd's own --auto-compaction-*), when not ByNode.
+	// Seen: a compaction by someone else has been seen.
 	Seen bool
 	// Text is the line /readyz and the status page show.
 	Text string
@@ -67,15 +62,13 @@ type SpaceReport struct {
 	allocator.StoreSpace
 	// Growth is the size's growth over the last minute, bytes per second.
 	Growth float64
-	// Err is why the latest sample failed; the figures are the last good
-	// ones.
+	// Err is why the latest sample failed; the figures are the last good.
 	Err error
 	// Compaction is who compacts the history.
 	Compaction Compaction
 }
 
-// NoSpace reports whether the database raised the NOSPACE alarm: it
-// refuses every write.
+// NoSpace reports the NOSPACE alarm: every write is refused.
 func (r SpaceReport) NoSpace() bool { return slices.Contains(r.Alarms, "NOSPACE") }
 
 // Share returns the size as a share of the quota; 0 without a quota.
@@ -86,8 +79,7 @@ func (r SpaceReport) Share() float64 {
 	return float64(r.Size) / float64(r.Quota)
 }
 
-// UntilFull returns how long the database takes to reach its quota at the
-// current growth; false without a quota or growth.
+// UntilFull returns the time to the quota at the current growth.
 func (r SpaceReport) UntilFull() (time.Duration, bool) {
 	if r.Quota <= 0 || r.Growth <= 0 || r.Size >= r.Quota {
 		return 0, false
@@ -95,8 +87,7 @@ func (r SpaceReport) UntilFull() (time.Duration, bool) {
 	return time.Duration(float64(r.Quota-r.Size) / r.Growth * float64(time.Second)), true
 }
 
-// AlarmText names the raised alarms and what they mean, for /readyz, the
-// status page and the log; "" when none is raised.
+// AlarmText names the raised alarms and their meaning; "" when none.
 func (r SpaceReport) AlarmText() string {
 	var parts []string
 	for _, a := range r.Alarms {
@@ -113,8 +104,7 @@ func (r SpaceReport) AlarmText() string {
 	return strings.Join(parts, "; ")
 }
 
-// NewSpace returns a Space of src that logs to log (nil: nowhere) and
-// stamps samples with clock (nil: time.Now).
+// NewSpace returns a Space of src; log and clock may be nil.
 func NewSpace(src allocator.SpaceReporter, c Compaction, clock func() time.Time, log *slog.Logger) *Space {
 	if clock == nil {
 		clock = time.Now

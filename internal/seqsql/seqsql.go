@@ -1,15 +1,10 @@
-// Package seqsql is the sequence store (sequence.Store) of idgen's three SQL
-// stores, written once on database/sql: allocator/postgres (through pgx's
-// database/sql adapter), allocator/mysql and allocator/sqlite each give it
-// a Dialect and their pool, and expose it as their Sequences method.
+// Package seqsql is the sequence store (sequence.Store) of idgen's three
+// SQL stores, written once on database/sql; each store gives it a Dialect
+// and its pool.
 //
-// Every transaction reads the database's time first (Dialect.Now) and uses
-// that time, as a parameter, for every time it writes and every expiry it
-// decides; the period of a reservation is that time read in the sequence's
-// zone. The counter of a period is advanced by one UPDATE, which queues
-// concurrent reservations on the row lock, and the ledger rows of the
-// numbers it covers are inserted in the same transaction: a reservation
-// that commits has its rows, one that does not has taken no number.
+// Every transaction reads the database's time first and uses it for all it
+// writes. A period's counter advances by one UPDATE, queueing on its row
+// lock, and the ledger rows go in the same transaction.
 package seqsql
 
 import (
@@ -31,34 +26,28 @@ import (
 type Dialect struct {
 	// Name begins every error: "postgres", "mysql", "sqlite".
 	Name string
-	// Dollar marks PostgreSQL's placeholders ($1, $2, …); the statements
-	// here are written with "?".
+	// Dollar marks PostgreSQL's $n placeholders (statements use "?").
 	Dollar bool
 	// Now is the SQL expression of the database's current time.
 	Now string
-	// TimeArg turns a time (UTC, whole milliseconds) into a parameter
-	// compared with and written to the time columns.
+	// TimeArg turns a UTC millisecond time into a time-column parameter.
 	TimeArg func(t time.Time) any
-	// InsertCounter inserts the row (sequence, period, last_number,
-	// updated_at) from four parameters, doing nothing when it exists.
+	// InsertCounter inserts a counter row of four parameters, if missing.
 	InsertCounter string
-	// ForUpdate ends a SELECT that locks the rows it reads (" FOR UPDATE");
-	// "" where the transaction holds the database's write lock (SQLite).
+	// ForUpdate ends a locking SELECT; "" for SQLite.
 	ForUpdate string
 	// Duplicate reports whether err is a unique-key violation.
 	Duplicate func(err error) bool
 }
 
-// MaxReserve bounds the numbers of one store transaction: a Service
-// combines callers up to it.
+// MaxReserve bounds the numbers of one store transaction.
 const MaxReserve = 10000
 
-// insertChunk is how many ledger rows one INSERT writes: 11 parameters
-// each keeps a statement below every database's parameter limit.
+// insertChunk is how many ledger rows one INSERT writes, within every
+// database's parameter limit.
 const insertChunk = 500
 
-// Store is the sequence store on one SQL database. It is safe for
-// concurrent use.
+// Store is the sequence store on one SQL database; safe for concurrent use.
 type Store struct {
 	d      Dialect
 	db     *sql.DB
@@ -74,15 +63,13 @@ var (
 	_ sequence.TimeShifter = (*Store)(nil)
 )
 
-// New returns the sequence store of dialect d on db, whose transactions
-// tx runs (READ COMMITTED or stronger; retried on the database's
-// conflicts).
+// New returns the sequence store of dialect d on db; tx runs its
+// transactions (READ COMMITTED or stronger, retried on conflicts).
 func New(d Dialect, db *sql.DB, tx *sqltx.Runner[*sql.Tx]) *Store {
 	return &Store{d: d, db: db, tx: tx, compiled: map[string]*sequence.Compiled{}}
 }
 
-// ShiftTime implements sequence.TimeShifter: every later call reads the
-// database's time plus d.
+// ShiftTime implements sequence.TimeShifter.
 func (s *Store) ShiftTime(d time.Duration) { s.offset.Add(int64(d)) }
 
 // q writes query's "?" placeholders as the dialect wants them.
@@ -103,8 +90,7 @@ func (s *Store) q(query string) string {
 	return b.String()
 }
 
-// now reads the store's time in tx (or on the pool when tx is nil), in
-// UTC whole milliseconds.
+// now reads store time in tx (or on the pool), in UTC whole milliseconds.
 func (s *Store) now(ctx context.Context, tx *sql.Tx) (time.Time, error) {
 	var tc timeCol
 	var row *sql.Row
@@ -286,7 +272,6 @@ func (s *Store) Reserve(ctx context.Context, name string, reqs []sequence.Reques
 	})
 }
 
-// insertLedger writes the ledger rows of rs.
 func (s *Store) insertLedger(ctx context.Context, tx *sql.Tx, rs []sequence.Reservation) error {
 	var (
 		args []any
@@ -381,8 +366,7 @@ func (s *Store) Settle(ctx context.Context, name, id, caller string, to sequence
 	return out.res, nil
 }
 
-// setState moves the reserved numbers of reservation id to state, settled
-// at at.
+// setState moves reservation id's reserved numbers to state at at.
 func (s *Store) setState(ctx context.Context, tx *sql.Tx, name, id string, state sequence.State, at time.Time) error {
 	_, err := tx.ExecContext(ctx, s.q(`UPDATE sequence_ledger SET state = ?, settled_at = ?
 		WHERE sequence = ? AND reservation_id = ? AND state = 'reserved'`), string(state), s.d.TimeArg(at), name, id)
@@ -392,8 +376,7 @@ func (s *Store) setState(ctx context.Context, tx *sql.Tx, name, id string, state
 	return nil
 }
 
-// ExpireReservations implements sequence.Store: numbers expire at their
-// expiry, which is the settled_at they get.
+// ExpireReservations implements sequence.Store; settled_at is the expiry.
 func (s *Store) ExpireReservations(ctx context.Context, name string) (int64, error) {
 	return sqltx.Get(ctx, s.tx, func(tx *sql.Tx) (int64, error) {
 		now, err := s.now(ctx, tx)
@@ -505,12 +488,11 @@ func (s *Store) SequenceStatus(ctx context.Context, name string) (sequence.Statu
 	})
 }
 
-// Prune implements sequence.Store in one transaction, under the lock of
-// the sequence's row, so that two prunes of one sequence queue.
+// Prune implements sequence.Store in one transaction under the sequence
+// row's lock, so prunes queue.
 func (s *Store) Prune(ctx context.Context, name, before string, dryRun bool) (int64, error) {
 	if !dryRun {
-		// As a read of the ledger does: what has expired is marked so
-		// (and committed) whether the prune goes ahead or not.
+		// Expire first, committed whether the prune goes ahead or not.
 		if _, err := s.ExpireReservations(ctx, name); err != nil {
 			return 0, err
 		}

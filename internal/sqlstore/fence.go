@@ -7,16 +7,14 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// FenceRowQuery reads store_fence's row: store_id, generation, ceiling_ms.
-// A dialect with row locks adds its locking clause.
+// FenceRowQuery reads store_fence's row; lock-capable dialects add a clause.
 const FenceRowQuery = `SELECT store_id, generation, ceiling_ms FROM store_fence WHERE id = 1`
 
-// CountersQuery reads every namespace counter, deleted ones too, in name
-// order, for ScanCounter. A dialect with row locks adds its locking clause.
+// CountersQuery reads every namespace counter (deleted too) in name order;
+// dialects with row locks add theirs.
 const CountersQuery = `SELECT namespace, max_id, max_id_limit, version, deleted_at IS NOT NULL FROM segments ORDER BY namespace`
 
-// ScanCounter reads one row of CountersQuery into a FencedNamespace's
-// previous values (MaxID and Version equal to them).
+// ScanCounter reads a CountersQuery row into a FencedNamespace.
 func ScanCounter(row Scanner) (allocator.FencedNamespace, error) {
 	var (
 		n     allocator.FencedNamespace
@@ -32,20 +30,17 @@ func ScanCounter(row Scanner) (allocator.FencedNamespace, error) {
 	return n, nil
 }
 
-// FenceSteps are a dialect's statements of a restore fence, each run in
-// the caller's transaction (see Dialect.Fence).
+// FenceSteps are a dialect's restore-fence statements.
 type FenceSteps struct {
 	// Now returns the store's time.
 	Now func() (time.Time, error)
-	// Row reads store_fence's row (FenceRowQuery), locked where the
-	// dialect locks rows.
+	// Row reads store_fence's row, locked where possible.
 	Row func() Scanner
 	// Leases reads every row of worker_leases in key order, locked.
 	Leases func() ([]allocator.Lease, error)
-	// FenceLease writes the fence of the row prev: fencing_version + 1,
-	// holder, owner and secret NULL, expires_at = store time,
-	// ts_ceiling_ms = ceiling (never below prev's: the caller's rule),
-	// where the version is still prev's; it returns the row after.
+	// FenceLease fences row prev where its version is unchanged: version
+	// + 1, no holder, owner or secret, expiry now, ceiling set; it returns
+	// the row after.
 	FenceLease func(prev allocator.Lease, ceiling int64) (allocator.Lease, error)
 	// Record inserts a lease event at store time.
 	Record func(allocator.LeaseEvent) error
@@ -53,16 +48,13 @@ type FenceSteps struct {
 	Counters func() ([]allocator.FencedNamespace, error)
 	// FenceCounter sets a namespace's max_id and version.
 	FenceCounter func(name string, maxID, version int64) error
-	// Bump writes store_fence's generation, ceiling_ms, fenced_at (store
-	// time) and detail.
+	// Bump writes store_fence's generation, ceiling, fenced_at and detail.
 	Bump func(generation, ceiling int64, detail string) error
 }
 
-// Fence runs the steps of allocator.RestoreFencer.FenceRestore in the
-// caller's transaction, once req is validated: it reads the generation,
-// raises and frees every worker row with an EventFence, moves every
-// namespace counter by req.Gap (allocator.FenceCounter) and bumps the
-// generation.
+// Fence runs allocator.RestoreFencer.FenceRestore's steps in the caller's
+// transaction: it frees every worker row with an EventFence, moves every
+// counter by req.Gap and bumps the generation.
 func (d Dialect) Fence(req allocator.FenceRequest, st FenceSteps) (allocator.FenceResult, error) {
 	now, err := st.Now()
 	if err != nil {
@@ -120,8 +112,7 @@ func (d Dialect) Fence(req allocator.FenceRequest, st FenceSteps) (allocator.Fen
 	return res, nil
 }
 
-// StoreMark builds an allocator.StoreMark from store_fence's row
-// (FenceRowQuery), the worker rows and the namespace counters.
+// StoreMark builds an allocator.StoreMark.
 func (d Dialect) StoreMark(row Scanner, leases []allocator.Lease, counters []allocator.FencedNamespace) (allocator.StoreMark, error) {
 	m := allocator.StoreMark{Ceilings: make(map[allocator.LeaseKey]int64, len(leases)), Counters: make(map[string]int64, len(counters))}
 	if err := row.Scan(&m.StoreID, &m.Generation, &m.CeilingMS); err != nil {

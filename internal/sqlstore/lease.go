@@ -13,7 +13,6 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// scanLayout reads the row of layoutQuery.
 func scanLayout(row Scanner) (snowflake.Layout, error) {
 	var (
 		got     snowflake.Layout
@@ -30,9 +29,8 @@ const layoutQuery = `
 	SELECT time_bits, datacenter_bits, worker_bits, sequence_bits, epoch_ms
 	FROM snowflake_layout WHERE id = 1`
 
-// EnsureLayout runs the steps of allocator.LeaseStore.EnsureLayout in the
-// caller's transaction: record inserts layout (the default for a zero one)
-// unless one is recorded, and read runs the SELECT it is given.
+// EnsureLayout runs allocator.LeaseStore.EnsureLayout's steps in the
+// caller's transaction: record inserts layout unless recorded, read reads.
 func (d Dialect) EnsureLayout(layout snowflake.Layout, record func(snowflake.Layout) error, read func(query string) Scanner) (snowflake.Layout, error) {
 	if layout.IsZero() {
 		layout = snowflake.DefaultLayout()
@@ -47,15 +45,13 @@ func (d Dialect) EnsureLayout(layout snowflake.Layout, record func(snowflake.Lay
 	return got, nil
 }
 
-// Candidate is the row of worker_leases a claim picked, as it was before
-// the claim; Holder is "" for none.
+// Candidate is the worker_leases row a claim picked, as it was.
 type Candidate struct {
 	WorkerID, Version, CeilingMS int64
 	Holder                       string
 }
 
-// ScanCandidate reads a Candidate from the columns worker_id, holder,
-// fencing_version and ts_ceiling_ms, in that order.
+// ScanCandidate reads worker_id, holder, fencing_version, ts_ceiling_ms.
 func ScanCandidate(row Scanner) (Candidate, error) {
 	var (
 		c      Candidate
@@ -66,12 +62,10 @@ func ScanCandidate(row Scanner) (Candidate, error) {
 	return c, err
 }
 
-// Claim runs the steps of allocator.LeaseStore.Claim in the caller's
-// transaction, once the pool's rows exist: owned (OwnedQuery) counts
-// req.Owner's unexpired leases, only when req.MaxOwnerLeases caps them;
-// pick reads the row to claim (d.NoRows when none is free); take writes the
-// claim and returns the lease and the database time (its errors, such as
-// sqltx.ErrRetry, are returned as they are); record inserts the event.
+// Claim runs allocator.LeaseStore.Claim's steps in the caller's
+// transaction: owned counts the owner's live leases (only when capped),
+// pick reads a free row (d.NoRows if none), take writes the claim (errors
+// returned as they are), record inserts the event.
 func (d Dialect) Claim(req allocator.ClaimRequest, owned func() (int64, error), pick func() (Candidate, error),
 	take func(Candidate) (allocator.Lease, time.Time, error), record func(allocator.LeaseEvent) error) (allocator.ClaimResult, error) {
 	if req.MaxOwnerLeases > 0 && req.Owner != "" {
@@ -105,9 +99,8 @@ func (d Dialect) Claim(req allocator.ClaimRequest, owned func() (int64, error), 
 	return allocator.ClaimResult{Lease: lease, PrevHolder: c.Holder, PrevCeilingMS: c.CeilingMS, DBNow: now}, nil
 }
 
-// OwnedQuery returns the count of Claim's owned step, in a dialect with
-// placeholders ph and current time now: the owner's unexpired leases other
-// than the holder's. Its parameters are the owner and the holder.
+// OwnedQuery returns Claim's owned count: the owner's live leases other
+// than the holder's (parameters owner, holder).
 func OwnedQuery(ph func(int) string, now string) string {
 	return `SELECT count(*) FROM worker_leases WHERE owner = ` + ph(1) +
 		` AND holder IS NOT NULL AND holder <> ` + ph(2) + ` AND expires_at > ` + now
@@ -116,8 +109,7 @@ func OwnedQuery(ph func(int) string, now string) string {
 // EventColumns are the columns of lease_events that ScanEvent reads.
 const EventColumns = `id, datacenter_id, worker_id, holder, owner, request_id, fencing_version, event, at, detail`
 
-// ScanEvent reads one row of EventColumns; the at column is read as an At,
-// which the dialect's at turns into the event's time (UTC).
+// ScanEvent reads one EventColumns row; at converts the at column to UTC.
 func ScanEvent[At any](row Scanner, at func(At) (time.Time, error)) (allocator.LeaseEvent, error) {
 	var (
 		ev               allocator.LeaseEvent
@@ -140,8 +132,7 @@ func ScanEvent[At any](row Scanner, at func(At) (time.Time, error)) (allocator.L
 // UTC is the at of ScanEvent for a driver that reads times as time.Time.
 func UTC(t time.Time) (time.Time, error) { return t.UTC(), nil }
 
-// WorkerError wraps err, from the statement of op ("claim", "evict", …) on
-// the row of key: "mysql: evict worker 1/2: …".
+// WorkerError wraps err of op on key's row: "mysql: evict worker 1/2: …".
 func (d Dialect) WorkerError(op string, key allocator.LeaseKey, err error) error {
 	return fmt.Errorf("%s: %s worker %d/%d: %w", d.Name, op, key.DatacenterID, key.WorkerID, err)
 }
@@ -151,9 +142,8 @@ func (d Dialect) leaseError(op string, key allocator.LeaseKey, holder string, ve
 		d.Name, op, key.DatacenterID, key.WorkerID, holder, version, err)
 }
 
-// Heartbeat implements allocator.LeaseStore.Heartbeat for a SQL store:
-// after checking req, it runs beat (whose errors HeartbeatError words) in
-// a transaction of r.
+// Heartbeat implements allocator.LeaseStore.Heartbeat for a SQL store,
+// running beat in a transaction of r after checking req.
 func Heartbeat[Tx any](ctx context.Context, d Dialect, r *sqltx.Runner[Tx], req allocator.HeartbeatRequest,
 	beat func(tx Tx) (allocator.Lease, time.Time, error)) (allocator.Lease, time.Time, error) {
 	if err := req.Validate(); err != nil {
@@ -170,11 +160,9 @@ func Heartbeat[Tx any](ctx context.Context, d Dialect, r *sqltx.Runner[Tx], req 
 	return got.lease, got.now, err
 }
 
-// HeartbeatError is what beat returns for err, the error of the UPDATE
-// that extends the lease: allocator.ErrLeaseLost for d.NoRows (no row
-// matched, or the lease expired), with allocator.ErrLeaseSecret when held
-// (HeldQuery, in the same transaction) finds the holder's unexpired row at
-// the version; other errors wrapped.
+// HeartbeatError maps the extending UPDATE's err: d.NoRows is
+// ErrLeaseLost, plus ErrLeaseSecret when held finds the holder's live row
+// at the version; other errors are wrapped.
 func (d Dialect) HeartbeatError(req allocator.HeartbeatRequest, err error, held func() (int64, error)) error {
 	switch {
 	case err == nil:
@@ -186,9 +174,8 @@ func (d Dialect) HeartbeatError(req allocator.HeartbeatRequest, err error, held 
 	}
 }
 
-// lostError is the error of op on a lease no row matched:
-// allocator.ErrLeaseLost, with ErrLeaseSecret when held counts the
-// holder's unexpired row at the version (only its owner or secret differed).
+// lostError is ErrLeaseLost for op, plus ErrLeaseSecret when held counts
+// the holder's live row (only owner or secret differed).
 func (d Dialect) lostError(op string, key allocator.LeaseKey, holder string, version int64, held func() (int64, error)) error {
 	n, err := held()
 	switch {
@@ -200,19 +187,17 @@ func (d Dialect) lostError(op string, key allocator.LeaseKey, holder string, ver
 	return d.leaseError(op, key, holder, version, allocator.ErrLeaseLost)
 }
 
-// HeldQuery returns the count of the held step of HeartbeatError and
-// Release, in a dialect with placeholders ph and current time now. Its
-// parameters are the datacenter and worker IDs, holder and fencing version.
+// HeldQuery returns the held count of HeartbeatError and Release
+// (parameters datacenter, worker, holder, fencing version).
 func HeldQuery(ph func(int) string, now string) string {
 	return `SELECT count(*) FROM worker_leases WHERE datacenter_id = ` + ph(1) + ` AND worker_id = ` + ph(2) +
 		` AND holder = ` + ph(3) + ` AND fencing_version = ` + ph(4) + ` AND expires_at > ` + now
 }
 
-// Release runs the steps of allocator.LeaseStore.Release in the caller's
-// transaction: read queries the matching row's ts_floor_ms and
-// ts_ceiling_ms, locked (held as HeartbeatError's when none matched);
-// allocator.ReleaseCeiling decides the ceiling, which write writes and
-// Release returns; record inserts the event.
+// Release runs allocator.LeaseStore.Release's steps in the caller's
+// transaction: read locks the row's floor and ceiling (held as for
+// HeartbeatError when none), write writes allocator.ReleaseCeiling's
+// ceiling, record inserts the event.
 func (d Dialect) Release(req allocator.ReleaseRequest, read func() Scanner, held func() (int64, error),
 	write func(ceiling int64) error, record func(allocator.LeaseEvent) error) (int64, error) {
 	var floor, committed int64
@@ -238,10 +223,9 @@ func (d Dialect) Release(req allocator.ReleaseRequest, read func() Scanner, held
 	return ceiling, nil
 }
 
-// Evict runs the steps of allocator.LeaseAdmin.Evict in the caller's
-// transaction: read returns the row, locked (d.NoRows when none);
-// req.CheckRow decides; evict takes the lease and returns the row it left
-// (its errors as they are); record inserts the event.
+// Evict runs allocator.LeaseAdmin.Evict's steps in the caller's
+// transaction: read locks the row, req.CheckRow decides, evict writes,
+// record inserts the event.
 func (d Dialect) Evict(req allocator.EvictRequest, read func() (allocator.Lease, error),
 	evict func(prev allocator.Lease) (allocator.Lease, error), record func(allocator.LeaseEvent) error) (allocator.Lease, error) {
 	prev, err := read()
@@ -264,8 +248,7 @@ func (d Dialect) Evict(req allocator.EvictRequest, read func() (allocator.Lease,
 	return lease, nil
 }
 
-// ListLeases implements allocator.LeaseAdmin.ListLeases for a SQL store,
-// selecting cols of every row in key order with query.
+// ListLeases implements allocator.LeaseAdmin.ListLeases in key order.
 func (d Dialect) ListLeases(ctx context.Context, cols string, query Query[allocator.Lease]) ([]allocator.Lease, error) {
 	leases, err := query(ctx, `SELECT `+cols+` FROM worker_leases ORDER BY datacenter_id, worker_id`)
 	if err != nil {
@@ -274,8 +257,7 @@ func (d Dialect) ListLeases(ctx context.Context, cols string, query Query[alloca
 	return leases, nil
 }
 
-// ListLeaseEvents implements allocator.LeaseAdmin.ListLeaseEvents for a SQL
-// store, selecting the events f selects in id order with query.
+// ListLeaseEvents implements allocator.LeaseAdmin.ListLeaseEvents.
 func (d Dialect) ListLeaseEvents(ctx context.Context, f allocator.LeaseEventFilter,
 	query Query[allocator.LeaseEvent]) ([]allocator.LeaseEvent, error) {
 	if err := f.Validate(); err != nil {
@@ -328,9 +310,8 @@ func (d Dialect) leaseEventQuery(f allocator.LeaseEventFilter, cols string) (str
 		` ORDER BY id LIMIT ` + d.Placeholder(len(args)), args
 }
 
-// PruneLeaseEvents implements allocator.LeaseAdmin.PruneLeaseEvents for a
-// SQL store: it runs prune, which deletes at most batch of the oldest
-// events before d.TimeArg(before), until it deletes fewer than batch.
+// PruneLeaseEvents implements allocator.LeaseAdmin.PruneLeaseEvents,
+// running prune (at most batch oldest events) until it deletes fewer.
 func (d Dialect) PruneLeaseEvents(ctx context.Context, before time.Time, batch int,
 	prune func(ctx context.Context, before any, batch int) (int64, error)) (int64, error) {
 	if before.IsZero() {

@@ -10,14 +10,12 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// NamespaceColumns are the columns of segments that ScanNamespace (and
-// every store's scanSegment) reads.
+// NamespaceColumns are the segments columns ScanNamespace reads.
 const NamespaceColumns = `namespace, max_id, max_id_limit, step, min_step, max_step, mode, fallback,
 	version, created_at, updated_at, description, deleted_at, id_stride, id_offset`
 
-// ScanNamespace reads the destinations in lead, then NamespaceColumns,
-// through database/sql: at wraps each time column's destination in the
-// dialect's scanner of its time text.
+// ScanNamespace reads lead, then NamespaceColumns; at wraps each time
+// destination in the dialect's scanner.
 func ScanNamespace(row Scanner, at func(*time.Time) sql.Scanner, lead ...any) (allocator.Namespace, error) {
 	var (
 		ns             allocator.Namespace
@@ -36,8 +34,7 @@ func ScanNamespace(row Scanner, at func(*time.Time) sql.Scanner, lead ...any) (a
 	return ns, nil
 }
 
-// ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces for a
-// SQL store, selecting every live row by name with query.
+// ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces.
 func (d Dialect) ListNamespaces(ctx context.Context, query Query[allocator.Namespace]) ([]allocator.Namespace, error) {
 	list, err := query(ctx, `SELECT `+NamespaceColumns+` FROM segments WHERE deleted_at IS NULL ORDER BY namespace`)
 	if err != nil {
@@ -46,16 +43,14 @@ func (d Dialect) ListNamespaces(ctx context.Context, query Query[allocator.Names
 	return list, nil
 }
 
-// NamespaceNotFound is the error of op ("get namespace", …) on a namespace
-// without a live row.
+// NamespaceNotFound is op's error for a namespace without a live row.
 func (d Dialect) NamespaceNotFound(op, name string) error {
 	return fmt.Errorf("%s: %s %q: %w", d.Name, op, name, allocator.ErrNamespaceNotFound)
 }
 
-// FetchSegment implements allocator.SegmentStore.FetchSegment for a SQL
-// store: fetch raises max_id by n and returns the row it left (found false
-// when none matched); get (GetNamespace) then tells a missing namespace
-// from one with fewer than n IDs left.
+// FetchSegment implements allocator.SegmentStore.FetchSegment: fetch raises
+// max_id by n and returns the row; on no match, get tells a missing
+// namespace from an exhausted one.
 func (d Dialect) FetchSegment(ctx context.Context, name string, n int64,
 	fetch func(ctx context.Context) (ns allocator.Namespace, found bool, err error),
 	get func(ctx context.Context, name string) (allocator.Namespace, error)) (allocator.Segment, error) {
@@ -76,8 +71,8 @@ func (d Dialect) FetchSegment(ctx context.Context, name string, n int64,
 	return allocator.Segment{Namespace: ns, First: ns.MaxID - n + 1, Last: ns.MaxID}, nil
 }
 
-// ReturnTail implements allocator.SegmentStore.ReturnTail for a SQL store:
-// update runs the compare-and-set UPDATE and returns the rows matched.
+// ReturnTail implements allocator.SegmentStore.ReturnTail; update runs the
+// compare-and-set and returns the rows matched.
 func (d Dialect) ReturnTail(ctx context.Context, name string, expectMaxID, newMaxID int64,
 	update func(ctx context.Context) (int64, error)) (bool, error) {
 	if err := allocator.ValidReturnTail(name, expectMaxID, newMaxID); err != nil {
@@ -90,9 +85,8 @@ func (d Dialect) ReturnTail(ctx context.Context, name string, expectMaxID, newMa
 	return matched == 1, nil
 }
 
-// NamespaceResult is what op on namespace name returns after its statement
-// read ns or failed with err: allocator.ErrNamespaceNotFound for d.NoRows,
-// other errors through d.SegmentError.
+// NamespaceResult is op's result from ns or err: ErrNamespaceNotFound for
+// d.NoRows, else d.SegmentError.
 func (d Dialect) NamespaceResult(op, name string, ns allocator.Namespace, err error) (allocator.Namespace, error) {
 	if errors.Is(err, d.NoRows) {
 		return allocator.Namespace{}, d.NamespaceNotFound(op, name)
@@ -103,10 +97,8 @@ func (d Dialect) NamespaceResult(op, name string, ns allocator.Namespace, err er
 	return ns, nil
 }
 
-// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace for a
-// SQL store: insert runs the INSERT of ns and returns the row. When the name
-// is in use (d.DuplicateName), revive creates ns over a tombstone of it,
-// with run, read and write.
+// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace;
+// when insert finds the name in use, revive overwrites a tombstone.
 func CreateNamespace[Tx any](ctx context.Context, d Dialect, run func(ctx context.Context, fn func(tx Tx) error) error,
 	ns allocator.Namespace, insert func(ctx context.Context) (allocator.Namespace, error),
 	read func(tx Tx) (allocator.Namespace, error), write func(tx Tx, next allocator.Namespace) (allocator.Namespace, error)) (allocator.Namespace, error) {
@@ -120,11 +112,9 @@ func CreateNamespace[Tx any](ctx context.Context, d Dialect, run func(ctx contex
 	return got, nil
 }
 
-// revive creates ns over a tombstone, after its INSERT failed with dupErr:
-// in a transaction of run, read returns the row under the write lock,
-// allocator.Namespace.Revive decides the row, and write writes it. A live
-// row, or one gone, is reported as dupErr (ErrNamespaceExists); a refusal
-// of Revive as it is.
+// revive creates ns over a tombstone after the INSERT failed with dupErr:
+// read locks the row, Namespace.Revive decides, write writes. A live or
+// vanished row reports dupErr.
 func revive[Tx any](ctx context.Context, d Dialect, run func(ctx context.Context, fn func(tx Tx) error) error,
 	ns allocator.Namespace, dupErr error,
 	read func(tx Tx) (allocator.Namespace, error), write func(tx Tx, next allocator.Namespace) (allocator.Namespace, error)) (allocator.Namespace, error) {
@@ -154,9 +144,8 @@ func revive[Tx any](ctx context.Context, d Dialect, run func(ctx context.Context
 	return got, nil
 }
 
-// tombstone returns nil when tomb, read with err, is a tombstone revive may
-// revive; dupErr when it is live or gone (deleted rows are never removed: a
-// row that went away is not ours to guess about); else err.
+// tombstone returns nil for a revivable tombstone, dupErr for a live or
+// vanished row (deleted rows are never removed), else err.
 func (d Dialect) tombstone(tomb allocator.Namespace, err, dupErr error) error {
 	switch {
 	case errors.Is(err, d.NoRows):

@@ -1,13 +1,8 @@
-// Package sqlstore holds what idgen's three SQL stores (allocator/mysql,
-// allocator/postgres, allocator/sqlite) share: the order of the steps of a
-// lease or namespace operation and the errors they return (worded alike,
-// "mysql: release worker 1/2: …"), the lease-event query, the prune loop
-// and row and parameter helpers.
-//
-// Each store keeps its own SQL text, transactions (isolation, row locks,
-// retries through internal/sqltx) and driver: the functions here take the
-// dialect's statements as functions run inside the caller's transaction,
-// and never begin, commit or retry anything themselves.
+// Package sqlstore holds what idgen's three SQL stores share: the order of
+// a lease or namespace operation's steps and their errors (worded alike),
+// the lease-event query, the prune loop and row and parameter helpers.
+// Stores keep their own SQL, transactions and driver; the steps run inside
+// the caller's transaction, never beginning, committing or retrying.
 package sqlstore
 
 import (
@@ -26,20 +21,16 @@ import (
 type Dialect struct {
 	// Name begins every error: "mysql", "postgres", "sqlite".
 	Name string
-	// NoRows is the driver's error for a query that returned no row:
-	// sql.ErrNoRows or pgx.ErrNoRows.
+	// NoRows is the driver's no-row error.
 	NoRows error
-	// Placeholder writes the nth parameter of a statement, from 1:
-	// Question or Dollar.
+	// Placeholder writes the nth parameter (Question or Dollar).
 	Placeholder func(n int) string
 	// TimeArg turns a time into a parameter compared with lease_events.at.
 	TimeArg func(t time.Time) any
-	// SegmentError wraps err, from the statement of op ("fetch segment
-	// of", …) on namespace name, adding allocator.ErrNamespaceExists or
-	// ErrInvalidNamespace where the driver's error says so.
+	// SegmentError wraps op's err on namespace name, adding
+	// ErrNamespaceExists or ErrInvalidNamespace as the driver's error says.
 	SegmentError func(op, name string, err error) error
-	// DuplicateName reports whether err, from the INSERT of a namespace,
-	// says that a row of its name exists (live or a tombstone).
+	// DuplicateName reports whether a namespace INSERT's err is a name in use.
 	DuplicateName func(err error) bool
 }
 
@@ -49,8 +40,7 @@ func Question(int) string { return "?" }
 // Dollar is the placeholder of PostgreSQL: "$1", "$2", ….
 func Dollar(n int) string { return "$" + strconv.Itoa(n) }
 
-// Ping runs the driver's ping, naming dsn (without its password) in its
-// error.
+// Ping runs ping, naming the redacted dsn in its error.
 func (d Dialect) Ping(ctx context.Context, dsn string, ping func(ctx context.Context) error) error {
 	if err := ping(ctx); err != nil {
 		return fmt.Errorf("%s: ping %s: %w", d.Name, dsn, err)
@@ -58,8 +48,7 @@ func (d Dialect) Ping(ctx context.Context, dsn string, ping func(ctx context.Con
 	return nil
 }
 
-// Migrations returns the goose provider of dialect's migrations on db, a
-// pool the provider closes (closed here if it cannot be made).
+// Migrations returns the goose provider of dialect on db, which it closes.
 func Migrations(dialect migrations.Dialect, db *sql.DB) (*goose.Provider, error) {
 	p, err := migrations.NewProvider(dialect, db)
 	if err != nil {
@@ -105,8 +94,7 @@ func QueryAll[T any](ctx context.Context, db Querier, scan func(Scanner) (T, err
 	return all, nil
 }
 
-// Query runs a SELECT and reads every row it returns: Rows on a
-// database/sql pool, or the PostgreSQL store's own on pgx.
+// Query runs a SELECT and reads every row.
 type Query[T any] func(ctx context.Context, query string, args ...any) ([]T, error)
 
 // Rows returns the Query of QueryAll on db with scan.
@@ -116,8 +104,7 @@ func Rows[T any](db Querier, scan func(Scanner) (T, error)) Query[T] {
 	}
 }
 
-// ExecCount runs query on db and returns how many rows it changed (with
-// MySQL's clientFoundRows, matched).
+// ExecCount runs query and returns the rows changed (matched, on MySQL).
 func ExecCount(ctx context.Context, db Execer, query string, args ...any) (int64, error) {
 	r, err := db.ExecContext(ctx, query, args...)
 	if err != nil {
@@ -126,8 +113,7 @@ func ExecCount(ctx context.Context, db Execer, query string, args ...any) (int64
 	return r.RowsAffected()
 }
 
-// NullText turns "" into NULL: the parameter of an optional text column
-// (owner, request_id).
+// NullText turns "" into NULL.
 func NullText(s string) any {
 	if s == "" {
 		return nil
@@ -143,8 +129,7 @@ func LimitArg(limit int64) any {
 	return limit
 }
 
-// Optional turns an optional value into a parameter that is NULL when
-// absent.
+// Optional turns an absent value into NULL.
 func Optional[T int64 | string](v *T) any {
 	if v == nil {
 		return nil
@@ -152,8 +137,7 @@ func Optional[T int64 | string](v *T) any {
 	return *v
 }
 
-// OptionalText turns an optional mode or fallback into a string parameter
-// that is NULL when absent.
+// OptionalText turns an absent mode or fallback into NULL.
 func OptionalText[T ~string](v *T) any {
 	if v == nil {
 		return nil

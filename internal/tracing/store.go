@@ -51,18 +51,15 @@ const (
 	SpanUpdateNamespace  = "idgen.admin.update_namespace"
 )
 
-// Store is an allocator.Store whose calls each run in a client span of
-// their own, so that its callers get spans without knowing. Ping and Close
-// are not traced (the probes ping every second), nor is a method added to
-// the store interfaces and not overridden here.
+// Store is an allocator.Store giving each call a client span. Ping, Close
+// and methods not overridden here are not traced.
 type Store struct {
 	allocator.Store
 	tracer trace.Tracer
 	system attribute.KeyValue
 }
 
-// WrapStore returns store traced by tp; system is db.system.name
-// ("postgresql", "mysql", "sqlite", "etcd"), or "" for none.
+// WrapStore returns store traced by tp; system is db.system.name or "".
 func WrapStore(store allocator.Store, tp trace.TracerProvider, system string) *Store {
 	s := &Store{Store: store, tracer: tp.Tracer(InstrumentationName + "/store")}
 	if system != "" {
@@ -219,8 +216,7 @@ func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namesp
 	})
 }
 
-// FetchSegment traces SegmentStore.FetchSegment: the count asked for and
-// the range fetched.
+// FetchSegment traces SegmentStore.FetchSegment.
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
 	ctx, span := s.start(ctx, SpanFetchSegment, attribute.String(AttrNamespace, name), attribute.Int64(AttrCount, n))
 	seg, err := s.Store.FetchSegment(ctx, name, n)

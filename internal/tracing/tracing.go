@@ -1,22 +1,12 @@
-// Package tracing is idgen's OpenTelemetry tracing: a tracer provider that
-// exports over OTLP as the standard OTEL_* environment configures it, and a
-// decorator of the store (Store) that gives each database call a span.
+// Package tracing is idgen's OpenTelemetry tracing: an OTLP tracer provider
+// configured by the standard OTEL_* environment, and a store decorator
+// giving each database call a span.
 //
-// Tracing is off unless asked for: Open returns nil, and idgen then starts
-// no span and wraps nothing, so the /ids hot path costs nothing more. It is
-// on with Settings.Enabled (idgen serve --tracing) or
-// OTEL_TRACES_EXPORTER=otlp, and off whatever else is set with
-// OTEL_SDK_DISABLED=true.
-//
-// The OTLP exporter reads the standard variables itself (endpoint, headers,
-// timeout, certificates, compression); OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
-// or OTEL_EXPORTER_OTLP_PROTOCOL picks "http/protobuf" (the default) or
-// "grpc"; OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES name the service
-// (default "idgen"). Without OTEL_TRACES_SAMPLER, idgen samples
-// Settings.RequestSampleRatio of the requests that come without a sampled
-// trace of their caller, and every call no request made (the keeper's
-// claims and heartbeats, prefetches, pruning): those are few, and the ones
-// an operator looks for.
+// Off unless Settings.Enabled or OTEL_TRACES_EXPORTER=otlp (and never with
+// OTEL_SDK_DISABLED=true); off, Open returns nil and nothing is wrapped.
+// The protocol is "http/protobuf" (default) or "grpc"; the service name
+// defaults to "idgen". Without OTEL_TRACES_SAMPLER, idgen samples
+// RequestSampleRatio of untraced requests and every background call.
 package tracing
 
 import (
@@ -35,8 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// DefaultRequestSampleRatio is the share of requests traced when
-// Settings.RequestSampleRatio is 0 and OTEL_TRACES_SAMPLER is not set.
+// DefaultRequestSampleRatio is the default Settings.RequestSampleRatio.
 const DefaultRequestSampleRatio = 0.01
 
 // InstrumentationName names idgen's tracers.
@@ -52,8 +41,8 @@ var (
 type Settings struct {
 	// Enabled turns tracing on even without OTEL_TRACES_EXPORTER=otlp.
 	Enabled bool
-	// RequestSampleRatio is the share of requests traced, 0 to 1, when
-	// OTEL_TRACES_SAMPLER is not set; 0 means DefaultRequestSampleRatio.
+	// RequestSampleRatio is the share of requests traced, 0 to 1, without
+	// OTEL_TRACES_SAMPLER; 0 means DefaultRequestSampleRatio.
 	RequestSampleRatio float64
 	ServiceVersion     string              // the resource's service.version
 	InstanceID         string              // the resource's service.instance.id
@@ -97,10 +86,8 @@ func (s Settings) enabled(getenv func(string) string) (bool, error) {
 	return on, nil
 }
 
-// Open returns a tracer provider exporting over OTLP when s and the
-// environment turn tracing on, else nil, nil. It connects lazily: an
-// unreachable collector does not stop Open, and spans that cannot be sent
-// are dropped. Its owner calls Shutdown, which sends those still buffered.
+// Open returns an OTLP tracer provider when tracing is on, else nil, nil.
+// It connects lazily, dropping unsendable spans; its owner calls Shutdown.
 func Open(ctx context.Context, s Settings) (*Provider, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
@@ -144,8 +131,7 @@ func Open(ctx context.Context, s Settings) (*Provider, error) {
 	return &Provider{TracerProvider: sdktrace.NewTracerProvider(opts...), Protocol: protocol}, nil
 }
 
-// serviceResource describes the node; the environment wins over idgen's
-// defaults, as later sources do.
+// serviceResource describes the node; the environment wins.
 func serviceResource(ctx context.Context, s Settings) (*resource.Resource, error) {
 	attrs := []attribute.KeyValue{attribute.String("service.name", "idgen")}
 	if s.ServiceVersion != "" {
@@ -165,9 +151,8 @@ func serviceResource(ctx context.Context, s Settings) (*resource.Resource, error
 	return res, nil
 }
 
-// Sampler is idgen's default sampler: a span follows its parent; of the
-// spans that start a trace, requests (server spans) are sampled at ratio
-// (0 means DefaultRequestSampleRatio) and background calls always.
+// Sampler is idgen's default sampler: spans follow their parent; root
+// server spans are sampled at ratio, background calls always.
 func Sampler(ratio float64) sdktrace.Sampler {
 	if ratio == 0 {
 		ratio = DefaultRequestSampleRatio

@@ -9,17 +9,12 @@
 //	refused <unix ns> <reason>
 //	closed <unix ns> <ok | error text>
 //
-// An ids line names the lease its IDs were made under when the generator
-// held that one lease both before and after the batch (a lease is never
-// held again once lost, so it held it throughout); otherwise worker and
-// version are -1. The reason of a refusal is no_lease, expired, clock,
-// backward, below_floor, above_ceiling, closed or other.
-//
-// It runs until SIGTERM or SIGINT, then finishes its batch, closes the
-// generator (releasing the lease with the last timestamp used) and exits
-// 0. The token comes from the environment (IDGEN_HOLDER_TOKEN), so that no
-// process listing shows it. The generator's warnings (a heartbeat or a
-// release that failed) go to standard error.
+// An ids line names its lease when the generator held that one lease
+// before and after the batch; otherwise worker and version are -1. Refusal
+// reasons: no_lease, expired, clock, backward, below_floor, above_ceiling,
+// closed, other. It runs until SIGTERM or SIGINT, then closes the
+// generator and exits 0. The token comes from IDGEN_HOLDER_TOKEN; warnings
+// go to stderr.
 package main
 
 import (
@@ -69,8 +64,7 @@ func run() error {
 		defer f.Close()
 		w = f
 	}
-	// One write per line, unbuffered: a process killed with SIGKILL loses
-	// no line it wrote.
+	// One unbuffered write per line: SIGKILL loses no written line.
 	emit := func(format string, args ...any) {
 		_, _ = w.WriteString(fmt.Sprintf(format, args...) + "\n")
 	}
