@@ -51,12 +51,14 @@ type Options struct {
 	// half to all of min(BackoffMax, BackoffBase·2^(n-1)), at least 1ms.
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
-	// MaxRetryAfter is the longest Retry-After waited for.
+	// MaxRetryAfter is the longest Retry-After waited for; a longer one
+	// returns the server's error at once.
 	MaxRetryAfter time.Duration
 	// AttemptTimeout bounds one attempt, response body included.
 	AttemptTimeout time.Duration
 
-	// MaxCount is the most IDs per request; larger counts are split.
+	// MaxCount is the most IDs per request (the server's --max-count);
+	// larger counts are split.
 	MaxCount int
 
 	Breaker BreakerOptions
@@ -67,8 +69,8 @@ type Options struct {
 }
 
 // BreakerOptions configure the circuit breaker: after Threshold failed
-// attempts in a row it fails calls with ErrCircuitOpen for Cooldown, then
-// lets one probe through.
+// attempts in a row (network errors, 5xx and 429) it fails calls with
+// ErrCircuitOpen for Cooldown, then lets one probe through.
 type BreakerOptions struct {
 	// Threshold: zero means DefaultBreakerThreshold; negative disables it.
 	Threshold int
