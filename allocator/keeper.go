@@ -23,40 +23,30 @@ const (
 	DefaultLeaseTTL        = 30 * time.Second
 	DefaultMaxCeilingAhead = 5 * time.Second
 	DefaultMaxClockOffset  = 5 * time.Second
-	// MinLeaseTTL is the shortest lease a keeper takes: within it a
-	// heartbeat must reach the database and come back, with time to try
-	// again after one that failed.
+	// MinLeaseTTL is the shortest lease: a heartbeat must make the round
+	// trip within it, with time to retry.
 	MinLeaseTTL = time.Second
-	// MaxBackwardWaitLimit bounds KeeperSettings.MaxBackwardWait: a
-	// request that meets a backward clock step waits up to that long.
+	// MaxBackwardWaitLimit bounds KeeperSettings.MaxBackwardWait.
 	MaxBackwardWaitLimit = time.Second
-	// MaxClockOffsetLimit bounds KeeperSettings.MaxClockOffset. The offset
-	// is also how far beyond ttl ahead of database time a committed ceiling
-	// may lie, and so how long a crashed holder can keep its worker ID from
-	// the next one: no setting may push that further than a minute.
+	// MaxClockOffsetLimit bounds KeeperSettings.MaxClockOffset, and so how
+	// long beyond ttl a crashed holder can keep its worker ID.
 	MaxClockOffsetLimit = time.Minute
 )
 
-// Bounds of the keeper's retry delays: claims (and moves to another worker
-// ID while the clock is stepped back) back off from claimBackoffMin up to
-// one heartbeat interval, and at most claimBackoffMax, so that a node that
-// lost its database claims again soon after it is back.
+// Claims back off from claimBackoffMin up to one heartbeat interval, at
+// most claimBackoffMax, so a node claims again soon after its database is back.
 const (
 	claimBackoffMin = 100 * time.Millisecond
 	claimBackoffMax = 5 * time.Second
 )
 
-// Errors returned by the lease keeper, wrapped together with ErrUnavailable
-// when they stop IDs from being issued.
+// Errors of the lease keeper, wrapped with ErrUnavailable when they stop issuing.
 var (
-	// ErrNoLease: the keeper holds no lease (not claimed yet, lost, or the
-	// pool is full).
+	// ErrNoLease: the keeper holds no lease.
 	ErrNoLease = errors.New("no worker lease held")
-	// ErrLeaseExpired: the local lease deadline passed without a successful
-	// heartbeat; the database may hand the worker ID to another node soon.
+	// ErrLeaseExpired: the local lease deadline passed without a heartbeat.
 	ErrLeaseExpired = errors.New("lease deadline passed without a heartbeat")
-	// ErrClockOffset: the node's clock is further from database time than
-	// KeeperSettings.MaxClockOffset.
+	// ErrClockOffset: the clock is too far from database time.
 	ErrClockOffset = errors.New("clock offset from database time too large")
 	// ErrKeeperClosed: Close was called.
 	ErrKeeperClosed = errors.New("lease keeper closed")
@@ -65,63 +55,47 @@ var (
 // WorkerRange is an inclusive range of worker IDs.
 type WorkerRange struct{ Min, Max int64 }
 
-// KeeperSettings configure a Keeper. The zero value means the defaults: the
-// default layout, datacenter 0, every worker ID of the layout, a 30 s ttl
-// with a heartbeat every 10 s. Resolve fills in the defaults and checks the
-// rules given with each field.
+// KeeperSettings configure a Keeper; the zero value means the defaults.
+// Resolve fills them in and checks each field's rule.
 type KeeperSettings struct {
-	// Layout is the Snowflake layout; the zero Layout means the default one.
+	// Layout is the Snowflake layout; zero means the default.
 	Layout snowflake.Layout
 	// DatacenterID must fit the layout.
 	DatacenterID int64
-	// WorkerIDs is the pool to claim from, within the layout; nil means
-	// every worker ID the layout can hold. A pool holds at most MaxPoolSize
-	// worker IDs, so a layout of more than 16 worker bits needs a range.
+	// WorkerIDs is the pool (nil: every worker ID of the layout), at most
+	// MaxPoolSize IDs.
 	WorkerIDs *WorkerRange
-	// Holder names this node in the lease table, in at most MaxHolderLen
-	// bytes and not starting with RemoteHolderPrefix; "" means
-	// host/pid/random.
+	// Holder names this node (at most MaxHolderLen bytes, not starting with
+	// RemoteHolderPrefix); "" means host/pid/random.
 	Holder string
 	// TTL is the lease time to live: at least MinLeaseTTL, default 30 s.
 	TTL time.Duration
-	// Heartbeat is the interval between heartbeats: more than 0 and at most
-	// TTL/2, default TTL/3, which leaves time to retry a failed heartbeat
-	// before the lease runs out.
+	// Heartbeat is the heartbeat interval: up to TTL/2, default TTL/3.
 	Heartbeat time.Duration
-	// Margin is taken off the local deadline, which is the monotonic time
-	// before a claim or heartbeat was sent plus TTL: at least 0 and less
-	// than TTL/2, default TTL/10.
+	// Margin is taken off the local deadline (monotonic send time + TTL):
+	// below TTL/2, default TTL/10.
 	Margin time.Duration
-	// MaxCeilingAhead: a worker ID whose previous holder's ceiling lies
-	// further ahead of this node's clock is not claimed (default 5 s).
+	// MaxCeilingAhead: skip worker IDs whose ceiling lies further ahead of
+	// this clock (default 5 s).
 	MaxCeilingAhead time.Duration
-	// MaxClockOffset: beyond this offset from database time the node
-	// refuses to issue, and no ceiling it commits lies further than TTL +
-	// MaxClockOffset ahead of database time: at least 0 and at most
-	// MaxClockOffsetLimit, default 5 s.
+	// MaxClockOffset: beyond this offset from database time the node refuses
+	// to issue; ceilings lie at most TTL + MaxClockOffset ahead (default 5 s).
 	MaxClockOffset time.Duration
-	// MaxBackwardWait is the largest backward clock step the generator
-	// waits out (snowflake.Settings.MaxBackwardWait): zero means
-	// snowflake.DefaultMaxBackwardWait, negative never waits; at most
-	// MaxBackwardWaitLimit, since a request waits that long.
+	// MaxBackwardWait is the largest backward clock step waited out: zero
+	// means the snowflake default, negative never waits.
 	MaxBackwardWait time.Duration
-	// RandomSequenceStart starts each millisecond's sequence at a random
-	// value (snowflake.Settings.RandomSequenceStart).
+	// RandomSequenceStart: see snowflake.Settings.
 	RandomSequenceStart bool
-	// Clock is the wall clock IDs carry; nil means snowflake.SystemClock().
-	// Deadlines always run on the monotonic clock, never on Clock.
+	// Clock is the wall clock IDs carry (nil: system clock); deadlines use
+	// the monotonic clock.
 	Clock snowflake.Clock
 	// Logger receives lease events; nil discards them.
 	Logger *slog.Logger
 }
 
-// Resolve returns s with the defaults of Layout, TTL, Heartbeat, Margin,
-// MaxCeilingAhead, MaxClockOffset and MaxBackwardWait filled in, or an
-// error wrapping snowflake.ErrInvalidLayout or snowflake.ErrInvalidSettings
-// that names the field whose rule s breaks ("invalid
-// KeeperSettings.TTL 10ms: want at least 1s"). Holder, Clock and Logger are
-// left for NewKeeper to fill in. Resolve of a resolved value returns it
-// unchanged.
+// Resolve returns s with defaults filled in (not Holder, Clock or Logger),
+// or an error wrapping snowflake.ErrInvalidLayout or ErrInvalidSettings
+// that names the field. It is idempotent.
 func (s KeeperSettings) Resolve() (KeeperSettings, error) {
 	if s.Layout.IsZero() {
 		s.Layout = snowflake.DefaultLayout()
@@ -191,16 +165,13 @@ func (s KeeperSettings) Resolve() (KeeperSettings, error) {
 	return s, nil
 }
 
-// DefaultHeartbeat is the interval between heartbeats of a lease of ttl
-// unless set: a third of it, which leaves time to retry a failed
-// heartbeat before the lease runs out. Remote holders are told the same.
+// DefaultHeartbeat is a third of ttl, leaving time to retry a heartbeat.
+// Remote holders are told the same.
 func DefaultHeartbeat(ttl time.Duration) time.Duration { return ttl / 3 }
 
-// DefaultMargin is what is taken off the local deadline of a lease of ttl
-// unless set: a tenth of it. Remote holders are told the same.
+// DefaultMargin is a tenth of ttl. Remote holders are told the same.
 func DefaultMargin(ttl time.Duration) time.Duration { return ttl / 10 }
 
-// pool returns the worker IDs to claim from.
 func (s KeeperSettings) pool() WorkerRange {
 	if s.WorkerIDs != nil {
 		return *s.WorkerIDs
@@ -208,10 +179,7 @@ func (s KeeperSettings) pool() WorkerRange {
 	return WorkerRange{0, s.Layout.MaxWorker()}
 }
 
-// invalidSettings returns an error of the message format gives, wrapping
-// snowflake.ErrInvalidSettings: the error of KeeperSettings.Resolve and
-// SegmentSettings.Resolve, which name the field
-// ("invalid KeeperSettings.TTL 10ms: …").
+// invalidSettings returns an error wrapping snowflake.ErrInvalidSettings.
 func invalidSettings(format string, args ...any) error {
 	return &settingsError{msg: fmt.Sprintf(format, args...)}
 }
@@ -221,8 +189,7 @@ type settingsError struct{ msg string }
 func (e *settingsError) Error() string { return e.msg }
 func (e *settingsError) Unwrap() error { return snowflake.ErrInvalidSettings }
 
-// leaseState is the lease the keeper holds. Fields other than deadline are
-// fixed once the lease is published.
+// leaseState is the lease held; only deadline changes after publishing.
 type leaseState struct {
 	lease    Lease // as claimed; CeilingMS is the claim's ceiling
 	floorMS  int64 // first timestamp this holder may use
@@ -230,17 +197,15 @@ type leaseState struct {
 	deadline atomic.Int64 // monotonic ns (since Keeper.monoBase); 0 revokes
 	ceiling  atomic.Int64 // committed ceiling, Unix ms
 	hbAt     atomic.Int64 // database time of the last heartbeat, Unix ns
-	// issued counts the IDs issued since the last block report
-	// (takeBlock); fromMS is where that report's span ended, the floor
-	// before the first. Only the run loop and Close touch fromMS.
+	// issued counts IDs since the last block report; fromMS is where that
+	// report ended. Only the run loop and Close touch fromMS.
 	issued atomic.Int64
 	fromMS int64
 }
 
 // takeBlock returns what ls issued since its last report and starts the
-// next one: the report goes with the store call whatever its outcome
-// (the IDs were issued either way). The count is taken before the last timestamp is read, so that
-// every ID counted lies at or below ToMS.
+// next. The count is taken before the timestamp, so every counted ID lies
+// at or below ToMS.
 func (ls *leaseState) takeBlock() Block {
 	n := ls.issued.Swap(0)
 	if n == 0 {
@@ -251,14 +216,13 @@ func (ls *leaseState) takeBlock() Block {
 	return b
 }
 
-// Keeper claims a worker ID from the lease table, keeps it with
-// heartbeats and issues Snowflake IDs only while it can prove it owns it.
+// Keeper claims a worker ID from the lease table, keeps it with heartbeats
+// and issues Snowflake IDs only while it can prove it owns it.
 //
-// It feeds its generator a fence: the floor is just above the previous
-// holder's ceiling, the ceiling is the one the database last committed for
-// this holder, and the validity check fails once the local deadline passes.
-// Two holders of one worker ID therefore use disjoint timestamps whatever
-// their clocks say and however long a process was paused.
+// Its generator's fence: floor just above the previous holder's ceiling,
+// ceiling the one the database last committed, validity ending at the
+// local deadline. So two holders of one worker ID use disjoint timestamps
+// whatever their clocks or pauses.
 type Keeper struct {
 	store    LeaseStore
 	s        KeeperSettings
@@ -277,18 +241,14 @@ type Keeper struct {
 	dbOK      atomic.Bool // the last database call succeeded
 	poolFull  atomic.Bool // the last claim found no worker ID free (warned once)
 	lastErr   atomic.Pointer[string]
-	// storeFull: a store call failed because the database is out of
-	// space (ErrStoreFull) and no claim or heartbeat has succeeded since;
-	// the keeper's refusals then say so. A failure of another kind in
-	// between (a pool that looks full while the holder key of a lease the
-	// database could not renew lives on) does not clear it.
+	// storeFull: the database is out of space (ErrStoreFull) and no claim or
+	// heartbeat has succeeded since; other failures do not clear it.
 	storeFull atomic.Bool
 
 	claims, takeovers, lost, heartbeatFailures, releases atomic.Int64
 
-	// kickC asks the loop to look at its schedule now (the clock stepped
-	// back); kicks coalesce in its one-slot buffer, and the loop's step
-	// acts only on what is due.
+	// kickC asks the loop to look at its schedule now (clock stepped back);
+	// kicks coalesce.
 	kickC chan struct{}
 
 	// mu guards the lifecycle fields below; the run loop owns lease changes.
@@ -300,10 +260,8 @@ type Keeper struct {
 	doneC   chan struct{}
 }
 
-// NewKeeper returns a keeper for store. It does not touch the database
-// until Start. It returns an error wrapping snowflake.ErrInvalidLayout or
-// snowflake.ErrInvalidSettings for bad settings (see
-// KeeperSettings.Resolve).
+// NewKeeper returns a keeper for store; it touches nothing until Start.
+// Bad settings return errors as Resolve.
 func NewKeeper(store LeaseStore, s KeeperSettings) (*Keeper, error) {
 	s, err := s.Resolve()
 	if err != nil {
@@ -349,10 +307,8 @@ func (k *Keeper) Layout() snowflake.Layout { return k.layout }
 // Holder returns the name this node uses in the lease table.
 func (k *Keeper) Holder() string { return k.s.Holder }
 
-// Start checks the layout recorded in the database and starts the loop
-// that claims and keeps a lease. It returns at once; Ready says when IDs
-// can be issued. It returns an error wrapping ErrLayoutMismatch, naming
-// what differs, when the database records another layout.
+// Start checks the layout recorded in the database (ErrLayoutMismatch)
+// and starts the claim loop; Ready says when IDs can be issued.
 func (k *Keeper) Start(ctx context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -377,11 +333,9 @@ func (k *Keeper) Start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the loop, stops issuing and releases the lease, lowering its
-// ceiling to the last timestamp used so that the next holder can start
-// right after it. A heartbeat or claim in flight is let finish, so that
-// the block of IDs it reports reaches the audit trail (a cancelled call
-// may never reach the store); ctx bounds that wait and the release.
+// Close stops issuing and releases the lease, lowering its ceiling to the
+// last timestamp used. A call in flight is let finish so its block report
+// reaches the audit trail; ctx bounds that wait and the release.
 func (k *Keeper) Close(ctx context.Context) error {
 	k.mu.Lock()
 	if k.closed {
@@ -407,12 +361,8 @@ func (k *Keeper) Close(ctx context.Context) error {
 	return k.release(ctx, ls)
 }
 
-// release stops ls's generator and gives its lease back with the last
-// timestamp it used; the store lowers the ceiling to it, or to just below
-// the lease's floor if it issued nothing (ReleaseCeiling). A lease the
-// store finds lost already (expired, as a paused or starved node's may
-// have, evicted or taken over) has nothing to give back: that is logged,
-// and is no error.
+// release stops ls's generator and gives the lease back (ReleaseCeiling).
+// A lease already lost is logged, not an error.
 func (k *Keeper) release(ctx context.Context, ls *leaseState) error {
 	ls.deadline.Store(0)
 	last := ls.gen.Stop()
@@ -435,9 +385,8 @@ func (k *Keeper) release(ctx context.Context, ls *leaseState) error {
 	return nil
 }
 
-// Next returns a Snowflake ID. It returns an error wrapping ErrUnavailable
-// (and ErrNoLease, ErrLeaseExpired, ErrClockOffset or a
-// *snowflake.RefusalError saying why) when it cannot prove its lease.
+// Next returns a Snowflake ID, or an error wrapping ErrUnavailable (and
+// the reason) when it cannot prove its lease.
 func (k *Keeper) Next() (snowflake.ID, error) {
 	ls := k.cur.Load()
 	if ls == nil {
@@ -451,19 +400,16 @@ func (k *Keeper) Next() (snowflake.ID, error) {
 	return id, nil
 }
 
-// LeaseToken identifies the worker lease that issued Snowflake IDs: a
-// caller that keeps the last token it saw for a (datacenter, worker) pair
-// can tell a later holder (a greater FencingVersion) from a stale one.
+// LeaseToken identifies the lease that issued IDs; a greater
+// FencingVersion is a later holder.
 type LeaseToken struct {
 	DatacenterID   int64
 	WorkerID       int64
 	FencingVersion int64
 }
 
-// NextSnowflakesFenced appends n Snowflake IDs to dst and returns them
-// with the token of the lease they were made under: all IDs of one call
-// come from one lease. Errors as Next; on an error the IDs appended so far
-// are returned with it.
+// NextSnowflakesFenced appends n IDs from one lease to dst and returns
+// them with its token. Errors as Next, with the IDs appended so far.
 func (k *Keeper) NextSnowflakesFenced(dst []int64, n int) ([]int64, LeaseToken, error) {
 	ls := k.cur.Load()
 	if ls == nil {
@@ -479,8 +425,7 @@ func (k *Keeper) NextSnowflakesFenced(dst []int64, n int) ([]int64, LeaseToken, 
 	return dst, tok, nil
 }
 
-// SmallestIDNow returns the smallest Snowflake ID of the current
-// millisecond.
+// SmallestIDNow returns the smallest Snowflake ID of this millisecond.
 func (k *Keeper) SmallestIDNow() int64 { return int64(k.layout.SmallestID(k.clock.Now())) }
 
 func (k *Keeper) noLease() error {
@@ -495,8 +440,7 @@ func (k *Keeper) noLease() error {
 
 func (k *Keeper) refused(err error) error {
 	if errors.Is(err, snowflake.ErrClockBackward) {
-		// Ask the loop to look for a worker ID whose ceiling lies below
-		// the clock instead of waiting for the clock to catch up.
+		// Ask the loop for a worker ID whose ceiling lies below the clock.
 		select {
 		case k.kickC <- struct{}{}:
 		default:
@@ -505,8 +449,7 @@ func (k *Keeper) refused(err error) error {
 	return k.full(fmt.Errorf("%w: %w", ErrUnavailable, err))
 }
 
-// check is the generator's validity check: it fails once the local
-// deadline has passed or the clock offset is too large.
+// check is the generator's validity check: deadline and clock offset.
 func (k *Keeper) check(ls *leaseState) func() error {
 	return func() error {
 		if int64(k.mono()) >= ls.deadline.Load() {
@@ -519,9 +462,8 @@ func (k *Keeper) check(ls *leaseState) func() error {
 	}
 }
 
-// Ready returns nil when the keeper holds a lease it can prove and its
-// clock has passed the lease's floor; otherwise an error wrapping
-// ErrUnavailable that says why.
+// Ready returns nil when a provable lease is held and the clock passed its
+// floor, else an error wrapping ErrUnavailable.
 func (k *Keeper) Ready() error {
 	ls := k.cur.Load()
 	if ls == nil {
@@ -590,8 +532,7 @@ func (k *Keeper) Status() KeeperStatus {
 	return st
 }
 
-// run claims a lease and keeps it until stopC closes. It is the only
-// goroutine that changes k.cur while the keeper runs.
+// run claims and keeps a lease until stopC closes; only it changes k.cur.
 func (k *Keeper) run() {
 	defer close(k.doneC)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -611,8 +552,7 @@ func (k *Keeper) run() {
 	}
 }
 
-// loop is the run loop's schedule, on the monotonic clock (k.mono). Only
-// the run loop uses it.
+// loop is the run loop's schedule, on the monotonic clock.
 type loop struct {
 	claimBackoff *backoff.Backoff // claims while no lease is held
 	moveBackoff  *backoff.Backoff // moves away from a worker ID the clock stepped back on
@@ -631,10 +571,8 @@ func (k *Keeper) newLoop() *loop {
 	}
 }
 
-// step does what is due now and returns how long to wait before the next
-// step. A kick (a request refused because the clock stepped back) ends the
-// wait early, but the step after it again does only what is due: however
-// many requests kick, a move to another worker ID is tried at most once per
+// step does what is due and returns the wait until the next step. Kicks
+// end the wait early but never make more happen: at most one move per
 // backoff step, and heartbeats keep their schedule.
 func (k *Keeper) step(ctx context.Context, l *loop) time.Duration {
 	now := k.mono()
@@ -658,8 +596,7 @@ func (k *Keeper) step(ctx context.Context, l *loop) time.Duration {
 		l.moveBackoff.Reset()
 		l.nextMove = 0
 	} else if now >= l.nextMove {
-		// Prefer another worker ID whose ceiling lies below the clock;
-		// keep this one (refusing) if there is none.
+		// Prefer a worker ID below the clock; else keep refusing on this one.
 		if k.claim(ctx, ls) {
 			l.moveBackoff.Reset()
 			l.nextMove = 0
@@ -711,17 +648,15 @@ func (k *Keeper) sleep(d time.Duration) bool {
 	return true
 }
 
-// clockSteppedBack reports whether the clock lies further behind the last
-// timestamp issued than the generator waits out.
+// clockSteppedBack reports a backward step larger than the generator waits.
 func (k *Keeper) clockSteppedBack(ls *leaseState) bool {
 	last := ls.gen.LastTimestamp()
 	return last != 0 && k.clock.Now().UnixMilli() < last-ls.gen.MaxBackwardWait().Milliseconds()
 }
 
-// claim claims a worker ID and publishes it. With old set (the clock
-// stepped back), it only accepts a worker ID whose ceiling lies below the
-// clock, and on success releases old. It reports whether a lease is held
-// afterwards that was claimed by this call.
+// claim claims and publishes a worker ID. With old set (clock stepped
+// back) it only takes one whose ceiling is below the clock, then releases
+// old. It reports whether it claimed a lease.
 func (k *Keeper) claim(ctx context.Context, old *leaseState) bool {
 	nowMS := k.clock.Now().UnixMilli()
 	ceiling := k.proposeCeiling()
@@ -747,8 +682,7 @@ func (k *Keeper) claim(ctx context.Context, old *leaseState) bool {
 		if errors.Is(err, ErrNoWorkerAvailable) {
 			k.dbOK.Store(true)
 			if old == nil {
-				// Warn once per spell of a full pool; the retries after it
-				// log at debug level.
+				// Warn once per spell of a full pool.
 				level := slog.LevelDebug
 				if !k.poolFull.Swap(true) {
 					level = slog.LevelWarn
@@ -802,9 +736,8 @@ func (k *Keeper) claim(ctx context.Context, old *leaseState) bool {
 	return true
 }
 
-// heartbeat extends ls. On success it moves the local deadline and the
-// ceiling forward (the ceiling only after the database committed it). On
-// ErrLeaseLost it stops issuing at once, records the loss and drops ls.
+// heartbeat extends ls, moving the ceiling only after the database
+// committed it. On ErrLeaseLost it stops issuing and drops ls.
 func (k *Keeper) heartbeat(ctx context.Context, ls *leaseState) error {
 	ceiling := k.proposeCeiling()
 	sent := k.mono()
@@ -856,14 +789,9 @@ func (k *Keeper) heartbeat(ctx context.Context, ls *leaseState) error {
 	}
 }
 
-// proposeCeiling returns the ceiling to ask the database for: the node's
-// clock plus the ttl, but never more than the allowed clock offset beyond
-// the database time expected now (the last database reading advanced on
-// the monotonic clock). A wall clock that jumps far ahead between two
-// heartbeats thus cannot push a worker ID's ceiling out of reach of later
-// holders. The store applies the same bound from its own time in every
-// claim and heartbeat (the first claim has no reading to go by); this one
-// is the second line.
+// proposeCeiling returns clock + ttl, capped at the allowed offset beyond
+// the expected database time, so a wall clock jump cannot push a ceiling
+// out of reach. The store applies the same bound; this is the second line.
 func (k *Keeper) proposeCeiling() int64 {
 	c := k.clock.Now().UnixMilli() + k.s.TTL.Milliseconds()
 	if ref := k.dbRef.Load(); ref != nil {
@@ -879,8 +807,7 @@ type dbReading struct {
 	mono  time.Duration
 }
 
-// measureOffset records database time minus node time, taking the node's
-// time halfway through the round trip that started at sent.
+// measureOffset records database minus node time at the round trip's middle.
 func (k *Keeper) measureOffset(dbNow time.Time, sent time.Duration) {
 	if dbNow.IsZero() {
 		return
@@ -909,16 +836,14 @@ func (k *Keeper) noteErr(err error) {
 	}
 }
 
-// noteOK records that a claim or heartbeat got through: writes work
-// again.
+// noteOK records that a claim or heartbeat got through.
 func (k *Keeper) noteOK() {
 	if k.storeFull.Swap(false) {
 		k.logger.Info("the database accepts writes again")
 	}
 }
 
-// full returns err, naming ErrStoreFull too while the database is out of
-// space (storeFull).
+// full returns err, also naming ErrStoreFull while storeFull.
 func (k *Keeper) full(err error) error {
 	if k.storeFull.Load() {
 		return fmt.Errorf("%w (%w)", err, ErrStoreFull)

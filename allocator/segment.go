@@ -14,27 +14,16 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// Segments hands out dense, sequential IDs per namespace from ranges of the
-// namespace's counter in the segments table (see docs/architecture.md,
-// "Segment IDs").
+// Segments hands out dense, sequential IDs per namespace from ranges of its
+// counter in the segments table (docs/architecture.md, "Segment IDs").
 //
-// For a namespace in buffered mode a node holds up to two ranges: the one it
-// draws from and the next one, fetched in the background once the current
-// range is consumed past SegmentSettings.Threshold. A draw from a warm range
-// is one atomic add and a bounds check; callers wait for the database only
-// when both ranges are empty. For a namespace in strict mode the IDs are
-// fetched when drawn, exactly as many as asked for, so IDs are gap-free and
-// increase across every node. Strict draws that wait at the same time on
-// one node share one fetch of the sum of their counts, split in arrival
-// order (segment_strict.go): a fetch serves every draw that arrived while
-// the previous one was in flight.
+// Buffered namespaces hold two ranges, the next fetched in the background
+// past SegmentSettings.Threshold, so a warm draw is one atomic add. Strict
+// namespaces fetch exactly what is drawn, gap-free across nodes; draws
+// waiting together on one node share one fetch (segment_strict.go).
 //
-// An ID is handed out only from a range whose fetch returned without error.
-// A fetch that fails, even one whose commit may have happened before the
-// reply was lost, throws its range away and is tried again with a new fetch:
-// a range whose outcome is unknown is never used.
-//
-// A Segments is safe for concurrent use. Close stops it.
+// Only ranges whose fetch returned without error are used: a range whose
+// commit is unknown is thrown away. A Segments is safe for concurrent use.
 type Segments struct {
 	store        SegmentStore
 	threshold    float64
@@ -48,23 +37,21 @@ type Segments struct {
 	log          *slog.Logger
 	fallback     SnowflakeSource
 
-	// spaces maps a namespace name to its state. It is copied on write
-	// (under mu) so the hot path reads it with one atomic load and no lock.
+	// spaces is copied on write (under mu) so the hot path reads it with one
+	// atomic load.
 	spaces atomic.Pointer[map[string]*segNamespace]
 	mu     sync.Mutex // serialises writers of spaces and Close
 	closed atomic.Bool
 
-	// closing is cancelled when Close starts: no new fetch begins and
-	// backoff sleeps end. stop is cancelled once Close's ctx ends (or after
-	// the loads finished): it aborts fetches still in flight. Letting them
-	// finish first matters: an aborted UPDATE may still commit, after the
-	// tail was returned, and leave a gap.
+	// closing is cancelled when Close starts (no new fetch, backoffs end);
+	// stop once Close's ctx ends, aborting fetches in flight. Letting them
+	// finish first matters: an aborted UPDATE may still commit after the tail
+	// was returned and leave a gap.
 	closing     context.Context
 	closingFunc context.CancelFunc
 	stop        context.Context
 	stopFunc    context.CancelFunc
-	// wg counts the background goroutines (first lookups and range loads);
-	// Close waits for them.
+	// wg counts background goroutines; Close waits for them.
 	wg sync.WaitGroup
 }
 
@@ -75,8 +62,8 @@ const (
 	DefaultSegmentRetryMin     = 50 * time.Millisecond
 	DefaultSegmentRetryMax     = 2 * time.Second
 	DefaultSegmentMaxWait      = 10 * time.Second
-	// The dynamic step: a range that lasted less than GrowBelow doubles
-	// the next step, one that lasted more than ShrinkAbove halves it.
+	// Dynamic step: ranges lasting under GrowBelow double it, over
+	// ShrinkAbove halve it.
 	DefaultSegmentGrowBelow   = 15 * time.Minute
 	DefaultSegmentShrinkAbove = 30 * time.Minute
 )
@@ -84,65 +71,47 @@ const (
 // MaxDrawCount is the largest number of IDs one draw may ask for.
 const MaxDrawCount = 1 << 24
 
-// segClosedCursor is swapped into a range's cursor to stop draws from it at
-// once: every later reservation lands past the end of the range.
+// segClosedCursor, swapped into a cursor, puts every later reservation
+// past the range's end.
 const segClosedCursor = int64(1) << 62
 
 var (
-	// ErrInvalidCount is returned by the draw methods for a count below 1 or
-	// above MaxDrawCount.
+	// ErrInvalidCount: a draw count below 1 or above MaxDrawCount.
 	ErrInvalidCount = errors.New("invalid count")
 
-	// ErrSegmentsClosed is returned by every draw after Segments.Close. It
-	// wraps ErrUnavailable.
+	// ErrSegmentsClosed: every draw after Close; wraps ErrUnavailable.
 	ErrSegmentsClosed = fmt.Errorf("%w: segment allocator closed", ErrUnavailable)
 )
 
-// SegmentSettings configures a Segments. The zero value means the defaults;
-// Resolve fills them in and checks the rules given with each field.
+// SegmentSettings configures a Segments; zero fields mean the defaults.
 type SegmentSettings struct {
-	// Threshold is the fraction of the current range consumed before the
-	// next range is loaded in the background, in (0, 1]. Zero means
-	// DefaultSegmentThreshold.
+	// Threshold is the fraction of a range consumed before the next is
+	// loaded, in (0, 1].
 	Threshold float64
-	// GrowBelow and ShrinkAbove are the windows of the dynamic step: a
-	// range that lasted less than GrowBelow doubles the next step (up to
-	// the namespace's max_step), one that lasted more than ShrinkAbove
-	// halves it (down to min_step). Zero means DefaultSegmentGrowBelow and
-	// DefaultSegmentShrinkAbove; GrowBelow must stay below ShrinkAbove.
+	// GrowBelow and ShrinkAbove are the dynamic step's windows (between
+	// min_step and max_step); GrowBelow < ShrinkAbove.
 	GrowBelow   time.Duration
 	ShrinkAbove time.Duration
-	// FetchTimeout bounds each fetch from the store. Zero means
-	// DefaultSegmentFetchTimeout.
+	// FetchTimeout bounds each fetch from the store.
 	FetchTimeout time.Duration
 	// RetryMin and RetryMax bound the backoff between failed background
-	// fetches (internal/backoff: the bound doubles, each delay lies
-	// between half and all of it); RetryMax is at least RetryMin. Zero
-	// means DefaultSegmentRetryMin, and DefaultSegmentRetryMax or RetryMin
-	// if that is larger.
+	// fetches (internal/backoff); RetryMax ≥ RetryMin.
 	RetryMin time.Duration
 	RetryMax time.Duration
-	// MaxWait bounds how long one draw waits for a range when both buffers
-	// are empty (it also ends with the draw's ctx). It costs nothing on a
-	// draw that does not wait, unlike a deadline on every call's ctx. Zero
-	// means DefaultSegmentMaxWait; negative means no bound but ctx.
+	// MaxWait bounds one draw's wait for a range (cheaper than a deadline
+	// on every ctx); negative means only ctx.
 	MaxWait time.Duration
-	// Clock measures how long ranges last (for the dynamic step) and fetch
-	// latencies. Nil means the system clock.
+	// Clock measures range lifetimes and fetch latencies; nil: system clock.
 	Clock snowflake.Clock
-	// Logger receives fetch failures, fallbacks and tail returns. Nil
-	// discards them.
+	// Logger receives fetch failures, fallbacks and tail returns.
 	Logger *slog.Logger
-	// Fallback serves Snowflake IDs for namespaces whose fallback is
-	// "snowflake" while their database is unreachable. Nil means no
-	// fallback is possible.
+	// Fallback serves Snowflake IDs for "snowflake" namespaces while the
+	// database is unreachable; nil means none.
 	Fallback SnowflakeSource
 }
 
-// Resolve returns s with the defaults filled in, or an error wrapping
-// snowflake.ErrInvalidSettings that names the field whose rule s breaks.
-// Clock and Logger are left for NewSegments to fill in. Resolve of a
-// resolved value returns it unchanged.
+// Resolve returns s with defaults filled in (not Clock or Logger), or an
+// error wrapping snowflake.ErrInvalidSettings naming the field.
 func (s SegmentSettings) Resolve() (SegmentSettings, error) {
 	switch {
 	case s.Threshold != s.Threshold || s.Threshold < 0 || s.Threshold > 1:
@@ -174,19 +143,14 @@ func (s SegmentSettings) Resolve() (SegmentSettings, error) {
 	return s, nil
 }
 
-// SnowflakeSource is what the segment allocator needs of the Snowflake side
-// to serve a fallback; the lease keeper implements it. The fallback serves
-// only IDs above the namespace's max_id_limit (see FallbackLimit).
+// SnowflakeSource is the Snowflake side of a fallback (the lease keeper).
+// The fallback serves only IDs above max_id_limit (FallbackLimit).
 type SnowflakeSource interface {
-	// NextSnowflakesFenced appends n Snowflake IDs, in increasing order,
-	// to dst and returns the extended slice with the token of the lease
-	// that made them (one lease for all), or an error wrapping
-	// ErrUnavailable when the node cannot prove its lease.
+	// NextSnowflakesFenced appends n increasing IDs from one lease to dst,
+	// with its token, or an error wrapping ErrUnavailable.
 	NextSnowflakesFenced(dst []int64, n int) ([]int64, LeaseToken, error)
-	// SmallestIDNow returns the smallest Snowflake ID of the current
-	// millisecond: every ID issued from now on is at least this. The
-	// fallback checks it against max_id_limit before it takes any ID, and
-	// the admin paths derive a new namespace's max_id_limit from it.
+	// SmallestIDNow returns the smallest ID of this millisecond: the
+	// fallback checks it against max_id_limit, and new limits come from it.
 	SmallestIDNow() int64
 }
 
@@ -204,26 +168,18 @@ type IDRange struct {
 	Last  int64
 }
 
-// Batch receives the result of a draw. It is owned by the caller, who may
-// reuse it: every draw truncates IDs and Ranges and appends to them, so a
-// reused Batch costs no allocation once its slices have grown.
+// Batch receives a draw's result. Draws truncate and append to its slices,
+// so a reused Batch costs no allocation.
 type Batch struct {
 	IDs    []int64   // the IDs in the order they were handed out
 	Ranges []IDRange // the contiguous runs IDs form, in the same order
 	Source Source    // SourceSegment, or SourceSnowflake when the fallback served
-	// Revision is, for a strict namespace, the namespace's revision after
-	// the fetch that took the IDs: the version the store's fetch left on
-	// the namespace's row (Segment.Namespace.Version), which grows with
-	// every fetch from any node and is never given to two fetches (see
-	// SegmentStore.FetchSegment). Draws that waited together on one node
-	// and shared a fetch share its revision; a draw that starts after
-	// another returned always gets a later fetch. So a caller that saw
-	// revision r before it asked can refuse an answer whose revision is
-	// not above r: a stale or replayed answer. 0 for a buffered namespace
-	// and for the fallback.
+	// Revision is, for a strict namespace, the version its store fetch left
+	// (SegmentStore.FetchSegment): never given to two fetches, and a draw
+	// starting after another returned gets a later one, so a caller can
+	// refuse a stale or replayed answer. 0 for buffered and fallback.
 	Revision int64
-	// Lease is, when the fallback served (Source is SourceSnowflake), the
-	// worker lease that made the IDs.
+	// Lease is the worker lease that made fallback IDs.
 	Lease LeaseToken
 }
 
@@ -235,11 +191,9 @@ func (b *Batch) reset() {
 	b.Lease = LeaseToken{}
 }
 
-// appendRun appends the IDs of the n slots first..first+n-1 of a
-// namespace with stride k and offset r (Namespace.IDOf; k < 1 reads as the
-// default 1, offset 0), merging them into the last range when they
-// continue it. With a stride above 1 the IDs are not consecutive, so each
-// is a range of its own.
+// appendRun appends slots first..first+n-1 as IDs (Namespace.IDOf),
+// merging into the last range when they continue it; with a stride above
+// 1 each ID is its own range.
 func (b *Batch) appendRun(first, n, k, r int64) {
 	if k > 1 {
 		for i := range n {
@@ -249,8 +203,7 @@ func (b *Batch) appendRun(first, n, k, r int64) {
 		}
 		return
 	}
-	// Count rather than compare with first+n, which overflows for a run
-	// that ends at the largest int64.
+	// Count rather than compare with first+n, which may overflow.
 	for i := range n {
 		b.IDs = append(b.IDs, first+i)
 	}
@@ -263,8 +216,7 @@ func (b *Batch) appendRun(first, n, k, r int64) {
 }
 
 // NewSegments returns a segment allocator drawing ranges from store, or
-// the error of SegmentSettings.Resolve. Namespaces are looked up on first
-// use; none is ever created by it.
+// Resolve's error. It never creates namespaces.
 func NewSegments(store SegmentStore, s SegmentSettings) (*Segments, error) {
 	s, err := s.Resolve()
 	if err != nil {
@@ -296,19 +248,13 @@ func NewSegments(store SegmentStore, s SegmentSettings) (*Segments, error) {
 	return sg, nil
 }
 
-// Draw hands out n IDs of namespace name into out (see Batch). Segment IDs
-// come in increasing order (with the namespace's stride between them, see
-// Namespace.IDOf) as contiguous ranges, spanning a switch of
-// ranges when needed; Snowflake fallback IDs are marked SourceSnowflake.
-// On error out holds no IDs. ctx bounds only waiting: a draw served from
-// memory never looks at it. A draw of more IDs than the namespace has left
-// up to its limit is refused and takes none (unless draws racing for the
-// last IDs took some of its range first).
+// Draw hands out n IDs of namespace name into out, in increasing order as
+// ranges; fallback IDs are marked SourceSnowflake. On error out holds
+// none. ctx bounds only waiting. A draw of more than the namespace has
+// left is refused and takes none.
 //
-// Errors wrap ErrInvalidCount, ErrInvalidNamespace (malformed name),
-// ErrNamespaceNotFound, ErrNamespaceExhausted (never answered by the
-// fallback) or ErrUnavailable (neither a range nor the fallback can serve;
-// after Close, ErrSegmentsClosed).
+// Errors wrap ErrInvalidCount, ErrInvalidNamespace, ErrNamespaceNotFound,
+// ErrNamespaceExhausted or ErrUnavailable (ErrSegmentsClosed after Close).
 func (s *Segments) Draw(ctx context.Context, name string, n int, out *Batch) error {
 	out.reset()
 	if n < 1 || n > MaxDrawCount {
@@ -324,44 +270,34 @@ func (s *Segments) Draw(ctx context.Context, name string, n int, out *Batch) err
 	return ns.draw(ctx, int64(n), out)
 }
 
-// SegmentStats describes one namespace as this node sees it, for metrics
-// and the status page.
+// SegmentStats describes one namespace as this node sees it.
 type SegmentStats struct {
 	Namespace string
 	Mode      Mode
 	Fallback  Fallback
-	// Step is the number of IDs the next background fetch asks for.
+	// Step is what the next background fetch asks for.
 	Step int64
-	// MaxID is the highest max_id this node has seen for the namespace.
+	// MaxID is the highest max_id this node has seen.
 	MaxID int64
 	// Runway is the number of IDs left in both buffers.
 	Runway int64
-	// Fetches and FetchErrors count fetches from the store (background and
-	// strict ones), and those of them that failed.
-	Fetches     int64
-	FetchErrors int64
-	// LastFetchLatency is how long the last fetch took; LastFetchAt when it
-	// returned.
-	LastFetchLatency time.Duration
-	LastFetchAt      time.Time
-	// Fallbacks counts draws served by the Snowflake fallback, FallbackIDs
-	// the IDs they served.
-	Fallbacks   int64
-	FallbackIDs int64
-	// StrictQueued is the number of strict draws waiting for the next
-	// fetch, which they will share, while one is in flight.
+	// Fetches and FetchErrors count store fetches and failed ones.
+	Fetches          int64
+	FetchErrors      int64
+	LastFetchLatency time.Duration // of the last fetch
+	LastFetchAt      time.Time     // when the last fetch returned
+	Fallbacks        int64         // draws the Snowflake fallback served
+	FallbackIDs      int64         // IDs it served
+	// StrictQueued counts strict draws waiting to share the next fetch.
 	StrictQueued int
-	// Loading is true while a background fetch is in flight.
-	Loading bool
-	// Failing is true from a failed fetch until the next successful one.
-	Failing bool
-	// LastError is the last fetch error, LastErrorAt when it happened.
-	LastError   error
-	LastErrorAt time.Time
+	Loading      bool // a background fetch is in flight
+	// Failing is true from a failed fetch until a successful one.
+	Failing     bool
+	LastError   error     // the last fetch error
+	LastErrorAt time.Time // when it happened
 }
 
-// Stats returns the state of every namespace this node has used, ordered
-// by name.
+// Stats returns every namespace this node has used, by name.
 func (s *Segments) Stats() []SegmentStats {
 	m := *s.spaces.Load()
 	out := make([]SegmentStats, 0, len(m))
@@ -375,8 +311,7 @@ func (s *Segments) Stats() []SegmentStats {
 	return out
 }
 
-// NamespaceStats returns the state of one namespace, and false if this node
-// has not used it.
+// NamespaceStats returns one namespace's state, false if unused here.
 func (s *Segments) NamespaceStats(name string) (SegmentStats, bool) {
 	ns := (*s.spaces.Load())[name]
 	if ns == nil {
@@ -385,13 +320,10 @@ func (s *Segments) NamespaceStats(name string) (SegmentStats, bool) {
 	return ns.stats()
 }
 
-// Close stops background fetches and waits for them, makes every later draw
-// fail with ErrSegmentsClosed, and returns the unused tail of each
-// namespace's most recent range to the store (compare-and-set on max_id and
-// version, bounded by ctx), so the next start continues right after the
-// last ID used. A tail whose compare-and-set fails (another node fetched
-// since) is skipped and never reused. Close returns the store errors of
-// the tail returns, joined; a second Close returns nil.
+// Close stops background fetches, fails later draws with
+// ErrSegmentsClosed, and returns each namespace's unused tail to the store
+// (compare-and-set, bounded by ctx); a tail whose CAS fails is skipped and
+// never reused. It returns the joined store errors; a second Close nil.
 func (s *Segments) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed.Load() {
@@ -406,8 +338,7 @@ func (s *Segments) Close(ctx context.Context) error {
 	for _, ns := range spaces {
 		ns.markClosed()
 	}
-	// Let fetches in flight finish (their ranges become tails to return),
-	// for as long as ctx allows.
+	// Let fetches in flight finish, as long as ctx allows.
 	loadsDone := make(chan struct{})
 	go func() {
 		s.wg.Wait()
@@ -439,8 +370,7 @@ func (s *Segments) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// segTail is a ReturnTail call: set max_id to newMax if it is still
-// expectMax at version expectVersion.
+// segTail is a ReturnTail call.
 type segTail struct {
 	expectMax, expectVersion, newMax int64
 }
@@ -461,9 +391,8 @@ func (s *Segments) returnTail(ctx context.Context, name string, t segTail) error
 	return nil
 }
 
-// namespace returns the state of name, creating it (and starting its first
-// lookup) if this node has not used it, and waits until the store has said
-// whether it exists.
+// namespace returns name's state, creating it and starting its lookup on
+// first use, and waits for the lookup.
 func (s *Segments) namespace(ctx context.Context, name string) (*segNamespace, error) {
 	ns := (*s.spaces.Load())[name]
 	if ns == nil {
@@ -495,8 +424,7 @@ func (s *Segments) namespace(ctx context.Context, name string) (*segNamespace, e
 	return ns, nil
 }
 
-// forget removes ns from spaces (after its lookup failed), so the next use
-// of the name looks it up again.
+// forget removes ns after a failed lookup, so the next use retries.
 func (s *Segments) forget(ns *segNamespace) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -513,17 +441,15 @@ func (s *Segments) forget(ns *segNamespace) {
 	s.spaces.Store(&m)
 }
 
-// stopTimer stops *t if a waitChange created it.
 func stopTimer(t **time.Timer) {
 	if *t != nil {
 		(*t).Stop()
 	}
 }
 
-// waitChange waits until ch closes. It gives up when ctx ends or, for the
-// draw's first wait onward, when MaxWait has passed; *timer holds that bound
-// and is created on the first wait only, so draws that never wait allocate
-// nothing. The caller stops *timer.
+// waitChange waits until ch closes, ctx ends or (from the draw's first
+// wait) MaxWait passes. *timer is created on the first wait only, so
+// draws that never wait allocate nothing; the caller stops it.
 func (s *Segments) waitChange(ctx context.Context, ch <-chan struct{}, timer **time.Timer) error {
 	if *timer == nil && s.maxWait > 0 {
 		*timer = time.NewTimer(s.maxWait)
