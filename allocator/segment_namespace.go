@@ -12,23 +12,21 @@ import (
 	retry "github.com/idgen-project/idgen/internal/backoff"
 )
 
-// segRange is one fetched range first..first+size-1. Draws reserve IDs by
-// adding to used; a reservation that lands past size is a miss. first, size,
-// trigger and version never change after the range is published.
+// segRange is one fetched range first..first+size-1. Draws reserve by
+// adding to used; past size is a miss. Immutable fields after publishing
+// except used.
 type segRange struct {
 	used    atomic.Int64 // offsets below used are handed out (used may run past size)
 	first   int64
 	size    int64
 	trigger int64 // the draw that takes this offset starts the background load of the next range
 	version int64 // the namespace's version after the fetch, for ReturnTail
-	// stride and offset map the range's slots to IDs (Namespace.IDOf):
-	// first, size and the cursor count slots.
+	// stride and offset map slots to IDs; first, size and the cursor count slots.
 	stride, offset int64
 }
 
 func (r *segRange) last() int64 { return r.first + r.size - 1 }
 
-// remaining returns how many IDs of r are still unreserved.
 func (r *segRange) remaining() int64 {
 	if u := r.used.Load(); u < r.size {
 		return r.size - u
@@ -36,14 +34,13 @@ func (r *segRange) remaining() int64 {
 	return 0
 }
 
-// stop makes every later reservation miss and returns how many IDs had been
-// reserved.
+// stop makes later reservations miss and returns how many were reserved.
 func (r *segRange) stop() int64 {
 	return min(r.used.Swap(segClosedCursor), r.size)
 }
 
-// segNamespace is a node's state for one namespace. cur is read without a
-// lock by the draws; everything else is guarded by mu.
+// segNamespace is a node's state for one namespace. Draws read cur without
+// a lock; mu guards the rest.
 type segNamespace struct {
 	s    *Segments
 	name string
@@ -57,7 +54,7 @@ type segNamespace struct {
 	lookErr error         // the first lookup failed; the state is being forgotten
 	closed  bool          // the Segments is closing
 	loading bool          // a goroutine is fetching (or looking up) for this namespace
-	// failing is the error of the last fetch while no fetch succeeded since.
+	// failing is the last fetch's error until one succeeds.
 	failing error
 	hint    int64 // the largest number of IDs a waiter needs, for the next fetch
 
@@ -95,9 +92,8 @@ func (ns *segNamespace) broadcastLocked() {
 	ns.changed = make(chan struct{})
 }
 
-// take reserves up to n IDs of r and returns the first one and how many it
-// got (0 if r is used up). The reservation that covers r's trigger offset
-// starts the background load of the next range.
+// take reserves up to n IDs of r, returning the first and the count (0 if
+// used up). Crossing the trigger starts loading the next range.
 func (ns *segNamespace) take(r *segRange, n int64) (first, got int64) {
 	end := r.used.Add(n)
 	off := end - n
@@ -110,8 +106,6 @@ func (ns *segNamespace) take(r *segRange, n int64) (first, got int64) {
 	return r.first + off, min(n, r.size-off)
 }
 
-// prefetch starts the background load of the next range unless one is
-// loaded or loading.
 func (ns *segNamespace) prefetch() {
 	ns.mu.Lock()
 	if ns.next == nil && ns.mode != ModeStrict {
@@ -120,8 +114,8 @@ func (ns *segNamespace) prefetch() {
 	ns.mu.Unlock()
 }
 
-// startLoadLocked starts a background load unless one is in flight; need
-// is the number of IDs a waiter needs from it (0 for a prefetch).
+// startLoadLocked starts a background load unless one is in flight; need is
+// what a waiter needs (0 for a prefetch).
 func (ns *segNamespace) startLoadLocked(need int64) {
 	if need > ns.hint {
 		ns.hint = need
@@ -142,7 +136,6 @@ func (ns *segNamespace) markClosed() {
 	ns.mu.Unlock()
 }
 
-// waitKnown waits until the first lookup of the namespace has finished.
 func (ns *segNamespace) waitKnown(ctx context.Context) error {
 	var timer *time.Timer // waitChange's bound, created by the first wait
 	defer stopTimer(&timer)
@@ -169,9 +162,8 @@ func (ns *segNamespace) waitKnown(ctx context.Context) error {
 	}
 }
 
-// run is the background goroutine of a namespace: the first lookup (when
-// lookup is true), then the load of one range, retried until it succeeds,
-// the error is one that retrying cannot cure, or the Segments closes.
+// run is a namespace's background goroutine: the first lookup if asked,
+// then one range load, retried until success, a permanent error or Close.
 func (ns *segNamespace) run(lookup bool) {
 	defer ns.s.wg.Done()
 	if lookup && !ns.lookup() {
@@ -180,16 +172,14 @@ func (ns *segNamespace) run(lookup bool) {
 	ns.load()
 }
 
-// lookup reads the namespace's row. It reports whether a range should be
-// loaded next.
+// lookup reads the row and reports whether a range should be loaded next.
 func (ns *segNamespace) lookup() bool {
 	s := ns.s
 	ctx, cancel := context.WithTimeout(s.stop, s.fetchTimeout)
 	row, err := s.store.GetNamespace(ctx, ns.name)
 	cancel()
 	if err != nil {
-		// Forget the name first, so that whoever sees the error and tries
-		// again looks the name up afresh.
+		// Forget first, so a retry after the error looks the name up afresh.
 		s.forget(ns)
 	}
 	ns.mu.Lock()
@@ -216,17 +206,14 @@ func (ns *segNamespace) lookup() bool {
 	return true
 }
 
-// load fetches the next range and publishes it, retrying with capped
-// backoff. A failed fetch's range is thrown away, whatever the store did.
+// load fetches and publishes the next range, retrying with capped backoff;
+// a failed fetch's range is thrown away.
 //
-// A fetch asks for the step (or what a waiting draw needs, if more), but
-// never for more than the namespace has left by the row this node last
-// saw (Namespace.Remaining), so the last IDs below the limit are fetched
-// too. Stores never shorten a fetch: one refused with ErrNamespaceExhausted
-// means another node fetched since, and the row is read again to ask for
-// what is left. So is a row that shows nothing left (another node may have
-// given a tail back since). Once the row read shows nothing left, the load
-// fails with ErrNamespaceExhausted, which no retry can cure.
+// It asks for the step (or a waiter's need) but never more than Remaining
+// by the last row seen, so the last IDs are fetched too. Stores never
+// shorten a fetch, so ErrNamespaceExhausted, or a row showing nothing
+// left, means reading the row again; once the fresh row shows nothing
+// left, the load fails for good.
 func (ns *segNamespace) load() {
 	s := ns.s
 	ns.mu.Lock()
@@ -278,8 +265,7 @@ func (ns *segNamespace) load() {
 				ns.mu.Unlock()
 				continue
 			default:
-				// The row allows the fetch after all (a tail came back in
-				// between): try again after the backoff, like any failure.
+				// The row allows it after all (a tail came back): retry after backoff.
 				err = fmt.Errorf("fetch of %d refused, but the row read next has %d IDs left", n, left)
 			}
 		}
@@ -313,9 +299,8 @@ func (ns *segNamespace) load() {
 	}
 }
 
-// checkLocked refuses a range that is not what was asked for or, for a
-// buffered load, that does not lie above every range fetched before: the
-// store would be handing out IDs again.
+// checkLocked refuses a range not as asked or, when buffered, not above
+// every earlier range: the store would be handing out IDs again.
 func (ns *segNamespace) checkLocked(seg Segment, n int64, buffered bool) error {
 	if seg.Last-seg.First+1 != n || seg.Namespace.MaxID != seg.Last {
 		return fmt.Errorf("store returned IDs %d..%d (max_id %d) for a fetch of %d; range discarded",
@@ -335,8 +320,7 @@ func (ns *segNamespace) recordErrLocked(err error, at time.Time) {
 	ns.failing = err
 }
 
-// installLocked publishes a fetched range: as the current range if that is
-// used up (or absent), else as the next one.
+// installLocked publishes a range as current if that is used up, else as next.
 func (ns *segNamespace) installLocked(seg Segment, at time.Time) {
 	ns.lastFetchAt = at
 	ns.failing = nil
@@ -347,8 +331,7 @@ func (ns *segNamespace) installLocked(seg Segment, at time.Time) {
 	ns.applyRowLocked(seg.Namespace)
 	defer ns.broadcastLocked()
 	if ns.mode == ModeStrict {
-		// The namespace turned strict: this range is not served (its IDs
-		// are skipped), draws fetch exactly what they need from now on.
+		// The namespace turned strict: skip this range's IDs.
 		return
 	}
 	r := &segRange{
@@ -371,7 +354,7 @@ func (ns *segNamespace) applyRowLocked(row Namespace) {
 	ns.row = row
 	ns.maxKnown = max(ns.maxKnown, row.MaxID)
 	if row.Step != ns.rowStep {
-		// First sight of the row, or its step was changed by an operator.
+		// First sight of the row, or an operator changed the step.
 		ns.rowStep = row.Step
 		ns.step = row.Step
 	}
@@ -380,8 +363,7 @@ func (ns *segNamespace) applyRowLocked(row Namespace) {
 		mode = ModeBuffered
 	}
 	if mode == ModeStrict && ns.mode != ModeStrict {
-		// Stop serving buffered ranges: their IDs are skipped, so strict
-		// draws are gap-free and increasing from here on.
+		// Stop serving buffered ranges so strict draws are gap-free from here.
 		if cur := ns.cur.Load(); cur != nil {
 			cur.stop()
 		}
@@ -402,12 +384,10 @@ func (ns *segNamespace) stepBoundsLocked() (lo, hi int64) {
 	return lo, hi
 }
 
-// nextStepLocked returns the size of the next fetch: the step doubles when
-// the previous range lasted less than SegmentSettings.GrowBelow and halves
-// when it lasted more than ShrinkAbove, within the row's
-// min_step..max_step. How long a range lasted is the time since the
-// previous fetch returned: fetches start at the same point of consecutive
-// ranges, so in steady state that is the lifetime of one range.
+// nextStepLocked returns the next fetch size: doubled when the previous
+// range lasted under GrowBelow, halved over ShrinkAbove, within the row's
+// bounds. The time since the previous fetch returned measures a range's
+// lifetime, since fetches start at the same point of each range.
 func (ns *segNamespace) nextStepLocked(now time.Time) int64 {
 	lo, hi := ns.stepBoundsLocked()
 	step := ns.step
@@ -441,11 +421,9 @@ const (
 	segFail                      // return the error
 )
 
-// refill is the slow path of a draw that found seen (the current range, or
-// nil) used up: switch to the next range, or start a load and wait for it
-// (bounded by ctx), or decide on the fallback. need is the number of IDs the
-// draw still needs. With segFallback it returns the namespace's
-// max_id_limit and the store's error.
+// refill is a draw's slow path once seen (or nil) is used up: switch to
+// next, or load and wait (bounded by ctx), or decide on the fallback, in
+// which case it returns max_id_limit and the store's error.
 func (ns *segNamespace) refill(ctx context.Context, seen *segRange, need int64) (segRefill, int64, error) {
 	var timer *time.Timer // waitChange's bound, created by the first wait
 	defer stopTimer(&timer)
@@ -477,23 +455,20 @@ func (ns *segNamespace) refill(ctx context.Context, seen *segRange, need int64) 
 			}
 			ns.startLoadLocked(need)
 			if err := ns.failing; err != nil {
-				// Both buffers are empty and the store is failing: serve from
-				// the fallback or fail now rather than keep the caller waiting.
+				// Both buffers empty and the store failing: fallback or fail now.
 				if segPermanent(err) {
 					ns.mu.Unlock()
 					return segFail, 0, fmt.Errorf("namespace %q: %w", ns.name, err)
 				}
 				if ns.row.Remaining() == 0 {
-					// Exhausted by the last row seen: a failing database
-					// changes nothing to that, and the fallback must not
-					// serve as if it did.
+					// Exhausted by the last row seen: a failing database does not
+					// change that, so no fallback.
 					err := ns.row.ExhaustedError(need)
 					ns.mu.Unlock()
 					return segFail, 0, fmt.Errorf("namespace %q: %w", ns.name, err)
 				}
 				if ns.s.fallback != nil && ns.row.Fallback == FallbackSnowflake {
-					// The fallback's IDs must lie above the largest
-					// ID the counter can reach: the ID of its limit.
+					// Fallback IDs must lie above the ID of the counter's limit.
 					limit := ns.row.MaxIDLimit
 					if limit > 0 {
 						limit = ns.row.IDOf(min(limit, ns.row.StrideCap()))
@@ -521,9 +496,8 @@ func (ns *segNamespace) refill(ctx context.Context, seen *segRange, need int64) 
 // draw hands out n IDs into out (already reset).
 func (ns *segNamespace) draw(ctx context.Context, n int64, out *Batch) error {
 	if cur := ns.cur.Load(); cur == nil || cur.remaining() < n {
-		// The draw goes past the current range: refuse it before it
-		// reserves anything if the namespace cannot give n IDs any more,
-		// so that the last IDs remain for smaller draws.
+		// Refuse before reserving if the namespace cannot give n IDs any
+		// more, so the last IDs remain for smaller draws.
 		if err := ns.checkLeft(n); err != nil {
 			return err
 		}
@@ -550,8 +524,7 @@ func (ns *segNamespace) draw(ctx context.Context, n int64, out *Batch) error {
 			out.Revision = seg.Namespace.Version
 			rem = 0
 		case segFallback:
-			// Any segment IDs reserved so far are skipped: one batch has
-			// one source.
+			// Segment IDs reserved so far are skipped: one batch, one source.
 			out.reset()
 			ids, lease, err := ns.serveFallback(out.IDs, n, limit, err)
 			if err != nil {
@@ -578,11 +551,9 @@ func (ns *segNamespace) draw(ctx context.Context, n int64, out *Batch) error {
 	return nil
 }
 
-// checkLeft returns an error wrapping ErrNamespaceExhausted when a
-// buffered namespace has fewer than n IDs left: in its two ranges and,
-// by the row this node last saw, in the store. That view may lag (another
-// node may give a tail back after it), so a refusal also starts a load,
-// which reads the row again. Draws racing for the last IDs may still fail
+// checkLeft returns ErrNamespaceExhausted when a buffered namespace has
+// fewer than n IDs left in its ranges and by the last row seen. That view
+// may lag, so a refusal also starts a load; racing draws may still fail
 // after reserving some.
 func (ns *segNamespace) checkLeft(n int64) error {
 	ns.mu.Lock()
@@ -607,18 +578,13 @@ func (ns *segNamespace) checkLeft(n int64) error {
 	return fmt.Errorf("namespace %q: %w: %d IDs left, %d asked for", ns.name, ErrNamespaceExhausted, left, n)
 }
 
-// serveFallback appends n Snowflake IDs to dst, provided every one of them
-// lies above limit, the ID of the namespace's max_id_limit (the limit
-// itself without a stride, Namespace.IDOf): the store never moves
-// the counter past it (see FallbackLimit), so the two ID spaces cannot
-// meet, whatever the clocks or other nodes do. storeErr is the error that
-// made the store unusable. It returns the token of the lease that made the
-// IDs.
+// serveFallback appends n Snowflake IDs to dst, provided all lie above
+// limit, the ID of the namespace's max_id_limit, which the counter never
+// passes, so the two ID spaces cannot meet. It returns the lease's token.
 func (ns *segNamespace) serveFallback(dst []int64, n, limit int64, storeErr error) ([]int64, LeaseToken, error) {
 	src := ns.s.fallback
 	if limit <= 0 {
-		// Not a row the store accepts (a CHECK constraint refuses the
-		// fallback without a limit); never guess one.
+		// No limit: a CHECK refuses that row in the store; never guess one.
 		return dst, LeaseToken{}, fmt.Errorf("%w: namespace %q: database failing and the namespace has no max_id_limit, so no fallback: %w",
 			ErrUnavailable, ns.name, storeErr)
 	}
@@ -644,10 +610,9 @@ func (ns *segNamespace) serveFallback(dst []int64, n, limit int64, storeErr erro
 	return ids, lease, nil
 }
 
-// stopDraws stops every draw from the namespace's ranges at once and returns
-// the tail to give back to the store: everything after the last ID used, up
-// to the end of the most recently fetched range, provided the unused ranges
-// follow that ID contiguously. Called by Close after the loads stopped.
+// stopDraws stops every draw at once and returns the tail to give back:
+// after the last ID used to the end of the latest range, if the unused
+// ranges follow on contiguously. Close calls it after the loads stopped.
 func (ns *segNamespace) stopDraws() (segTail, bool) {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
@@ -711,10 +676,8 @@ func (ns *segNamespace) stats() (SegmentStats, bool) {
 	}, true
 }
 
-// segPermanent reports whether a store error is one that retrying cannot
-// cure: the namespace is gone or exhausted, or the request is malformed.
-// A permanent error is never answered with the Snowflake fallback: the
-// database is not down.
+// segPermanent reports errors retrying cannot cure (gone, exhausted,
+// malformed); these are never answered by the fallback.
 func segPermanent(err error) bool {
 	return errors.Is(err, ErrNamespaceNotFound) || errors.Is(err, ErrInvalidNamespace) ||
 		errors.Is(err, ErrNamespaceExhausted)

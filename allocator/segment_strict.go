@@ -10,26 +10,17 @@ import (
 
 // Strict draws of one namespace on one node share store fetches.
 //
-// At most one strict fetch per namespace is in flight on a node. A draw that
-// finds none in flight fetches at once, for itself. A draw that finds one in
-// flight queues; when the fetch in flight returns, every draw queued behind
-// it (up to maxStrictBatch IDs) forms the next group, and the first of them
-// fetches the sum of the group's counts in one store call (one statement,
-// one compare-and-swap) and splits the range among them in the order they
-// queued. So a store round trip serves every draw that waited during the
-// previous one.
+// At most one strict fetch per namespace is in flight on a node. A draw
+// finding none fetches at once; otherwise it queues, and when the fetch
+// returns the queued draws (up to maxStrictBatch IDs) form a group whose
+// first member fetches the sum and splits it in queue order.
 //
-// The rules of strict numbering hold: a group's range is gap-free and the
-// draws' parts follow each other without gaps; and a draw never joins a
-// fetch already in flight, only one that starts after it arrived, so a draw
-// that starts after another draw returned (on this node or any other) lands
-// in a later fetch, with higher IDs and a higher revision. Draws of one
-// group share the revision of their fetch: none of them can have seen that
-// revision before it asked.
+// Strictness holds: a group's range is gap-free, and a draw never joins a
+// fetch already in flight, so a draw starting after another returned gets
+// a later fetch, with higher IDs and revision.
 
-// maxStrictBatch bounds the IDs of one combined fetch: no more than a
-// single draw may ask for. A draw that would take a group past it waits for
-// the next fetch.
+// maxStrictBatch bounds one combined fetch; a draw that would pass it
+// waits for the next.
 const maxStrictBatch = MaxDrawCount
 
 // strictWaiter is one strict draw in the queue of its namespace.
@@ -51,11 +42,9 @@ type strictQueue struct {
 	pending []*strictWaiter // draws waiting for the next fetch, in arrival order
 }
 
-// fetchStrict returns a range of exactly n slots for a strict draw: its
-// part of a fetch shared with the draws that waited alongside it (see
-// above). ctx and SegmentSettings.MaxWait bound the wait for a fetch to
-// start; once a draw's IDs are being fetched it waits for the fetch, which
-// the fetch timeout bounds, since leaving would open a gap.
+// fetchStrict returns exactly n slots for a strict draw, its part of a
+// shared fetch. ctx and MaxWait bound the wait for the fetch to start;
+// after that it waits for the fetch, since leaving would open a gap.
 func (ns *segNamespace) fetchStrict(ctx context.Context, n int64) (Segment, error) {
 	s := ns.s
 	if s.closed.Load() {
@@ -119,16 +108,16 @@ func (q *strictQueue) removeLocked(w *strictWaiter) {
 	}
 }
 
-// fetchGroup fetches the IDs of group (led by me, one of them), gives
-// every member its part, hands the next group its turn and returns me's.
-// ctx is me's: its values (a trace) go with the fetch, its end does not.
+// fetchGroup fetches group's IDs (led by me), hands out the parts and the
+// next group's turn, and returns me's. ctx's values go with the fetch, not
+// its end.
 func (ns *segNamespace) fetchGroup(ctx context.Context, group []*strictWaiter, me *strictWaiter) (Segment, error) {
 	var total int64
 	for _, w := range group {
 		total += w.n
 	}
-	// Close waits for the fetch (Segments.wg) rather than abort it: an
-	// aborted fetch may still commit, and its IDs would be lost.
+	// Close waits for the fetch rather than abort it: an aborted fetch may
+	// still commit, losing its IDs.
 	ns.mu.Lock()
 	closed := ns.closed
 	if !closed {
@@ -150,9 +139,8 @@ func (ns *segNamespace) fetchGroup(ctx context.Context, group []*strictWaiter, m
 			first += w.n
 		}
 	case len(group) > 1 && errors.Is(err, ErrNamespaceExhausted):
-		// The namespace has fewer IDs left than the group asked for
-		// together: each draw is refused only if its own count is more
-		// than is left, so they fetch one by one, in arrival order.
+		// Fewer IDs left than the group asked for: fetch one by one in
+		// arrival order, refusing only draws larger than what is left.
 		for _, w := range group {
 			w.seg, w.err = ns.fetchExact(ctx, w.n)
 		}
@@ -169,16 +157,14 @@ func (ns *segNamespace) fetchGroup(ctx context.Context, group []*strictWaiter, m
 			close(w.ready)
 		}
 	}
-	// The next group's leader is woken last: the scheduler runs the
-	// goroutine woken last first (each wake-up pushes the one before to the
-	// back of the run queue), so the next fetch starts before the members
-	// just woken write their answers rather than after.
+	// Wake the next leader last: the scheduler runs the goroutine woken
+	// last first, so the next fetch starts sooner.
 	ns.nextGroup()
 	return me.seg, me.err
 }
 
-// nextGroup starts the next fetch for the draws that queued while one was
-// in flight, or marks the queue idle. After Close the queued draws fail.
+// nextGroup starts the next fetch for queued draws, or marks the queue
+// idle; after Close the queued draws fail.
 func (ns *segNamespace) nextGroup() {
 	q := &ns.strict
 	q.mu.Lock()
@@ -213,9 +199,8 @@ func (ns *segNamespace) nextGroup() {
 	close(lead.ready)
 }
 
-// fetchExact fetches exactly n slots for strict draws, bounded by the fetch
-// timeout and Close (not by ctx, whose values it keeps: the fetch serves
-// other draws too), and records the fetch in the namespace's stats.
+// fetchExact fetches exactly n slots, bounded by the fetch timeout and
+// Close (not ctx: the fetch serves other draws), and records stats.
 func (ns *segNamespace) fetchExact(ctx context.Context, n int64) (Segment, error) {
 	s := ns.s
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.fetchTimeout)

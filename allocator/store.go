@@ -5,94 +5,68 @@ import (
 	"errors"
 )
 
-// Errors returned by a Store and by the lease keeper and segment allocator.
-// Stores wrap them with %w; test for them with errors.Is.
+// Errors of a Store, the lease keeper and the segment allocator; test with
+// errors.Is.
 var (
-	// ErrLeaseLost is returned by Store.Heartbeat and Store.Release when the
-	// row no longer belongs to the holder at the fencing version given (with
-	// its owner and lease secret): the lease expired, was taken over, was
-	// released or was evicted; and by
-	// Store.Evict when the row has moved past the fencing version given.
+	// ErrLeaseLost: Heartbeat or Release found the row no longer the
+	// holder's at that version (expired, taken over, released, evicted), or
+	// Evict found it moved past the version given.
 	ErrLeaseLost = errors.New("lease lost")
 
-	// ErrInvalidRelease is returned by LeaseStore.Release when the last
-	// timestamp given is one the holder cannot have used: above the ceiling
-	// the store committed for it, or below its floor (see ReleaseCeiling).
-	// The row is left unchanged. It wraps no other sentinel.
+	// ErrInvalidRelease: Release got a last timestamp the holder cannot have
+	// used (see ReleaseCeiling); the row is unchanged.
 	ErrInvalidRelease = errors.New("release refused: last timestamp outside the lease")
 
-	// ErrLeaseNotHeld is returned by LeaseAdmin.Evict for a worker ID whose
-	// row is free or does not exist: there is no holder to evict.
+	// ErrLeaseNotHeld: Evict found the row free or missing.
 	ErrLeaseNotHeld = errors.New("lease not held")
 
-	// ErrNoWorkerAvailable is returned by Store.Claim when every worker ID of
-	// the pool is held by a live lease or has a timestamp ceiling too far ahead.
+	// ErrNoWorkerAvailable: Claim found every worker ID held or with a
+	// ceiling too far ahead.
 	ErrNoWorkerAvailable = errors.New("no worker ID available in the pool")
 
-	// ErrLeaseSecret is returned, with ErrLeaseLost, by Store.Heartbeat and
-	// Store.Release when the lease is held by the holder at the fencing
-	// version given, and has not expired, but for another owner or with
-	// another lease secret: the caller is not the holder, and the lease is
-	// not lost to the one who is.
+	// ErrLeaseSecret comes with ErrLeaseLost when the lease is held at that
+	// version but for another owner or secret: the caller is not the holder.
 	ErrLeaseSecret = errors.New("lease held with another owner or lease secret")
 
-	// ErrTooManyLeases is returned by Store.Claim when the claim's owner
-	// already holds ClaimRequest.MaxOwnerLeases unexpired leases.
+	// ErrTooManyLeases: the owner already holds MaxOwnerLeases leases.
 	ErrTooManyLeases = errors.New("the owner holds as many leases as it may")
 
-	// ErrLayoutMismatch is returned when the database records a Snowflake
-	// layout other than the configured one.
+	// ErrLayoutMismatch: the database records another Snowflake layout.
 	ErrLayoutMismatch = errors.New("snowflake layout differs from the one stored in the database")
 
-	// ErrNamespaceNotFound is returned for a namespace that does not exist
-	// or was deleted.
+	// ErrNamespaceNotFound: the namespace does not exist or was deleted.
 	ErrNamespaceNotFound = errors.New("namespace not found")
 
-	// ErrNamespaceExists is returned by Store.CreateNamespace for a name in use.
+	// ErrNamespaceExists: CreateNamespace for a name in use.
 	ErrNamespaceExists = errors.New("namespace already exists")
 
-	// ErrInvalidNamespace is returned for a malformed name or settings.
+	// ErrInvalidNamespace: a malformed name or settings.
 	ErrInvalidNamespace = errors.New("invalid namespace")
 
-	// ErrNamespaceExhausted is returned by SegmentStore.FetchSegment, and by
-	// the segment allocator's draws, when a namespace's counter cannot
-	// advance by the IDs asked for: it would pass the namespace's limit
-	// (Namespace.Limit). Retrying does not help.
+	// ErrNamespaceExhausted: the counter cannot advance by the IDs asked for
+	// without passing Namespace.Limit. Retrying does not help.
 	ErrNamespaceExhausted = errors.New("namespace exhausted")
 
-	// ErrUnavailable is returned when IDs cannot be served now: the database
-	// is unreachable and no buffer or fallback can serve, or the node cannot
-	// prove its lease.
+	// ErrUnavailable: IDs cannot be served now (database unreachable with no
+	// buffer or fallback, or no provable lease).
 	ErrUnavailable = errors.New("unavailable")
 
-	// ErrStoreFull is wrapped by a store's errors when its database refuses
-	// writes because it has run out of the space it may use (etcd's NOSPACE
-	// alarm, raised when the backend passes --quota-backend-bytes). Nothing
-	// is written until an operator frees space; reads still work.
+	// ErrStoreFull: the database refuses writes for lack of space (etcd's
+	// NOSPACE alarm) until an operator frees some; reads still work.
 	ErrStoreFull = errors.New("the database is out of space and refuses every write")
 )
 
-// Store is everything idgen keeps in a database. allocator/postgres,
-// allocator/mysql and allocator/sqlite implement it, and
-// allocator/storetest checks that they behave alike.
+// Store is everything idgen keeps in a database; allocator/storetest
+// checks that the stores behave alike.
 //
-// Isolation. Every method that reads and then writes (a claim, a heartbeat,
-// a release, recording the layout) runs in one transaction, isolated so
-// that two nodes never both act on what they read:
-//   - PostgreSQL and MySQL run it SERIALIZABLE. The database may abort it on
-//     a conflict (PostgreSQL 40001 and 40P01; MySQL 1213, 1205, and 1020 on
-//     MariaDB with innodb_snapshot_isolation): the store rolls it back and
-//     runs it again, whole, with a capped backoff, until it commits or the
-//     context ends, and counts the retries (RetryCounter).
-//   - SQLite begins it with BEGIN IMMEDIATE: it takes the database's write
-//     lock at once, waiting for it up to the busy timeout, so one writer at a
-//     time runs and no transaction fails half-way on a conflict. That is
-//     SQLite's isolation (serial execution); nothing is retried.
+// Every read-then-write method runs in one transaction, isolated so two
+// nodes never both act on what they read: PostgreSQL and MySQL run it
+// SERIALIZABLE and retry it whole on conflicts (40001, 40P01; 1213, 1205,
+// 1020 on MariaDB) with capped backoff until ctx ends, counting retries;
+// SQLite uses BEGIN IMMEDIATE (one writer at a time, nothing retried).
 //
-// Segment fetches and tail returns are not retried by the store: each starts
-// with one atomic write to the namespace's row, and an error means that no
-// range may be used, whatever the database did; the segment allocator
-// decides when to fetch again.
+// Segment fetches and tail returns are not retried: an error means no
+// range may be used, and the segment allocator decides when to fetch again.
 type Store interface {
 	LeaseStore
 	LeaseAdmin
@@ -104,67 +78,52 @@ type Store interface {
 	Close() error
 }
 
-// RetryCounter is implemented by stores that run a transaction again after
-// a conflict (see Store): SerializationRetries returns how many times they
-// did since they were opened. It feeds the retry metric.
+// RetryCounter is implemented by stores that retry transactions after a
+// conflict; SerializationRetries counts them since opening.
 type RetryCounter interface {
 	SerializationRetries() int64
 }
 
-// DurabilityRisk is a database setting under which a commit the database
-// acknowledged can be undone by a crash or a failover. idgen must never
-// lose such a commit: a fetched segment range that comes back is handed out
-// again, and a lease row whose ceiling or fencing version falls back lets a
-// new holder issue timestamps a running holder has already used. Either way
-// the same IDs go out twice.
+// DurabilityRisk is a database setting under which an acknowledged commit
+// can be undone by a crash or failover, which would hand out IDs twice.
 type DurabilityRisk struct {
-	// Setting is the database setting, as its documentation names it:
-	// "synchronous_commit", "innodb_flush_log_at_trx_commit".
+	// Setting is the setting's name, e.g. "synchronous_commit".
 	Setting string
-	// Value is the setting's value as the database reports it.
+	// Value is the setting's value as reported.
 	Value string
-	// Fix says what to change, in one sentence an operator can act on.
+	// Fix says what to change, in one sentence.
 	Fix string
-	// Warning marks a risk that idgen sees but cannot prove from its own
-	// connection, such as replicas that a failover could promote without
-	// the latest commits: it is reported, and does not stop a node.
+	// Warning marks a risk idgen cannot prove from its connection (such as
+	// lagging replicas): reported, but it does not stop a node.
 	Warning bool
 }
 
 // String returns "setting=value".
 func (r DurabilityRisk) String() string { return r.Setting + "=" + r.Value }
 
-// DurabilityChecker is implemented by stores that can read the settings
-// their database commits under. CheckDurability returns the risks it finds
-// (none when every commit is durable), or an error when the settings cannot
-// be read. idgen serve calls it at start and refuses to serve on a risk
-// that is not a Warning unless the operator overrides it.
+// DurabilityChecker is implemented by stores that can read their commit
+// settings. idgen serve refuses to serve on a non-Warning risk unless
+// overridden.
 type DurabilityChecker interface {
 	CheckDurability(ctx context.Context) ([]DurabilityRisk, error)
 }
 
-// StoreSpace is what a store reports of the space its database takes
-// (SpaceReporter): for etcd, the backend of the largest member.
+// StoreSpace is the space a store's database takes (for etcd, the largest
+// member's backend).
 type StoreSpace struct {
-	// Size is the bytes the database takes on disk; InUse the part of it
-	// that holds data, the rest being free pages a defragmentation gives
-	// back. Zero when unknown.
+	// Size is the bytes on disk, InUse the part holding data; 0 if unknown.
 	Size, InUse int64
-	// Quota is the size past which the database refuses writes (etcd's
-	// --quota-backend-bytes); zero when the database does not report it.
+	// Quota is the size past which writes are refused; 0 if unreported.
 	Quota int64
-	// Alarms are the database's raised alarms, by name ("NOSPACE",
-	// "CORRUPT"); empty when none is raised.
+	// Alarms are the raised alarms by name ("NOSPACE").
 	Alarms []string
-	// Revision is the database's current revision and CompactRevision the
-	// one up to which its history was compacted, for databases that keep
-	// a history (etcd): zero when unknown or none was compacted.
+	// Revision and CompactRevision, for stores with a history (etcd); 0
+	// when unknown.
 	Revision, CompactRevision int64
 }
 
-// SpaceReporter is implemented by stores that can say how much space their
-// database takes and whether it has raised an alarm (etcd). The node
-// samples it for its metrics, /readyz and the status page.
+// SpaceReporter is implemented by stores that report their space and
+// alarms (etcd), for metrics, /readyz and the status page.
 type SpaceReporter interface {
 	Space(ctx context.Context) (StoreSpace, error)
 }
