@@ -15,21 +15,16 @@ import (
 
 // Callers and their tokens.
 //
-// A caller is a service or a person that calls idgen with a token of its
-// own: a name, the scopes it grants and the SHA-256 of its secret. idgen
-// never keeps a secret: a call's bearer secret is hashed and the hash
-// compared, in constant time, with every token's (TokenSet.lookup). Tokens
-// come from a tokens file (ParseTokens), which the app reloads without a
-// restart (Authorizer.SetTokens).
-//
-// Without tokens, IDs are open, the admin family takes the admin token and
-// the lease API is off. With tokens, each family needs its scope. The
-// Authorizer applies these rules for every transport alike.
+// A caller calls with its own token: a name, scopes and the SHA-256 of its
+// secret; idgen never keeps secrets, only compares hashes in constant time.
+// Tokens come from a tokens file (ParseTokens), reloaded without a restart.
+// Without tokens, IDs are open, admin takes the admin token and the lease
+// API is off; with tokens each family needs its scope.
 
 // Scopes is a set of the permissions a token grants.
 type Scopes uint8
 
-// The scopes. A token may hold any of them.
+// The scopes a token may hold.
 const (
 	// ScopeIDs lets a caller take IDs and decompose them.
 	ScopeIDs Scopes = 1 << iota
@@ -39,10 +34,8 @@ const (
 	ScopeAdmin
 )
 
-// allScopes lists the scopes in the order String writes them.
 func allScopes() [3]Scopes { return [...]Scopes{ScopeIDs, ScopeLeases, ScopeAdmin} }
 
-// name returns the name of a single scope in the tokens file.
 func (s Scopes) name() string {
 	switch s {
 	case ScopeIDs:
@@ -69,8 +62,8 @@ func (s Scopes) String() string {
 	return strings.Join(names, ",")
 }
 
-// ParseScopes parses a comma-separated list of scope names (ids, leases,
-// admin), each at most once, with no spaces: "ids,leases".
+// ParseScopes parses a comma-separated list of scope names, each at most
+// once, without spaces.
 func ParseScopes(list string) (Scopes, error) {
 	var s Scopes
 	for _, name := range strings.Split(list, ",") {
@@ -84,8 +77,7 @@ func ParseScopes(list string) (Scopes, error) {
 		case name == "":
 			return 0, fmt.Errorf("empty scope in the list: want a comma-separated list of ids, leases and admin")
 		case scope == 0:
-			// The value is not shown: a secret pasted in the wrong column
-			// must not end up in a log.
+			// The value is not shown: it may be a misplaced secret.
 			return 0, fmt.Errorf("unknown scope: want a comma-separated list of ids, leases and admin")
 		case s.Has(scope):
 			return 0, fmt.Errorf("scope %s listed twice", name)
@@ -95,16 +87,15 @@ func ParseScopes(list string) (Scopes, error) {
 	return s, nil
 }
 
-// AdminTokenName is the caller name of a call that bears the admin token.
-// A tokens file may not use it.
+// AdminTokenName is the caller name of the admin token; tokens files may
+// not use it.
 const AdminTokenName = "admin-token"
 
-// ValidTokenName reports whether name is a valid token name: the rule of
-// namespace names (allocator.ValidNamespace).
+// ValidTokenName reports whether name is a valid token name (the namespace
+// rule).
 func ValidTokenName(name string) bool { return allocator.ValidNamespace(name) == nil }
 
-// HashSecret returns the hash a tokens file records for secret: its
-// SHA-256, in lower-case hex.
+// HashSecret returns the lower-case hex SHA-256 a tokens file records.
 func HashSecret(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(sum[:])
@@ -118,9 +109,8 @@ type Token struct {
 	Hash [sha256.Size]byte
 }
 
-// TokenSet is the set of tokens a node accepts, as one tokens file (or the
-// admin token) gives them. It is never changed once built: a reload builds
-// a new one and the Authorizer swaps it in whole.
+// TokenSet is the tokens a node accepts. It is immutable: a reload builds
+// a new one and swaps it in.
 type TokenSet struct {
 	tokens []Token
 	union  Scopes // every scope some token holds
@@ -141,21 +131,17 @@ func (t *TokenSet) Names() []string {
 // Scopes returns every scope that some token of the set holds.
 func (t *TokenSet) Scopes() Scopes { return t.union }
 
-// maxTokensFile bounds a tokens file: far more than any real one.
 const maxTokensFile = 1 << 20
 
-// ParseTokens parses a tokens file: one token per line, "NAME SCOPES
-// SHA256HEX" separated by spaces or tabs, such as
+// ParseTokens parses a tokens file: one "NAME SCOPES SHA256HEX" per line,
+// such as
 //
 //	# orders service, since 2026-03
 //	orders-api ids,leases 2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae
 //
-// '#' starts a comment that runs to the end of the line (no field may hold
-// one); blank lines are skipped. NAME must be a ValidTokenName, unique in
-// the file, and not AdminTokenName; SCOPES is a ParseScopes list; the hash
-// is HashSecret of the caller's secret (64 hex digits), and no two tokens
-// may share one. file names the source in errors, which read
-// "file:line: message" and never quote a value that might be a secret.
+// '#' starts a comment; blank lines are skipped. Names are unique
+// ValidTokenNames other than AdminTokenName; hashes are unique. Errors
+// read "file:line: message" and never quote a possible secret.
 func ParseTokens(file string, data []byte) (*TokenSet, error) {
 	if len(data) > maxTokensFile {
 		return nil, fmt.Errorf("%s: larger than %d bytes", file, maxTokensFile)
@@ -206,14 +192,11 @@ func ParseTokens(file string, data []byte) (*TokenSet, error) {
 	return set, nil
 }
 
-// lookup returns the token whose hash is the SHA-256 of secret. It hashes
-// the secret once and compares the hash with every token's in constant
-// time, without stopping at a match, so the time it takes depends on the
-// number of tokens only, never on which one matched or how much of a hash
-// did. The secret itself is neither kept nor copied.
+// lookup returns the token whose hash is secret's SHA-256, comparing with
+// every token in constant time without stopping at a match, so timing
+// reveals nothing. The secret is neither kept nor copied.
 func (t *TokenSet) lookup(secret string) (Token, bool) {
-	// The secret is read, never written, through this view: hashing it
-	// costs no copy (and no allocation) whatever its length.
+	// Read-only view: hashing costs no copy or allocation.
 	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(secret), len(secret)))
 	found, at := 0, 0
 	for i := range t.tokens {
@@ -227,10 +210,8 @@ func (t *TokenSet) lookup(secret string) (Token, bool) {
 	return t.tokens[at], true
 }
 
-// Caller is who makes a call and which call it is: the name and scopes of
-// its token ("" and 0 on a family open without one), the client's
-// address, which names a caller without a token to the rate limit, and
-// the call's request ID, which the lease events and the log record.
+// Caller is who makes a call: token name and scopes ("" and 0 when open),
+// the client address (for the rate limit) and the request ID.
 type Caller struct {
 	Name      string
 	Scopes    Scopes
@@ -238,17 +219,16 @@ type Caller struct {
 	RequestID string
 }
 
-// Authorizer decides who may call which family: the one copy of the rules
-// every transport applies. It is safe for concurrent use; SetTokens swaps
-// the tokens while calls are checked.
+// Authorizer applies the call rules for every transport. It is safe for
+// concurrent use; SetTokens swaps tokens under live calls.
 type Authorizer struct {
 	tokens   atomic.Pointer[TokenSet] // the admin token included; nil without tokens
 	adminKey [sha256.Size]byte        // SHA-256 of the admin token
 	adminOn  bool
 }
 
-// NewAuthorizer returns the authorizer of a node with adminToken (""
-// for none) and tokens (nil for none).
+// NewAuthorizer returns an authorizer with adminToken ("" for none) and
+// tokens (nil for none).
 func NewAuthorizer(adminToken string, tokens *TokenSet) *Authorizer {
 	a := &Authorizer{}
 	if adminToken != "" {
@@ -258,10 +238,8 @@ func NewAuthorizer(adminToken string, tokens *TokenSet) *Authorizer {
 	return a
 }
 
-// SetTokens installs set in place of the tokens the authorizer had: calls
-// checked afterwards see it. The admin token, when configured, is added to
-// it as a caller named AdminTokenName with the admin scope. Nil leaves the
-// node without tokens.
+// SetTokens installs set for later calls, adding the admin token (if any)
+// as AdminTokenName with the admin scope. Nil means no tokens.
 func (a *Authorizer) SetTokens(set *TokenSet) {
 	if set == nil {
 		a.tokens.Store(nil)
@@ -279,9 +257,8 @@ func (a *Authorizer) SetTokens(set *TokenSet) {
 // HasTokens reports whether the node has tokens.
 func (a *Authorizer) HasTokens() bool { return a.tokens.Load() != nil }
 
-// On reports whether the family of scope is on: IDs always; the lease
-// API once a token has the leases scope; the admin API with an admin
-// token or a token of the admin scope.
+// On reports whether scope's family is on: IDs always; leases once a token
+// has the scope; admin with an admin token or an admin-scoped token.
 func (a *Authorizer) On(scope Scopes) bool {
 	set := a.tokens.Load()
 	switch {
@@ -293,9 +270,8 @@ func (a *Authorizer) On(scope Scopes) bool {
 	return set.union.Has(scope)
 }
 
-// ParseBearer returns the secret of a call's Authorization values: a
-// single "Bearer <secret>" with no blank in the secret. ok is false for
-// anything else; none is true when there is no value at all.
+// ParseBearer returns the secret of a single "Bearer <secret>" value; ok
+// is false otherwise, none true when there is no value.
 func ParseBearer(authorization []string) (secret string, none, ok bool) {
 	if len(authorization) == 0 {
 		return "", true, false
@@ -307,16 +283,11 @@ func ParseBearer(authorization []string) (secret string, none, ok bool) {
 	return secret, false, true
 }
 
-// Authorize decides whether a call with the Authorization values given
-// may use the family of scope, and returns its caller (Name and Scopes).
-// It refuses with an *Error:
-//   - NotFound when the family is off (see On);
-//   - Unauthorized for a missing, malformed or unknown token;
-//   - Forbidden for a known token without the scope (without tokens, for a
-//     wrong admin token).
-//
-// Without tokens the IDs family is open: the caller has no name. A check
-// that passes allocates nothing.
+// Authorize decides whether a call may use scope's family and returns its
+// caller. It refuses with an *Error: NotFound when the family is off,
+// Unauthorized for a missing, malformed or unknown token, Forbidden for a
+// token without the scope (or a wrong admin token). A passing check
+// allocates nothing.
 func (a *Authorizer) Authorize(authorization []string, scope Scopes) (Caller, error) {
 	set := a.tokens.Load()
 	if set == nil {
@@ -348,13 +319,11 @@ func (a *Authorizer) Authorize(authorization []string, scope Scopes) (Caller, er
 	return Caller{Name: tok.Name, Scopes: tok.Scopes}, nil
 }
 
-// leaseAPIOff is the refusal of a lease API call on a node without a
-// token of the leases scope.
+// leaseAPIOff refuses a lease API call on a node without leases tokens.
 var leaseAPIOff = &Error{Code: NotFound, Detail: "the lease API is off: no token has the leases scope"}
 
-// adminToken is the admin family's check without tokens: NotFound without
-// an admin token, Unauthorized without a well-formed bearer token,
-// Forbidden for a wrong one.
+// adminToken checks the admin family without tokens: NotFound, then
+// Unauthorized, then Forbidden.
 func (a *Authorizer) adminToken(authorization []string) (Caller, error) {
 	if !a.adminOn {
 		return Caller{}, &Error{Code: NotFound, Detail: "the admin API is disabled: no admin token is configured"}
@@ -370,7 +339,6 @@ func (a *Authorizer) adminToken(authorization []string) (Caller, error) {
 	return Caller{Name: AdminTokenName, Scopes: ScopeAdmin}, nil
 }
 
-// bearerRefused is the refusal of a call without a usable bearer token.
 func bearerRefused(none bool) *Error {
 	if none {
 		return &Error{Code: Unauthorized, Detail: "this route needs an Authorization: Bearer <token> header"}

@@ -13,33 +13,27 @@ import (
 
 // Limits of a draw.
 const (
-	// DefaultMaxCount is the largest count of one draw when
-	// Settings.MaxCount is zero.
+	// DefaultMaxCount is the default Settings.MaxCount.
 	DefaultMaxCount = 10000
-	// MaxCountLimit bounds Settings.MaxCount. An answer is built whole in
-	// memory: a draw of this many IDs raises a node's peak memory by
-	// about 40 MiB over HTTP, well inside the 256 MiB the shipped
-	// manifests give a node (docs/benchmarks.md, "The largest request").
+	// MaxCountLimit bounds Settings.MaxCount: an answer of this many IDs
+	// adds about 40 MiB over HTTP, well inside a node's 256 MiB
+	// (docs/benchmarks.md, "The largest request").
 	MaxCountLimit = 1 << 18
-	// MaxRequestBytes bounds every request body (HTTP) and message (gRPC,
-	// as sent and as decompressed) a transport reads; larger ones are
-	// refused TooLarge. No request of idgen's comes near it.
+	// MaxRequestBytes bounds every request body and message (gRPC as sent
+	// and decompressed); larger ones are refused TooLarge.
 	MaxRequestBytes = 64 << 10
 )
 
-// Snowflakes is what the service draws Snowflake IDs from: the node's
-// *allocator.Keeper.
+// Snowflakes is the Snowflake ID source (*allocator.Keeper).
 type Snowflakes interface {
-	// NextSnowflakesFenced appends n Snowflake IDs to dst and returns the
-	// lease they were made under, or an error wrapping
-	// allocator.ErrUnavailable when the node cannot prove its lease.
+	// NextSnowflakesFenced appends n IDs to dst with their lease, or an
+	// error wrapping allocator.ErrUnavailable.
 	NextSnowflakesFenced(dst []int64, n int) ([]int64, allocator.LeaseToken, error)
 	// Layout returns the Snowflake layout of the IDs.
 	Layout() snowflake.Layout
 }
 
-// Segments is what the service draws namespace IDs from: the node's
-// *allocator.Segments.
+// Segments is the namespace ID source (*allocator.Segments).
 type Segments interface {
 	// Draw fills out with n IDs of namespace name.
 	Draw(ctx context.Context, name string, n int, out *allocator.Batch) error
@@ -66,16 +60,13 @@ type DrawRequest struct {
 	Namespace string
 	// Count is how many IDs: 1 to the service's MaxCount.
 	Count int
-	// Format is the form a transport writes the IDs in (Service.Encoding);
-	// snowflake.FormatAny takes the namespace's setting. Drawing does not
-	// look at it.
+	// Format is the form a transport writes the IDs in (FormatAny: the
+	// namespace's setting); drawing ignores it.
 	Format snowflake.Format
 }
 
-// Drawn is the outcome of a draw. Batch's slices are the caller's, reused
-// from one draw to the next (a transport pools them): a draw allocates
-// nothing per ID once they have grown. Batch.Ranges is filled for a
-// namespace only.
+// Drawn is a draw's outcome. Batch's slices are reused between draws, so
+// a draw allocates nothing per ID; Ranges is for namespaces only.
 type Drawn struct {
 	allocator.Batch
 	Source Source
@@ -83,25 +74,19 @@ type Drawn struct {
 
 // Settings configure a Service. Zero fields mean their defaults.
 type Settings struct {
-	// MaxCount is the largest count of one draw: 1 to MaxCountLimit,
-	// default DefaultMaxCount.
+	// MaxCount is the largest draw, 1 to MaxCountLimit.
 	MaxCount int
-	// RateLimit limits each caller's IDs (limit.go); the zero value sets
-	// no limit.
+	// RateLimit limits each caller's IDs (limit.go).
 	RateLimit RateLimit
-	// Formats are the forms IDs are written in when a request names none,
-	// by namespace; the key "" is for Snowflake IDs. Without an entry,
-	// decimal (Encoding).
+	// Formats are the default ID forms by namespace ("" for Snowflake);
+	// decimal without an entry.
 	Formats map[string]snowflake.Format
-	// now is the rate limit's clock; nil is the monotonic clock. Tests
-	// step their own.
+	// now is the rate limit's clock (nil: monotonic); for tests.
 	now func() time.Time
 }
 
-// Service draws IDs for every transport: it checks the request, charges
-// the caller's rate limit, draws from the keeper or the segment allocator,
-// words the refusal, and counts what it handed out. It starts no
-// goroutine.
+// Service draws IDs for every transport: it checks, rate-limits, draws,
+// words refusals and counts. It starts no goroutine.
 type Service struct {
 	snowflakes Snowflakes
 	segments   Segments
@@ -112,8 +97,7 @@ type Service struct {
 	issued     [len(sourceNames)]atomic.Int64
 }
 
-// NewService returns the service drawing from snowflakes and segments, or
-// an error naming the field of s that is out of range.
+// NewService returns the service, or an error naming a bad field of s.
 func NewService(snowflakes Snowflakes, segments Segments, s Settings) (*Service, error) {
 	if s.MaxCount == 0 {
 		s.MaxCount = DefaultMaxCount
@@ -147,16 +131,14 @@ func (s *Service) Layout() snowflake.Layout { return s.snowflakes.Layout() }
 // Limiter returns the rate limiter, nil without a limit.
 func (s *Service) Limiter() *Limiter { return s.limiter }
 
-// Issued returns how many IDs the service handed out from each source
-// since it started.
+// Issued returns the IDs handed out from each source since start.
 func (s *Service) Issued(src Source) int64 { return s.issued[src].Load() }
 
-// Charge charges caller one ID for a call that takes none: decoding an
-// ID, the admin API. It returns nil or a TooMany *Error.
+// Charge charges caller one ID for a call taking none (decode, admin).
 func (s *Service) Charge(caller Caller) error { return s.limiter.Take(caller, 1) }
 
-// Decode returns the parts of a Snowflake ID under the node's layout,
-// charged to caller as one ID. A negative id is Invalid.
+// Decode returns an ID's parts under the node's layout, charged as one
+// ID. A negative id is Invalid.
 func (s *Service) Decode(caller Caller, id int64) (snowflake.Parts, error) {
 	if err := s.Charge(caller); err != nil {
 		return snowflake.Parts{}, err
@@ -170,16 +152,14 @@ func (s *Service) Decode(caller Caller, id int64) (snowflake.Parts, error) {
 	return s.snowflakes.Layout().Decompose(snowflake.ID(id)), nil
 }
 
-// CountError is the refusal of a count that is not an integer from 1 to
-// MaxCount, in the words of every transport: Check's, and the HTTP
-// routes' for a count that does not parse.
+// CountError refuses a count that is not 1 to MaxCount, in every
+// transport's words.
 func (s *Service) CountError() error {
 	return Errorf(Invalid, "count must be an integer from 1 to %d", s.maxCount)
 }
 
-// Check reports, as an Invalid *Error, a request no draw could serve: a
-// count outside 1..MaxCount or a malformed namespace. A transport that
-// decodes a request in parts calls it before it sends anything.
+// Check reports, as Invalid, a count outside 1..MaxCount or a malformed
+// namespace. Transports decoding in parts call it before sending anything.
 func (s *Service) Check(req DrawRequest) error {
 	if req.Count < 1 || req.Count > s.maxCount {
 		return s.CountError()
@@ -192,10 +172,9 @@ func (s *Service) Check(req DrawRequest) error {
 	return nil
 }
 
-// Draw takes req.Count IDs for caller into out, after Check and after
-// charging caller's rate limit. It returns an *Error when it serves none.
-// IDs made before a refusal are dropped: they are unique, and nobody sees
-// them.
+// Draw takes req.Count IDs for caller into out, after Check and the rate
+// limit, or returns an *Error serving none (IDs made before a refusal are
+// dropped: nobody saw them).
 func (s *Service) Draw(ctx context.Context, caller Caller, req DrawRequest, out *Drawn) error {
 	if err := s.Check(req); err != nil {
 		return err

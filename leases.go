@@ -20,26 +20,17 @@ import (
 )
 
 // The lease API lets any process hold a worker-ID lease and make Snowflake
-// IDs in its own memory (docs/leases.md). Its broker, the node, runs the
-// same store calls as a node's own keeper, with the keeper's rules and
-// defaults, and keeps every bound that protects other holders itself:
-//   - the holder is stored as "api:<token name>/<holder>", a name no node
-//     can take (allocator.RemoteHolderPrefix), with the token's name as the
-//     row's owner and the hash of a random lease secret that only the
-//     acquire answer carries; every heartbeat and release must match all
-//     three, so that a caller can act on its own leases only, and knowing
-//     a holder's name and fencing version is not enough;
-//   - the ttl lies within the configured bounds, the pool within the lease
-//     API's own worker IDs (never the node's), each caller holds at most
-//     MaxLeases leases and acquires at AcquireRate;
-//   - every ceiling lies within store time + ttl + the node's allowed
-//     clock offset, whatever the caller asks, and a release must say
-//     either the last timestamp used or that none was: nothing absent is
-//     read as "nothing issued".
+// IDs in its own memory (docs/leases.md). The broker runs the keeper's
+// store calls with the keeper's rules, and itself enforces every bound
+// protecting other holders: holders are "api:<token name>/<holder>" with
+// the token as owner and a secret's hash, all three checked on every
+// heartbeat and release; the ttl, the pool (never the node's), each
+// caller's MaxLeases and AcquireRate are bounded; ceilings stay within
+// store time + ttl + clock offset; and a release must state its last
+// timestamp or that none was used.
 
-// MaxHolderLen is the longest holder name a caller may give, in bytes: the
-// broker stores "api:<token name>/<holder>", and token names have at most
-// 64 bytes, so that every qualified holder fits allocator.MaxHolderLen.
+// MaxHolderLen is the longest holder a caller may give, in bytes, so that
+// "api:<token name>/<holder>" fits allocator.MaxHolderLen.
 const MaxHolderLen = allocator.MaxHolderLen - len(allocator.RemoteHolderPrefix) - allocator.MaxNameLen - 1
 
 // Defaults of LeaseSettings.
@@ -52,44 +43,33 @@ const (
 )
 
 // NoWorkerRetryAfter is the delay asked of a caller that found every
-// worker ID held: one frees when a lease expires or is released, which the
-// broker cannot foresee.
+// worker ID held.
 const NoWorkerRetryAfter = time.Second
 
-// storeTimeout bounds each store call of the broker.
 const storeTimeout = 5 * time.Second
 
 // LeaseSettings configure the lease API. Zero fields mean their defaults.
 type LeaseSettings struct {
-	// MinTTL and MaxTTL bound the ttl a caller may ask for: at least
-	// allocator.MinLeaseTTL, whole milliseconds, MinTTL <= MaxTTL. Defaults
-	// DefaultLeaseMinTTL and DefaultLeaseMaxTTL. The node's own lease ttl,
-	// brought within them, is the ttl of an acquire that names none.
+	// MinTTL and MaxTTL bound the ttl a caller may ask for (at least
+	// allocator.MinLeaseTTL, whole ms). The node's ttl, brought within them,
+	// is the default.
 	MinTTL, MaxTTL time.Duration
-	// WorkerIDs is the lease API's own pool of worker IDs, in every
-	// datacenter, which never overlaps the node's keeper's. Left nil, it
-	// is the worker IDs of the layout outside the node's pool (the larger
-	// side when the node's pool lies in the middle); and the node's pool
-	// left nil is the worker IDs outside this one. With neither set, the
-	// node claims from every worker ID and the lease API has none: every
-	// acquire answers NotFound.
+	// WorkerIDs is the lease API's own pool, never overlapping the node's.
+	// Nil means the layout's worker IDs outside the node's pool (the larger
+	// side); the node's nil pool is likewise the rest. With neither set the
+	// lease API has none and every acquire answers NotFound.
 	WorkerIDs *allocator.WorkerRange
-	// MaxLeases caps the live leases one caller (token) may hold; default
-	// DefaultLeaseMaxLeases.
+	// MaxLeases caps one caller's live leases.
 	MaxLeases int
-	// AcquireRate and AcquireBurst limit each caller's acquires (never its
-	// heartbeats or releases), per node: acquires per second on average
-	// and at once; defaults DefaultLeaseAcquireRate and
-	// DefaultLeaseAcquireBurst.
+	// AcquireRate and AcquireBurst limit each caller's acquires per node
+	// (not heartbeats or releases).
 	AcquireRate  float64
 	AcquireBurst int
 }
 
-// Resolve returns l with its defaults filled in, and the node's keeper
-// settings ks (resolved) with their pool set apart from the lease API's,
-// or an error naming the field whose value is refused ("invalid
-// LeaseSettings.MinTTL 500ms: …"). Resolving what it returned changes
-// nothing.
+// Resolve returns l with defaults filled in and the resolved keeper
+// settings ks with their pool set apart, or an error naming the refused
+// field. It is idempotent.
 func (l LeaseSettings) Resolve(ks allocator.KeeperSettings) (LeaseSettings, allocator.KeeperSettings, error) {
 	if l.MinTTL == 0 {
 		l.MinTTL = DefaultLeaseMinTTL
@@ -144,8 +124,8 @@ func (l LeaseSettings) Resolve(ks allocator.KeeperSettings) (LeaseSettings, allo
 	return l, ks, nil
 }
 
-// outside returns the larger range of the worker IDs of all below or above
-// r (the upper one when they are as large), and false when r covers all.
+// outside returns the larger range of worker IDs below or above r (upper
+// on a tie), false when r covers all.
 func outside(all, r allocator.WorkerRange) (allocator.WorkerRange, bool) {
 	below := allocator.WorkerRange{Min: all.Min, Max: r.Min - 1}
 	above := allocator.WorkerRange{Min: r.Max + 1, Max: all.Max}
@@ -159,8 +139,8 @@ func outside(all, r allocator.WorkerRange) (allocator.WorkerRange, bool) {
 	return allocator.WorkerRange{}, false
 }
 
-// LeaseStore is what the broker calls: the lease table's protocol, the
-// calls a node's keeper makes. Every allocator.Store is one.
+// LeaseStore is the lease table protocol the broker calls; every
+// allocator.Store is one.
 type LeaseStore interface {
 	Claim(ctx context.Context, req allocator.ClaimRequest) (allocator.ClaimResult, error)
 	Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (allocator.Lease, time.Time, error)
@@ -169,9 +149,7 @@ type LeaseStore interface {
 }
 
 // Broker runs the lease API's calls for every transport. It starts no
-// goroutine. Between calls it keeps only what bounds the load one caller
-// can cause: each caller's acquire rate and the lost events it recorded
-// lately.
+// goroutine and keeps only per-caller acquire rates and recent lost events.
 type Broker struct {
 	store           LeaseStore // nil: the lease API is off
 	s               LeaseSettings
@@ -185,13 +163,10 @@ type Broker struct {
 	lost            *recentSet
 }
 
-// NewBroker returns the broker of the node whose resolved keeper settings
-// are ks, on store (nil turns the lease API off), with the resolved lease
-// settings l (LeaseSettings.Resolve). It takes from ks the layout, the
-// ttl of an acquire that names none (the node's, within l's bounds), the
-// allowed clock offset, which bounds every ceiling, and the backward wait
-// told to holders. log receives a line per lease granted, released and
-// lost (nil discards them).
+// NewBroker returns the broker for keeper settings ks on store (nil turns
+// the lease API off) with resolved settings l; ks gives the layout, the
+// default ttl, the clock offset bounding ceilings and the backward wait.
+// log receives grants, releases and losses (nil discards).
 func NewBroker(store LeaseStore, ks allocator.KeeperSettings, l LeaseSettings, log *slog.Logger) (*Broker, error) {
 	if w := l.WorkerIDs; w != nil && (w.Min < 0 || w.Min > w.Max || w.Max > ks.Layout.MaxWorker()) {
 		return nil, fmt.Errorf("invalid LeaseSettings.WorkerIDs %d-%d: the layout allows 0 to %d", w.Min, w.Max, ks.Layout.MaxWorker())
@@ -212,18 +187,15 @@ func NewBroker(store LeaseStore, ks allocator.KeeperSettings, l LeaseSettings, l
 	}, nil
 }
 
-// On reports whether the lease API is on: it has a store.
+// On reports whether the lease API is on.
 func (b *Broker) On() bool { return b.store != nil }
 
-// Layout returns the cluster's Snowflake layout, which the node checked
-// against the one its database records when it started.
+// Layout returns the cluster's Snowflake layout.
 func (b *Broker) Layout() snowflake.Layout { return b.layout }
 
-// leaseInvalid returns an Invalid refusal.
 func leaseInvalid(format string, args ...any) *Error { return Errorf(Invalid, format, args...) }
 
-// Begin checks that the lease API is on and the call has a caller; every
-// call starts with it (GetLayout too).
+// Begin checks that the lease API is on and the call has a caller.
 func (b *Broker) Begin(caller Caller) error {
 	if b.store == nil {
 		return &Error{Code: NotFound, Detail: "the lease API is off on this node"}
@@ -234,8 +206,7 @@ func (b *Broker) Begin(caller Caller) error {
 	return nil
 }
 
-// qualifiedHolder begins a call on a lease (Begin) and returns the holder
-// it names, qualified.
+// qualifiedHolder begins a call on a lease and returns its qualified holder.
 func (b *Broker) qualifiedHolder(caller Caller, holder string) (string, error) {
 	if err := b.Begin(caller); err != nil {
 		return "", err
@@ -243,9 +214,8 @@ func (b *Broker) qualifiedHolder(caller Caller, holder string) (string, error) {
 	return qualify(caller, holder)
 }
 
-// holderAt begins a call on a lease the caller holds, heartbeat or
-// release: it returns the holder qualified (qualifiedHolder), once version
-// is a fencing version an acquire can have returned.
+// holderAt begins a heartbeat or release: the qualified holder, once
+// version is one an acquire can have returned.
 func (b *Broker) holderAt(caller Caller, holder string, version int64) (string, error) {
 	qualified, err := b.qualifiedHolder(caller, holder)
 	if err != nil {
@@ -265,9 +235,8 @@ func qualify(caller Caller, holder string) (string, error) {
 	return allocator.RemoteHolderPrefix + caller.Name + "/" + holder, nil
 }
 
-// ValidHolder reports, as an Invalid *Error, a holder name a lease-API
-// caller may not use: it has 1 to MaxHolderLen bytes of printable ASCII
-// without spaces.
+// ValidHolder reports, as an Invalid *Error, a holder that is not 1 to
+// MaxHolderLen bytes of printable ASCII without spaces.
 func ValidHolder(holder string) error {
 	if holder == "" || len(holder) > MaxHolderLen {
 		return leaseInvalid("holder must have 1 to %d bytes", MaxHolderLen)
@@ -280,12 +249,10 @@ func ValidHolder(holder string) error {
 	return nil
 }
 
-// secretLen is the length of a lease secret: 32 random bytes in unpadded
-// base64url.
+// secretLen: 32 random bytes in unpadded base64url.
 const secretLen = 43
 
-// newSecret returns a random lease secret and its hash, as the store keeps
-// it (allocator.ClaimRequest.SecretHash).
+// newSecret returns a random lease secret and its stored hash.
 func newSecret() (secret, hash string) {
 	var b [32]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
@@ -293,14 +260,12 @@ func newSecret() (secret, hash string) {
 	return secret, hashSecret(secret)
 }
 
-// hashSecret returns the hash of a lease secret that the store compares.
 func hashSecret(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(sum[:])
 }
 
-// secretHash checks the lease secret a heartbeat or release sends and
-// returns its hash.
+// secretHash checks a sent lease secret and returns its hash.
 func secretHash(secret string) (string, error) {
 	if secret == "" {
 		return "", leaseInvalid("lease_secret is required: send the lease_secret of the acquire answer")
@@ -312,8 +277,7 @@ func secretHash(secret string) (string, error) {
 	return hashSecret(secret), nil
 }
 
-// ttlOf returns the ttl a request asks for: the default for 0, else ttlMS
-// within the configured bounds.
+// ttlOf returns the ttl asked for: default for 0, else within bounds.
 func (b *Broker) ttlOf(ttlMS int64) (time.Duration, error) {
 	if ttlMS == 0 {
 		return b.defaultTTL, nil
@@ -325,9 +289,8 @@ func (b *Broker) ttlOf(ttlMS int64) (time.Duration, error) {
 	return time.Duration(ttlMS) * time.Millisecond, nil
 }
 
-// ceilingOf returns the ceiling and clock offset to pass to the store for a
-// proposal: the proposal bounded by store time + ttl + the broker's allowed
-// offset, or, for no proposal (0), store time + ttl exactly.
+// ceilingOf returns the ceiling and offset to pass to the store: the
+// proposal bounded by store time + ttl + offset, or for 0 store time + ttl.
 func (b *Broker) ceilingOf(proposalMS int64) (int64, time.Duration, error) {
 	switch {
 	case proposalMS < 0:
@@ -338,8 +301,7 @@ func (b *Broker) ceilingOf(proposalMS int64) (int64, time.Duration, error) {
 	return proposalMS, b.maxOffset, nil
 }
 
-// bounds returns the ttl, and the ceiling and clock offset to pass to the
-// store, of a request that claims or extends a lease (ttlOf, ceilingOf).
+// bounds returns ttlOf and ceilingOf for a claim or extension.
 func (b *Broker) bounds(ttlMS, ceilingMS int64) (ttl time.Duration, ceiling int64, offset time.Duration, err error) {
 	if ttl, err = b.ttlOf(ttlMS); err != nil {
 		return 0, 0, 0, err
@@ -355,9 +317,8 @@ func (b *Broker) Key(datacenter, worker int64) (allocator.LeaseKey, error) {
 	return LeaseKeyOf(b.layout, datacenter, worker)
 }
 
-// LeaseKeyOf checks a lease's datacenter and worker IDs against layout:
-// the one check of a lease's key, which the lease API and the admin API's
-// evictions make.
+// LeaseKeyOf checks a lease's IDs against layout, for the lease API and
+// the admin API's evictions.
 func LeaseKeyOf(layout snowflake.Layout, datacenter, worker int64) (allocator.LeaseKey, error) {
 	if datacenter < 0 || datacenter > layout.MaxDatacenter() {
 		return allocator.LeaseKey{}, leaseInvalid("datacenter must be an integer from 0 to %d", layout.MaxDatacenter())
@@ -368,10 +329,9 @@ func LeaseKeyOf(layout snowflake.Layout, datacenter, worker int64) (allocator.Le
 	return allocator.LeaseKey{DatacenterID: datacenter, WorkerID: worker}, nil
 }
 
-// storeError is the refusal of a store call's error: unavailable for an
-// error the domain does not know (the database), whose text stays in the
-// log; else the domain's code with a detail that names nothing of the
-// store.
+// storeError maps a store error to a refusal: unavailable for unknown
+// (database) errors, logged; else the domain's code, naming nothing of
+// the store.
 func (b *Broker) storeError(ctx context.Context, op string, err error) error {
 	if ErrorOf(err, "").Code == Internal {
 		b.log.LogAttrs(ctx, slog.LevelWarn, "lease API: store call failed", slog.String("call", op), slog.Any("err", err))
@@ -383,8 +343,7 @@ func (b *Broker) storeError(ctx context.Context, op string, err error) error {
 type AcquireRequest struct {
 	Holder     string
 	Datacenter int64
-	// Workers is the pool to choose from, within the lease API's own
-	// (LeaseSettings.WorkerIDs); nil for all of it.
+	// Workers is the pool to choose from within the lease API's; nil for all.
 	Workers          *allocator.WorkerRange
 	TTLMS            int64
 	CeilingMS        int64
@@ -394,8 +353,8 @@ type AcquireRequest struct {
 // Grant is a granted lease: what a holder in any language needs.
 type Grant struct {
 	Lease allocator.Lease // the row after the claim; Holder qualified
-	// Secret is the lease secret: every heartbeat and release of the lease
-	// must send it. It is in this answer only; the store keeps its hash.
+	// Secret must be sent with every heartbeat and release; only this
+	// answer carries it, the store keeps its hash.
 	Secret          string
 	FloorMS         int64
 	PrevHolder      string // empty when the worker ID was free
@@ -489,13 +448,11 @@ type HeartbeatRequest struct {
 	Holder         string             // as the caller gave it to Acquire
 	FencingVersion int64
 	Secret         string // the acquire answer's lease secret
-	// TTLMS is the ttl the lease gets from now, within the bounds: a
-	// heartbeat must name it (the acquire answer's ttl_ms, to keep it).
+	// TTLMS is the ttl from now, within bounds; required.
 	TTLMS     int64
 	CeilingMS int64
-	// Issued is what the holder reports having issued since its last
-	// report, for the audit trail (allocator.Block); optional. A block no
-	// holder can have issued is logged and left out, never refused.
+	// Issued is what the holder issued since its last report; optional.
+	// An impossible block is logged and left out, never refused.
 	Issued allocator.Block
 }
 
@@ -506,9 +463,8 @@ type Extension struct {
 	DBTime time.Time
 }
 
-// Heartbeat extends a lease, fenced on the qualified holder and the
-// version. A heartbeat that matches no row is a lost lease: the broker
-// records the lost event, as a node's keeper does, and answers lease_lost.
+// Heartbeat extends a lease, fenced on qualified holder and version. A
+// heartbeat matching no row records a lost event and answers lease_lost.
 func (b *Broker) Heartbeat(ctx context.Context, caller Caller, req HeartbeatRequest) (Extension, error) {
 	holder, err := b.holderAt(caller, req.Holder, req.FencingVersion)
 	if err != nil {
@@ -544,10 +500,8 @@ func (b *Broker) Heartbeat(ctx context.Context, caller Caller, req HeartbeatRequ
 	return Extension{Lease: lease, TTL: ttl, DBTime: dbNow}, nil
 }
 
-// issued returns the block a holder reported, or none when no holder of
-// the layout can have issued it (logged): the audit trail records only
-// plausible reports, and never refuses the heartbeat or release that
-// carries one, which would cost the holder its lease.
+// issued returns the reported block, or none (logged) when no holder can
+// have issued it: refusing would cost the holder its lease.
 func (b *Broker) issued(ctx context.Context, caller Caller, blk allocator.Block) allocator.Block {
 	if err := blk.Validate(b.layout.PerWorkerCap() / 1000); err != nil {
 		b.log.LogAttrs(ctx, slog.LevelWarn, "lease API: issued block not recorded", slog.String("caller", caller.Name),
@@ -560,13 +514,9 @@ func (b *Broker) issued(ctx context.Context, caller Caller, blk allocator.Block)
 // maxRecentLost bounds the lost events a broker remembers having recorded.
 const maxRecentLost = 4096
 
-// recordLost records the lost event of a heartbeat that matched no row,
-// with the caller and the request ID; a failure to record it is logged.
-// A holder that goes on heartbeating the lease it lost (a paused process
-// that wakes up, a bug) adds one event, not one per heartbeat: the broker
-// records a lost lease (key, holder, version) once while it remembers it.
-// A heartbeat with another lease secret (err wraps ErrLeaseSecret) finds
-// the lease held by its holder, not lost: it is logged, never recorded.
+// recordLost records a lost event (failures logged), once per lost lease
+// while remembered, so a holder heartbeating a lost lease adds one event.
+// A wrong secret (ErrLeaseSecret) means the lease is not lost: logged only.
 func (b *Broker) recordLost(ctx context.Context, key allocator.LeaseKey, caller Caller, holder string, version int64, err error) {
 	if errors.Is(err, allocator.ErrLeaseSecret) {
 		b.log.LogAttrs(ctx, slog.LevelWarn, "lease API: a heartbeat named a live lease with another lease secret",
@@ -592,17 +542,15 @@ func (b *Broker) recordLost(ctx context.Context, key allocator.LeaseKey, caller 
 	b.log.LogAttrs(ctx, slog.LevelWarn, "lease lost: a heartbeat through the lease API matched no row", attrs...)
 }
 
-// lostError is the lease_lost refusal: the detail names the lease the
-// caller thought it held, and nothing of whoever holds it now.
+// lostError is the lease_lost refusal, naming nothing of the new holder.
 func lostError(key allocator.LeaseKey, holder string, version int64, err error) *Error {
 	return &Error{Code: LeaseLost, Err: err, Detail: fmt.Sprintf(
 		"worker %d/%d is not held by %s at fencing version %d (taken over, evicted, released or expired): stop issuing and acquire afresh",
 		key.DatacenterID, key.WorkerID, holder, version)}
 }
 
-// ReleaseRequest gives a lease back. It says what was issued in one of two
-// ways, never by leaving a field out: LastTimestampMS, the timestamp of
-// the last ID issued (above 0), or NoneIssued.
+// ReleaseRequest gives a lease back, stating either LastTimestampMS (above
+// 0) or NoneIssued, never by omission.
 type ReleaseRequest struct {
 	Key             allocator.LeaseKey // checked with Key
 	Holder          string             // as the caller gave it to Acquire
@@ -610,16 +558,14 @@ type ReleaseRequest struct {
 	Secret          string // the acquire answer's lease secret
 	LastTimestampMS int64
 	NoneIssued      bool
-	// Issued is what the holder reports having issued since its last
-	// report, for the audit trail (allocator.Block); optional.
+	// Issued is what the holder issued since its last report; optional.
 	Issued allocator.Block
 }
 
-// Release gives a lease back, its ceiling lowered to the last timestamp
-// used (see allocator.ReleaseCeiling), and returns that ceiling. A release
-// that says neither the last timestamp nor that none was issued, or both,
-// is refused as invalid; a last timestamp outside the lease's floor and
-// ceiling with invalid_release. Either changes nothing.
+// Release gives a lease back with its ceiling lowered (see
+// allocator.ReleaseCeiling) and returns that ceiling. Neither or both of
+// the last timestamp and NoneIssued is invalid; a timestamp outside the
+// lease is invalid_release. Either changes nothing.
 func (b *Broker) Release(ctx context.Context, caller Caller, req ReleaseRequest) (int64, error) {
 	holder, err := b.holderAt(caller, req.Holder, req.FencingVersion)
 	if err != nil {
@@ -656,10 +602,8 @@ func (b *Broker) Release(ctx context.Context, caller Caller, req ReleaseRequest)
 	return ceiling, nil
 }
 
-// callerLimits is each caller's token bucket (golang.org/x/time/rate), by
-// token name. Token names are few, those of a tokens file; the map is
-// still bounded: past maxCallerLimits it drops the buckets that are full,
-// which are the same as none.
+// callerLimits holds each caller's token bucket, by token name; past
+// maxCallerLimits it drops full buckets, which are the same as none.
 type callerLimits struct {
 	limit rate.Limit
 	burst int
@@ -674,8 +618,8 @@ func newCallerLimits(limit rate.Limit, burst int) *callerLimits {
 	return &callerLimits{limit: limit, burst: burst, m: map[string]*rate.Limiter{}}
 }
 
-// take takes one from name's bucket at now and returns 0, or, when the
-// bucket is empty, how long until it holds one again (nothing is taken).
+// take takes one token at now and returns 0, or the wait until one is
+// available (taking nothing).
 func (c *callerLimits) take(name string, now time.Time) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -706,7 +650,7 @@ type lostKey struct {
 	version int64
 }
 
-// recentSet remembers the last max lost leases recorded, oldest out first.
+// recentSet remembers the last max lost leases, oldest out first.
 type recentSet struct {
 	mu    sync.Mutex // guards seen, order and next
 	seen  map[lostKey]struct{}

@@ -14,58 +14,45 @@ import (
 
 // Per-caller rate limits.
 //
-// With RateLimit.Rate above 0, every caller has a bucket of RateLimit.Burst
-// IDs that refills at Rate IDs per second; a call is charged the IDs it
-// takes (a stream, each message's batch; a call that takes none, such as
-// the admin API's, one). A call that finds its bucket short is refused
-// with TooMany and the delay until the bucket holds enough, and takes
-// nothing. A caller is its token's name on a node with tokens, and the
-// client's address without (IPv6 by its /64, which one host can fill with
-// addresses of its own). The lease API has limits of its own (leases.go).
+// With RateLimit.Rate above 0 every caller has a bucket of Burst IDs
+// refilling at Rate per second; a call is charged the IDs it takes (at
+// least one) or refused with TooMany and the wait, taking nothing. A
+// caller is its token name, or its address without tokens (IPv6 by /64).
+// The lease API has its own limits (leases.go).
 //
-// A bucket is one atomic word, the instant it is full again (the generic
-// cell rate algorithm), charged by a compare-and-swap under a shard's read
-// lock: golang.org/x/time/rate would cost 60% more per call for its mutex
-// and wall-clock arithmetic (BenchmarkLimiterAddress 145 against 87 ns).
-// A full bucket is the same as none: a shard at its bound drops full
-// buckets, then arbitrary ones, so memory stays bounded with no goroutine.
+// A bucket is one atomic word (GCRA), charged by CAS under a shard's read
+// lock: x/time/rate cost 60% more (BenchmarkLimiterAddress 145 vs 87 ns).
+// A full bucket equals none, so shards at their bound drop full buckets,
+// then arbitrary ones: bounded memory, no goroutine.
 
 // Defaults and bounds of RateLimit.
 const (
-	// DefaultRateLimitAddresses bounds the per-address buckets kept when
-	// RateLimit.MaxAddresses is 0.
+	// DefaultRateLimitAddresses is the default RateLimit.MaxAddresses.
 	DefaultRateLimitAddresses = 1 << 16
 	maxRate                   = 1e9 // an ID a nanosecond
 	minRate                   = 1e-6
-	// maxRefill bounds the time an empty bucket takes to fill, burst/rate:
-	// about 31 years, far inside the limiter's nanosecond clock.
+	// maxRefill bounds burst/rate: about 31 years, within the ns clock.
 	maxRefill = 1e9 * time.Second
 	// rateShards is the number of independently locked parts of a table.
 	rateShards = 16
-	// rateSweepEvery is how often, at most, the whole table drops its
-	// full buckets when a caller is added.
+	// rateSweepEvery is the least interval between whole-table sweeps.
 	rateSweepEvery = time.Minute
 )
 
-// RateLimit configures the per-caller rate limit. The zero value is no
-// limit.
+// RateLimit configures the per-caller rate limit; zero is no limit.
 type RateLimit struct {
-	// Rate is the IDs per second each caller may take on average; 0 turns
-	// the limit off.
+	// Rate is each caller's average IDs per second; 0 turns it off.
 	Rate float64
-	// Burst is how many IDs a caller may take at once, after a quiet
-	// spell: at least the largest count of one call, so that every call can
-	// pass; 0 means the larger of that count and the rate rounded up.
+	// Burst is the IDs a caller may take at once, at least the largest
+	// count; 0 means max(that count, rate rounded up).
 	Burst int
-	// MaxAddresses bounds the per-address buckets kept (callers without a
-	// token); 0 means DefaultRateLimitAddresses. Past the bound, full
-	// buckets are dropped first, then arbitrary ones (whose callers start
-	// again with a full bucket).
+	// MaxAddresses bounds the per-address buckets kept (0: the default);
+	// past it full buckets go first, then arbitrary ones.
 	MaxAddresses int
 }
 
-// Validate reports, naming the field, a setting out of range for a node
-// whose largest count is maxCount.
+// Validate reports, naming the field, a setting out of range given the
+// largest count maxCount.
 func (r RateLimit) Validate(maxCount int) error {
 	switch {
 	case math.IsNaN(r.Rate) || r.Rate < 0 || r.Rate > maxRate:
@@ -94,14 +81,12 @@ type Limiter struct {
 	now       func() int64
 	tokens    table[string]
 	addresses table[[16]byte]
-	// refused counts the calls refused, of callers with a token and of
-	// client addresses.
+	// refused counts refused calls, by token and by address.
 	refusedTokens, refusedAddresses atomic.Int64
 }
 
-// newLimiter returns the limiter of r for a node whose largest count is
-// maxCount, timed by clock (nil: the monotonic clock), or nil when r sets
-// no limit.
+// newLimiter returns r's limiter (clock nil: monotonic), or nil when r
+// sets no limit.
 func newLimiter(r RateLimit, maxCount int, clock func() time.Time) *Limiter {
 	if r.Rate == 0 {
 		return nil
@@ -124,17 +109,15 @@ func newLimiter(r RateLimit, maxCount int, clock func() time.Time) *Limiter {
 		start := clock()
 		l.now = func() int64 { return int64(clock().Sub(start)) }
 	}
-	// Token names are few (a tokens file's), but a reload can bring new
-	// ones: the same bound keeps the table from growing with reloads. A
-	// name may be a slice of a larger string: the table keeps a copy.
+	// The same bound keeps token names from growing with reloads. A name
+	// may be a slice of a larger string: keep a copy.
 	l.tokens.init(bound, maphash.String, strings.Clone)
 	l.addresses.init(bound, hashAddr, nil)
 	return l
 }
 
-// Take charges caller n IDs (at least one), by its name, else by its
-// address. It returns nil, or a TooMany *Error with the delay until the
-// caller's bucket holds n, having taken nothing.
+// Take charges caller n IDs (at least one), by name, else address. It
+// returns nil, or a TooMany *Error with the wait, taking nothing.
 func (l *Limiter) Take(caller Caller, n int) error {
 	if l == nil {
 		return nil
@@ -157,10 +140,8 @@ func (l *Limiter) Take(caller Caller, n int) error {
 		Detail: fmt.Sprintf("rate limit exceeded (%v IDs a second); retry after %s", l.rate, d.Round(time.Millisecond))}
 }
 
-// clientKey returns the bucket key of a client address (host:port or a
-// bare address): the IPv4 address, or the /64 of an IPv6 one (IPv4-mapped
-// ones as IPv4). An address that does not parse (a test's, a Unix
-// socket's) shares the bucket of the zero address. It allocates nothing.
+// clientKey returns an address's bucket key: IPv4, or IPv6 /64 (mapped
+// ones as IPv4); unparsable ones share the zero address. No allocation.
 func clientKey(addr string) [16]byte {
 	var a netip.Addr
 	if ap, err := netip.ParseAddrPort(addr); err == nil {
@@ -177,8 +158,8 @@ func clientKey(addr string) [16]byte {
 	return a.As16()
 }
 
-// hashAddr mixes an address's two halves by a multiplication (Fibonacci
-// hashing): a byte-wise hash costs more than the rest of the lookup.
+// hashAddr is Fibonacci hashing: a byte-wise hash costs more than the
+// rest of the lookup.
 func hashAddr(_ maphash.Seed, b [16]byte) uint64 {
 	x := binary.LittleEndian.Uint64(b[:8]) ^ binary.LittleEndian.Uint64(b[8:])
 	return (x * 0x9e3779b97f4a7c15) >> 32
@@ -195,9 +176,8 @@ type table[K comparable] struct {
 	lastSweep atomic.Int64
 }
 
-// shard is one part of a table; mu guards m. A bucket is charged under
-// the read lock, so that a sweep (under the write lock) never drops a
-// bucket between its lookup and its charge.
+// shard is one part of a table; mu guards m. Charging under the read lock
+// keeps a sweep from dropping a bucket between lookup and charge.
 type shard[K comparable] struct {
 	mu sync.RWMutex
 	m  map[K]*bucket
@@ -212,8 +192,8 @@ func (t *table[K]) init(bound int, hash func(maphash.Seed, K) uint64, clone func
 	}
 }
 
-// take charges cost ns to the bucket of key at now and returns 0, or the
-// ns until the bucket holds cost (then nothing is taken).
+// take charges cost ns to key's bucket and returns 0, or the wait (taking
+// nothing).
 func (t *table[K]) take(key K, now, cost, capacity int64) int64 {
 	sh := &t.shards[t.hash(t.seed, key)%rateShards]
 	sh.mu.RLock()
@@ -229,9 +209,8 @@ func (t *table[K]) take(key K, now, cost, capacity int64) int64 {
 	return wait
 }
 
-// add gives key a full bucket in sh, having dropped full buckets first: of
-// every shard when the last such sweep is a minute old, and of sh when it
-// is at its bound.
+// add gives key a full bucket in sh, first sweeping every shard when the
+// last sweep is a minute old, and sh when at its bound.
 func (t *table[K]) add(sh *shard[K], key K, now int64) {
 	if last := t.lastSweep.Load(); now-last >= int64(rateSweepEvery) && t.lastSweep.CompareAndSwap(last, now) {
 		for i := range t.shards {
@@ -255,10 +234,8 @@ func (t *table[K]) add(sh *shard[K], key K, now int64) {
 	sh.m[key] = new(bucket)
 }
 
-// sweep drops the shard's full buckets, which are the same as none; if the
-// shard is still at its bound, it drops arbitrary ones down to three
-// quarters of it, so that the next sweeps are not at every new caller.
-// The caller holds the write lock.
+// sweep drops full buckets, then if still at the bound arbitrary ones down
+// to three quarters. The caller holds the write lock.
 func (sh *shard[K]) sweep(now int64, bound int) {
 	for k, b := range sh.m {
 		if b.tat.Load() <= now {
@@ -288,15 +265,14 @@ func (t *table[K]) size() int {
 	return n
 }
 
-// bucket is one caller's token bucket, kept as its theoretical arrival
-// time: the limiter time at which the bucket is full again.
+// bucket is a token bucket kept as its theoretical arrival time: when it
+// is full again.
 type bucket struct {
 	tat atomic.Int64
 }
 
-// take charges cost at now and returns 0, or the ns to wait until the
-// bucket holds cost (then nothing is taken): the charge conforms when the
-// bucket, moved cost on, runs at most capacity ahead of now.
+// take charges cost at now and returns 0, or the wait (taking nothing):
+// it conforms when the moved-on time is at most capacity ahead of now.
 func (b *bucket) take(now, cost, capacity int64) int64 {
 	for {
 		old := b.tat.Load()
@@ -310,8 +286,7 @@ func (b *bucket) take(now, cost, capacity int64) int64 {
 	}
 }
 
-// Refused returns how many calls were refused, of callers with a token
-// and of client addresses.
+// Refused returns the refused calls, by token and by address.
 func (l *Limiter) Refused() (tokens, addresses int64) {
 	if l == nil {
 		return 0, 0
