@@ -12,10 +12,8 @@ import (
 	"github.com/idgen-project/idgen"
 )
 
-// connectError returns the gRPC error of e: the status of its code
-// (idgen.Codes), which is also the reason of a google.rpc.ErrorInfo of
-// idgen.ErrorDomain; a code to retry later adds a google.rpc.RetryInfo and
-// a Retry-After header in whole seconds, as the HTTP API's answers do.
+// connectError returns e's gRPC error: its code's status and ErrorInfo
+// reason, plus RetryInfo and Retry-After for retry-later codes.
 func connectError(e *idgen.Error) *connect.Error {
 	info := idgen.Info(e.Code)
 	cerr := connect.NewError(info.GRPC, errors.New(e.Detail))
@@ -31,12 +29,11 @@ func connectError(e *idgen.Error) *connect.Error {
 	return cerr
 }
 
-// reason is the ErrorInfo reason of code, in UPPER_SNAKE_CASE by convention.
+// reason is code's ErrorInfo reason, in UPPER_SNAKE_CASE.
 func reason(code idgen.Code) string { return strings.ToUpper(string(code)) }
 
-// errorOf returns the answer to a call on namespace ns ("" for none) that
-// failed with err: CANCELED or DEADLINE_EXCEEDED when the caller's context
-// ended, else the core's error (idgen.ErrorOf), its cause logged.
+// errorOf answers a failed call on ns: CANCELED or DEADLINE_EXCEEDED when
+// the caller's context ended, else idgen.ErrorOf, its cause logged.
 func (s *Server) errorOf(ctx context.Context, err error, ns string) *connect.Error {
 	switch {
 	case errors.Is(err, context.Canceled):

@@ -19,40 +19,33 @@ import (
 )
 
 // The gate is an http.Handler in front of connect, because connect-go reads
-// and decompresses a unary call's request before any interceptor runs:
+// and decompresses a unary request before any interceptor runs:
 //
-//   - A call of IdService or LeaseService is authenticated from its headers
-//     alone; a refusal (or, after Drain, UNAVAILABLE) is answered in the
-//     caller's protocol without reading a byte of the body.
-//   - Every body is read through http.MaxBytesReader (maxBodyBytes), and
-//     every message is capped at MaxMessageBytes as sent and as
-//     decompressed (connect.WithReadMaxBytes and cappedGzip).
-//   - Every request is known to Drain until its handler returns (call). The
-//     server's read and write deadlines stay on until StreamIds has its
-//     request, so a call that stalls before is ended by ReadTimeout; then
-//     StreamIds lifts the read deadline and bounds each send
-//     (Config.StreamSendTimeout), so a caller that stops reading cannot
-//     hold a stream. Drain ends the calls waiting for their request at once
-//     (read deadline now) and gives streams drainGrace (write deadline).
+//   - IdService and LeaseService calls are authenticated from headers
+//     alone; refusals (and UNAVAILABLE after Drain) are answered without
+//     reading the body.
+//   - Bodies are capped (maxBodyBytes), messages at MaxMessageBytes as sent
+//     and decompressed (connect.WithReadMaxBytes, cappedGzip).
+//   - Drain knows every request until its handler returns. Server deadlines
+//     hold until StreamIds has its request; then it lifts the read deadline
+//     and bounds each send (Config.StreamSendTimeout). Drain ends calls
+//     waiting for a request at once and gives streams drainGrace.
 
 const (
-	// MaxMessageBytes bounds every request message, as sent and as
-	// decompressed (idgen.MaxRequestBytes); a larger one is answered
-	// RESOURCE_EXHAUSTED.
+	// MaxMessageBytes bounds every request message, as sent and
+	// decompressed; larger ones get RESOURCE_EXHAUSTED.
 	MaxMessageBytes = idgen.MaxRequestBytes
-	// maxBodyBytes bounds a request's whole body: one message in its
-	// envelope (a flags byte and a 4-byte length). The requests of one
-	// reflection stream share it.
+	// maxBodyBytes bounds a body: one enveloped message (5-byte header).
+	// A reflection stream's requests share it.
 	maxBodyBytes = MaxMessageBytes + 5
 )
 
-// DefaultStreamSendTimeout bounds each send of a StreamIds stream when
-// Config.StreamSendTimeout is zero, as httpapi.WriteTimeout bounds an answer.
+// DefaultStreamSendTimeout bounds each StreamIds send when
+// Config.StreamSendTimeout is zero.
 const DefaultStreamSendTimeout = 30 * time.Second
 
-// drainGrace is how long Drain gives an open stream: one that sees the
-// drain ends in microseconds, one blocked in a send on a caller that does
-// not read fails when the grace has passed.
+// drainGrace is what Drain gives an open stream: one that sees the drain
+// ends at once, one blocked on a caller not reading fails after it.
 const drainGrace = time.Second
 
 func handlerOptions(interceptors ...connect.Interceptor) connect.HandlerOption {
@@ -67,12 +60,10 @@ func handlerOptions(interceptors ...connect.Interceptor) connect.HandlerOption {
 
 var errInflatedTooLarge = errors.New("rpcapi: message larger than the limit once decompressed")
 
-// cappedGzip decompresses a gzip request message up to MaxMessageBytes+1
-// bytes, then fails with errInflatedTooLarge. connect-go (v1.21.1,
-// compressionPool.Decompress) inflates the rest of a message past the cap
-// into io.Discard to report its size: with the stock gzip.Reader, about 64
-// MiB for 64 KiB sent. This stops at once, and connect still answers
-// RESOURCE_EXHAUSTED.
+// cappedGzip inflates a gzip message up to MaxMessageBytes+1 bytes, then
+// fails with errInflatedTooLarge. connect-go (v1.21.1) would inflate the
+// rest into io.Discard to report its size (about 64 MiB for 64 KiB sent);
+// this stops at once and connect still answers RESOURCE_EXHAUSTED.
 type cappedGzip struct {
 	zr   gzip.Reader
 	left int64
@@ -97,9 +88,8 @@ func (d *cappedGzip) Reset(r io.Reader) error {
 
 func (d *cappedGzip) Close() error { return d.zr.Close() }
 
-// procedures returns the procedures of idgen's services: the label values
-// the gate counts refusals under (other paths are not counted, so that
-// callers cannot grow the label set).
+// procedures returns idgen's procedures, the refusal label values (other
+// paths are not counted, so callers cannot grow the label set).
 func procedures() map[string]bool {
 	out := make(map[string]bool)
 	for _, name := range []string{idgenv1connect.IdServiceName, idgenv1connect.LeaseServiceName, idgenv1connect.SequenceServiceName} {
@@ -121,8 +111,8 @@ func (s *Server) serveGate(w http.ResponseWriter, r *http.Request) {
 	if r.Body == nil || r.Body == http.NoBody {
 		c.body.done.Store(true)
 	}
-	// A copy of the request goes on to connect: net/http keeps deciding
-	// what to do with what is left of the body on the one it made.
+	// connect gets a copy: net/http keeps deciding about the rest of the
+	// body on its own.
 	r2 := r.WithContext(r.Context())
 	r2.Body = &c.body
 	scope, ok := scopeOf(r.URL.Path)
@@ -154,8 +144,8 @@ func (s *Server) serveGate(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r2.WithContext(context.WithValue(r.Context(), callInfoKey{}, ci)))
 }
 
-// track makes c known to Drain; false once Drain was called (health and
-// reflection then go on untracked, idgen's services are refused).
+// track makes c known to Drain; false once Drained (health and reflection
+// then go on untracked, idgen's services are refused).
 func (s *Server) track(c *call) bool {
 	s.callsMu.Lock()
 	defer s.callsMu.Unlock()
@@ -166,8 +156,7 @@ func (s *Server) track(c *call) bool {
 	return true
 }
 
-// untrack forgets c, whose handler returns: Drain must not touch its
-// ResponseController after that.
+// untrack forgets c when its handler returns; Drain must not touch it after.
 func (s *Server) untrack(c *call) {
 	s.callsMu.Lock()
 	defer s.callsMu.Unlock()
@@ -200,9 +189,9 @@ func (b *gateBody) Read(p []byte) (int, error) {
 
 func (b *gateBody) Close() error { return b.r.Close() }
 
-// startStream lifts the read deadline and bounds the first send, once
-// StreamIds has its request; UNAVAILABLE for a drained call. A nil call (a
-// Server used without its gate) does nothing.
+// startStream lifts the read deadline and bounds the first send once
+// StreamIds has its request; UNAVAILABLE when drained. A nil call does
+// nothing.
 func (c *call) startStream(timeout time.Duration) error {
 	if c == nil {
 		return nil
@@ -220,11 +209,9 @@ func (c *call) startStream(timeout time.Duration) error {
 	return nil
 }
 
-// beforeSend bounds the next send of a stream, or returns UNAVAILABLE for
-// a drained call. The deadline moves only once less than ¾ timeout is
-// left, so that a busy stream does not pay for a deadline per message
-// (over HTTP/2 one costs a message to the connection's goroutine and a
-// timer).
+// beforeSend bounds the next send, or returns UNAVAILABLE when drained.
+// The deadline moves only once less than ¾ timeout is left: over HTTP/2
+// each one costs a message to the connection's goroutine and a timer.
 func (c *call) beforeSend(timeout time.Duration) error {
 	if c == nil {
 		return nil
@@ -242,9 +229,8 @@ func (c *call) beforeSend(timeout time.Duration) error {
 }
 
 // drain ends c's wait for its request and gives a stream until
-// now+drainGrace. Over HTTP/1.1 the read deadline is the connection's: a
-// call whose body ends just as Drain comes may see its context cancelled
-// by net/http's background read.
+// now+drainGrace. Over HTTP/1.1 the read deadline is the connection's, so
+// a body ending just then may see its context cancelled.
 func (c *call) drain(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -257,8 +243,7 @@ func (c *call) drain(now time.Time) {
 	}
 }
 
-// admit checks the call's token for scope; the rate limit is charged later,
-// for the IDs the call takes.
+// admit checks the token for scope; the rate limit comes later, per ID.
 func (s *Server) admit(r *http.Request, scope idgen.Scopes) (idgen.Caller, *connect.Error) {
 	caller, err := s.auth.Authorize(r.Header.Values("Authorization"), scope)
 	if err != nil {
@@ -267,12 +252,11 @@ func (s *Server) admit(r *http.Request, scope idgen.Scopes) (idgen.Caller, *conn
 	return caller, nil
 }
 
-// refuse answers a call with err in its own protocol without reading its
-// body, and counts it.
+// refuse answers with err in the call's protocol without reading its body.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, start time.Time, err *connect.Error) {
 	if r.ProtoMajor == 1 && r.ContentLength != 0 {
-		// Else net/http would read up to 256 KiB of the unread body first,
-		// waiting on a caller that stalls.
+		// Else net/http would first read up to 256 KiB of unread body,
+		// waiting on a stalling caller.
 		w.Header().Set("Connection", "close")
 	}
 	_ = s.errors.Write(w, r, err)

@@ -9,10 +9,9 @@ import (
 	"github.com/idgen-project/idgen/proto/idgen/v1/idgenv1connect"
 )
 
-// healthChecker answers the standard health service: IdService (and the
-// server as a whole, service "") serves while the node can prove its lease,
-// as /readyz says; LeaseService serves while the lease API is on. Every
-// service is NOT_SERVING once Drain was called.
+// healthChecker answers the health service: IdService (and "") while the
+// lease is provable, as /readyz; LeaseService while the lease API is on;
+// everything NOT_SERVING after Drain.
 type healthChecker struct{ s *Server }
 
 func (h healthChecker) Check(ctx context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
@@ -26,8 +25,7 @@ func (h healthChecker) Check(ctx context.Context, req *grpchealth.CheckRequest) 
 	return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil
 }
 
-// serving is the status of service, for connect and grpc-go alike; an
-// unknown service is NOT_FOUND.
+// serving is service's status; unknown services are NOT_FOUND.
 func (h healthChecker) serving(service string) (bool, error) {
 	s := h.s
 	serving := !s.draining()

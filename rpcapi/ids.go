@@ -12,8 +12,7 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// scratch is the pooled memory of one call, so that a call costs no
-// allocation per ID once the pool has warmed up.
+// scratch is a call's pooled memory: no allocation per ID once warm.
 type scratch struct {
 	d      idgen.Drawn
 	ranges []allocator.IDRange
@@ -31,8 +30,7 @@ func (s *Server) putScratch(sc *scratch) {
 
 type idService struct{ s *Server }
 
-// draw takes n IDs of namespace ns ("" for Snowflake IDs) into sc and
-// returns their source and fencing token.
+// draw takes n IDs of ns ("" for Snowflake) into sc, with source and token.
 func (s *Server) draw(ctx context.Context, ns string, n int, sc *scratch) (idgenv1.Source, *idgenv1.FencingToken, error) {
 	d := &sc.d
 	if err := s.svc.Draw(ctx, callInfoOf(ctx).caller, idgen.DrawRequest{Namespace: ns, Count: n}, d); err != nil {
@@ -63,15 +61,13 @@ func leaseToken(tok allocator.LeaseToken) *idgenv1.FencingToken {
 	}}}
 }
 
-// appendRanges appends the maximal runs of consecutive IDs that ids forms.
-// Snowflake IDs of one millisecond and worker are consecutive, so a batch
-// makes about one range per millisecond it spans.
+// appendRanges appends the maximal runs of consecutive IDs; a Snowflake
+// batch makes about one per millisecond.
 func appendRanges(dst []allocator.IDRange, ids []int64) []allocator.IDRange {
 	for i := 0; i < len(ids); {
 		first := ids[i]
 		j := i + 1
-		// ids[j] == first+(j-i) without forming first+n, which could
-		// overflow at the largest ID.
+		// Compare without forming first+n, which could overflow.
 		for j < len(ids) && ids[j]-first == int64(j-i) {
 			j++
 		}
@@ -81,9 +77,8 @@ func appendRanges(dst []allocator.IDRange, ids []int64) []allocator.IDRange {
 	return dst
 }
 
-// setRanges sets *list to rs, reusing its IdRange messages, so that a
-// stream sends without allocating; with a form named by enc, it sets their
-// texts too (which allocates).
+// setRanges sets *list to rs reusing its messages, so streams send
+// without allocating; texts (which allocate) only with a form in enc.
 func setRanges(list *[]*idgenv1.IdRange, rs []allocator.IDRange, enc idgen.Encoding) {
 	l := (*list)[:0]
 	for i, r := range rs {
@@ -115,7 +110,6 @@ func (h idService) NextIds(ctx context.Context, req *connect.Request[idgenv1.Nex
 	return response(h.s.nextIDs(ctx, req.Msg))
 }
 
-// response wraps the answer of a call for connect.
 func response[T any](msg *T, err error) (*connect.Response[T], error) {
 	if err != nil {
 		return nil, err
@@ -155,8 +149,8 @@ func (s *Server) nextIDs(ctx context.Context, m *idgenv1.NextIdsRequest) (*idgen
 	return out, nil
 }
 
-// encoding returns the core's Encoding for a request of namespace ns in
-// format f, or the INVALID_ARGUMENT error of a format that names none.
+// encoding returns the core's Encoding for ns in format f, or
+// INVALID_ARGUMENT.
 func (s *Server) encoding(ctx context.Context, ns string, f idgenv1.IdFormat) (idgen.Encoding, error) {
 	format, err := idgen.FormatNumber(int32(f))
 	if err != nil {
@@ -165,16 +159,14 @@ func (s *Server) encoding(ctx context.Context, ns string, f idgenv1.IdFormat) (i
 	return s.svc.Encoding(idgen.DrawRequest{Namespace: ns, Format: format}), nil
 }
 
-// StreamIds serves IdService.StreamIds: batches of batch_size IDs, as
-// ranges, until total or the caller's cancel. Cancel and Drain are checked
-// before each batch is made and before it is sent, so at most the batch
-// being made is lost (never handed out again).
+// StreamIds serves IdService.StreamIds: batches as ranges until total or
+// cancel. Cancel and Drain are checked before making and before sending a
+// batch, so at most the one being made is lost (never reissued).
 func (h idService) StreamIds(ctx context.Context, req *connect.Request[idgenv1.StreamIdsRequest], stream *connect.ServerStream[idgenv1.StreamIdsResponse]) error {
 	return h.s.streamIDs(ctx, req.Msg, stream.Send)
 }
 
-// streamIDs is IdService.StreamIds, for connect and grpc-go alike: send
-// sends one message.
+// streamIDs is IdService.StreamIds for both stacks; send sends a message.
 func (s *Server) streamIDs(ctx context.Context, m *idgenv1.StreamIdsRequest, send func(*idgenv1.StreamIdsResponse) error) error {
 	if err := s.checkCount("batch_size", m.GetBatchSize()); err != nil {
 		return err
@@ -206,9 +198,8 @@ func (s *Server) streamIDs(ctx context.Context, m *idgenv1.StreamIdsRequest, sen
 		if total > 0 {
 			n = min(n, total-sent)
 		}
-		// Each message is a draw charged to the rate limit like a unary
-		// call: an empty bucket ends the stream with RESOURCE_EXHAUSTED
-		// rather than hold it open until the bucket refills.
+		// Each message is charged like a unary call: an empty bucket ends
+		// the stream with RESOURCE_EXHAUSTED rather than hold it open.
 		source, token, err := s.draw(ctx, m.GetNamespace(), int(n), sc)
 		if err != nil {
 			return err
@@ -246,8 +237,7 @@ func (h idService) Parse(ctx context.Context, req *connect.Request[idgenv1.Parse
 	return response(h.s.parse(ctx, req.Msg))
 }
 
-// parse is IdService.Parse: idgen.Service.Decode, or DecodeText when text
-// is set.
+// parse is IdService.Parse: Decode, or DecodeText with text.
 func (s *Server) parse(ctx context.Context, m *idgenv1.ParseRequest) (*idgenv1.ParseResponse, error) {
 	h := idService{s}
 	caller := callInfoOf(ctx).caller
@@ -283,7 +273,7 @@ func (h idService) Compose(ctx context.Context, req *connect.Request[idgenv1.Com
 	return response(h.s.compose(ctx, req.Msg))
 }
 
-// compose is IdService.Compose: idgen.Service.Compose.
+// compose is IdService.Compose.
 func (s *Server) compose(ctx context.Context, m *idgenv1.ComposeRequest) (*idgenv1.ComposeResponse, error) {
 	h := idService{s}
 	if m.GetTime() == nil {

@@ -10,9 +10,7 @@ import (
 	"github.com/idgen-project/idgen/proto/idgen/v1/idgenv1connect"
 )
 
-// callInfo is what the gate puts in the context of a call of idgen's
-// services: the caller (its name empty on an open service, with the
-// address and request ID) and the call.
+// callInfo is what the gate puts in an idgen call's context.
 type callInfo struct {
 	caller idgen.Caller
 	call   *call
@@ -25,8 +23,8 @@ func callInfoOf(ctx context.Context) callInfo {
 	return ci
 }
 
-// scopeOf returns the scope a procedure needs, and false for procedures
-// outside idgen's services (health, reflection: open, as /healthz is).
+// scopeOf returns a procedure's scope; false outside idgen's services
+// (health, reflection: open).
 func scopeOf(procedure string) (idgen.Scopes, bool) {
 	switch {
 	case strings.HasPrefix(procedure, "/"+idgenv1connect.IdServiceName+"/"):
@@ -39,8 +37,8 @@ func scopeOf(procedure string) (idgen.Scopes, bool) {
 	return 0, false
 }
 
-// lifecycle returns the interceptor that counts the calls under way of
-// idgen's services, for Wait, and refuses new ones after Drain.
+// lifecycle counts idgen's calls under way for Wait and refuses new ones
+// after Drain.
 func (s *Server) lifecycle() connect.Interceptor { return lifecycle{s: s} }
 
 type lifecycle struct {

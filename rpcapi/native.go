@@ -28,32 +28,24 @@ import (
 	idgenv1 "github.com/idgen-project/idgen/proto/idgen/v1"
 )
 
-// Native gRPC: the connections whose first request is a gRPC call
-// (content-type application/grpc over HTTP/2 with prior knowledge) are
-// served by grpc-go's own HTTP/2 transport (split.go), which costs a
-// unary call a fraction of what net/http's HTTP/2 server and connect-go
-// cost. The services are the same methods connect calls (ids.go,
-// leases.go, health.go), behind one interceptor that applies the gate's
-// rules: the token from the call's metadata before the handler runs,
-// Drain and Wait, the request ID, the metrics and the trace. grpc-go reads
-// a unary request before any interceptor, capped at MaxMessageBytes as
-// sent and as decompressed (grpc.MaxRecvMsgSize).
+// Native gRPC: connections whose first request is a gRPC call are served
+// by grpc-go's transport (split.go), far cheaper per unary call than
+// net/http's HTTP/2 and connect-go. The methods are connect's (ids.go,
+// leases.go, health.go), behind one interceptor applying the gate's rules.
+// grpc-go reads a unary request first, capped at MaxMessageBytes as sent
+// and decompressed.
 
 func (s *Server) newNative() *grpc.Server {
 	gs := grpc.NewServer(
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
-		// Fixed windows: grpc-go then sends no BDP ping after a request's
-		// DATA, which with one call in flight on a connection is a ping and
-		// its acknowledgement per call. A request is at most
+		// Fixed windows: no BDP ping and ack per call. A request is at most
 		// MaxMessageBytes, so 64 KiB windows never hold one up.
 		grpc.InitialWindowSize(1<<16),
 		grpc.InitialConnWindowSize(1<<16),
-		// Calls run on reused goroutines, whose stacks have grown, rather
-		// than a new goroutine each.
+		// Reused goroutines, whose stacks have grown.
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
-		// As net/http's HTTP/2 server, which served these calls before:
-		// at most 250 streams at a time on a connection, and a client's
-		// keepalive pings welcome (grpc-go's default ends a connection
+		// As net/http's HTTP/2 server did: 250 streams per connection, and
+		// client keepalive pings welcome (grpc-go's default ends connections
 		// pinged more often than every 5 minutes).
 		grpc.MaxConcurrentStreams(250),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
@@ -71,8 +63,7 @@ func (s *Server) newNative() *grpc.Server {
 	return gs
 }
 
-// staticServices lists Services() to reflection, as connect's reflector
-// does (not the reflection services themselves).
+// staticServices lists Services() to reflection, as connect's reflector does.
 type staticServices struct{}
 
 func (staticServices) GetServiceInfo() map[string]grpc.ServiceInfo {
@@ -83,8 +74,7 @@ func (staticServices) GetServiceInfo() map[string]grpc.ServiceInfo {
 	return out
 }
 
-// grpcError returns err as grpc-go sends it: a *connect.Error's code,
-// message and details, and its metadata (Retry-After) as trailers.
+// grpcError returns err as grpc-go sends it, metadata as trailers.
 func grpcError(ctx context.Context, err error) error {
 	var cerr *connect.Error
 	if err == nil || !errors.As(err, &cerr) {
@@ -119,8 +109,7 @@ func codeOf(err error) connect.Code {
 // mdRequestID is idgen.HeaderRequestID as a metadata key.
 const mdRequestID = "x-request-id"
 
-// admitted is what tap puts in the context of a call of idgen's
-// services it let in.
+// admitted is what tap puts in the context of an admitted call.
 type admitted struct {
 	procedure string
 	start     time.Time
@@ -132,20 +121,18 @@ type admitted struct {
 
 type admittedKey struct{}
 
-// tap admits a call of idgen's services as the gate does, from its headers
-// alone, before grpc-go reads a byte of its request: the token, Drain, the
-// request ID. A refusal is counted and answered at once (without the
-// X-Request-Id header: grpc-go answers it without headers of the
-// server's). The call's context gets a cancel of its own, which its
-// deadlines use (ctxWatch): the request must come within
-// Config.ReadTimeout.
+// tap admits a call from its headers before grpc-go reads its request, as
+// the gate does: token, Drain, request ID. Refusals are counted and
+// answered at once (without X-Request-Id: grpc-go sends no server headers).
+// The context gets its own cancel for the deadlines (ctxWatch), so the
+// request must come within Config.ReadTimeout.
 func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
 	scope, ok := scopeOf(info.FullMethodName)
 	if !ok { // health, reflection: open, as /healthz is
 		return ctx, nil
 	}
 	a := &admitted{procedure: info.FullMethodName, start: time.Now()}
-	// The keys are in lower case, as grpc-go keeps them.
+	// grpc-go keeps keys in lower case.
 	a.requestID = idgen.RequestID(info.Header[mdRequestID])
 	var err error
 	if s.draining() {
@@ -164,8 +151,8 @@ func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, erro
 	return context.WithValue(ctx, admittedKey{}, a), nil
 }
 
-// enter lets in a call tap admitted: Drain, then the span. On an error the
-// call was refused (and counted).
+// enter lets in a call tap admitted (Drain, span); an error means refused
+// and counted.
 func (s *Server) enter(ctx context.Context, stream bool) (context.Context, *admitted, error) {
 	a, _ := ctx.Value(admittedKey{}).(*admitted)
 	if a == nil { // tap runs for every call of idgen's services
@@ -233,8 +220,8 @@ func (s *Server) nativeStream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 	if _, ok := scopeOf(info.FullMethod); !ok {
 		return grpcError(ctx, handler(srv, ss))
 	}
-	// The request is read by the handler; StreamIds lifts the read
-	// deadline once it has it, and bounds its sends (gate.go).
+	// StreamIds lifts the read deadline once it has the request and bounds
+	// its sends (gate.go).
 	ctx, a, err := s.enter(ctx, true)
 	if err != nil {
 		return err
@@ -245,8 +232,7 @@ func (s *Server) nativeStream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 	return s.leave(ctx, a, true, err)
 }
 
-// nativeStream is a server stream with the context enter made, counting
-// the messages sent.
+// nativeStream is a server stream with enter's context, counting sends.
 type nativeStream struct {
 	grpc.ServerStream
 	ctx  context.Context
@@ -283,18 +269,16 @@ func (c mdCarrier) Keys() []string {
 	return out
 }
 
-// deadliner bounds a call's reading and writing: an
-// *http.ResponseController, or a native call's ctxWatch.
+// deadliner bounds a call's I/O: *http.ResponseController or ctxWatch.
 type deadliner interface {
 	SetReadDeadline(time.Time) error
 	SetWriteDeadline(time.Time) error
 }
 
 // ctxWatch ends a native call at its deadline by cancelling its stream's
-// context (tap made it the stream's own), which ends a wait for the request
-// and a send blocked on a caller that does not read, without touching the
-// connection's other calls. The read deadline holds until it is lifted
-// (the request is in); then the write deadline does.
+// context, ending a wait for the request or a blocked send without
+// touching the connection's other calls. The read deadline holds until
+// lifted, then the write deadline does.
 type ctxWatch struct {
 	cancel context.CancelFunc
 
@@ -339,8 +323,7 @@ func (w *ctxWatch) set(t time.Time) {
 	}
 }
 
-// stopWatch lifts a native call's deadlines: its request is in (unary),
-// or it ends.
+// stopWatch lifts a native call's deadlines.
 func (c *call) stopWatch() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -392,9 +375,8 @@ func (n nativeLeases) ReleaseLease(ctx context.Context, m *idgenv1.ReleaseLeaseR
 	return n.l.releaseLease(ctx, m)
 }
 
-// nativeSequences serves SequenceService on grpc-go through the connect
-// handlers: its calls are store round trips, for which a request wrapper
-// costs nothing worth a second copy of each method.
+// nativeSequences serves SequenceService through the connect handlers:
+// store round trips, not worth a second copy of each method.
 type nativeSequences struct {
 	idgenv1.UnimplementedSequenceServiceServer
 	q sequenceService
@@ -432,8 +414,8 @@ func (n nativeSequences) GetLedger(ctx context.Context, m *idgenv1.GetLedgerRequ
 	return unwrap(n.q.GetLedger(ctx, connect.NewRequest(m)))
 }
 
-// nativeHealth serves the health service on grpc-go with the checker
-// connect uses; Watch is unimplemented, as connect's is.
+// nativeHealth serves health with connect's checker; Watch is
+// unimplemented, as connect's is.
 type nativeHealth struct {
 	healthpb.UnimplementedHealthServer
 	h healthChecker

@@ -12,8 +12,7 @@ import (
 	"github.com/idgen-project/idgen/proto/idgen/v1/idgenv1connect"
 )
 
-// sequenceScope returns the scope a procedure of SequenceService needs:
-// admin to create, list and read the ledger, ids to reserve and settle.
+// sequenceScope: admin to create, list and read the ledger, ids otherwise.
 func sequenceScope(procedure string) idgen.Scopes {
 	switch procedure {
 	case idgenv1connect.SequenceServiceReserveNumbersProcedure,
@@ -24,14 +23,13 @@ func sequenceScope(procedure string) idgen.Scopes {
 	return idgen.ScopeAdmin
 }
 
-// sequenceService implements idgenv1connect.SequenceServiceHandler over
-// the core's Sequences, as the HTTP API under /v1/sequences does.
+// sequenceService implements SequenceServiceHandler over the core, as
+// /v1/sequences does.
 type sequenceService struct{ s *Server }
 
 var _ idgenv1connect.SequenceServiceHandler = sequenceService{}
 
-// core returns the sequence core and the call's caller, or NOT_FOUND when
-// the node's store keeps no sequences.
+// core returns the sequence core and caller, or NOT_FOUND without one.
 func (q sequenceService) core(ctx context.Context) (*idgen.Sequences, idgen.Caller, error) {
 	if q.s.seqs == nil {
 		return nil, idgen.Caller{}, connectError(&idgen.Error{Code: idgen.NotFound, Detail: "this node's store keeps no sequences"})
@@ -39,8 +37,8 @@ func (q sequenceService) core(ctx context.Context) (*idgen.Sequences, idgen.Call
 	return q.s.seqs, callInfoOf(ctx).caller, nil
 }
 
-// errorOf is the answer to a call on sequence name that failed with err:
-// the core words every refusal (idgen.SequenceError), as for /v1/sequences.
+// errorOf is the answer to a failed call on sequence name, worded by the
+// core (idgen.SequenceError).
 func (q sequenceService) errorOf(ctx context.Context, err error, name string) error {
 	return q.s.errorOf(ctx, idgen.SequenceError(err, name), "")
 }

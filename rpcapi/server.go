@@ -1,15 +1,11 @@
-// Package rpcapi is idgen's gRPC API: the services of proto/idgen/v1
-// (IdService and LeaseService), gRPC health checking and server
-// reflection, on the HTTP API's listener. Listen splits the listener by
-// each connection's first request: gRPC calls over h2c go to grpc-go's own
-// transport (native.go, split.go), everything else to the HTTP server,
-// where Mount serves gRPC, gRPC-Web and the Connect protocol with
-// connect-go. Both stacks call the same service methods. It only decodes,
-// calls the core (package idgen: Service, Authorizer, Broker) and encodes:
-// tokens, scopes, the rate limit, counts, lease rules and error codes are
-// the core's, as for the HTTP API. Tokens are checked from a call's
-// headers before a byte of its body is read, and bodies are capped as sent
-// and as decompressed (gate.go, native.go).
+// Package rpcapi is idgen's gRPC API: IdService, LeaseService and
+// SequenceService of proto/idgen/v1, health and reflection, on the HTTP
+// API's listener. Listen sends h2c gRPC connections to grpc-go (native.go,
+// split.go) and the rest to the HTTP server, where Mount serves gRPC,
+// gRPC-Web and Connect with connect-go; both call the same methods. It
+// only decodes, calls the core (package idgen) and encodes. Tokens are
+// checked from headers before the body is read, and bodies are capped as
+// sent and decompressed (gate.go, native.go).
 package rpcapi
 
 import (
@@ -39,52 +35,41 @@ var (
 	ErrNoAuth    = errors.New("rpcapi: Config.Auth is nil")
 )
 
-// ReadyChecker says whether the node can issue Snowflake IDs: the health
-// service's status of IdService. The node's *allocator.Keeper is one.
+// ReadyChecker decides IdService's health status (the node's Keeper).
 type ReadyChecker interface {
 	Ready() error
 }
 
 // Config configures a Server.
 type Config struct {
-	// Service draws the IDs of NextIds and StreamIds, and decides their
-	// count and rate limits.
+	// Service draws the IDs and decides counts and rate limits.
 	Service *idgen.Service
-	// Auth decides who may call IdService (scope ids) and LeaseService
-	// (scope leases).
+	// Auth decides who may call IdService and LeaseService.
 	Auth *idgen.Authorizer
-	// Leases runs LeaseService's calls; nil, or a broker that is not On,
-	// leaves LeaseService off (NOT_FOUND).
+	// Leases runs LeaseService; nil or off answers NOT_FOUND.
 	Leases *idgen.Broker
-	// Sequences serves SequenceService (sequences.go); nil answers
-	// NOT_FOUND there: the store keeps no sequences.
+	// Sequences serves SequenceService; nil answers NOT_FOUND.
 	Sequences *idgen.Sequences
-	// Ready, when not nil, decides the health status of IdService (and of
-	// the whole server, service ""): the node's keeper.
+	// Ready, when not nil, decides IdService's (and the server's) health.
 	Ready ReadyChecker
 	// Logger receives internal errors; nil discards them.
 	Logger *slog.Logger
-	// Tracer, when not nil, traces the calls of idgen's services
-	// (tracing.go); nil traces nothing and costs nothing.
+	// Tracer, when not nil, traces idgen's services (tracing.go).
 	Tracer trace.Tracer
-	// StreamSendTimeout bounds each send of a StreamIds stream: a caller
-	// that has not taken a message after this long loses the stream. 0
-	// means DefaultStreamSendTimeout.
+	// StreamSendTimeout bounds each StreamIds send (0: the default); a
+	// caller not taking a message that long loses the stream.
 	StreamSendTimeout time.Duration
-	// ReadTimeout bounds how long a gRPC call served by grpc-go (Listen)
-	// may take to deliver its request, as the HTTP server's ReadTimeout
-	// bounds the others. 0 means DefaultReadTimeout.
+	// ReadTimeout bounds how long a grpc-go call may take to deliver its
+	// request, like the HTTP server's (0: DefaultReadTimeout).
 	ReadTimeout time.Duration
 }
 
-// DefaultReadTimeout is Config.ReadTimeout's default, the HTTP API's
-// (httpapi.ReadTimeout).
+// DefaultReadTimeout is Config.ReadTimeout's default (httpapi.ReadTimeout).
 const DefaultReadTimeout = 10 * time.Second
 
-// Server serves the gRPC API. Build it with New, serve Mount's handler on
-// the listener Listen returns, and at shutdown call Drain, then the HTTP
-// server's Shutdown, then Shutdown, then Wait. Only Listen starts
-// goroutines; Shutdown stops them and waits for them.
+// Server serves the gRPC API. Build it with New, serve Mount on Listen's
+// listener; at shutdown call Drain, the HTTP server's Shutdown, Shutdown,
+// then Wait. Only Listen starts goroutines.
 type Server struct {
 	svc         *idgen.Service
 	auth        *idgen.Authorizer
@@ -108,8 +93,8 @@ type Server struct {
 	errors     *connect.ErrorWriter
 	procedures map[string]bool // of idgen's services, for the metrics
 
-	// drained is closed by Drain; idle once Drain was called and no call
-	// is under way. callsMu guards closed, calls and inflight.
+	// drained is closed by Drain; idle once drained with no call under way.
+	// callsMu guards closed, calls and inflight.
 	drainOnce sync.Once
 	drained   chan struct{}
 	idle      chan struct{}
@@ -157,8 +142,7 @@ func New(cfg Config) (*Server, error) {
 	s.pool.New = func() any { return new(scratch) }
 	s.metrics = newMetrics()
 
-	// The metrics interceptor is the outermost, so that every refusal
-	// past the gate (which counts its own) is counted too.
+	// Metrics outermost, so every refusal past the gate is counted.
 	interceptors := []connect.Interceptor{s.metrics, s.lifecycle()}
 	if cfg.Tracer != nil {
 		s.tracing = tracingInterceptor{tracer: cfg.Tracer, prop: propagation.TraceContext{}}
@@ -182,8 +166,7 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Services returns the fully-qualified names of the services the server
-// serves, as reflection lists them.
+// Services returns the served services' full names, as reflection lists.
 func Services() []string {
 	return []string{
 		idgenv1connect.IdServiceName,
@@ -207,9 +190,8 @@ func rpcPrefixes() []string {
 	}
 }
 
-// Mount returns a handler that serves the gRPC API's paths and passes
-// every other request to next (the HTTP API), whose routes never contain
-// a dot in their first segment.
+// Mount serves the gRPC API's paths and passes other requests to next
+// (the HTTP API, whose first segments never contain a dot).
 func (s *Server) Mount(next http.Handler) http.Handler {
 	prefixes := rpcPrefixes()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -224,11 +206,10 @@ func (s *Server) Mount(next http.Handler) http.Handler {
 	})
 }
 
-// Drain ends the streams under way with UNAVAILABLE (one blocked on a
-// caller that does not read, after drainGrace) and the calls still waiting
-// for their request at once, so that nothing holds the HTTP server's
-// shutdown up; later calls fail with UNAVAILABLE, and health reports
-// NOT_SERVING. It does not wait (see Wait); calling it again does nothing.
+// Drain ends streams (after drainGrace for one blocked on a non-reading
+// caller) and calls still waiting for their request, so nothing holds up
+// the HTTP server's shutdown; later calls get UNAVAILABLE and health
+// NOT_SERVING. It does not wait (see Wait) and is idempotent.
 func (s *Server) Drain() {
 	s.drainOnce.Do(func() {
 		s.callsMu.Lock()
@@ -245,8 +226,8 @@ func (s *Server) Drain() {
 	})
 }
 
-// Wait returns once Drain was called and every call that started before it
-// has returned, or ctx's error when ctx ends first.
+// Wait returns once Drain was called and every earlier call returned, or
+// ctx's error.
 func (s *Server) Wait(ctx context.Context) error {
 	select {
 	case <-s.idle:

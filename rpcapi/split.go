@@ -13,24 +13,17 @@ import (
 )
 
 // The split sends each connection of the node's listener to one of two
-// servers, by its first request: a gRPC call (HTTP/2 with prior knowledge,
-// content-type application/grpc or application/grpc+…) to grpc-go's own
-// transport (native.go), anything else (HTTP/1.1, gRPC-Web, the Connect
-// protocol, any other HTTP/2 request) to the HTTP server, which serves the
-// HTTP API and connect. A connection stays with the server its first
-// request chose: connect serves gRPC too, so a connection that starts with
-// another protocol loses nothing; one that starts with gRPC and then makes
-// a gRPC-Web or Connect call on the same connection is answered
-// UNIMPLEMENTED by grpc-go (clients use one protocol per connection).
+// servers by its first request: a gRPC call (HTTP/2 prior knowledge,
+// application/grpc[+…]) to grpc-go's transport (native.go), anything else
+// to the HTTP server (HTTP API and connect). A connection stays with its
+// first choice; connect serves gRPC too, and grpc-go answers a later
+// gRPC-Web or Connect call UNIMPLEMENTED (clients use one protocol per
+// connection).
 //
-// To see the first request, the split reads the client's preface and
-// frames up to the first HEADERS and decodes its header block (HPACK);
-// the bytes read are replayed to the server chosen. grpc-go's client sends
-// no request before it has the server's SETTINGS, so the split sends an
-// empty SETTINGS frame (the protocol's defaults) after the preface; the
-// server chosen sends its own after. grpc-go ignores acknowledgements of
-// SETTINGS; net/http counts them, so a connection that goes to the HTTP
-// server has the acknowledgement of the split's frame taken out.
+// The split reads the preface and frames up to the first HEADERS, decodes
+// it (HPACK) and replays the bytes to the chosen server. grpc-go's client
+// waits for the server's SETTINGS, so the split sends an empty one; net/http
+// (unlike grpc-go) counts SETTINGS acks, so that ack is filtered out for it.
 
 const (
 	clientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -43,11 +36,10 @@ const (
 	flagPadded        = 0x8
 	flagPriority      = 0x20
 	frameHeaderLen    = 9
-	// maxSniffFrame is SETTINGS_MAX_FRAME_SIZE's initial value: a client
-	// sends no larger frame before it has the server's settings.
+	// maxSniffFrame is SETTINGS_MAX_FRAME_SIZE's initial value, the largest
+	// frame a client sends before the server's settings.
 	maxSniffFrame = 16384
-	// maxSniffBytes bounds what the split reads of a connection before its
-	// first request's headers end.
+	// maxSniffBytes bounds what is read before the first headers end.
 	maxSniffBytes = 64 << 10
 	// maxFrame is the largest frame HTTP/2 allows.
 	maxFrame = 1<<24 - 1
@@ -58,12 +50,10 @@ var emptySettings = []byte{0, 0, 0, frameSettings, 0, 0, 0, 0, 0}
 
 var errSniffTooLong = errors.New("rpcapi: no request headers in the first 64 KiB of an HTTP/2 connection")
 
-// Listen splits ln's connections between grpc-go, which it serves them
-// with until Shutdown, and the listener it returns, for the HTTP server
-// that serves Mount. timeout bounds how long a new connection may take to
-// show its first request (the HTTP server's ReadHeaderTimeout); 0 means
-// 10 s. Closing the returned listener closes ln. Call Listen once, and
-// Shutdown after Drain.
+// Listen serves ln's gRPC connections with grpc-go until Shutdown and
+// returns a listener of the rest for the HTTP server. timeout bounds the
+// wait for a first request (0: 10 s). Closing the returned listener
+// closes ln. Call it once, and Shutdown after Drain.
 func (s *Server) Listen(ln net.Listener, timeout time.Duration) net.Listener {
 	if timeout <= 0 {
 		timeout = 10 * time.Second
@@ -88,14 +78,11 @@ func (s *Server) Listen(ln net.Listener, timeout time.Duration) net.Listener {
 	return sp.httpLn
 }
 
-// Shutdown ends the gRPC connections Listen gave grpc-go: it stops taking
-// new ones and lets the calls under way end (after Drain, streams end at
-// once, one blocked on a caller that does not read after drainGrace);
-// once they all have, it gives the answers drainGrace to reach their
-// callers and closes the connections still open (health and reflection
-// streams, callers that do not read). When ctx ends first, it closes every
-// connection and returns ctx's error. Then it waits for the split's
-// goroutines. Without Listen it does nothing.
+// Shutdown ends the gRPC connections: it stops taking new ones, lets calls
+// end (after Drain at once, or after drainGrace for a caller not reading),
+// gives answers drainGrace to arrive and closes what is left (health and
+// reflection streams). When ctx ends first it closes everything and
+// returns ctx's error. Then it waits for the split's goroutines.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.splitMu.Lock()
 	s.shutdown = true
@@ -134,8 +121,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// splitter owns the accept loop and the goroutines that read each new
-// connection's first request (sniff); close stops them.
+// splitter owns the accept loop and the sniffing goroutines.
 type splitter struct {
 	ln             net.Listener
 	timeout        time.Duration
@@ -148,8 +134,7 @@ type splitter struct {
 	sniffing map[net.Conn]struct{} // connections not handed over yet
 }
 
-// close closes the listener and ends the reading of the connections not
-// handed over yet; it does not wait.
+// close closes the listener and stops sniffing; it does not wait.
 func (sp *splitter) close() {
 	sp.stopOnce.Do(func() {
 		close(sp.stopC)
@@ -198,7 +183,6 @@ func (sp *splitter) accept() {
 	}
 }
 
-// route reads c's first request and hands it over.
 func (sp *splitter) route(c net.Conn) {
 	_ = c.SetReadDeadline(time.Now().Add(sp.timeout))
 	buf, pos, grpc, ackPending, err := sniff(c)
@@ -223,12 +207,10 @@ func (sp *splitter) route(c net.Conn) {
 	sp.grpcLn.hand(rc)
 }
 
-// sniff reads c up to the end of its first request's headers. It returns
-// the bytes read, less the acknowledgement of the split's SETTINGS when it
-// came; pos, the end of the frames checked for that acknowledgement;
-// whether the request is a gRPC call; and whether the acknowledgement is
-// still to come. A connection that does not start with the HTTP/2 preface
-// is an HTTP/1 one, and not a gRPC call.
+// sniff reads c to the end of its first request's headers. It returns the
+// bytes read (without the split's SETTINGS ack), pos (the end of the
+// frames checked for it), whether it is a gRPC call, and whether the ack
+// is still to come. No HTTP/2 preface means HTTP/1, not gRPC.
 func sniff(c net.Conn) (buf []byte, pos int, grpc, ackPending bool, err error) {
 	buf = make([]byte, 0, 1024)
 	read := func() error {
@@ -335,10 +317,9 @@ func isGRPC(block []byte) bool {
 	return false
 }
 
-// replayConn is a connection handed over: buf, the bytes the split read,
-// comes first. With filter, the frames after buf (tail, then the
-// connection) are read one by one until the acknowledgement of the split's
-// SETTINGS, which is left out; then the bytes pass as they come.
+// replayConn is a handed-over connection: buf comes first. With filter,
+// frames are read one by one until the split's SETTINGS ack, which is
+// dropped; then bytes pass as they come.
 type replayConn struct {
 	net.Conn
 	buf    []byte
@@ -371,8 +352,7 @@ func (c *replayConn) readFull(p []byte) error {
 	return err
 }
 
-// nextFrame puts the next frame in buf, or leaves the acknowledgement out
-// and ends the filtering.
+// nextFrame puts the next frame in buf, or drops the ack and ends filtering.
 func (c *replayConn) nextFrame() error {
 	var hdr [frameHeaderLen]byte
 	if err := c.readFull(hdr[:]); err != nil {
@@ -410,8 +390,7 @@ func newChanListener(addr net.Addr, onClose func()) *chanListener {
 	return &chanListener{addr: addr, conns: make(chan net.Conn), done: make(chan struct{}), onClose: onClose}
 }
 
-// hand gives c to the listener's server, or closes it once the listener
-// is closed.
+// hand gives c to the server, or closes it once the listener is closed.
 func (l *chanListener) hand(c net.Conn) {
 	select {
 	case l.conns <- c:

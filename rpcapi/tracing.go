@@ -15,10 +15,9 @@ import (
 	"github.com/idgen-project/idgen"
 )
 
-// tracingInterceptor gives every call of idgen's services past the gate a
-// server span named after its procedure ("idgen.v1.IdService/NextIds"), a
-// child of the caller's traceparent, with the request ID, the caller and,
-// for a failure, the gRPC status code.
+// tracingInterceptor gives each idgen call past the gate a server span
+// named after its procedure, child of the caller's traceparent, with the
+// request ID, caller and failure code.
 type tracingInterceptor struct {
 	serverOnly
 	tracer trace.Tracer
@@ -43,8 +42,8 @@ func (ti tracingInterceptor) start(ctx context.Context, procedure string, carrie
 	return ctx, span
 }
 
-// end records a failure's gRPC status code on span, an error status for
-// the codes that mean the server failed, and ends it.
+// end records a failure's code (an error status for server failures) and
+// ends span.
 func end(span trace.Span, err error) {
 	if err != nil && span.IsRecording() {
 		code := codeOf(err)
