@@ -5,32 +5,24 @@ import (
 	"time"
 )
 
-// Clock is the time source of a Generator. Tests substitute a fake clock to
-// jump time backwards and forwards; the default is SystemClock.
+// Clock is a Generator's time source; tests substitute a fake one.
 type Clock interface {
-	// Now returns the current wall-clock time. IDs carry it, so it may jump
-	// when the system clock is stepped.
+	// Now returns the wall-clock time IDs carry; it may jump.
 	Now() time.Time
 	// Sleep pauses the calling goroutine for at least d.
 	Sleep(d time.Duration)
 }
 
 // wallResync is how often the system clock re-reads the wall clock; in
-// between it advances on the monotonic clock, which costs one clock read
-// instead of two.
+// between it advances on the monotonic clock (one read instead of two).
 const wallResync = 20 * time.Millisecond
 
 // SystemClock returns a Clock on the operating system's clocks.
 //
-// Now reads the monotonic clock and re-reads the wall clock every 20 ms, so
-// a step of the wall clock shows within 20 ms and a reading costs one clock
-// read instead of time.Now's two. Sleep never returns before its deadline
-// and wakes soon after it: the Go runtime's timers round a short sleep up to
-// a millisecond or more, which would make a generator at its sequence cap
-// skip whole milliseconds, so on Linux Sleep ends in nanosleep(2), which
-// wakes tens of microseconds late. It does not spin: a generator loses
-// nothing by waking a little late, since the IDs of a millisecond take far
-// less than a millisecond to issue.
+// Now sees a wall clock step within 20 ms (wallResync). Sleep never
+// returns early and wakes soon after: runtime timers round short sleeps up
+// to a millisecond or more, making a capped generator skip milliseconds,
+// so on Linux it ends in nanosleep(2) (tens of µs late). It does not spin.
 func SystemClock() Clock {
 	c := &systemClock{}
 	c.resync()
@@ -41,8 +33,7 @@ type systemClock struct {
 	anchor atomic.Pointer[clockAnchor]
 }
 
-// clockAnchor is a reading of both clocks: t carries the wall and the
-// monotonic reading, wallNS the wall reading in Unix nanoseconds.
+// clockAnchor is a reading of both clocks, wallNS in Unix ns.
 type clockAnchor struct {
 	t      time.Time
 	wallNS int64
@@ -57,8 +48,7 @@ func (c *systemClock) Now() time.Time {
 	return c.resync().t
 }
 
-// unixNano is Now().UnixNano() without building a time.Time; the generator
-// calls it directly when it runs on the system clock.
+// unixNano is Now().UnixNano() without a time.Time, for the generator.
 func (c *systemClock) unixNano() int64 {
 	a := c.anchor.Load()
 	d := time.Since(a.t)
@@ -84,8 +74,7 @@ func (c *systemClock) Sleep(d time.Duration) {
 	if coarse := d - 2*time.Millisecond; coarse > 0 {
 		time.Sleep(coarse)
 	}
-	// Fine part: precise sleeps aimed at the deadline, again if one ends
-	// early (a signal interrupts nanosleep).
+	// Fine part: precise sleeps, repeated if a signal ends one early.
 	for {
 		rem := time.Until(deadline)
 		if rem <= 0 {
@@ -95,8 +84,8 @@ func (c *systemClock) Sleep(d time.Duration) {
 	}
 }
 
-// A ShiftedClock reads another clock moved by an offset that can change at
-// run time. idgen's tests use it to set a node's clock back or forward.
+// A ShiftedClock reads another clock moved by a changeable offset (tests
+// set a node's clock back or forward with it).
 type ShiftedClock struct {
 	base   Clock
 	offset atomic.Int64

@@ -8,50 +8,42 @@ import (
 
 // Errors returned by this package. Test for them with errors.Is.
 var (
-	// ErrInvalidLayout is returned by Layout.Validate for a layout whose
-	// widths or lifetime are unacceptable, and by NewGenerator for one whose
-	// widths are (NewGenerator does not look at the lifetime).
+	// ErrInvalidLayout: Layout.Validate refused a layout, or NewGenerator
+	// its widths.
 	ErrInvalidLayout = errors.New("snowflake: invalid layout")
 
-	// ErrInvalidSettings is returned by NewGenerator when the datacenter or
-	// worker ID does not fit the layout or a setting is out of range.
+	// ErrInvalidSettings: NewGenerator got an ID or setting out of range.
 	ErrInvalidSettings = errors.New("snowflake: invalid settings")
 
-	// ErrOutOfRange is returned by Layout.Compose when a part does not fit
-	// its width.
+	// ErrOutOfRange: a Layout.Compose part does not fit its width.
 	ErrOutOfRange = errors.New("snowflake: value out of range for the layout")
 
-	// ErrInvalidID is returned by ParseID and ID.UnmarshalJSON for text that
-	// is not a non-negative 64-bit integer.
+	// ErrInvalidID: text that is not a non-negative 64-bit integer.
 	ErrInvalidID = errors.New("snowflake: invalid ID")
 
 	// ErrInvalidFormat is returned by ParseFormat for an unknown name.
 	ErrInvalidFormat = errors.New("snowflake: unknown ID format")
 
-	// The following are wrapped by a *RefusalError from Generator.Next and
-	// Generator.NextN: the generator refused to issue.
+	// Wrapped by a *RefusalError from Next and NextN: the generator refused.
 
 	// ErrClockBackward: the clock is further behind the last timestamp
-	// issued than Settings.MaxBackwardWait.
+	// than Settings.MaxBackwardWait.
 	ErrClockBackward = errors.New("snowflake: clock moved backwards")
 	// ErrBelowFloor: the clock is further behind the fence's floor than
 	// Settings.MaxBackwardWait.
 	ErrBelowFloor = errors.New("snowflake: clock is below the timestamp floor")
 	// ErrAboveCeiling: the next timestamp would exceed the fence's ceiling.
 	ErrAboveCeiling = errors.New("snowflake: timestamp ceiling reached")
-	// ErrFenceCheck: the fence's validity check failed; the RefusalError
-	// also wraps the check's own error.
+	// ErrFenceCheck: the fence's check failed (its error is Cause).
 	ErrFenceCheck = errors.New("snowflake: fence check failed")
-	// ErrTimeOverflow: the clock lies before the epoch or past the last
-	// timestamp the layout can hold.
+	// ErrTimeOverflow: the clock is before the epoch or past the layout.
 	ErrTimeOverflow = errors.New("snowflake: clock outside the layout's time range")
 	// ErrStopped: Generator.Stop was called; the generator issues no more.
 	ErrStopped = errors.New("snowflake: generator stopped")
 )
 
-// A RefusalError says why a Generator issued nothing. Err is one of
-// ErrClockBackward, ErrBelowFloor, ErrAboveCeiling, ErrFenceCheck,
-// ErrTimeOverflow or ErrStopped; Cause is the fence check's error for ErrFenceCheck.
+// A RefusalError says why a Generator issued nothing: Err is one of the
+// refusal errors, Cause the fence check's error for ErrFenceCheck.
 type RefusalError struct {
 	Err     error
 	Cause   error
@@ -81,9 +73,8 @@ func (e *RefusalError) Unwrap() []error {
 	return []error{e.Err}
 }
 
-// RetryAfter estimates how long until the refusal may clear: the distance
-// to the last timestamp or the floor for a clock behind them, else zero
-// (unknown).
+// RetryAfter estimates when the refusal may clear: the distance to the
+// last timestamp or the floor for a clock behind them, else 0 (unknown).
 func (e *RefusalError) RetryAfter() time.Duration {
 	if (errors.Is(e.Err, ErrClockBackward) || errors.Is(e.Err, ErrBelowFloor)) && e.LimitMS > e.NowMS {
 		return time.Duration(e.LimitMS-e.NowMS+1) * time.Millisecond

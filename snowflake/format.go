@@ -6,12 +6,9 @@ import (
 	"strings"
 )
 
-// Format is a text form of an ID. Besides decimal, every form is written
-// in a fixed number of characters for a given ID width (Layout.Width: 63
-// bits for the default layout, 53 for js53) from an alphabet in ASCII
-// order, so that for IDs of one width the string order is the numeric
-// order: a database or a sort that compares the strings orders the IDs by
-// time.
+// Format is a text form of an ID. Besides decimal, every form has a fixed
+// length for a given ID width (Layout.Width) and an alphabet in ASCII
+// order, so the string order of IDs of one width is their numeric order.
 //
 //	form     alphabet                            63 bits  53 bits
 //	decimal  0-9, no padding                     1-19     1-16
@@ -19,9 +16,9 @@ import (
 //	base62   0-9 A-Z a-z                         11       9
 //	hex      0-9 a-f                             16       14
 //
-// Crockford base32 is written in upper case and read in either case, with
-// I and L read as 1 and O as 0; hex is written in lower case and read in
-// either case; base62 is case-sensitive.
+// base32 is written upper case and read in either case (I and L as 1, O
+// as 0); hex is written lower case, read in either; base62 is
+// case-sensitive.
 type Format uint8
 
 // The formats. The zero Format, FormatAny, writes decimal and reads every
@@ -48,9 +45,8 @@ func (f Format) String() string {
 // FormatNames lists the names ParseFormat accepts, for messages.
 const FormatNames = "decimal, base32, base62, hex"
 
-// ParseFormat returns the format called name (one of FormatNames); "" is
-// FormatAny. It returns an error wrapping ErrInvalidFormat for anything
-// else.
+// ParseFormat returns the format called name ("" is FormatAny), or an
+// error wrapping ErrInvalidFormat.
 func ParseFormat(name string) (Format, error) {
 	for i, n := range formatNames {
 		if n == name {
@@ -66,10 +62,8 @@ const (
 	hexDigits    = "0123456789abcdef"
 )
 
-// FormatWidth returns how many characters format f writes for an ID of
-// width bits (1 to 63): the characters of 2^bits - 1, so every ID of the
-// width takes the same number. It returns 0 for decimal and FormatAny,
-// whose length varies.
+// FormatWidth returns the characters format f writes for an ID of width
+// bits (those of 2^bits - 1); 0 for decimal and FormatAny.
 func FormatWidth(f Format, width int) int {
 	width = min(max(width, 1), 63)
 	switch f {
@@ -94,9 +88,8 @@ func EncodeID(id ID, f Format, width int) string {
 }
 
 // AppendEncoded appends id in format f for IDs of width bits (decimal for
-// FormatAny). It allocates nothing beyond growing b. An ID must lie in
-// 0..2^width-1 to get the fixed width; a larger one is written in as many
-// characters as it needs, and a negative one in decimal.
+// FormatAny), allocating nothing beyond growing b. IDs above 2^width-1 take
+// as many characters as needed; negative ones are decimal.
 func AppendEncoded(b []byte, id ID, f Format, width int) []byte {
 	if id < 0 || f == FormatAny || f == FormatDecimal || f > FormatHex {
 		return id.AppendDecimal(b)
@@ -164,15 +157,12 @@ func digitValue(c byte, f Format) int {
 	return -1
 }
 
-// DecodeID reads s as an ID of width bits in format f. Fixed-width forms
-// must have exactly FormatWidth characters; every form must stay within
-// 0..2^width-1. FormatAny reads a string of digits only as decimal, and
-// anything else as the one fixed-width form whose length and alphabet it
-// matches; a string that matches more than one (which happens only for
-// widths of 30 bits or fewer) must be read with its format. So a base32, base62
-// or hex form that happens to hold digits only must be read with its
-// format too. The error wraps ErrInvalidID and says which forms were
-// tried.
+// DecodeID reads s as an ID of width bits in format f: fixed-width forms
+// need exactly FormatWidth characters, and every value must fit the width.
+// FormatAny reads digits-only strings as decimal, anything else as the one
+// fixed-width form whose length and alphabet match; ambiguous strings
+// (widths of 30 bits or fewer, or digits-only fixed forms) need their
+// format. The error wraps ErrInvalidID and names the forms tried.
 func DecodeID(s string, f Format, width int) (ID, error) {
 	width = min(max(width, 1), 63)
 	maxID := ID(uint64(1)<<width - 1)

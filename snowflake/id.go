@@ -6,13 +6,11 @@ import (
 	"time"
 )
 
-// ID is a Snowflake ID. Its JSON form is a decimal string, because
-// JavaScript numbers lose precision above 2^53; UnmarshalJSON accepts a
-// string or a number.
+// ID is a Snowflake ID. Its JSON form is a decimal string (JavaScript
+// numbers lose precision above 2^53); UnmarshalJSON also takes a number.
 type ID int64
 
-// ParseID parses a decimal ID. It returns an error wrapping ErrInvalidID for
-// anything but a non-negative integer that fits in 63 bits.
+// ParseID parses a decimal ID in 0..2^63-1, else ErrInvalidID.
 func ParseID(s string) (ID, error) {
 	if len(s) == 0 || len(s) > 19 {
 		return 0, fmt.Errorf("%w: %q", ErrInvalidID, truncate(s))
@@ -61,8 +59,8 @@ func (id ID) MarshalJSON() ([]byte, error) {
 	return append(b, '"'), nil
 }
 
-// UnmarshalJSON accepts a JSON string or number holding a decimal ID. It
-// returns an error wrapping ErrInvalidID otherwise.
+// UnmarshalJSON accepts a JSON string or number holding a decimal ID,
+// else ErrInvalidID.
 func (id *ID) UnmarshalJSON(b []byte) error {
 	if len(b) >= 2 && b[0] == '"' && b[len(b)-1] == '"' {
 		b = b[1 : len(b)-1]
@@ -98,9 +96,8 @@ func (l Layout) Decompose(id ID) Parts {
 	}
 }
 
-// Compose builds the ID with the given parts under l; p.Time is ignored and
-// p.Timestamp counts milliseconds since the epoch. It returns an error
-// wrapping ErrOutOfRange if a part does not fit its width.
+// Compose builds the ID of p under l (p.Time ignored; p.Timestamp in ms
+// since the epoch), or ErrOutOfRange when a part does not fit.
 func (l Layout) Compose(p Parts) (ID, error) {
 	l = l.orDefault()
 	for _, f := range []struct {
@@ -122,9 +119,8 @@ func (l Layout) Compose(p Parts) (ID, error) {
 		p.Sequence), nil
 }
 
-// SmallestID returns the smallest ID whose timestamp is t under l (all other
-// parts zero), or 0 if t lies before the epoch; idgen compares segment
-// counters with it so that the two ID spaces never meet.
+// SmallestID returns the smallest ID of timestamp t under l (0 before the
+// epoch); idgen keeps segment counters below it.
 func (l Layout) SmallestID(t time.Time) ID {
 	l = l.orDefault()
 	ts := t.UnixMilli() - l.EpochMillis()
@@ -137,12 +133,9 @@ func (l Layout) SmallestID(t time.Time) ID {
 	return ID(ts << (l.DatacenterBits + l.WorkerBits + l.SequenceBits))
 }
 
-// Bounds returns the smallest and the largest ID whose timestamp is the
-// millisecond of t under l: every part but the timestamp zero for first,
-// at its maximum for last. A database keyed on IDs of the layout finds
-// everything made from T1 to T2 (both milliseconds included) with the key
-// range Bounds(T1).first ..= Bounds(T2).last. It returns an error wrapping
-// ErrOutOfRange when t lies before the epoch or at or past End.
+// Bounds returns the smallest and largest ID of t's millisecond under l,
+// so IDs made from T1 to T2 are the key range Bounds(T1).first ..=
+// Bounds(T2).last. ErrOutOfRange before the epoch or at or past End.
 func (l Layout) Bounds(t time.Time) (first, last ID, err error) {
 	l = l.orDefault()
 	ts := t.UnixMilli() - l.EpochMillis()

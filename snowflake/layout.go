@@ -19,31 +19,26 @@ const (
 	DefaultSequenceBits   = 12
 )
 
-// MinLifetime is the shortest lifetime a layout may have: a layout whose
-// timestamp runs out within MinLifetime of now is refused by Validate.
-// WarnLifetime is the lifetime under which Warning returns a warning.
+// MinLifetime: Validate refuses a layout running out within it.
+// WarnLifetime: Warning warns under it.
 const (
 	MinLifetime  = 10 * 365 * 24 * time.Hour
 	WarnLifetime = 30 * 365 * 24 * time.Hour
 )
 
-// Layout is how the bits of an ID are split, and the epoch that timestamps
-// count from. The zero Layout means DefaultLayout.
-//
-// An ID is, from the most significant bit down:
+// Layout is how an ID's bits are split, and the epoch timestamps count
+// from. The zero Layout means DefaultLayout. From the top bit down:
 //
 //	0… | timestamp (TimeBits) | datacenter (DatacenterBits) | worker (WorkerBits) | sequence (SequenceBits)
 //
-// The widths sum to at most 63 (Width); the bits above them are zero, so
-// every ID of the layout lies in 0..2^Width-1. A layout of 53 bits or fewer
-// makes IDs that JavaScript numbers hold exactly (see PresetJS53).
+// The widths sum to at most 63 (Width); IDs lie in 0..2^Width-1. 53 bits
+// or fewer fit JavaScript numbers (PresetJS53).
 type Layout struct {
 	TimeBits       int
 	DatacenterBits int
 	WorkerBits     int
 	SequenceBits   int
-	// Epoch is the instant timestamp 0 stands for. It is truncated to the
-	// millisecond.
+	// Epoch is the instant of timestamp 0, truncated to the millisecond.
 	Epoch time.Time
 }
 
@@ -72,8 +67,7 @@ func (l Layout) orDefault() Layout {
 	return l
 }
 
-// Width returns how many bits the layout's IDs use: the sum of its widths,
-// at most 63. Every ID of the layout lies in 0..MaxID.
+// Width returns the sum of the widths (at most 63).
 func (l Layout) Width() int {
 	l = l.orDefault()
 	return l.TimeBits + l.DatacenterBits + l.WorkerBits + l.SequenceBits
@@ -82,8 +76,7 @@ func (l Layout) Width() int {
 // MaxID returns the largest ID the layout can hold: 2^Width - 1.
 func (l Layout) MaxID() ID { return ID(uint64(1)<<min(max(l.Width(), 0), 63) - 1) }
 
-// Workers returns how many generators the layout can tell apart: one per
-// datacenter and worker ID pair.
+// Workers returns how many datacenter and worker pairs the layout holds.
 func (l Layout) Workers() int64 {
 	l = l.orDefault()
 	return int64(1) << (l.DatacenterBits + l.WorkerBits)
@@ -93,9 +86,8 @@ func (l Layout) Workers() int64 {
 // 2^SequenceBits per millisecond.
 func (l Layout) PerWorkerCap() int64 { return (l.MaxSequence() + 1) * 1000 }
 
-// Lifetime returns how long the layout's timestamps last from its epoch:
-// 2^TimeBits milliseconds, or the largest time.Duration (about 292 years)
-// for 44 time bits or more. End is exact for every width.
+// Lifetime returns 2^TimeBits ms, or the largest time.Duration for 44
+// time bits or more. End is exact for every width.
 func (l Layout) Lifetime() time.Duration {
 	l = l.orDefault()
 	if l.TimeBits >= 44 {
@@ -116,14 +108,11 @@ func (l Layout) MaxWorker() int64 { return 1<<l.orDefault().WorkerBits - 1 }
 // MaxSequence returns the largest sequence number the layout can hold.
 func (l Layout) MaxSequence() int64 { return 1<<l.orDefault().SequenceBits - 1 }
 
-// MaxTimestamp returns the largest timestamp, in milliseconds since the epoch,
-// the layout can hold.
+// MaxTimestamp returns the largest timestamp, in ms since the epoch.
 func (l Layout) MaxTimestamp() int64 { return 1<<l.orDefault().TimeBits - 1 }
 
-// End returns the first instant the layout cannot represent: the epoch plus
-// 2^TimeBits milliseconds. It is exact for every valid width, 63 time bits
-// included (2^63 ms does not fit an int64 of milliseconds, so it is added as
-// seconds).
+// End returns the first instant the layout cannot represent, exact for
+// every width (2^63 ms is added as seconds to avoid overflow).
 func (l Layout) End() time.Time {
 	l = l.orDefault()
 	span := uint64(1) << min(max(l.TimeBits, 0), 63) // ms
@@ -137,11 +126,9 @@ func (l Layout) End() time.Time {
 	return time.Unix(sec, ms*int64(time.Millisecond)).UTC()
 }
 
-// Validate checks the widths and the lifetime of l against the wall clock:
-// the epoch must not lie in the future and the timestamp must not run out
-// within MinLifetime. It returns an error wrapping ErrInvalidLayout that says
-// what is wrong. A service checks its layout once, when it starts;
-// NewGenerator checks only the widths (see checkWidths).
+// Validate checks l's widths and, against the wall clock, that its epoch
+// is not in the future and it lasts beyond MinLifetime; the error wraps
+// ErrInvalidLayout. NewGenerator checks only the widths.
 func (l Layout) Validate() error { return l.validate(time.Now()) }
 
 func (l Layout) validate(now time.Time) error {
@@ -159,10 +146,8 @@ func (l Layout) validate(now time.Time) error {
 	return nil
 }
 
-// checkWidths checks what makes l unusable whatever the clock says: widths
-// out of range or summing to more than 63, no time bits, no epoch. A layout that
-// passes can generate IDs; whether its lifetime is long enough is the
-// clock's business (validate).
+// checkWidths checks what makes l unusable whatever the clock: widths out
+// of range or over 63 in sum, no time bits, no epoch.
 func (l Layout) checkWidths() error {
 	l = l.orDefault()
 	for _, f := range []struct {
@@ -189,9 +174,8 @@ func (l Layout) checkWidths() error {
 	return nil
 }
 
-// Warning returns a non-empty message when l is valid but its timestamp runs
-// out less than 30 years from now (baidu uid-generator's default layout, with
-// 28 bits of seconds from 2016, ran out in 2024). It returns "" otherwise.
+// Warning returns a message when valid l runs out within 30 years (baidu
+// uid-generator's default ran out in 2024), else "".
 func (l Layout) Warning() string { return l.warning(time.Now()) }
 
 func (l Layout) warning(now time.Time) string {
@@ -213,8 +197,8 @@ func (l Layout) String() string {
 		l.Epoch.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
 }
 
-// Diff describes how other differs from l, field by field, or returns "" when
-// they are the same layout. Epochs are compared to the millisecond.
+// Diff describes how other differs from l field by field, "" when the
+// same; epochs compare to the millisecond.
 func (l Layout) Diff(other Layout) string {
 	a, b := l.orDefault(), other.orDefault()
 	var s string

@@ -6,9 +6,7 @@ import (
 	"time"
 )
 
-// A Preset is a named layout, for callers that would rather pick one of a
-// few well-understood layouts than choose four widths. Every preset counts
-// milliseconds from DefaultEpoch.
+// A Preset is a named layout counting from DefaultEpoch.
 type Preset struct {
 	// Name is what `idgen serve --layout` accepts in place of widths.
 	Name string
@@ -23,11 +21,9 @@ const (
 	// PresetClassic is the default layout: 41/5/5/12, 63 bits.
 	PresetClassic = "classic"
 	// PresetJS53 is the default JavaScript-safe layout: 41/0/5/7, 53 bits,
-	// so every ID is at most 2^53 - 1 and survives a JavaScript number or a
-	// JSON parser that reads numbers as doubles.
+	// so IDs survive a JavaScript number or double-reading JSON parser.
 	PresetJS53 = "js53"
-	// PresetJS53Workers is a JavaScript-safe layout with more workers and a
-	// shorter lifetime: 40/0/6/7, 53 bits.
+	// PresetJS53Workers: JavaScript-safe, more workers, shorter life: 40/0/6/7.
 	PresetJS53Workers = "js53-workers"
 	// PresetWorkers4096 is a 63-bit layout for large fleets: 41/0/12/10.
 	PresetWorkers4096 = "workers4096"
@@ -46,8 +42,7 @@ func Presets() []Preset {
 	}
 }
 
-// PresetLayout returns the layout of the preset called name; ok is false
-// for an unknown name.
+// PresetLayout returns the layout of preset name; false if unknown.
 func PresetLayout(name string) (l Layout, ok bool) {
 	for _, p := range Presets() {
 		if p.Name == name {
@@ -57,8 +52,7 @@ func PresetLayout(name string) (l Layout, ok bool) {
 	return Layout{}, false
 }
 
-// PresetNames returns the names of the presets, comma-separated, for
-// messages.
+// PresetNames returns the preset names, comma-separated.
 func PresetNames() string {
 	var names []string
 	for _, p := range Presets() {
@@ -67,9 +61,7 @@ func PresetNames() string {
 	return strings.Join(names, ", ")
 }
 
-// Describe returns the layout's capacity in one line: its widths, how many
-// bits its IDs use, how many workers it tells apart, the most IDs per
-// second per worker, and its lifetime from the epoch, e.g. "41/0/5/7, 53
+// Describe returns the layout's capacity in one line, e.g. "41/0/5/7, 53
 // bits: 32 workers x 128,000 IDs/s, until 2095-09-07 (69.7 years)".
 func (l Layout) Describe() string {
 	l = l.orDefault()
