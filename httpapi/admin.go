@@ -21,9 +21,9 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 )
 
-// The admin API under /admin/ (the admin scope): the lease table, its
-// events and evictions, and the namespaces. Times are database time in
-// UTC, null for NULL; IDs are strings, as everywhere in the API.
+// The admin API under /admin/ (admin scope): leases, lease events,
+// evictions, namespaces. Times are database UTC (null for NULL); IDs are
+// strings.
 
 // leaseJSON is a row of worker_leases.
 type leaseJSON struct {
@@ -183,9 +183,8 @@ type createNamespaceRequest struct {
 	namespaceSettings
 }
 
-// handleAdminCreateNamespace serves POST /admin/namespaces
-// (allocator.NamespaceSpec); a fallback's max_id_limit is now's smallest
-// Snowflake ID.
+// handleAdminCreateNamespace serves POST /admin/namespaces; a fallback's
+// max_id_limit comes from now's smallest Snowflake ID.
 func (s *Server) handleAdminCreateNamespace(c echo.Context) error {
 	var req createNamespaceRequest
 	if err := decodeBody(c, &req); err != nil {
@@ -220,8 +219,8 @@ func (s *Server) handleAdminCreateNamespace(c echo.Context) error {
 	return s.sendJSON(c, http.StatusCreated, s.toNamespaceJSON(created))
 }
 
-// handleAdminUpdateNamespace serves PATCH /admin/namespaces/:name
-// (allocator.NamespaceUpdate); nodes apply it at their next fetch.
+// handleAdminUpdateNamespace serves PATCH /admin/namespaces/:name; nodes
+// apply it at their next fetch.
 func (s *Server) handleAdminUpdateNamespace(c echo.Context) error {
 	name, perr := namespaceParam(c)
 	if perr != nil {
@@ -257,9 +256,8 @@ func (s *Server) handleAdminUpdateNamespace(c echo.Context) error {
 	return s.sendJSON(c, http.StatusOK, s.toNamespaceJSON(updated))
 }
 
-// handleAdminDeleteNamespace serves DELETE /admin/namespaces/:name: a
-// tombstone, so that a namespace created again under the name starts above
-// every ID it handed out.
+// handleAdminDeleteNamespace serves DELETE /admin/namespaces/:name,
+// leaving a tombstone.
 func (s *Server) handleAdminDeleteNamespace(c echo.Context) error {
 	name, perr := namespaceParam(c)
 	if perr != nil {
@@ -292,8 +290,8 @@ func namespaceParam(c echo.Context) (string, *idgen.Error) {
 	return name, nil
 }
 
-// decodeBody decodes a JSON body into v, refusing unknown fields, trailing
-// data and more than idgen.MaxRequestBytes.
+// decodeBody decodes a JSON body into v, strictly and within
+// idgen.MaxRequestBytes.
 func decodeBody(c echo.Context, v any) error {
 	req := c.Request()
 	tooLarge := &idgen.Error{Code: idgen.TooLarge, Detail: fmt.Sprintf("request body larger than %d bytes", idgen.MaxRequestBytes)}
@@ -372,8 +370,8 @@ type leaseEventJSON struct {
 // eventsParams are the query parameters of GET /admin/lease-events.
 const eventsParams = "after, limit, datacenter, worker, holder, owner, kind, since, until"
 
-// parseEventsQuery parses the query of GET /admin/lease-events into a
-// filter whose Limit is one above the page size returned (is there more?).
+// parseEventsQuery parses GET /admin/lease-events's query; Limit is one
+// above the page size, to tell whether there is more.
 func (s *Server) parseEventsQuery(c echo.Context) (allocator.LeaseEventFilter, int, *idgen.Error) {
 	f := allocator.LeaseEventFilter{}
 	limit := int64(DefaultEventsLimit)
@@ -445,8 +443,8 @@ func (s *Server) parseEventsQuery(c echo.Context) (allocator.LeaseEventFilter, i
 	return f, int(limit), nil
 }
 
-// handleAdminLeaseEvents serves GET /admin/lease-events, oldest first, a
-// page at a time (next_after null on the last).
+// handleAdminLeaseEvents serves GET /admin/lease-events, oldest first,
+// paged (next_after null on the last).
 func (s *Server) handleAdminLeaseEvents(c echo.Context) error {
 	f, limit, perr := s.parseEventsQuery(c)
 	if perr != nil {
@@ -475,16 +473,15 @@ func (s *Server) handleAdminLeaseEvents(c echo.Context) error {
 	return s.sendJSON(c, http.StatusOK, out)
 }
 
-// evictRequest is the optional body of an evict. FencingVersion, when
-// given, is the version the operator saw: a lease that moved on is not
-// evicted (409 lease_lost).
+// evictRequest is an evict's optional body; a FencingVersion the lease
+// moved past is 409 lease_lost.
 type evictRequest struct {
 	Reason         *string  `json:"reason"`
 	FencingVersion *flexInt `json:"fencing_version"`
 }
 
-// leaseKeyParams returns the :datacenter and :worker path parameters,
-// checked by idgen.LeaseKeyOf (one that is no integer as -1).
+// leaseKeyParams returns :datacenter and :worker, checked by
+// idgen.LeaseKeyOf (a non-integer as -1).
 func (s *Server) leaseKeyParams(c echo.Context) (allocator.LeaseKey, error) {
 	param := func(name string) int64 {
 		n, err := strconv.ParseInt(c.Param(name), 10, 64)
@@ -496,9 +493,8 @@ func (s *Server) leaseKeyParams(c echo.Context) (allocator.LeaseKey, error) {
 	return idgen.LeaseKeyOf(s.layout, param("datacenter"), param("worker"))
 }
 
-// handleAdminEvict serves POST /admin/leases/:datacenter/:worker/evict
-// (allocator.LeaseAdmin.Evict): the holder's next heartbeat fails, the next
-// holder starts above the ceiling. A lease nobody holds is 409 lease_not_held.
+// handleAdminEvict serves POST /admin/leases/:datacenter/:worker/evict;
+// a free lease is 409 lease_not_held.
 func (s *Server) handleAdminEvict(c echo.Context) error {
 	key, err := s.leaseKeyParams(c)
 	if err != nil {

@@ -16,9 +16,8 @@ import (
 // bearerChallenge is the WWW-Authenticate challenge of a 401.
 const bearerChallenge = `Bearer realm="idgen"`
 
-// authorize checks the request's Authorization header for scope and
-// returns its caller, with its address and request ID; no allocation when
-// the check passes.
+// authorize checks the Authorization header for scope and returns the
+// caller; no allocation when it passes.
 func (s *Server) authorize(c echo.Context, scope idgen.Scopes) (idgen.Caller, error) {
 	return s.authorizeValues(c, c.Request().Header[echo.HeaderAuthorization], scope)
 }
@@ -52,10 +51,8 @@ func callerOf(c echo.Context) idgen.Caller {
 	return caller
 }
 
-// requireScope returns the middleware of the routes with a body: a request
-// that passes has its caller in its context and its body capped at
-// idgen.MaxRequestBytes. An admin call is charged one ID to the caller's
-// rate limit (the lease API has limits of its own).
+// requireScope is the middleware of routes with a body: the caller goes in
+// the context, the body is capped, and admin calls are charged one ID.
 func (s *Server) requireScope(scope idgen.Scopes) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {

@@ -14,15 +14,11 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// Compatibility routes (docs/migration.md), so that the callers of the
-// designs idgen replaces switch by changing a base URL: the original
-// design's /api/v1/ids and /api/v1/id, Meituan Leaf's /api/segment/get/{key}
-// and /api/snowflake/get/{key} (the key ignored, as Leaf does), and didi
-// tinyid's /tinyid/id/nextIdSimple and /tinyid/id/nextId (GET or POST;
-// batchSize capped as tinyid caps it; the secret also in the token
-// parameter). Every route needs the ids scope. Errors keep idgen's statuses
-// (the clients of both treat any status but 200 as a failure) and are
-// problem documents, but for nextId, whose callers read its envelope.
+// Compatibility routes (docs/migration.md): /api/v1/ids and /api/v1/id,
+// Leaf's /api/segment/get/{key} and /api/snowflake/get/{key} (key ignored),
+// and tinyid's /tinyid/id/nextIdSimple and nextId (GET or POST, batchSize
+// capped, the secret also as token). All need the ids scope. Errors keep
+// idgen's statuses and problem documents, except nextId's envelope.
 
 // tinyid's envelope codes: 5 ("token is error") for 401 and 403, 6 else.
 const (
@@ -145,8 +141,8 @@ func appendIDs(b []byte, ids []int64) []byte {
 	return b
 }
 
-// tinyidDraw draws batchSize (default 1) IDs of namespace bizType; other
-// parameters are ignored, as tinyid does.
+// tinyidDraw draws batchSize (default 1) IDs of bizType, ignoring other
+// parameters as tinyid does.
 func (s *Server) tinyidDraw(c echo.Context) (*idgen.Drawn, error) {
 	req := c.Request()
 	if req.Method == http.MethodPost && req.Body != nil {

@@ -15,8 +15,7 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// scratch is the pooled memory of one /ids request: nothing is allocated
-// per ID once the pool has warmed up.
+// scratch is a /ids request's pooled memory: no allocation per ID once warm.
 type scratch struct {
 	buf []byte
 	d   idgen.Drawn
@@ -42,10 +41,9 @@ type idsQuery struct {
 // idsParams are GET /ids's parameters; only the first two are unescaped.
 var idsParams = [...]string{"count", "namespace", "explain", "format"}
 
-// parseIDsQuery parses the raw query of GET /ids: count (default 1, digits
-// only), namespace, explain (true or false) and format, each at most once;
-// the core checks the count's range and the name. It allocates only for
-// escaped text and errors.
+// parseIDsQuery parses GET /ids's raw query: count (default 1), namespace,
+// explain and format, each at most once; the core checks count and name.
+// It allocates only for escaped text and errors.
 func parseIDsQuery(raw string, svc *idgen.Service) (idsQuery, error) {
 	q := idsQuery{count: 1}
 	var seen [len(idsParams)]bool
@@ -105,8 +103,7 @@ func parseIDsQuery(raw string, svc *idgen.Service) (idsQuery, error) {
 	return q, nil
 }
 
-// parseCount parses a count of one to nine digits, at least 1; the core
-// checks its range.
+// parseCount parses one to nine digits, at least 1.
 func parseCount(s string) (int, bool) {
 	if s == "" || len(s) > 9 {
 		return 0, false
@@ -138,8 +135,8 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// handleIDs serves GET /ids: Snowflake IDs with their lease's fencing
-// token, or a namespace's IDs with, for a strict one, its revision.
+// handleIDs serves GET /ids: Snowflake IDs with their fencing token, or a
+// namespace's IDs with a strict one's revision.
 func (s *Server) handleIDs(c echo.Context) error {
 	caller, err := s.authorize(c, idgen.ScopeIDs)
 	if err != nil {
@@ -238,8 +235,8 @@ func appendInt(b []byte, text string, v int64) []byte {
 	return strconv.AppendInt(b, v, 10)
 }
 
-// handleParse serves GET /ids/:id: the parts of a Snowflake ID given in
-// any form (or the one ?format= names), and the ID in every form.
+// handleParse serves GET /ids/:id: the parts of an ID in any form (or
+// ?format=), and the ID in every form.
 func (s *Server) handleParse(c echo.Context) error {
 	caller, err := s.authorize(c, idgen.ScopeIDs)
 	if err != nil {
@@ -266,8 +263,8 @@ func (s *Server) handleParse(c echo.Context) error {
 	return s.writeJSON(c, http.StatusOK, b)
 }
 
-// formatParam reads the query parameter name as a format (FormatAny when
-// absent); only name and others are allowed, each at most once.
+// formatParam reads query parameter name as a format (FormatAny when
+// absent), allowing only name and others, once each.
 func (s *Server) formatParam(c echo.Context, name string, others ...string) (snowflake.Format, error) {
 	q := c.QueryParams()
 	for k, v := range q {
@@ -281,8 +278,8 @@ func (s *Server) formatParam(c echo.Context, name string, others ...string) (sno
 	return idgen.ParseFormat(q.Get(name))
 }
 
-// handleCompose serves GET /ids/compose?time=…[&format=…]: the smallest
-// and the largest Snowflake ID of a millisecond.
+// handleCompose serves GET /ids/compose?time=…[&format=…]: a millisecond's
+// smallest and largest Snowflake ID.
 func (s *Server) handleCompose(c echo.Context) error {
 	caller, err := s.authorize(c, idgen.ScopeIDs)
 	if err != nil {

@@ -20,9 +20,8 @@ func leaseLayoutOf(l snowflake.Layout) LeaseLayout {
 		SequenceBits: l.SequenceBits, EpochMS: l.EpochMillis()}
 }
 
-// LeaseGrant is a granted lease, the body of a 201 from POST /v1/leases.
-// PreviousHolder is null when the worker ID was free. LeaseSecret is in this
-// answer only: every heartbeat and release sends it.
+// LeaseGrant is a 201 from POST /v1/leases. PreviousHolder is null for a
+// free worker ID; LeaseSecret is in this answer only.
 type LeaseGrant struct {
 	Datacenter        int64       `json:"datacenter"`
 	Worker            int64       `json:"worker"`

@@ -28,8 +28,7 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 	routes   map[string]bool // route templates; written only while New runs
 
-	// observers holds the histogram's children, read without a lock; it
-	// is replaced whole, under mu, to add one (routes × methods × statuses).
+	// observers is read without a lock and replaced whole under mu.
 	observers atomic.Pointer[map[observerKey]prometheus.Observer]
 	mu        sync.Mutex
 }
@@ -57,8 +56,7 @@ func (s *Server) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{s.metrics.duration}
 }
 
-// observer returns the histogram child of the route template c matched
-// (routeUnmatched for any other path), the method and the status.
+// observer returns the histogram child of c's route, method and status.
 func (s *Server) observer(c echo.Context, method string, status int) (prometheus.Observer, string) {
 	m := s.metrics
 	k := observerKey{c.Path(), method, status}
@@ -100,12 +98,12 @@ func methodLabel(m string) string {
 	return "other"
 }
 
-// monoBase is the origin of the request timings: time.Since reads only
-// the monotonic clock, where time.Now reads the wall clock too.
+// monoBase is the timing origin: time.Since then reads only the
+// monotonic clock.
 var monoBase = time.Now()
 
-// observe is the one global middleware (echo builds a closure per request
-// for each): the request's ID, span, error answer, timing and log line.
+// observe is the one global middleware (echo makes a closure per request
+// for each): request ID, span, error answer, timing and log line.
 func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Since(monoBase)
@@ -134,9 +132,8 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// call runs h, turning a panic into an internal error logged with its
-// stack; http.ErrAbortHandler is passed on, for net/http to drop the
-// connection.
+// call runs h, turning a panic into a logged internal error;
+// http.ErrAbortHandler is passed on so net/http drops the connection.
 func (s *Server) call(h echo.HandlerFunc, c echo.Context) (err error) {
 	defer func() {
 		r := recover()

@@ -1,9 +1,7 @@
-// Package httpapi is idgen's HTTP adapter, on echo v4: IDs (GET /ids and
-// /ids/{id}), the probes, the admin, lease, sequence and compatibility
-// routes, the status page (package statuspage) and /metrics. The handlers
-// decode a request, call the core (package idgen), which decides who may
-// do what and how much, and encode its answer. Every answer carries a
-// request ID; every error is an application/problem+json document.
+// Package httpapi is idgen's HTTP adapter, on echo v4: IDs, probes, the
+// admin, lease, sequence and compatibility routes, the status page and
+// /metrics. Handlers decode, call the core (package idgen) and encode.
+// Every answer carries a request ID; errors are problem+json documents.
 package httpapi
 
 import (
@@ -27,8 +25,7 @@ import (
 )
 
 // Limits of the HTTP server built by HTTPServer. ReadTimeout ends a stalled
-// request (a trickling body, a gRPC stream whose message never comes): 10 s
-// for 16 KiB of headers and 64 KiB of body asks about 8 KB/s of a client.
+// request: 10 s for 16 KiB of headers and 64 KiB of body asks ~8 KB/s.
 const (
 	MaxHeaderBytes    = 16 << 10 // larger request headers get 431
 	ReadHeaderTimeout = 5 * time.Second
@@ -40,16 +37,15 @@ const (
 // storeTimeout bounds the store calls of the admin API.
 const storeTimeout = 5 * time.Second
 
-// LeaseReporter reports on the node's lease (/readyz) and the smallest
-// Snowflake ID of now (a fallback's max_id_limit): *allocator.Keeper.
+// LeaseReporter reports the node's lease (/readyz) and now's smallest
+// Snowflake ID (a fallback's max_id_limit): *allocator.Keeper.
 type LeaseReporter interface {
 	Ready() error
 	Status() allocator.KeeperStatus
 	SmallestIDNow() int64
 }
 
-// SegmentReporter reports this node's buffers of a namespace (admin API):
-// *allocator.Segments.
+// SegmentReporter reports this node's buffers (*allocator.Segments).
 type SegmentReporter interface {
 	NamespaceStats(name string) (allocator.SegmentStats, bool)
 }
@@ -94,23 +90,20 @@ type Config struct {
 	Tracing Tracing
 	// Sequences serves /v1/sequences; nil: the store keeps none (404).
 	Sequences *idgen.Sequences
-	// AuditClickHouse, when set, is read by GET /admin/audit/who after
-	// the store's lease events.
+	// AuditClickHouse, when set, is read by GET /admin/audit/who too.
 	AuditClickHouse *audit.ClickHouse
-	// PublicStatusDetails shows every caller of /readyz the lease holder
-	// and fencing version, not only the admin scope.
+	// PublicStatusDetails shows the lease holder on /readyz to everyone.
 	PublicStatusDetails bool
 }
 
-// Route is one route the server answers, in echo's path syntax
-// (e.g. /ids/:id).
+// Route is one route, in echo's path syntax (e.g. /ids/:id).
 type Route struct {
 	Method string
 	Path   string
 }
 
-// Server is idgen's HTTP API. It starts no goroutine of its own: build it
-// with New and serve Handler, or HTTPServer, until shutdown.
+// Server is idgen's HTTP API; it starts no goroutine. Serve Handler or
+// HTTPServer.
 type Server struct {
 	svc           *idgen.Service
 	auth          *idgen.Authorizer
@@ -139,8 +132,7 @@ type Server struct {
 	hdrJSON, hdrText, hdrNoStore, hdrNoSniff []string
 }
 
-// New returns a Server for cfg, or an error when a required part is
-// missing.
+// New returns a Server for cfg, or an error for a missing part.
 func New(cfg Config) (*Server, error) {
 	if cfg.Service == nil || cfg.Auth == nil || cfg.Lease == nil || cfg.Segments == nil || cfg.Admin == nil || cfg.Database == nil {
 		return nil, errors.New("httpapi: Service, Auth, Lease, Segments, Admin and Database are required")
@@ -170,8 +162,8 @@ func New(cfg Config) (*Server, error) {
 	e.Use(s.observe)
 	s.echo = e
 
-	// The /ids handlers check their caller themselves: a route middleware
-	// costs a closure per request.
+	// /ids handlers check the caller themselves: middleware costs a
+	// closure per request.
 	if page := cfg.Status; page != nil {
 		s.add(e.GET, "/", func(c echo.Context) error { return page(c.Response(), c.Request()) })
 	}
@@ -210,8 +202,7 @@ func New(cfg Config) (*Server, error) {
 
 type addFunc func(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route
 
-// add registers h with echo (add is e.GET, g.POST, …) for Routes and the
-// metrics' route label.
+// add registers h with echo and for Routes and the route label.
 func (s *Server) add(add addFunc, path string, h echo.HandlerFunc) {
 	r := add(path, h)
 	s.routes = append(s.routes, Route{Method: r.Method, Path: r.Path})
@@ -221,8 +212,8 @@ func (s *Server) add(add addFunc, path string, h echo.HandlerFunc) {
 // Handler returns the server's http.Handler.
 func (s *Server) Handler() http.Handler { return s.echo }
 
-// HTTPServer returns an http.Server serving Handler on addr with the limits
-// above; its own errors go to the logger at warn level.
+// HTTPServer returns an http.Server for Handler on addr with the limits
+// above, logging its errors at warn level.
 func (s *Server) HTTPServer(addr string) *http.Server {
 	return &http.Server{
 		Addr:              addr,
