@@ -12,14 +12,11 @@ import (
 
 var _ allocator.DurabilityChecker = (*Store)(nil)
 
-// pgSetting is one row of pg_settings: a setting's value and where it came
-// from ("default", "configuration file", "database", "user", "client", …).
+// pgSetting is a pg_settings value and its source ("default", "user", …).
 type pgSetting struct{ value, source string }
 
-// pgServer is what CheckDurability reads from the server, through one of
-// the store's connections: the settings its sessions commit under (with
-// any ALTER DATABASE, ALTER ROLE or DSN setting applied), whom it is
-// connected as, and how many replicas stream from it.
+// pgServer is what CheckDurability reads over one store connection: the
+// effective session settings, the role, and the streaming replicas.
 type pgServer struct {
 	settings map[string]pgSetting
 	database string
@@ -27,14 +24,10 @@ type pgServer struct {
 	replicas int
 }
 
-// CheckDurability reads the settings under which the store's transactions
-// commit and returns those that let a crash or a failover undo an
-// acknowledged commit: synchronous_commit=off, fsync=off and
-// full_page_writes=off; and, as warnings, replicas streaming asynchronously
-// (synchronous_standby_names empty), which a failover could promote without
-// the latest commits, or synchronous replication that commits do not wait
-// for (synchronous_commit=local or remote_write). Whether a failover manager
-// promotes only synchronous standbys cannot be seen from here.
+// CheckDurability returns the settings that let a crash or failover undo
+// an acknowledged commit (synchronous_commit, fsync or full_page_writes
+// off) and, as warnings, asynchronous replicas or synchronous replication
+// that commits do not wait for. A failover manager's policy cannot be seen.
 func (s *Store) CheckDurability(ctx context.Context) ([]allocator.DurabilityRisk, error) {
 	srv := pgServer{settings: map[string]pgSetting{}}
 	rows, err := s.pool.Query(ctx, `SELECT name, setting, source FROM pg_settings
@@ -65,13 +58,10 @@ func (s *Store) CheckDurability(ctx context.Context) ([]allocator.DurabilityRisk
 	return srv.durabilityRisks(), nil
 }
 
-// requiredSettings are the settings CheckDurability reads, all of which
-// every PostgreSQL server has. One that cannot be read is an error, not a
-// pass: the check fails closed.
+// requiredSettings exist on every server; one unreadable is an error (fail
+// closed).
 var requiredSettings = []string{"synchronous_commit", "fsync", "full_page_writes", "synchronous_standby_names"}
 
-// requireSettings returns an error naming the requiredSettings missing from
-// what was read.
 func (srv pgServer) requireSettings() error {
 	var missing []string
 	for _, name := range requiredSettings {
@@ -126,8 +116,7 @@ func (srv pgServer) durabilityRisks() []allocator.DurabilityRisk {
 	return risks
 }
 
-// resetFix says how to give setting its safe value where its current value
-// comes from (pg_settings.source).
+// resetFix says how to fix setting where its value comes from.
 func (srv pgServer) resetFix(setting, source, safe string) string {
 	db, role := pgx.Identifier{srv.database}.Sanitize(), pgx.Identifier{srv.role}.Sanitize()
 	switch source {

@@ -14,8 +14,8 @@ import (
 
 var _ allocator.RestoreFencer = (*Store)(nil)
 
-// FenceRestore implements allocator.RestoreFencer.FenceRestore, documented
-// there: one SERIALIZABLE transaction, retried whole on a conflict.
+// FenceRestore implements allocator.RestoreFencer in one SERIALIZABLE
+// transaction, retried whole.
 func (s *Store) FenceRestore(ctx context.Context, req allocator.FenceRequest) (allocator.FenceResult, error) {
 	if err := req.Validate(); err != nil {
 		return allocator.FenceResult{}, fmt.Errorf("postgres: %w", err)
@@ -66,8 +66,7 @@ func (s *Store) FenceRestore(ctx context.Context, req allocator.FenceRequest) (a
 	})
 }
 
-// StoreMark implements allocator.RestoreFencer.StoreMark, documented
-// there, from one snapshot of the database.
+// StoreMark implements allocator.RestoreFencer from one snapshot.
 func (s *Store) StoreMark(ctx context.Context) (allocator.StoreMark, error) {
 	return sqltx.Get(ctx, s.tx, func(tx pgx.Tx) (allocator.StoreMark, error) {
 		leases, err := collect(ctx, tx, func(row pgx.Row) (allocator.Lease, error) {

@@ -30,23 +30,19 @@ var dialect = sqlstore.Dialect{
 const leaseColumns = `datacenter_id, worker_id, holder, owner, fencing_version,
 	acquired_at, heartbeat_at, expires_at, released_at, ts_ceiling_ms, ts_floor_ms`
 
-// defaultPruneBatch is how many events one statement of PruneLeaseEvents
-// deletes, unless a test sets Store.pruneBatch.
+// defaultPruneBatch is PruneLeaseEvents's rows per statement.
 const defaultPruneBatch = 5000
 
-// boundedCeiling is the ts_ceiling_ms a claim or heartbeat writes: the
-// proposed ceiling ($5), but never more than database time plus the ttl ($4)
-// plus the allowed clock offset ($7), all in milliseconds, and never below
-// the stored ceiling.
+// boundedCeiling is the ceiling a claim or heartbeat writes: the proposal
+// ($5), at most database time + ttl ($4) + clock offset ($7), never below
+// the stored one.
 const boundedCeiling = `GREATEST(ts_ceiling_ms, LEAST($5::bigint,
 	floor(extract(epoch FROM now()) * 1000)::bigint + $4::bigint + $7::bigint))`
 
-// newRowCeiling is the ts_ceiling_ms of a worker row created now: the
-// ceiling of the last restore fence (0 if none).
+// newRowCeiling: a new worker row's ceiling, the last fence's (0 if none).
 const newRowCeiling = `COALESCE((SELECT ceiling_ms FROM store_fence WHERE id = 1), 0)`
 
-// EnsureLayout implements allocator.LeaseStore.EnsureLayout, documented
-// there.
+// EnsureLayout implements allocator.LeaseStore.EnsureLayout.
 func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snowflake.Layout, error) {
 	return dialect.EnsureLayout(layout, func(layout snowflake.Layout) error {
 		_, err := s.pool.Exec(ctx, `
@@ -59,10 +55,8 @@ func (s *Store) EnsureLayout(ctx context.Context, layout snowflake.Layout) (snow
 	}, func(query string) sqlstore.Scanner { return s.pool.QueryRow(ctx, query) })
 }
 
-// Claim implements allocator.LeaseStore.Claim: which row it picks, what it
-// writes and the errors it returns are documented there. The pool's missing
-// rows are created first, in a transaction of their own; the claim itself
-// is one transaction.
+// Claim implements allocator.LeaseStore.Claim: missing rows are created
+// in a transaction of their own, then the claim in one.
 func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocator.ClaimResult, error) {
 	if err := req.Validate(); err != nil {
 		return allocator.ClaimResult{}, fmt.Errorf("postgres: %w", err)
@@ -87,8 +81,7 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 				req.DatacenterID, req.MinWorkerID, req.MaxWorkerID, req.Holder, req.MaxPrevCeilingMS, sqlstore.NullText(req.Owner)))
 		}
 		take := func(c sqlstore.Candidate) (allocator.Lease, time.Time, error) {
-			// The fencing version we read is compared again: should the row
-			// have changed anyway, the claim is tried afresh.
+			// Recheck the version read; if the row changed anyway, retry.
 			lease, now, err := scanLease(tx.QueryRow(ctx, `
 				UPDATE worker_leases SET
 					holder = $3,
@@ -118,11 +111,9 @@ func (s *Store) Claim(ctx context.Context, req allocator.ClaimRequest) (allocato
 	})
 }
 
-// ensureWorkers makes sure worker_leases has a row for every worker ID of the
-// pool, with the ceiling of the last restore fence (newRowCeiling): a row
-// missing from a restored store may have been used before the restore.
-// Concurrent calls are safe: a row another node inserted first is left
-// as it is.
+// ensureWorkers creates the pool's missing rows at the last fence's
+// ceiling (a row missing after a restore may have been used). Rows other
+// nodes inserted first are left alone.
 func (s *Store) ensureWorkers(ctx context.Context, dc, minID, maxID int64) error {
 	var n int64
 	err := s.pool.QueryRow(ctx, `
@@ -134,8 +125,8 @@ func (s *Store) ensureWorkers(ctx context.Context, dc, minID, maxID int64) error
 	if n == maxID-minID+1 {
 		return nil
 	}
-	// Under SERIALIZABLE, a row inserted by a concurrent transaction is a
-	// serialization failure rather than a conflict to skip; inTx retries.
+	// Under SERIALIZABLE a concurrent insert is a serialization failure,
+	// which inTx retries.
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `
 			INSERT INTO worker_leases (datacenter_id, worker_id, ts_ceiling_ms)
@@ -149,8 +140,8 @@ func (s *Store) ensureWorkers(ctx context.Context, dc, minID, maxID int64) error
 	return nil
 }
 
-// Heartbeat implements allocator.LeaseStore.Heartbeat, documented there.
-// It returns the database's clock_timestamp() as the store's time.
+// Heartbeat implements allocator.LeaseStore.Heartbeat; the store's time
+// is clock_timestamp().
 func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (allocator.Lease, time.Time, error) {
 	return sqlstore.Heartbeat(ctx, dialect, s.tx, req, func(tx pgx.Tx) (allocator.Lease, time.Time, error) {
 		lease, now, err := scanLease(tx.QueryRow(ctx, `
@@ -168,9 +159,8 @@ func (s *Store) Heartbeat(ctx context.Context, req allocator.HeartbeatRequest) (
 	})
 }
 
-// Release implements allocator.LeaseStore.Release, documented there: it
-// reads the row's floor and ceiling, applies allocator.ReleaseCeiling and
-// writes, in one transaction.
+// Release implements allocator.LeaseStore.Release: read floor and ceiling,
+// apply allocator.ReleaseCeiling and write, in one transaction.
 func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int64, error) {
 	if err := req.Validate(); err != nil {
 		return 0, fmt.Errorf("postgres: %w", err)
@@ -203,8 +193,7 @@ func (s *Store) Release(ctx context.Context, req allocator.ReleaseRequest) (int6
 	})
 }
 
-// held returns the held step of sqlstore's HeartbeatError and Release, in
-// tx.
+// held returns sqlstore's held step in tx.
 func held(ctx context.Context, tx pgx.Tx, key allocator.LeaseKey, holder string, version int64) func() (int64, error) {
 	return func() (n int64, err error) {
 		err = tx.QueryRow(ctx, sqlstore.HeldQuery(sqlstore.Dollar, "now()"), key.DatacenterID, key.WorkerID, holder, version).Scan(&n)
@@ -212,8 +201,7 @@ func held(ctx context.Context, tx pgx.Tx, key allocator.LeaseKey, holder string,
 	}
 }
 
-// RecordLeaseEvent implements allocator.LeaseStore.RecordLeaseEvent,
-// documented there.
+// RecordLeaseEvent implements allocator.LeaseStore.RecordLeaseEvent.
 func (s *Store) RecordLeaseEvent(ctx context.Context, ev allocator.LeaseEvent) error {
 	if err := ev.Validate(); err != nil {
 		return fmt.Errorf("postgres: %w", err)
@@ -221,7 +209,7 @@ func (s *Store) RecordLeaseEvent(ctx context.Context, ev allocator.LeaseEvent) e
 	return insertEvent(ctx, s.pool, ev)
 }
 
-// Evict implements allocator.LeaseAdmin.Evict, documented there.
+// Evict implements allocator.LeaseAdmin.Evict.
 func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocator.Lease, error) {
 	if err := req.Validate(); err != nil {
 		return allocator.Lease{}, fmt.Errorf("postgres: %w", err)
@@ -254,7 +242,7 @@ func (s *Store) Evict(ctx context.Context, req allocator.EvictRequest) (allocato
 	})
 }
 
-// ListLeases implements allocator.LeaseAdmin.ListLeases, documented there.
+// ListLeases implements allocator.LeaseAdmin.ListLeases.
 func (s *Store) ListLeases(ctx context.Context) ([]allocator.Lease, error) {
 	return dialect.ListLeases(ctx, leaseColumns+`, now()`, rows(s.pool, func(row pgx.Row) (allocator.Lease, error) {
 		l, _, err := scanLease(row)
@@ -262,14 +250,12 @@ func (s *Store) ListLeases(ctx context.Context) ([]allocator.Lease, error) {
 	}))
 }
 
-// ListLeaseEvents implements allocator.LeaseAdmin.ListLeaseEvents,
-// documented there.
+// ListLeaseEvents implements allocator.LeaseAdmin.ListLeaseEvents.
 func (s *Store) ListLeaseEvents(ctx context.Context, f allocator.LeaseEventFilter) ([]allocator.LeaseEvent, error) {
 	return dialect.ListLeaseEvents(ctx, f, rows(s.pool, scanEvent))
 }
 
-// PruneLeaseEvents implements allocator.LeaseAdmin.PruneLeaseEvents,
-// documented there.
+// PruneLeaseEvents implements allocator.LeaseAdmin.PruneLeaseEvents.
 func (s *Store) PruneLeaseEvents(ctx context.Context, before time.Time) (int64, error) {
 	return dialect.PruneLeaseEvents(ctx, before, s.pruneBatch, func(ctx context.Context, before any, batch int) (int64, error) {
 		tag, err := s.pool.Exec(ctx, `
@@ -279,8 +265,7 @@ func (s *Store) PruneLeaseEvents(ctx context.Context, before time.Time) (int64, 
 	})
 }
 
-// rows returns the sqlstore.Query that runs its SELECT on the pool and
-// reads every row it returns with scan: sqlstore.Rows, on pgx.
+// rows returns a sqlstore.Query running its SELECT on the pool.
 func rows[T any](pool *pgxpool.Pool, scan func(pgx.Row) (T, error)) sqlstore.Query[T] {
 	return func(ctx context.Context, query string, args ...any) ([]T, error) {
 		result, err := pool.Query(ctx, query, args...)
@@ -298,8 +283,7 @@ type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// insertEvent appends ev to lease_events at database time; ev.ID and ev.At
-// are ignored.
+// insertEvent appends ev at database time (ev.ID and ev.At ignored).
 func insertEvent(ctx context.Context, db execer, ev allocator.LeaseEvent) error {
 	_, err := db.Exec(ctx, `
 		INSERT INTO lease_events (datacenter_id, worker_id, holder, owner, request_id, fencing_version, event, at, detail)

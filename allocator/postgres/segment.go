@@ -16,10 +16,9 @@ import (
 // segmentColumns lists the columns of segments in the order scanSegment reads them.
 const segmentColumns = sqlstore.NamespaceColumns
 
-// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace
-// (sqlstore.CreateNamespace). The INSERT fails on a name in use; if that
-// row is a tombstone, ns is created over it in a transaction that locks
-// the row.
+// CreateNamespace implements allocator.NamespaceAdmin.CreateNamespace. On
+// a name in use whose row is a tombstone, ns is created over it in a
+// transaction that locks the row.
 func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (allocator.Namespace, error) {
 	stride, offset := ns.Interleave()
 	insert := func(ctx context.Context) (allocator.Namespace, error) {
@@ -46,10 +45,8 @@ func (s *Store) CreateNamespace(ctx context.Context, ns allocator.Namespace) (al
 	return sqlstore.CreateNamespace(ctx, dialect, s.segmentTx, ns, insert, read, write)
 }
 
-// segmentTx runs fn in one transaction at the server's default isolation
-// and commits it; an error from fn rolls it back. It is neither
-// SERIALIZABLE nor retried: the revival of a tombstone in CreateNamespace,
-// its one user, locks the row it reads (FOR UPDATE) before it writes it.
+// segmentTx runs fn in one transaction at the default isolation, not
+// retried: its one user (revival) locks its row FOR UPDATE first.
 func (s *Store) segmentTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -62,8 +59,7 @@ func (s *Store) segmentTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return tx.Commit(ctx)
 }
 
-// DeleteNamespace implements allocator.NamespaceAdmin.DeleteNamespace: one
-// UPDATE that sets the tombstone.
+// DeleteNamespace implements allocator.NamespaceAdmin.DeleteNamespace.
 func (s *Store) DeleteNamespace(ctx context.Context, name string) (allocator.Namespace, error) {
 	row := s.pool.QueryRow(ctx, `
 		UPDATE segments SET deleted_at = now(), updated_at = now()
@@ -78,8 +74,8 @@ func (s *Store) GetNamespace(ctx context.Context, name string) (allocator.Namesp
 	return namespaceRow(row, "get namespace", name)
 }
 
-// ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces (the
-// column's collation is "C": byte order).
+// ListNamespaces implements allocator.NamespaceAdmin.ListNamespaces
+// (collation "C": byte order).
 func (s *Store) ListNamespaces(ctx context.Context) ([]allocator.Namespace, error) {
 	return dialect.ListNamespaces(ctx, rows(s.pool, scanSegment))
 }
@@ -103,16 +99,13 @@ func (s *Store) UpdateNamespace(ctx context.Context, name string, u allocator.Na
 }
 
 // FetchSegment implements allocator.SegmentStore.FetchSegment with one
-// UPDATE … RETURNING: concurrent fetches queue on the row lock, and a
-// connection lost before the commit was acknowledged returns an error, so
-// its range is never used. The same UPDATE increments version, and
-// RETURNING reads the row it wrote: the revision is this fetch's own.
+// UPDATE … RETURNING: fetches queue on the row lock, an unacknowledged
+// commit returns an error, and the version read is this fetch's own.
 func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocator.Segment, error) {
 	return dialect.FetchSegment(ctx, name, n, func(ctx context.Context) (allocator.Namespace, bool, error) {
-		// The bound keeps max_id at or below its limit and at or below the
-		// last slot whose ID fits an int64 (Namespace.Limit; so also
-		// max_id + n within int64); a row it excludes is told apart from a missing one by
-		// dialect.FetchSegment.
+		// The bound keeps max_id within Namespace.Limit (so max_id + n fits
+		// an int64); dialect.FetchSegment tells an excluded row from a
+		// missing one.
 		ns, err := scanSegment(s.pool.QueryRow(ctx, `
 			UPDATE segments SET
 				max_id     = max_id + $2,
@@ -129,7 +122,7 @@ func (s *Store) FetchSegment(ctx context.Context, name string, n int64) (allocat
 }
 
 // ReturnTail implements allocator.SegmentStore.ReturnTail: one UPDATE
-// whose WHERE clause is the compare-and-set.
+// whose WHERE is the compare-and-set.
 func (s *Store) ReturnTail(ctx context.Context, name string, expectMaxID, expectVersion, newMaxID int64) (bool, error) {
 	return dialect.ReturnTail(ctx, name, expectMaxID, newMaxID, func(ctx context.Context) (int64, error) {
 		tag, err := s.pool.Exec(ctx, `
@@ -143,8 +136,7 @@ func (s *Store) ReturnTail(ctx context.Context, name string, expectMaxID, expect
 	})
 }
 
-// namespaceRow reads the one row of segmentColumns that the statement of
-// op on the namespace called name returns, and words its error.
+// namespaceRow reads the one segmentColumns row op returns for name.
 func namespaceRow(row pgx.Row, op, name string) (allocator.Namespace, error) {
 	ns, err := scanSegment(row)
 	return dialect.NamespaceResult(op, name, ns, err)
@@ -174,16 +166,14 @@ func scanSegment(row pgx.Row) (allocator.Namespace, error) {
 	return ns, nil
 }
 
-// duplicateName reports whether err is PostgreSQL's unique_violation
-// (23505): the INSERT of a namespace whose name has a row.
+// duplicateName reports a unique_violation (23505) on a namespace name.
 func duplicateName(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
-// segmentError wraps err from a statement on the namespace called name,
-// adding allocator.ErrNamespaceExists for a duplicate name and
-// allocator.ErrInvalidNamespace for a value the table refuses.
+// segmentError wraps err with ErrNamespaceExists for a duplicate name or
+// ErrInvalidNamespace for a value the table refuses.
 func segmentError(op, name string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {

@@ -23,11 +23,10 @@ var sequenceDialect = seqsql.Dialect{
 	Duplicate: duplicateName,
 }
 
-// newSequences returns the sequence store on pool's database/sql view. Its
-// transactions are READ COMMITTED: a reservation's UPDATE of the period's
-// counter waits for the row lock and then advances the row as committed,
-// where SERIALIZABLE would abort every concurrent one; the ledger's
-// primary key is the second guard against a number written twice.
+// newSequences returns the sequence store on pool's database/sql view.
+// READ COMMITTED: a reservation waits for the counter's row lock instead
+// of aborting as SERIALIZABLE would; the ledger's primary key guards
+// against a number written twice.
 func (s *Store) newSequences() *seqsql.Store {
 	db := stdlib.OpenDBFromPool(s.pool)
 	tx := sqltx.New(sqltx.DB(db, &sql.TxOptions{Isolation: sql.LevelReadCommitted}),
@@ -38,6 +37,6 @@ func (s *Store) newSequences() *seqsql.Store {
 // Sequences returns the store's sequences and ledger (docs/sequences.md).
 func (s *Store) Sequences() sequence.Store { return s.seq }
 
-// ShiftTime moves the time the store's sequence calls read from the
-// database by d: a seam for tests that cross period boundaries.
+// ShiftTime moves the time sequence calls read by d (tests crossing
+// periods).
 func (s *Store) ShiftTime(d time.Duration) { s.seq.ShiftTime(d) }

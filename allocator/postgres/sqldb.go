@@ -11,11 +11,9 @@ import (
 	"github.com/idgen-project/idgen/internal/dburl"
 )
 
-// OpenDB returns a database/sql handle on the PostgreSQL database named by
-// dsn, a URL as Open takes (without the pgxpool parameters), for tools
-// that read tables other than idgen's: idgen namespaces import reads the
-// segment tables of Leaf and tinyid with it. It checks that the server
-// answers. Errors name the DSN without its password.
+// OpenDB returns a database/sql handle on dsn (an Open URL without pgxpool
+// parameters) for tools reading other tables, such as namespaces import.
+// It pings the server; errors name the DSN without its password.
 func OpenDB(ctx context.Context, dsn string) (*sql.DB, error) {
 	safe := dburl.Redact(dsn)
 	cfg, err := pgx.ParseConfig(dsn)

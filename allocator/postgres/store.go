@@ -1,10 +1,7 @@
-// Package postgres is idgen's Store on PostgreSQL, through pgx/v5.
-//
-// Open connects with a postgres:// URL; the schema is created by the goose
-// migrations returned by Store.Migrations. Leases are claimed, extended and
-// released in SERIALIZABLE transactions that are retried, whole, on
-// serialization failures and deadlocks (internal/sqltx); every timestamp is
-// the database's (now()), never the node's clock.
+// Package postgres is idgen's Store on PostgreSQL, through pgx/v5. The
+// schema comes from goose migrations (Store.Migrations); lease writes run
+// in SERIALIZABLE transactions retried whole (internal/sqltx), and every
+// timestamp is the database's.
 package postgres
 
 import (
@@ -35,33 +32,25 @@ type Store struct {
 	pool *pgxpool.Pool
 	dsn  string                // redacted, for error messages
 	tx   *sqltx.Runner[pgx.Tx] // SERIALIZABLE transactions, retried on conflicts
-	// pruneBatch is how many events one statement of PruneLeaseEvents
-	// deletes.
+	// pruneBatch is PruneLeaseEvents's rows per statement.
 	pruneBatch int
 	seq        *seqsql.Store // Sequences
 }
 
-// idleTxTimeoutParam is the session setting that ends a session left idle
-// inside a transaction.
+// idleTxTimeoutParam ends sessions left idle inside a transaction.
 const idleTxTimeoutParam = "idle_in_transaction_session_timeout"
 
-// DefaultIdleInTransactionTimeout is the idle_in_transaction_session_timeout
-// (milliseconds) of idgen's sessions unless the DSN sets one. idgen sends a
-// transaction's statements back to back, so a session idle inside one has
-// lost its client: a node cut off from the database mid-heartbeat by a
-// silent network (no FIN, no RST), or paused. The server then ends that
-// session after this long and releases its row locks, so that other nodes
-// can claim the worker ID it held once its lease expires, instead of
-// waiting on the lock until TCP keepalive notices, which takes hours by
-// default. A DSN parameter idle_in_transaction_session_timeout=0 turns it
-// off (for a pooler that refuses the setting, for example).
+// DefaultIdleInTransactionTimeout is idgen's sessions'
+// idle_in_transaction_session_timeout (ms) unless the DSN sets one. A
+// session idle inside idgen's back-to-back statements has lost its client
+// (silent network, pause); the server then ends it and frees its row
+// locks instead of waiting hours for TCP keepalive. A DSN value of 0 turns
+// it off (e.g. for a pooler refusing the setting).
 const DefaultIdleInTransactionTimeout = "5000"
 
-// Open connects to the PostgreSQL database named by dsn, a URL such as
-// postgres://user:pass@host:5432/db?sslmode=disable. Parameters pgx does not
-// know (search_path, application_name, …) are sent as session settings, and
-// pool_max_conns and the other pgxpool parameters size the pool. Open checks
-// that the server answers. Errors name the DSN without its password.
+// Open connects to dsn, e.g. postgres://user:pass@host:5432/db. Unknown
+// parameters are sent as session settings, pgxpool ones size the pool. It
+// pings the server; errors name the DSN without its password.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err := dburl.Check(dsn); err != nil {
 		return nil, fmt.Errorf("postgres: invalid DSN (not shown): %w", err)
@@ -94,9 +83,8 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	return st, nil
 }
 
-// dsnError is the error of a DSN pgx cannot parse; safe is the DSN without
-// its password. pgx's own message quotes the DSN, with the password removed
-// on a best-effort basis only; keep to its cause.
+// dsnError is the error of an unparsable DSN, naming it without password
+// (pgx only tries to remove it from its message, so keep to its cause).
 func dsnError(safe string, err error) error {
 	var pce *pgconn.ParseConfigError
 	if errors.As(err, &pce) && pce.Unwrap() != nil {
@@ -105,8 +93,7 @@ func dsnError(safe string, err error) error {
 	return fmt.Errorf("postgres: invalid DSN %s", safe)
 }
 
-// Close closes every connection of the store. It waits for connections in
-// use to be given back.
+// Close closes every connection, waiting for those in use.
 func (s *Store) Close() error {
 	s.pool.Close()
 	return nil
@@ -117,31 +104,27 @@ func (s *Store) Ping(ctx context.Context) error {
 	return dialect.Ping(ctx, s.dsn, s.pool.Ping)
 }
 
-// Migrations returns a goose provider for idgen's PostgreSQL schema, working
-// through the store's connections. Closing the provider leaves the store open.
+// Migrations returns a goose provider for the PostgreSQL schema over the
+// store's connections; closing it leaves the store open.
 func (s *Store) Migrations() (*goose.Provider, error) {
 	// A database/sql view of the pool: closing it does not close the pool.
 	return migrations.NewProvider(migrations.DialectPostgres, stdlib.OpenDBFromPool(s.pool))
 }
 
-// SerializationRetries returns how many transactions the store has run again
-// after a serialization failure or deadlock since it was opened.
+// SerializationRetries counts transactions rerun after a conflict.
 func (s *Store) SerializationRetries() int64 { return s.tx.Retries() }
 
-// errRetry, returned by fn, asks inTx for another try: a compare-and-set
-// found the row changed, which SERIALIZABLE should have reported already.
+// errRetry, from fn, asks inTx for another try: a compare-and-set found
+// the row changed, which SERIALIZABLE should have reported.
 var errRetry = sqltx.ErrRetry
 
-// inTx runs fn in a SERIALIZABLE transaction and commits it, running it
-// again, whole, on a conflict (retryable) or errRetry; see sqltx.Runner.Run.
-// Transactions that return a value run through sqltx.Get(ctx, s.tx, …), the
-// same runner.
+// inTx runs fn in a SERIALIZABLE transaction, rerun whole on a conflict
+// or errRetry (sqltx.Runner.Run; sqltx.Get for values).
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return s.tx.Run(ctx, fn)
 }
 
-// retryable reports whether err is a serialization failure (SQLSTATE 40001)
-// or a deadlock (40P01), after which another try may succeed.
+// retryable reports a serialization failure (40001) or deadlock (40P01).
 func retryable(err error) bool {
 	return sqltx.HasCode(err, func(e *pgconn.PgError) string { return e.Code }, "40001", "40P01")
 }

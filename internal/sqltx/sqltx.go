@@ -1,11 +1,8 @@
-// Package sqltx is the one transaction-retry helper of idgen's SQL stores:
-// begin, run, commit and, on a conflict another try may resolve (a
-// serialization failure, a deadlock), roll back and run the whole
-// transaction again after a capped, jittered backoff, until it commits,
-// fails otherwise or the context ends.
-//
-// It imports no driver: a store describes its transactions with an Ops and
-// its retryable errors with Settings.Retryable (usually HasCode):
+// Package sqltx is the transaction-retry helper of idgen's SQL stores:
+// begin, run, commit, and on a conflict (serialization failure, deadlock)
+// roll back and rerun the whole transaction after a capped, jittered
+// backoff, until it commits, fails otherwise or ctx ends. It imports no
+// driver: stores supply an Ops and Settings.Retryable (usually HasCode):
 //
 //	deadlock := func(err error) bool {
 //		return sqltx.HasCode(err, func(e *mysql.MySQLError) uint16 { return e.Number }, 1213)
@@ -14,8 +11,7 @@
 //		sqltx.Settings{Name: "mysql", Retryable: deadlock})
 //	err := r.Run(ctx, func(tx *sql.Tx) error { … })
 //
-// The function given to Run must keep nothing from a failed try: it is
-// run again from the start.
+// The function given to Run must keep nothing from a failed try.
 package sqltx
 
 import (
@@ -30,28 +26,26 @@ import (
 	"github.com/idgen-project/idgen/internal/backoff"
 )
 
-// ErrRetry, returned (or wrapped) by the function given to Runner.Run, has
-// the transaction run again like a conflict: the function found a row
-// changed under it that its isolation level should have reported.
+// ErrRetry, from Run's function, reruns the transaction like a conflict:
+// a row changed that the isolation level should have reported.
 var ErrRetry = errors.New("row changed during the transaction")
 
 // Defaults of Settings.
 const (
 	DefaultMinBackoff = 2 * time.Millisecond
 	DefaultMaxBackoff = 250 * time.Millisecond
-	// RollbackTimeout bounds the rollback of a failed try, which runs even
-	// when the caller's context has ended.
+	// RollbackTimeout bounds a failed try's rollback, which runs even
+	// after the caller's context ended.
 	RollbackTimeout = 5 * time.Second
 )
 
-// Ops is how a store begins and ends one transaction of its driver; Tx is
-// the driver's handle (pgx.Tx, *sql.Tx). DB builds the Ops of database/sql.
+// Ops begins and ends one transaction of a driver; Tx is the driver's
+// handle. DB builds database/sql's.
 type Ops[Tx any] struct {
 	Begin  func(ctx context.Context) (Tx, error) // with the store's isolation level
 	Commit func(ctx context.Context, tx Tx) error
-	// Rollback rolls tx back after a failed try; its error is dropped (the
-	// try's is the one to report), and its ctx ends after RollbackTimeout,
-	// not when the caller gives up.
+	// Rollback rolls tx back after a failed try; its error is dropped and
+	// its ctx ends after RollbackTimeout.
 	Rollback func(ctx context.Context, tx Tx) error
 }
 
@@ -67,21 +61,18 @@ func DB(db *sql.DB, opts *sql.TxOptions) Ops[*sql.Tx] {
 
 // Settings configure a Runner; zero fields mean the defaults.
 type Settings struct {
-	// Name prefixes the Runner's own errors ("postgres: commit: …"); "" is
-	// "sql".
+	// Name prefixes the Runner's own errors; "" is "sql".
 	Name string
-	// Retryable reports whether err, from a statement, Begin or Commit,
-	// means that running the transaction again may succeed. Nil retries
-	// only ErrRetry: right for a database whose transactions lock when they
-	// begin (SQLite's BEGIN IMMEDIATE) and so never conflict.
+	// Retryable reports whether err (statement, Begin or Commit) may pass
+	// on a rerun. Nil retries only ErrRetry, right for databases that
+	// lock at begin (SQLite's BEGIN IMMEDIATE).
 	Retryable func(err error) bool
-	// MinBackoff and MaxBackoff bound the wait between tries (see
-	// internal/backoff).
+	// MinBackoff and MaxBackoff bound the wait between tries.
 	MinBackoff, MaxBackoff time.Duration
 }
 
-// Runner runs transactions with retries and counts the retries. It is safe
-// for concurrent use; each Run has a backoff of its own.
+// Runner runs transactions with retries and counts them; safe for
+// concurrent use.
 type Runner[Tx any] struct {
 	ops       Ops[Tx]
 	name      string
@@ -108,15 +99,11 @@ func New[Tx any](ops Ops[Tx], s Settings) *Runner[Tx] {
 	return r
 }
 
-// Run runs fn in a transaction and commits it. A try that fails with a
-// retryable error (Settings.Retryable, or ErrRetry) at Begin, in fn or at
-// Commit is rolled back and, after a backoff, run again. Only ctx ends the
-// retries: a transaction that keeps colliding is still worth finishing, and
-// the caller decides how long it may take.
-//
-// fn's errors come back as they are; Run's own are prefixed with the
-// Runner's name and wrap the database's. When ctx ends between tries the
-// error wraps both ctx.Err() and the last try's failure.
+// Run runs fn in a transaction and commits it; a retryable failure at
+// Begin, in fn or at Commit is rolled back and rerun after a backoff. Only
+// ctx ends the retries. fn's errors come back as is; Run's own are
+// prefixed with the Runner's name. When ctx ends between tries the error
+// wraps ctx.Err() and the last failure.
 func (r *Runner[Tx]) Run(ctx context.Context, fn func(tx Tx) error) error {
 	var b *backoff.Backoff // made at the first retry: most transactions need none
 	for {
@@ -137,8 +124,7 @@ func (r *Runner[Tx]) Run(ctx context.Context, fn func(tx Tx) error) error {
 	}
 }
 
-// Get runs fn as r.Run does and returns the value of the try that
-// committed; on an error, the zero value.
+// Get runs fn as Run does and returns the committed try's value.
 func Get[T, Tx any](ctx context.Context, r *Runner[Tx], fn func(tx Tx) (T, error)) (T, error) {
 	var v T
 	err := r.Run(ctx, func(tx Tx) error {
@@ -153,8 +139,8 @@ func Get[T, Tx any](ctx context.Context, r *Runner[Tx], fn func(tx Tx) (T, error
 	return v, nil
 }
 
-// try runs fn in one transaction, rolled back unless it commits (a panic
-// of fn included).
+// try runs fn in one transaction, rolled back unless committed (panics
+// too).
 func (r *Runner[Tx]) try(ctx context.Context, fn func(tx Tx) error) error {
 	tx, err := r.ops.Begin(ctx)
 	if err != nil {
@@ -187,6 +173,5 @@ func HasCode[E error, C comparable](err error, code func(E) C, codes ...C) bool 
 	return errors.As(err, &e) && slices.Contains(codes, code(e))
 }
 
-// Retries returns how many tries failed with a retryable error since the
-// Runner was made.
+// Retries counts tries failed with a retryable error.
 func (r *Runner[Tx]) Retries() int64 { return r.retries.Load() }
