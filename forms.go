@@ -9,15 +9,13 @@ import (
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-// NamespaceWidth is the width, in bits, of the text forms of a namespace's
-// IDs: its counter runs up to 2^63 - 1, and its Snowflake fallback IDs take
-// the same width so that a namespace's strings all order as their numbers.
+// NamespaceWidth is the bit width of a namespace's ID forms (its counter
+// and its fallback IDs), so all its strings order as their numbers.
 const NamespaceWidth = 63
 
-// Encoding is how a transport writes the IDs of one answer: a form and the
-// width its fixed-width forms pad to. The zero Format means that neither
-// the request nor the namespace's setting named a form: IDs are written in
-// decimal, and a transport that carries IDs as numbers adds no text.
+// Encoding is how a transport writes one answer's IDs: a form and its
+// padding width. The zero Format means none was named: decimal, and no
+// text where IDs travel as numbers.
 type Encoding struct {
 	Format snowflake.Format
 	Width  int
@@ -39,9 +37,8 @@ func (e Encoding) String(id int64) string {
 	return snowflake.EncodeID(snowflake.ID(id), e.Format, e.Width)
 }
 
-// ParseFormat returns the format called name ("" for none named), or an
-// Invalid *Error naming the formats there are. Every transport reads a
-// format's name through it.
+// ParseFormat returns the format called name ("" for none), or an Invalid
+// *Error listing the formats; every transport uses it.
 func ParseFormat(name string) (snowflake.Format, error) {
 	f, err := snowflake.ParseFormat(name)
 	if err != nil {
@@ -57,8 +54,7 @@ func truncateDetail(s string) string {
 	return s
 }
 
-// checkFormats checks Settings.Formats: keys are "" or namespace names,
-// values name a form.
+// checkFormats checks Settings.Formats' keys and values.
 func checkFormats(m map[string]snowflake.Format) error {
 	for ns, f := range m {
 		if ns != "" {
@@ -73,9 +69,8 @@ func checkFormats(m map[string]snowflake.Format) error {
 	return nil
 }
 
-// Encoding returns how to write the IDs of req: req.Format, else the
-// namespace's setting (Settings.Formats; "" for Snowflake IDs), at the
-// layout's width for Snowflake IDs and NamespaceWidth for a namespace's.
+// Encoding returns how to write req's IDs: req.Format, else the
+// namespace's setting, at the layout's width or NamespaceWidth.
 func (s *Service) Encoding(req DrawRequest) Encoding {
 	f := req.Format
 	if f == snowflake.FormatAny && s.formats != nil {
@@ -87,10 +82,9 @@ func (s *Service) Encoding(req DrawRequest) Encoding {
 	return Encoding{Format: f, Width: NamespaceWidth}
 }
 
-// DecodeText reads text as a Snowflake ID of the node's layout, in form f
-// (snowflake.FormatAny: any form, see snowflake.DecodeID), and returns it
-// with its parts, charged to caller as one ID. Text that is no ID of the
-// layout's width is Invalid.
+// DecodeText reads text as a Snowflake ID of the node's layout in form f
+// (FormatAny: any) and returns it with its parts, charged as one ID; text
+// that is no ID of the layout is Invalid.
 func (s *Service) DecodeText(caller Caller, text string, f snowflake.Format) (snowflake.ID, snowflake.Parts, error) {
 	if err := s.Charge(caller); err != nil {
 		return 0, snowflake.Parts{}, err
@@ -103,8 +97,7 @@ func (s *Service) DecodeText(caller Caller, text string, f snowflake.Format) (sn
 	return id, l.Decompose(id), nil
 }
 
-// Forms returns id in every form at the layout's width: decimal, base32,
-// base62 and hex.
+// Forms returns id in every form at the layout's width.
 func (s *Service) Forms(id snowflake.ID) [4]string {
 	w := s.snowflakes.Layout().Width()
 	return [4]string{
@@ -123,9 +116,8 @@ type Composed struct {
 	First, Last snowflake.ID
 }
 
-// Compose returns the smallest and largest Snowflake ID of the millisecond
-// of t under the node's layout (snowflake.Layout.Bounds), charged to caller
-// as one ID. A t outside the layout's range is Invalid.
+// Compose returns the smallest and largest ID of t's millisecond
+// (Layout.Bounds), charged as one ID; t out of range is Invalid.
 func (s *Service) Compose(caller Caller, t time.Time) (Composed, error) {
 	if err := s.Charge(caller); err != nil {
 		return Composed{}, err
@@ -137,9 +129,8 @@ func (s *Service) Compose(caller Caller, t time.Time) (Composed, error) {
 	return Composed{Time: time.UnixMilli(t.UnixMilli()).UTC(), First: first, Last: last}, nil
 }
 
-// FormatNumber returns the format numbered n, as the proto's IdFormat
-// numbers them (0 none named, 1 decimal, 2 base32, 3 base62, 4 hex), or an
-// Invalid *Error for a number that names none.
+// FormatNumber returns the format of proto IdFormat number n (0 none, 1
+// decimal, 2 base32, 3 base62, 4 hex), or an Invalid *Error.
 func FormatNumber(n int32) (snowflake.Format, error) {
 	if n < int32(snowflake.FormatAny) || n > int32(snowflake.FormatHex) {
 		return 0, Errorf(Invalid, "format %d is none of %s", n, snowflake.FormatNames)

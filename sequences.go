@@ -10,20 +10,16 @@ import (
 	"github.com/idgen-project/idgen/allocator/sequence"
 )
 
-// Sequences is the core of the sequence API (docs/sequences.md) for every
-// transport: what each call needs, how much it is charged, and what every
-// refusal means. Scopes are those of namespaces: creating a sequence and
-// reading its ledger take the admin scope (the transport authorizes it,
-// as for /admin/); reserving, confirming and voiding take the ids scope,
-// and a reservation belongs to the token name that made it. Every
-// reservation is charged its count to the caller's rate limit, like IDs.
+// Sequences is the sequence API's core (docs/sequences.md) for every
+// transport. Creating and reading the ledger take the admin scope;
+// reserving, confirming and voiding the ids scope, a reservation belonging
+// to its token. Reservations are charged their count, like IDs.
 type Sequences struct {
 	svc *sequence.Service
 	ids *Service // the rate limiter
 }
 
-// NewSequences returns the core of the sequence API over svc, charging the
-// rate limit of ids.
+// NewSequences returns the sequence core over svc, charging ids's limit.
 func NewSequences(svc *sequence.Service, ids *Service) *Sequences {
 	return &Sequences{svc: svc, ids: ids}
 }
@@ -31,8 +27,7 @@ func NewSequences(svc *sequence.Service, ids *Service) *Sequences {
 // MaxCount returns the cap of one reservation.
 func (s *Sequences) MaxCount() int { return s.svc.MaxCount() }
 
-// Create creates seq; an invalid one is refused before anything is
-// written.
+// Create creates seq, refusing an invalid one before writing.
 func (s *Sequences) Create(ctx context.Context, seq sequence.Sequence) (sequence.Sequence, error) {
 	created, err := s.svc.Create(ctx, seq)
 	if err != nil {
@@ -62,8 +57,8 @@ func (s *Sequences) List(ctx context.Context) ([]sequence.Sequence, error) {
 	return all, nil
 }
 
-// Status returns the current period, last number and open reservations of
-// sequence name, at store time.
+// Status returns sequence name's current period, last number and open
+// reservations, at store time.
 func (s *Sequences) Status(ctx context.Context, name string) (sequence.Status, error) {
 	if err := validSequenceName(name); err != nil {
 		return sequence.Status{}, err
@@ -75,9 +70,8 @@ func (s *Sequences) Status(ctx context.Context, name string) (sequence.Status, e
 	return st, nil
 }
 
-// Reserve reserves count numbers of sequence name for caller, after
-// charging count to its rate limit. A count outside 1..MaxCount is
-// refused before anything is charged or reserved.
+// Reserve reserves count numbers for caller after charging the rate
+// limit; a count outside 1..MaxCount is refused first.
 func (s *Sequences) Reserve(ctx context.Context, caller Caller, name string, count int) (sequence.Reservation, error) {
 	if err := validSequenceName(name); err != nil {
 		return sequence.Reservation{}, err
@@ -150,12 +144,9 @@ func validSequenceName(name string) error {
 	return nil
 }
 
-// SequenceError returns what a transport answers for err from a call on
-// sequence name ("" for none): the codes of the table, with a detail in
-// idgen's words. A reservation of another caller is Forbidden; an expired
-// or settled one a Conflict (its state forbids the call, and no retry
-// changes it); a period whose counter would pass the format's width
-// NamespaceExhausted (a sequence is a kind of namespace).
+// SequenceError returns what a transport answers for err on sequence name:
+// another caller's reservation is Forbidden, an expired or settled one
+// Conflict, a counter past the format's width NamespaceExhausted.
 func SequenceError(err error, name string) *Error {
 	var e *Error
 	if errors.As(err, &e) {

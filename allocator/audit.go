@@ -7,21 +7,17 @@ import (
 	"strings"
 )
 
-// Block says how many IDs a holder issued under one lease since it last
-// reported, and the span of timestamps (Unix ms) those IDs lie in: every
-// one of them has FromMS <= timestamp <= ToMS. Keepers report it with
-// their heartbeats, their release and the lost event for the audit trail
-// (package audit); the stores ignore it. The zero Block reports nothing.
+// Block is how many IDs a holder issued under a lease since its last
+// report and their timestamp span [FromMS, ToMS] (Unix ms), for the audit
+// trail; stores ignore it. The zero Block reports nothing.
 type Block struct {
 	Count  int64
 	FromMS int64
 	ToMS   int64
 }
 
-// ClaimFloor returns the first timestamp (Unix ms) the holder of a claim
-// may use, read from the detail of the claim's event (ClaimEvent): one
-// above the previous ceiling it names. ok is false for a detail that names
-// none (an event of another kind, or one written by hand).
+// ClaimFloor returns the first timestamp a claim's holder may use, from
+// the claim event's detail (ClaimEvent); false if it names no ceiling.
 func ClaimFloor(detail string) (floorMS int64, ok bool) {
 	const marker = "previous ceiling "
 	i := strings.LastIndex(detail, marker)
@@ -39,10 +35,8 @@ func ClaimFloor(detail string) (floorMS int64, ok bool) {
 	return prev + 1, true
 }
 
-// Validate reports a block no holder of a layout issuing perMS IDs per
-// millisecond can have issued: a negative count, a span that is empty or
-// starts at or before 0, or more IDs than the span's milliseconds hold.
-// The zero Block is valid.
+// Validate reports a block no holder issuing perMS IDs per millisecond can
+// have issued: negative count, bad span, or too many IDs. Zero is valid.
 func (b Block) Validate(perMS int64) error {
 	switch {
 	case b == Block{}:

@@ -15,9 +15,8 @@ import (
 // ProblemTypeBase prefixes the code to form a problem's "type" URI.
 const ProblemTypeBase = "https://idgen.dev/problems/"
 
-// Problem is the body of every error answer: an application/problem+json
-// document (RFC 9457) with idgen's code; its row of idgen.Codes gives the
-// status, title and Retry-After.
+// Problem is every error answer's body: RFC 9457 problem+json with idgen's
+// code, whose row gives status, title and Retry-After.
 type Problem struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
@@ -57,9 +56,8 @@ func writeProblem(w http.ResponseWriter, r *http.Request, e *idgen.Error) {
 	}
 }
 
-// handleError is the echo HTTPErrorHandler: every error leaves as a
-// problem. Internal errors are logged with their cause; a refusal with a
-// cause its detail leaves out (the store's words), at debug level.
+// handleError is echo's error handler: every error leaves as a problem.
+// Internal causes are logged; refusals' hidden causes at debug level.
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return

@@ -43,9 +43,8 @@ func requestIDOf(c echo.Context) string {
 	return ""
 }
 
-// logContext returns the context to log a line of the request with: its
-// own when it carries its caller (requireScope), else one made for the
-// line, with the request ID.
+// logContext returns the request's context if it carries its caller, else
+// one made for the line, with the request ID.
 func (s *Server) logContext(c echo.Context) context.Context {
 	ctx := c.Request().Context()
 	if _, ok := ctx.Value(callerKey{}).(idgen.Caller); ok {

@@ -1,7 +1,5 @@
-// Package periodic runs the node's background loops (the history sampler,
-// the tokens reloader, the lease events pruner, the etcd history
-// compactor, the database space sampler, the test clock's watcher), each
-// a Loop that its owner starts, stops and waits for.
+// Package periodic runs the node's background loops (samplers, reloaders,
+// pruners), each a Loop its owner starts, stops and waits for.
 package periodic
 
 import (
@@ -16,9 +14,8 @@ type Loop struct {
 	done   chan struct{} // closed when the goroutine has returned
 }
 
-// Start starts a Loop that calls run after first, then interval after each
-// call returns, so calls never overlap and a slow one puts the next off.
-// Stop cancels the ctx run gets.
+// Start starts a Loop calling run after first, then interval after each
+// call returns (never overlapping). Stop cancels run's ctx.
 func Start(first, interval time.Duration, run func(ctx context.Context)) *Loop {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &Loop{cancel: cancel, done: make(chan struct{})}
@@ -41,15 +38,13 @@ func (l *Loop) loop(ctx context.Context, first, interval time.Duration, run func
 	}
 }
 
-// Stop stops the loop and waits for its goroutine; calling it again
-// returns at once.
+// Stop stops the loop and waits for it; again returns at once.
 func (l *Loop) Stop() {
 	l.cancel()
 	<-l.done
 }
 
-// StopWithin is Stop with the wait bounded by ctx, whose error it returns
-// if the goroutine has not returned by then.
+// StopWithin is Stop with the wait bounded by ctx, returning its error.
 func (l *Loop) StopWithin(ctx context.Context) error {
 	l.cancel()
 	select {

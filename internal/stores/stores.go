@@ -35,9 +35,8 @@ type Store interface {
 // for an unknown scheme.
 func Dialect(dsn string) string { return string(dburl.DialectOf(dsn)) }
 
-// Open opens the store dsn names. Its errors never contain the password:
-// ErrUnknownScheme, or dburl.ErrNotEncoded (without the DSN) for one whose
-// user information a driver could split elsewhere than idgen (dburl.Check).
+// Open opens the store dsn names; errors never contain the password
+// (ErrUnknownScheme, or dburl.ErrNotEncoded per dburl.Check).
 func Open(ctx context.Context, dsn string) (Store, error) {
 	if err := dburl.Check(dsn); err != nil {
 		return nil, fmt.Errorf("invalid DSN (not shown): %w", err)
