@@ -271,16 +271,17 @@ type LeaseAdmin interface {
 	// ListLeaseEvents returns up to f.Limit events f selects, oldest first.
 	ListLeaseEvents(ctx context.Context, f LeaseEventFilter) ([]LeaseEvent, error)
 
-	// PruneLeaseEvents deletes events before before (store time) in batches,
-	// one transaction each so no lock is held long, and returns the count.
+	// PruneLeaseEvents deletes events before before (store time; zero
+	// deletes nothing) in batches, one transaction each so no lock is held
+	// long, and returns the count.
 	PruneLeaseEvents(ctx context.Context, before time.Time) (int64, error)
 
 	// Evict takes req.Key's lease: fencing_version + 1, holder, owner and
 	// secret NULL, expires_at = store time, ceiling unchanged (the holder may
 	// still issue up to it; the next holder starts above it). It records an
-	// EventEvict and returns the row. A free or missing row returns
-	// ErrLeaseNotHeld, a stale req.FencingVersion ErrLeaseLost; either way
-	// nothing changes.
+	// EventEvict and returns the row. A free or missing row (an expired
+	// one is held) returns ErrLeaseNotHeld, a stale req.FencingVersion
+	// ErrLeaseLost; either way nothing changes.
 	Evict(ctx context.Context, req EvictRequest) (Lease, error)
 }
 
