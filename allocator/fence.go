@@ -185,8 +185,8 @@ type NodeMark struct {
 // ceiling, counter, or a namespace missing. A missing worker row counts
 // as s.CeilingMS. A mark of another store returns nil (start a fresh one).
 //
-// It cannot catch a sufficiently fenced restore (as it should), a restore
-// behind a node with no mark, or other nodes' lost commits.
+// A restore fenced enough passes, as it should; a restore behind a node
+// with no mark, or other nodes' lost commits, go unseen.
 func (m NodeMark) Check(s StoreMark) error {
 	if m.StoreID == "" || m.StoreID != s.StoreID {
 		return nil
