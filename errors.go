@@ -34,10 +34,11 @@ const (
 	MethodNotAllowed Code = "method_not_allowed"
 	// Conflict is a request conflicting with what exists (a namespace).
 	Conflict Code = "conflict"
-	// NamespaceExhausted: fewer IDs left below the limit than asked; no
-	// retry anywhere helps.
+	// NamespaceExhausted is a namespace with fewer IDs left below its limit
+	// than asked for; no retry, on any node, helps.
 	NamespaceExhausted Code = "namespace_exhausted"
-	// NoWorkerAvailable: every worker ID of the pool is held.
+	// NoWorkerAvailable: every worker ID of the pool is held until a lease
+	// expires or is released.
 	NoWorkerAvailable Code = "no_worker_available"
 	// LeaseLost: the lease is no longer the caller's at that version; the
 	// holder must stop issuing and acquire afresh.
@@ -46,7 +47,8 @@ const (
 	LeaseNotHeld Code = "lease_not_held"
 	// TooLarge is a request body or message above the limit.
 	TooLarge Code = "too_large"
-	// InvalidRelease: a release timestamp outside the lease; unchanged.
+	// InvalidRelease is a release whose last timestamp lies outside the
+	// lease's floor and ceiling; the lease is unchanged.
 	InvalidRelease Code = "invalid_release"
 	// TooMany is a caller over its rate, or over its share of leases.
 	TooMany Code = "too_many"

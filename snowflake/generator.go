@@ -424,10 +424,10 @@ func (g *Generator) yieldAtCap(nowNS int64) (d time.Duration, wait bool) {
 // end gives the first its turn, and a caller given its turn passes it on to
 // the next when it leaves reserve, with IDs or with an error. A caller given
 // its turn that finds the millisecond used up sleeps again instead, and the
-// next sleep's end goes on with the queue. So at the cap a millisecond wakes
-// about as many callers as it serves, not every caller that waits: with 64
-// callers of Next, waking all of them after each sleep cost about a quarter
-// of the CPU of issuing (docs/benchmarks.md, "one turn at a time").
+// next sleep's end goes on with the queue. So callers are served in the
+// order they came, and at the cap a millisecond wakes about as many callers
+// as it serves rather than every caller waiting (docs/benchmarks.md, "one
+// turn at a time").
 //
 // It starts no goroutine: the sleeper is whichever caller came first. The
 // path that issues without waiting never touches it.
