@@ -322,7 +322,6 @@ func (g *Generator) take(want int64) (ts, seq, got int64, d time.Duration, wait 
 				nowNS = g.clock.Now().UnixNano()
 			}
 		}
-		lost = false
 		nowMS := nowNS / 1e6
 		now := nowMS - g.epochMS
 		f := g.fence.Load()
