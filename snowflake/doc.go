@@ -17,8 +17,8 @@
 // A Generator is safe for concurrent use and every ID exceeds the one
 // before. When a millisecond's sequence runs out, one caller sleeps to the
 // next millisecond and the others (and, right after, callers losing the
-// state race) wait for it, so at the cap one core issues while the others
-// sleep. Issuing without waiting takes no lock and allocates nothing. A
+// state race) queue behind it and are woken one at a time, in the order
+// they came, so at the cap one core issues while the others sleep. Issuing without waiting takes no lock and allocates nothing. A
 // clock step back up to Settings.MaxBackwardWait (10 ms) is waited out; a
 // larger one makes Next return a *RefusalError wrapping ErrClockBackward.
 //
