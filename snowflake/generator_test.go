@@ -556,9 +556,9 @@ func TestQueuedCallersTakeTurns(t *testing.T) {
 func TestTurnPassedOnWhenItsHolderPanics(t *testing.T) {
 	l := Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 15, SequenceBits: 2, Epoch: DefaultEpoch}
 	clk := newFakeClock(t0)
-	var panicked atomic.Bool
+	var armed atomic.Bool // the next check panics, once
 	check := func() error {
-		if panicked.CompareAndSwap(false, true) {
+		if armed.CompareAndSwap(true, false) {
 			panic("fence check")
 		}
 		return nil
@@ -568,7 +568,6 @@ func TestTurnPassedOnWhenItsHolderPanics(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.SetFence(Fence{Check: check})
-	panicked.Store(true) // not yet
 	// A sleep under way, as a caller that found the sequence used up would
 	// hold it; two callers queue behind it.
 	g.wait.mu.Lock()
@@ -595,7 +594,7 @@ func TestTurnPassedOnWhenItsHolderPanics(t *testing.T) {
 		return len(g.wait.queue) == 2
 	})
 	clk.Advance(time.Millisecond)
-	panicked.Store(false) // the next check panics: the first caller's
+	armed.Store(true) // the next check panics: the first caller's
 	g.wait.wake()
 	if r := <-recovered; r != "fence check" {
 		t.Fatalf("the first caller: recovered %v, want the fence check's panic", r)

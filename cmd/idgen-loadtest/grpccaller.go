@@ -149,13 +149,18 @@ func (c *grpcUnaryCaller) call(ctx context.Context, ids *runSet) outcome {
 		kind, noAnswer := grpcKind(err)
 		return outcome{kind: kind, err: err, noAnswer: noAnswer}
 	}
-	got := res.Msg.GetIds()
-	if c.collect {
+	return unaryOutcome(res.Msg.GetIds(), c.want, c.collect, ids)
+}
+
+// unaryOutcome is the outcome of a NextIds answer of got IDs, asked for
+// want, which it adds to ids when collect is set.
+func unaryOutcome(got []int64, want int, collect bool, ids *runSet) outcome {
+	if collect {
 		for _, id := range got {
 			ids.add(id)
 		}
 	}
-	if len(got) < c.want {
+	if len(got) < want {
 		return outcome{n: len(got), kind: "short", err: errShort}
 	}
 	return outcome{n: len(got)}

@@ -62,16 +62,7 @@ func (c *grpcGoUnaryCaller) call(ctx context.Context, ids *runSet) outcome {
 		kind, noAnswer := grpcGoKind(err)
 		return outcome{kind: kind, err: err, noAnswer: noAnswer}
 	}
-	got := res.GetIds()
-	if c.collect {
-		for _, id := range got {
-			ids.add(id)
-		}
-	}
-	if len(got) < c.want {
-		return outcome{n: len(got), kind: "short", err: errShort}
-	}
-	return outcome{n: len(got)}
+	return unaryOutcome(res.GetIds(), c.want, c.collect, ids)
 }
 
 func (c *grpcGoUnaryCaller) close() {
