@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/internal/testserver"
 )
 
 // remoteBlocks stands for a lease store reached over a network (the lease
@@ -53,7 +53,7 @@ func (r *remoteBlocks) Release(ctx context.Context, req allocator.ReleaseRequest
 // store add up to every ID the keeper issued. (Close used to cancel it:
 // TestChaosAuditOutage saw a generator's block of 9,600 IDs go missing.)
 func TestCloseLetsAHeartbeatInFlightFinish(t *testing.T) {
-	store := &remoteBlocks{LeaseStore: teststore.Open(t, "sqlite"), delay: 300 * time.Millisecond, started: make(chan struct{}, 1)}
+	store := &remoteBlocks{LeaseStore: testserver.OpenStore(t, "sqlite"), delay: 300 * time.Millisecond, started: make(chan struct{}, 1)}
 	k, err := allocator.NewKeeper(store, allocator.KeeperSettings{Holder: "closing", WorkerIDs: pool(0, 0),
 		TTL: 3 * time.Second, Heartbeat: 500 * time.Millisecond})
 	if err != nil {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/allocator/storetest"
-	"github.com/idgen-project/idgen/internal/teststore"
-	"github.com/idgen-project/idgen/internal/testtime"
+	"github.com/idgen-project/idgen/internal/testkit"
+	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -92,7 +92,7 @@ func pool(lo, hi int64) *allocator.WorkerRange { return &allocator.WorkerRange{M
 
 // forEachDialect runs f on every store, etcd included.
 func forEachDialect(t *testing.T, f func(t *testing.T, dialect string)) {
-	for _, d := range teststore.StoreDialects {
+	for _, d := range testserver.StoreDialects {
 		t.Run(d, func(t *testing.T) { f(t, d) })
 	}
 }
@@ -136,7 +136,7 @@ func TestKeeperRace(t *testing.T) {
 		// at once); every round checks the invariants.
 		const rounds = 5
 		for round := 1; round <= rounds; round++ {
-			store := teststore.Open(t, dialect)
+			store := testserver.OpenStore(t, dialect)
 			keeperRace(t, store)
 			r, ok := store.(interface{ SerializationRetries() int64 })
 			if !ok || dialect == "sqlite" {
@@ -189,7 +189,7 @@ func keeperRace(t *testing.T, store allocator.Store) {
 			}
 			return n
 		}
-		testtime.WaitFor(t, 30*time.Second, "8 keepers to hold a lease", func() bool { return ready() == workers })
+		testkit.WaitFor(t, 30*time.Second, "8 keepers to hold a lease", func() bool { return ready() == workers })
 		// Give the others time to try again; still exactly 8.
 		time.Sleep(300 * time.Millisecond)
 		if got := ready(); got != workers {
@@ -242,12 +242,12 @@ func keeperRace(t *testing.T, store allocator.Store) {
 // heartbeat matches no row and it issues nothing more.
 func TestKeeperTakeover(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, dialect string) {
-		store := teststore.Open(t, dialect)
+		store := testserver.OpenStore(t, dialect)
 		ctx := context.Background()
 		const ttl = 2 * time.Second
 		fa := &faultStore{LeaseStore: store}
 		a := mustKeeper(t, fa, allocator.KeeperSettings{WorkerIDs: pool(3, 3), TTL: ttl, Holder: "node-a"})
-		testtime.WaitFor(t, 10*time.Second, "node-a to be ready", func() bool { return a.Ready() == nil })
+		testkit.WaitFor(t, 10*time.Second, "node-a to be ready", func() bool { return a.Ready() == nil })
 
 		var aIDs []snowflake.ID
 		var aLast time.Time // wall time of node-a's last successful Next
@@ -292,7 +292,7 @@ func TestKeeperTakeover(t *testing.T) {
 		}
 
 		b := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(3, 3), TTL: ttl, Holder: "node-b"})
-		testtime.WaitFor(t, 10*time.Second, "node-b to take worker 3 over", func() bool { return b.Ready() == nil })
+		testkit.WaitFor(t, 10*time.Second, "node-b to take worker 3 over", func() bool { return b.Ready() == nil })
 		bst := b.Status()
 		if bst.Lease.FencingVersion <= aLease.FencingVersion {
 			t.Errorf("node-b fencing version %d, want above node-a's %d", bst.Lease.FencingVersion, aLease.FencingVersion)
@@ -313,7 +313,7 @@ func TestKeeperTakeover(t *testing.T) {
 
 		// node-a reaches the database again: its heartbeat matches no row.
 		fa.blackhole.Store(false)
-		testtime.WaitFor(t, 10*time.Second, "node-a to notice the loss", func() bool { return a.Status().Lost > 0 })
+		testkit.WaitFor(t, 10*time.Second, "node-a to notice the loss", func() bool { return a.Status().Lost > 0 })
 		for range 50 {
 			if id, err := a.Next(); err == nil {
 				t.Fatalf("node-a issued %d after losing its lease", id)
@@ -343,7 +343,7 @@ func TestKeeperTakeover(t *testing.T) {
 // exhausted for good and no ID repeats across the runs.
 func TestKeeperRestarts(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, dialect string) {
-		store := teststore.Open(t, dialect)
+		store := testserver.OpenStore(t, dialect)
 		ctx := context.Background()
 		seen := map[int64]int{}
 		for run := range 100 {
@@ -357,7 +357,7 @@ func TestKeeperRestarts(t *testing.T) {
 			if err := k.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
-			testtime.WaitFor(t, 15*time.Second, fmt.Sprintf("run %d to be ready", run), func() bool { return k.Ready() == nil })
+			testkit.WaitFor(t, 15*time.Second, fmt.Sprintf("run %d to be ready", run), func() bool { return k.Ready() == nil })
 			ids, _, err := k.NextSnowflakesFenced(nil, 50)
 			if err != nil {
 				t.Fatalf("run %d: NextSnowflakesFenced: %v", run, err)
@@ -392,10 +392,10 @@ func TestKeeperRestarts(t *testing.T) {
 // below the clock, releasing the old one.
 func TestKeeperClockSteppedBack(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, dialect string) {
-		store := teststore.Open(t, dialect)
+		store := testserver.OpenStore(t, dialect)
 		clock := snowflake.NewShiftedClock(nil, 0)
 		k := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(0, 1), TTL: 3 * time.Second, Clock: clock})
-		testtime.WaitFor(t, 10*time.Second, "ready", func() bool { return k.Ready() == nil })
+		testkit.WaitFor(t, 10*time.Second, "ready", func() bool { return k.Ready() == nil })
 		before, _, err := k.NextSnowflakesFenced(nil, 10)
 		if err != nil {
 			t.Fatal(err)
@@ -406,7 +406,7 @@ func TestKeeperClockSteppedBack(t *testing.T) {
 		if _, err := k.Next(); !errors.Is(err, snowflake.ErrClockBackward) {
 			t.Fatalf("Next after the step: got %v, want ErrClockBackward", err)
 		}
-		testtime.WaitFor(t, 10*time.Second, "a move to another worker ID", func() bool {
+		testkit.WaitFor(t, 10*time.Second, "a move to another worker ID", func() bool {
 			return k.Ready() == nil && k.Status().Lease.WorkerID != first
 		})
 		after, _, err := k.NextSnowflakesFenced(nil, 10)
@@ -419,7 +419,7 @@ func TestKeeperClockSteppedBack(t *testing.T) {
 			}
 		}
 		// The new worker ID is published before the old one is released.
-		testtime.WaitFor(t, 10*time.Second, fmt.Sprintf("worker %d to be released", first), func() bool {
+		testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("worker %d to be released", first), func() bool {
 			leases, err := store.ListLeases(context.Background())
 			if err != nil {
 				t.Fatal(err)
@@ -438,9 +438,9 @@ func TestKeeperClockSteppedBack(t *testing.T) {
 // ready and keeps trying; once one is released it becomes ready.
 func TestKeeperPoolFull(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, dialect string) {
-		store := teststore.Open(t, dialect)
+		store := testserver.OpenStore(t, dialect)
 		a := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(0, 0), TTL: 10 * time.Second, Holder: "a"})
-		testtime.WaitFor(t, 10*time.Second, "a ready", func() bool { return a.Ready() == nil })
+		testkit.WaitFor(t, 10*time.Second, "a ready", func() bool { return a.Ready() == nil })
 		b := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(0, 0), TTL: 10 * time.Second, Holder: "b"})
 		time.Sleep(500 * time.Millisecond)
 		if err := b.Ready(); !errors.Is(err, allocator.ErrNoLease) {
@@ -452,7 +452,7 @@ func TestKeeperPoolFull(t *testing.T) {
 		if err := a.Close(context.Background()); err != nil {
 			t.Fatalf("a.Close: %v", err)
 		}
-		testtime.WaitFor(t, 15*time.Second, "b ready after a released", func() bool { return b.Ready() == nil })
+		testkit.WaitFor(t, 15*time.Second, "b ready after a released", func() bool { return b.Ready() == nil })
 		if _, err := b.Next(); err != nil {
 			t.Fatalf("b.Next: %v", err)
 		}
@@ -463,10 +463,10 @@ func TestKeeperPoolFull(t *testing.T) {
 // than the limit refuses to issue.
 func TestKeeperClockOffset(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, dialect string) {
-		store := teststore.Open(t, dialect)
+		store := testserver.OpenStore(t, dialect)
 		clock := snowflake.NewShiftedClock(nil, 3*time.Second)
 		k := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(0, 3), Clock: clock, MaxClockOffset: time.Second})
-		testtime.WaitFor(t, 10*time.Second, "a lease", func() bool { return k.Status().Held })
+		testkit.WaitFor(t, 10*time.Second, "a lease", func() bool { return k.Status().Held })
 		if _, err := k.Next(); !errors.Is(err, allocator.ErrClockOffset) {
 			t.Fatalf("Next with the clock 3s ahead: got %v, want ErrClockOffset", err)
 		}
@@ -480,7 +480,7 @@ func TestKeeperClockOffset(t *testing.T) {
 // one stored refuses to start and says what differs.
 func TestKeeperLayoutMismatch(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, dialect string) {
-		store := teststore.Open(t, dialect)
+		store := testserver.OpenStore(t, dialect)
 		mustKeeper(t, store, allocator.KeeperSettings{})
 		other := snowflake.DefaultLayout()
 		other.WorkerBits, other.SequenceBits = 6, 11
@@ -504,14 +504,14 @@ func TestKeeperLayoutMismatch(t *testing.T) {
 // TestKeeperClockOffsetKeepsCeiling: while a node's clock is too far from
 // database time, its heartbeats do not push the worker ID's ceiling ahead.
 func TestKeeperClockOffsetKeepsCeiling(t *testing.T) {
-	store := teststore.Open(t, "sqlite")
+	store := testserver.OpenStore(t, "sqlite")
 	clock := snowflake.NewShiftedClock(nil, 0)
 	k := mustKeeper(t, store, allocator.KeeperSettings{
 		WorkerIDs: pool(0, 0), Clock: clock, TTL: time.Second, Heartbeat: 100 * time.Millisecond, MaxClockOffset: time.Second,
 	})
-	testtime.WaitFor(t, 10*time.Second, "ready", func() bool { return k.Ready() == nil })
+	testkit.WaitFor(t, 10*time.Second, "ready", func() bool { return k.Ready() == nil })
 	clock.Shift(time.Hour)
-	testtime.WaitFor(t, 10*time.Second, "the offset to be refused", func() bool { return errors.Is(k.Ready(), allocator.ErrClockOffset) })
+	testkit.WaitFor(t, 10*time.Second, "the offset to be refused", func() bool { return errors.Is(k.Ready(), allocator.ErrClockOffset) })
 	before := k.Status().CeilingMS
 	claims := k.Status().Claims
 	time.Sleep(500 * time.Millisecond) // several heartbeats
@@ -535,9 +535,9 @@ func TestKeeperClockOffsetKeepsCeiling(t *testing.T) {
 // TestKeeperNeverWaitIsReady: with MaxBackwardWait < 0 (never wait out a
 // step back) a keeper whose clock did not move back is ready and issues.
 func TestKeeperNeverWaitIsReady(t *testing.T) {
-	store := teststore.Open(t, "sqlite")
+	store := testserver.OpenStore(t, "sqlite")
 	k := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(0, 0), MaxBackwardWait: -time.Second})
-	testtime.WaitFor(t, 10*time.Second, "a lease", func() bool { return k.Status().Held })
+	testkit.WaitFor(t, 10*time.Second, "a lease", func() bool { return k.Status().Held })
 	if _, _, err := k.NextSnowflakesFenced(nil, 100); err != nil {
 		t.Fatalf("NextSnowflakesFenced: %v", err)
 	}
@@ -552,7 +552,7 @@ func TestKeeperNeverWaitIsReady(t *testing.T) {
 // crashes another node takes the worker ID over within about ttl + offset.
 func TestKeeperClockAheadCeilingBounded(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, dialect string) {
-		store := teststore.Open(t, dialect)
+		store := testserver.OpenStore(t, dialect)
 		ctx := context.Background()
 		const ttl, offset = time.Second, time.Second
 		fa := &faultStore{LeaseStore: store}
@@ -560,7 +560,7 @@ func TestKeeperClockAheadCeilingBounded(t *testing.T) {
 		a := mustKeeper(t, fa, allocator.KeeperSettings{
 			WorkerIDs: pool(0, 0), TTL: ttl, MaxClockOffset: offset, Clock: ahead, Holder: "ahead",
 		})
-		testtime.WaitFor(t, 10*time.Second, "node-ahead to hold a lease", func() bool { return a.Status().Held })
+		testkit.WaitFor(t, 10*time.Second, "node-ahead to hold a lease", func() bool { return a.Status().Held })
 		leases, err := store.ListLeases(ctx)
 		if err != nil || len(leases) != 1 {
 			t.Fatalf("ListLeases: %d rows, %v; want 1", len(leases), err)
@@ -579,7 +579,7 @@ func TestKeeperClockAheadCeilingBounded(t *testing.T) {
 		}
 		crashed := time.Now()
 		b := mustKeeper(t, store, allocator.KeeperSettings{WorkerIDs: pool(0, 0), TTL: ttl, MaxClockOffset: offset, Holder: "b"})
-		testtime.WaitFor(t, ttl+offset+5*time.Second, "node-b to take the worker ID over", func() bool { return b.Ready() == nil })
+		testkit.WaitFor(t, ttl+offset+5*time.Second, "node-b to take the worker ID over", func() bool { return b.Ready() == nil })
 		t.Logf("%s: node-b ready %v after the crash", dialect, time.Since(crashed).Round(time.Millisecond))
 		if _, err := b.Next(); err != nil {
 			t.Errorf("node-b Next: %v", err)

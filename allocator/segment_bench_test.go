@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen-project/idgen/internal/testtime"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // benchSegments returns a Segments on a fake store whose namespace "orders"
@@ -146,7 +146,7 @@ func BenchmarkStrictDrawParallel(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.SetParallelism(32)
-	cpu := testtime.ProcessCPU(b)
+	cpu := testkit.ProcessCPU(b)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		var out Batch
@@ -158,5 +158,5 @@ func BenchmarkStrictDrawParallel(b *testing.B) {
 		}
 	})
 	b.StopTimer()
-	b.ReportMetric(float64(testtime.ProcessCPU(b)-cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(testkit.ProcessCPU(b)-cpu)/float64(b.N), "cpu-ns/op")
 }

@@ -22,8 +22,7 @@ import (
 	"github.com/idgen-project/idgen/allocator/mysql"
 	"github.com/idgen-project/idgen/allocator/postgres"
 	"github.com/idgen-project/idgen/allocator/sqlite"
-	"github.com/idgen-project/idgen/internal/etcdtest"
-	"github.com/idgen-project/idgen/internal/testdb"
+	"github.com/idgen-project/idgen/internal/testkit"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -48,10 +47,10 @@ type segTestStore interface {
 }
 
 var segBackends = []segBackend{
-	{"postgres", testdb.Postgres, func(ctx context.Context, dsn string) (segTestStore, error) { return postgres.Open(ctx, dsn) }, true},
-	{"mysql", testdb.MySQL, func(ctx context.Context, dsn string) (segTestStore, error) { return mysql.Open(ctx, dsn) }, true},
-	{"sqlite", testdb.SQLite, func(ctx context.Context, dsn string) (segTestStore, error) { return sqlite.Open(ctx, dsn) }, false},
-	{"etcd", etcdtest.DSN, func(ctx context.Context, dsn string) (segTestStore, error) { return etcd.Open(ctx, dsn) }, true},
+	{"postgres", testkit.Postgres, func(ctx context.Context, dsn string) (segTestStore, error) { return postgres.Open(ctx, dsn) }, true},
+	{"mysql", testkit.MySQL, func(ctx context.Context, dsn string) (segTestStore, error) { return mysql.Open(ctx, dsn) }, true},
+	{"sqlite", testkit.SQLite, func(ctx context.Context, dsn string) (segTestStore, error) { return sqlite.Open(ctx, dsn) }, false},
+	{"etcd", testkit.EtcdDSN, func(ctx context.Context, dsn string) (segTestStore, error) { return etcd.Open(ctx, dsn) }, true},
 }
 
 // segEnv is a migrated database of its own for one test, and the DSN that

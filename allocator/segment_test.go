@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen-project/idgen/internal/testtime"
+	"github.com/idgen-project/idgen/internal/testkit"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -1361,7 +1361,7 @@ func TestSegmentsCloseWaitsForFetchInFlight(t *testing.T) {
 	waitIdle(t, a, "orders")
 	store.closeGate()
 	mustDraw(t, ctx, a, "orders", 140) // past the threshold: the prefetch starts and waits at the gate
-	testtime.WaitFor(t, 10*time.Second, "the prefetch to start", func() bool { return store.fetchesInFlight() > 0 })
+	testkit.WaitFor(t, 10*time.Second, "the prefetch to start", func() bool { return store.fetchesInFlight() > 0 })
 	closed := make(chan error, 1)
 	go func() { closed <- a.Close(ctx) }()
 	select {

@@ -18,7 +18,6 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/teststore"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -69,7 +68,7 @@ func TestValidate(t *testing.T) {
 		}
 	}
 	// A store given needs no DSN.
-	if err := (app.Config{Store: teststore.Open(t, "sqlite")}).Validate(); err != nil {
+	if err := (app.Config{Store: testserver.OpenStore(t, "sqlite")}).Validate(); err != nil {
 		t.Errorf("Validate with a Store and no DSN: got %v, want nil", err)
 	}
 }
@@ -110,9 +109,9 @@ func waitReady(t *testing.T, base string) {
 // and Close returns the segment tail, releases the lease and closes the
 // store, in that order, after which Serve has returned nil.
 func TestLifecycle(t *testing.T) {
-	for _, dialect := range teststore.Dialects {
+	for _, dialect := range testserver.Dialects {
 		t.Run(dialect, func(t *testing.T) {
-			dsn := teststore.DSN(t, dialect)
+			dsn := testserver.StoreDSN(t, dialect)
 			logs := &testserver.LogBuffer{}
 			a, err := app.Open(context.Background(), app.Config{
 				DSN: dsn, Migrate: true, Listen: "127.0.0.1:0",
@@ -176,7 +175,7 @@ func TestLifecycle(t *testing.T) {
 			}
 
 			// In the database: the lease released, the tail returned.
-			s := teststore.OpenDSN(t, dsn)
+			s := testserver.OpenStoreDSN(t, dsn)
 			leases, err := s.ListLeases(context.Background())
 			if err != nil {
 				t.Fatal(err)
@@ -219,7 +218,7 @@ func TestOpenListensFirst(t *testing.T) {
 		t.Errorf("Open on a taken address touched the database: stat %s: got %v, want not exist", file, err)
 	}
 
-	store := teststore.Open(t, "sqlite")
+	store := testserver.OpenStore(t, "sqlite")
 	a, err = app.Open(context.Background(), app.Config{Store: store, Listen: taken.Addr().String(), Keeper: keeper})
 	if err == nil || a != nil {
 		t.Fatalf("Open on a taken address with a store: got %v, %v; want an error and no App", a, err)
@@ -246,7 +245,7 @@ func TestOpenListensFirst(t *testing.T) {
 // TestOpenRefusesLayout: a database that records another layout is
 // refused with allocator.ErrLayoutMismatch.
 func TestOpenRefusesLayout(t *testing.T) {
-	store := teststore.Open(t, "sqlite")
+	store := testserver.OpenStore(t, "sqlite")
 	if _, err := store.EnsureLayout(context.Background(), snowflake.DefaultLayout()); err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +260,7 @@ func TestOpenRefusesLayout(t *testing.T) {
 // TestCloseBeforeServe: a node closed before it served closes its
 // listener, and Serve then returns ErrClosed; a store given stays open.
 func TestCloseBeforeServe(t *testing.T) {
-	store := teststore.Open(t, "sqlite")
+	store := testserver.OpenStore(t, "sqlite")
 	a, err := app.Open(context.Background(), app.Config{Store: store, Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
@@ -283,7 +282,7 @@ func TestCloseBeforeServe(t *testing.T) {
 // TestClockInjected: the IDs carry Config.Clock's time.
 func TestClockInjected(t *testing.T) {
 	clock := snowflake.NewShiftedClock(nil, 3*time.Second)
-	a, err := app.Open(context.Background(), app.Config{Store: teststore.Open(t, "sqlite"), Listen: "127.0.0.1:0", Clock: clock})
+	a, err := app.Open(context.Background(), app.Config{Store: testserver.OpenStore(t, "sqlite"), Listen: "127.0.0.1:0", Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

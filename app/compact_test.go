@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/idgen-project/idgen/internal/testtime"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // fakeHistory is a historyStore whose revision the test sets.
@@ -45,7 +45,7 @@ func (f *fakeHistory) Prefix() string { return "/idgen/" }
 // revision it noted at least the retention ago, never the ones after, and
 // never the same revision twice.
 func TestCompactorKeepsTheRetention(t *testing.T) {
-	clock := testtime.NewManual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	clock := testkit.NewManual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	store := &fakeHistory{}
 	c := newCompactor(store, 10*time.Second, clock, slog.New(slog.DiscardHandler))
 	if c.interval != time.Second {
@@ -84,7 +84,7 @@ func TestCompactorKeepsTheRetention(t *testing.T) {
 // TestCompactorFailures: a failed read or compaction is counted and logged
 // once per spell, and the next run tries again.
 func TestCompactorFailures(t *testing.T) {
-	clock := testtime.NewManual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	clock := testkit.NewManual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	store := &fakeHistory{rev: 10, compactErr: errors.New("etcdserver: request timed out")}
 	logs := &syncBuffer{}
 	c := newCompactor(store, time.Second, clock, slog.New(slog.NewTextHandler(logs, nil)))

@@ -10,9 +10,8 @@ import (
 	"time"
 
 	"github.com/idgen-project/idgen/app"
+	"github.com/idgen-project/idgen/internal/testkit"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/teststore"
-	"github.com/idgen-project/idgen/internal/testtime"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -23,14 +22,14 @@ func TestHistoryOwned(t *testing.T) {
 	logs := &testserver.LogBuffer{}
 	clock := snowflake.NewShiftedClock(nil, time.Hour)
 	a, err := app.Open(context.Background(), app.Config{
-		Store: teststore.Open(t, "sqlite"), Listen: "127.0.0.1:0", Clock: clock,
+		Store: testserver.OpenStore(t, "sqlite"), Listen: "127.0.0.1:0", Clock: clock,
 		Logger: slog.New(slog.NewTextHandler(logs, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := a.Status().History()
-	testtime.WaitFor(t, waitBound, "a history sample after Open", func() bool { return h.Len() > 0 })
+	testkit.WaitFor(t, waitBound, "a history sample after Open", func() bool { return h.Len() > 0 })
 	// The page's time is the configured clock's, an hour ahead.
 	before := time.Now()
 	rec := httptest.NewRecorder()

@@ -11,7 +11,7 @@ import (
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
-	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/internal/testserver"
 )
 
 func TestValidateLeaseAPI(t *testing.T) {
@@ -57,7 +57,7 @@ func TestLeaseAPIBounds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, err := app.Open(context.Background(), app.Config{
-				Store:    teststore.Open(t, "sqlite"),
+				Store:    testserver.OpenStore(t, "sqlite"),
 				Listen:   "127.0.0.1:0",
 				Tokens:   "caller leases " + idgen.HashSecret(secret),
 				Keeper:   allocator.KeeperSettings{TTL: tc.nodeTTL, MaxClockOffset: 2 * time.Second, WorkerIDs: &allocator.WorkerRange{Min: 0, Max: 0}},

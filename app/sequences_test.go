@@ -8,8 +8,8 @@ import (
 
 	"github.com/idgen-project/idgen/allocator/sequence"
 	"github.com/idgen-project/idgen/app"
-	"github.com/idgen-project/idgen/internal/teststore"
-	"github.com/idgen-project/idgen/internal/testtime"
+	"github.com/idgen-project/idgen/internal/testkit"
+	"github.com/idgen-project/idgen/internal/testserver"
 )
 
 // gathered returns the value of the counter name in a's metrics.
@@ -36,7 +36,7 @@ func gathered(t *testing.T, a *app.App, name string) float64 {
 // reserved past their expiry (at the store's time, moved by the test)
 // with no one reading the ledger, and stops its sweep at Close.
 func TestSequenceSweepExpiresWithoutARead(t *testing.T) {
-	store := teststore.Open(t, "sqlite")
+	store := testserver.OpenStore(t, "sqlite")
 	seqs := store.(interface{ Sequences() sequence.Store }).Sequences()
 	ctx := context.Background()
 	if _, err := seqs.CreateSequence(ctx, sequence.Sequence{Name: "inv", Format: "INV-{seq:04}", TTL: 10 * time.Second}); err != nil {
@@ -63,7 +63,7 @@ func TestSequenceSweepExpiresWithoutARead(t *testing.T) {
 		t.Errorf("before the expiry: %v numbers expired, want 0", got)
 	}
 	store.(sequence.TimeShifter).ShiftTime(11 * time.Second)
-	testtime.WaitFor(t, 10*time.Second, "the node's sweep to expire the 3 numbers", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the node's sweep to expire the 3 numbers", func() bool {
 		return gathered(t, a, "idgen_sequence_expired_total") == 3
 	})
 	if got := gathered(t, a, "idgen_sequence_sweep_errors_total"); got != 0 {
@@ -94,7 +94,7 @@ func TestSequenceSweepExpiresWithoutARead(t *testing.T) {
 
 // TestSequenceExpiryIntervalRefused: a negative interval is refused.
 func TestSequenceExpiryIntervalRefused(t *testing.T) {
-	err := app.Config{Store: teststore.Open(t, "sqlite"), SequenceExpiryInterval: -time.Second}.Validate()
+	err := app.Config{Store: testserver.OpenStore(t, "sqlite"), SequenceExpiryInterval: -time.Second}.Validate()
 	if err == nil || !strings.Contains(err.Error(), "Config.SequenceExpiryInterval") {
 		t.Errorf("got %v, want an error naming Config.SequenceExpiryInterval", err)
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
-	"github.com/idgen-project/idgen/internal/etcdtest"
+	"github.com/idgen-project/idgen/internal/testkit"
 	"github.com/idgen-project/idgen/internal/testserver"
 )
 
@@ -219,7 +219,7 @@ func metricValue(t *testing.T, base, series string) (float64, bool) {
 
 // clusterSpace returns the largest member's backend size and the cluster's
 // alarms, as etcd itself reports them.
-func clusterSpace(t *testing.T, c *etcdtest.Cluster) (int64, []*etcdserverpb.AlarmMember) {
+func clusterSpace(t *testing.T, c *testkit.EtcdCluster) (int64, []*etcdserverpb.AlarmMember) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -244,7 +244,7 @@ func clusterSpace(t *testing.T, c *etcdtest.Cluster) (int64, []*etcdserverpb.Ala
 // throughout, every ID distinct. One member: the load runs fastest there,
 // which leaves the compaction the least time, and the test short.
 func TestEtcdCompactionBoundsSpace(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{Members: 1, Flags: []string{"--quota-backend-bytes", strconv.Itoa(spaceQuota)}})
+	c := testkit.StartEtcd(t, testkit.EtcdOptions{Members: 1, Flags: []string{"--quota-backend-bytes", strconv.Itoa(spaceQuota)}})
 	dsn := c.DSN("/idgen-space/")
 	nodes := []*spaceNode{
 		startSpaceNode(t, dsn, "space-a", 1, time.Second),
@@ -313,7 +313,7 @@ func TestEtcdCompactionBoundsSpace(t *testing.T) {
 // commands (compact, defragment, disarm) the same nodes serve again,
 // without a restart, and no ID was handed out twice in the whole run.
 func TestEtcdNoSpaceAndRecovery(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{Members: etcdtest.Members, Flags: []string{"--quota-backend-bytes", strconv.Itoa(spaceQuota)}})
+	c := testkit.StartEtcd(t, testkit.EtcdOptions{Members: testkit.EtcdMembers, Flags: []string{"--quota-backend-bytes", strconv.Itoa(spaceQuota)}})
 	dsn := c.DSN("/idgen-space/")
 	nodes := []*spaceNode{
 		startSpaceNode(t, dsn, "space-a", 1, app.NoEtcdCompaction),
@@ -406,7 +406,7 @@ func drawSnowflakes(t *testing.T, nodes []*spaceNode, ledger *idLedger) {
 // operatorRecovers runs what docs/operations.md tells an operator to run
 // after NOSPACE: etcdctl compact <current revision>, etcdctl defrag
 // --cluster, etcdctl alarm disarm.
-func operatorRecovers(t *testing.T, c *etcdtest.Cluster) {
+func operatorRecovers(t *testing.T, c *testkit.EtcdCluster) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()

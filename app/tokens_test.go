@@ -18,9 +18,8 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
 	"github.com/idgen-project/idgen/internal/stores"
+	"github.com/idgen-project/idgen/internal/testkit"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/teststore"
-	"github.com/idgen-project/idgen/internal/testtime"
 )
 
 const (
@@ -106,7 +105,7 @@ func TestTokensReload(t *testing.T) {
 
 	// A valid change is picked up.
 	writeFile(t, path, "# alpha is gone\n"+line("beta", betaSecret))
-	testtime.WaitFor(t, waitBound, "beta accepted", func() bool { return idsStatus(t, s.URL, betaSecret) == 200 })
+	testkit.WaitFor(t, waitBound, "beta accepted", func() bool { return idsStatus(t, s.URL, betaSecret) == 200 })
 	if got := idsStatus(t, s.URL, alphaSecret); got != 401 {
 		t.Errorf("alpha after its removal: got %d, want 401", got)
 	}
@@ -117,7 +116,7 @@ func TestTokensReload(t *testing.T) {
 	// A malformed change keeps the tokens in effect, and is logged with
 	// its line, once.
 	writeFile(t, path, line("beta", betaSecret)+line("gamma", gammaSecret)+"delta ids "+rawSecret+"\n")
-	testtime.WaitFor(t, waitBound, "the malformed file counted", func() bool { return metric(t, s.URL, "idgen_tokens_reload_errors_total") == 1 })
+	testkit.WaitFor(t, waitBound, "the malformed file counted", func() bool { return metric(t, s.URL, "idgen_tokens_reload_errors_total") == 1 })
 	if got := idsStatus(t, s.URL, betaSecret); got != 200 {
 		t.Errorf("beta after a malformed change: got %d, want 200", got)
 	}
@@ -146,14 +145,14 @@ func TestTokensReload(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	testtime.WaitFor(t, waitBound, "the missing file counted", func() bool { return metric(t, s.URL, "idgen_tokens_reload_errors_total") == 3 })
+	testkit.WaitFor(t, waitBound, "the missing file counted", func() bool { return metric(t, s.URL, "idgen_tokens_reload_errors_total") == 3 })
 	if got := idsStatus(t, s.URL, betaSecret); got != 200 {
 		t.Errorf("beta with the file gone: got %d, want 200", got)
 	}
 
 	// Fixed: taken.
 	writeFile(t, path, line("beta", betaSecret)+line("gamma", gammaSecret))
-	testtime.WaitFor(t, waitBound, "gamma accepted", func() bool { return idsStatus(t, s.URL, gammaSecret) == 200 })
+	testkit.WaitFor(t, waitBound, "gamma accepted", func() bool { return idsStatus(t, s.URL, gammaSecret) == 200 })
 	if got := metric(t, s.URL, "idgen_tokens"); got != 2 {
 		t.Errorf("idgen_tokens: got %v, want 2", got)
 	}
@@ -258,11 +257,11 @@ func (failingPrune) PruneLeaseEvents(context.Context, time.Time) (int64, error) 
 // prune is counted and changes nothing else; a retention of forever runs
 // no loop.
 func TestLeaseEventsPruned(t *testing.T) {
-	for _, dialect := range teststore.Dialects {
+	for _, dialect := range testserver.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			t.Parallel()
 			logs := &testserver.LogBuffer{}
-			store := teststore.Open(t, dialect)
+			store := testserver.OpenStore(t, dialect)
 			// Another holder's claim and release: two events, besides the
 			// node's own claim.
 			release := testserver.HoldWorker(t, store, 9)
@@ -275,7 +274,7 @@ func TestLeaseEventsPruned(t *testing.T) {
 			})
 			// The count is added once a prune returns, after its deletions
 			// show: wait for the count.
-			testtime.WaitFor(t, waitBound, "three events pruned", func() bool { return metric(t, s.URL, "idgen_lease_events_pruned_total") >= 3 })
+			testkit.WaitFor(t, waitBound, "three events pruned", func() bool { return metric(t, s.URL, "idgen_lease_events_pruned_total") >= 3 })
 			if got := metric(t, s.URL, "idgen_lease_events_pruned_total"); got != 3 {
 				t.Errorf("idgen_lease_events_pruned_total: got %v, want 3", got)
 			}
@@ -289,9 +288,9 @@ func TestLeaseEventsPruned(t *testing.T) {
 		})
 	}
 	t.Run("failing", func(t *testing.T) {
-		store := failingPrune{teststore.Open(t, "sqlite")}
+		store := failingPrune{testserver.OpenStore(t, "sqlite")}
 		s := testserver.MustStart(t, testserver.Options{Store: store, LeaseEventsRetention: time.Millisecond, LeaseEventsPruneInterval: 20 * time.Millisecond})
-		testtime.WaitFor(t, waitBound, "the failure counted", func() bool { return metric(t, s.URL, "idgen_lease_events_prune_errors_total") >= 1 })
+		testkit.WaitFor(t, waitBound, "the failure counted", func() bool { return metric(t, s.URL, "idgen_lease_events_prune_errors_total") >= 1 })
 		if got := idsStatus(t, s.URL, ""); got != 401 && got != 200 {
 			t.Errorf("GET /ids while pruning fails: got %d", got)
 		}

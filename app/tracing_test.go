@@ -16,9 +16,8 @@ import (
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
+	"github.com/idgen-project/idgen/internal/testkit"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/teststore"
-	"github.com/idgen-project/idgen/internal/testtime"
 	"github.com/idgen-project/idgen/internal/tracing"
 )
 
@@ -34,7 +33,7 @@ func TestTracing(t *testing.T) {
 	logs := &testserver.LogBuffer{}
 
 	a, err := app.Open(context.Background(), app.Config{
-		Store:      teststore.Open(t, "sqlite"),
+		Store:      testserver.OpenStore(t, "sqlite"),
 		Listen:     "127.0.0.1:0",
 		AdminToken: "tracing-test-admin-token",
 		Keeper:     allocator.KeeperSettings{Holder: "tracing-test", TTL: time.Second},
@@ -88,7 +87,7 @@ func TestTracing(t *testing.T) {
 		}
 		return out
 	}
-	testtime.WaitFor(t, waitBound, "a heartbeat span", func() bool { return len(find(tracing.SpanHeartbeat)) > 0 })
+	testkit.WaitFor(t, waitBound, "a heartbeat span", func() bool { return len(find(tracing.SpanHeartbeat)) > 0 })
 
 	for _, name := range []string{tracing.SpanClaim, tracing.SpanHeartbeat} {
 		s := find(name)[0]
@@ -149,7 +148,7 @@ func TestTracingOff(t *testing.T) {
 		{"unsupported protocol", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, "tracing: unsupported OTLP protocol"},
 	} {
 		_, err := app.Open(context.Background(), app.Config{
-			Store:   teststore.Open(t, "sqlite"),
+			Store:   testserver.OpenStore(t, "sqlite"),
 			Listen:  "127.0.0.1:0",
 			Tracing: app.TracingConfig{Getenv: func(k string) string { return tc.env[k] }},
 		})

@@ -13,8 +13,8 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/audit"
-	"github.com/idgen-project/idgen/internal/testdb"
-	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/internal/testkit"
+	"github.com/idgen-project/idgen/internal/testserver"
 )
 
 // TestClickHouseEndToEnd: three node keepers and two lease-API holders
@@ -24,7 +24,7 @@ import (
 // once after deduplication, none was dropped, and the block records add
 // up, per holder, to the IDs each holder issued.
 func TestClickHouseEndToEnd(t *testing.T) {
-	server := testdb.ClickHouse(t)
+	server := testkit.ClickHouse(t)
 	var down atomic.Bool
 	proxy := httputil.NewSingleHostReverseProxy(server)
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -50,7 +50,7 @@ func TestClickHouseEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.Start()
-	store := audit.WrapStore(teststore.Open(t, "sqlite"), rec)
+	store := audit.WrapStore(testserver.OpenStore(t, "sqlite"), rec)
 
 	issued := map[string]int64{}
 	var keepers []*allocator.Keeper

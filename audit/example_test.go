@@ -7,14 +7,14 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/audit"
-	"github.com/idgen-project/idgen/internal/testtime"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // A recorder sends to JSON lines. Of three reports of one holder within
 // an interval, the first goes out at once and the other two add up to a
 // second block record, sent at Close.
 func ExampleRecorder() {
-	clock := testtime.NewManual(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
+	clock := testkit.NewManual(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
 	rec, err := audit.New(audit.NewJSONSink(nopCloser{}, "example"), audit.RecorderSettings{Node: "node-a", Clock: clock})
 	if err != nil {
 		fmt.Println(err)

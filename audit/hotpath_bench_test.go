@@ -8,8 +8,8 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/audit"
-	"github.com/idgen-project/idgen/internal/teststore"
-	"github.com/idgen-project/idgen/internal/testtime"
+	"github.com/idgen-project/idgen/internal/testkit"
+	"github.com/idgen-project/idgen/internal/testserver"
 )
 
 // The hot paths of ID issuance with the audit trail off and on, as
@@ -36,7 +36,7 @@ var auditModes = []struct {
 // recorder writing JSON lines to a file when on.
 func benchStore(b *testing.B, on bool) allocator.Store {
 	b.Helper()
-	var store allocator.Store = teststore.Open(b, "sqlite")
+	var store allocator.Store = testserver.OpenStore(b, "sqlite")
 	if !on {
 		return store
 	}
@@ -83,13 +83,13 @@ func BenchmarkAuditKeeperNext(b *testing.B) {
 				}
 			}
 			b.ReportAllocs()
-			cpu0 := testtime.ProcessCPU(b)
+			cpu0 := testkit.ProcessCPU(b)
 			for b.Loop() {
 				if _, err := k.Next(); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(testtime.ProcessCPU(b)-cpu0)/float64(b.N), "CPU-ns/op")
+			b.ReportMetric(float64(testkit.ProcessCPU(b)-cpu0)/float64(b.N), "CPU-ns/op")
 		})
 	}
 }
@@ -123,13 +123,13 @@ func BenchmarkAuditSegmentDraw(b *testing.B) {
 				}
 			}
 			b.ReportAllocs()
-			cpu0 := testtime.ProcessCPU(b)
+			cpu0 := testkit.ProcessCPU(b)
 			for b.Loop() {
 				if err := s.Draw(ctx, "orders", 1, &out); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(testtime.ProcessCPU(b)-cpu0)/float64(b.N), "CPU-ns/op")
+			b.ReportMetric(float64(testkit.ProcessCPU(b)-cpu0)/float64(b.N), "CPU-ns/op")
 		})
 	}
 }

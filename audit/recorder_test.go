@@ -10,7 +10,7 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/audit"
-	"github.com/idgen-project/idgen/internal/testtime"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // fakeSink keeps what it was sent, by event ID, and fails while down.
@@ -146,7 +146,7 @@ func TestRecorderNeverBlocks(t *testing.T) {
 // up; another lease has records of its own.
 func TestRecorderBlocksPerInterval(t *testing.T) {
 	sink := newFakeSink()
-	clock := testtime.NewManual(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
+	clock := testkit.NewManual(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
 	rec, err := audit.New(sink, audit.RecorderSettings{BlockInterval: time.Second, Clock: clock})
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/idgen-project/idgen/allocator/sequence"
 	"github.com/idgen-project/idgen/audit"
-	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/internal/testserver"
 )
 
 // TestSequencesReachTheTrail: reservations, a confirm and a void on a
@@ -115,7 +115,7 @@ func TestSequencePruneReachesTheTrail(t *testing.T) {
 // sink.
 func auditedSequences(t *testing.T) (sequence.TimeShifter, sequence.Store, *audit.Recorder, *fakeSink) {
 	t.Helper()
-	keeper, ok := teststore.Open(t, "sqlite").(interface {
+	keeper, ok := testserver.OpenStore(t, "sqlite").(interface {
 		Sequences() sequence.Store
 		sequence.TimeShifter
 	})

@@ -9,7 +9,7 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/audit"
-	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -28,9 +28,9 @@ func idAt(t *testing.T, l snowflake.Layout, dc, worker, ms int64) int64 {
 // from B's span names B, and an ID of a worker never held, or past the
 // last ceiling, names nobody.
 func TestWhoAcrossATakeover(t *testing.T) {
-	teststore.Parallel(t, teststore.Dialects, func(t *testing.T, dialect string) {
+	testserver.Parallel(t, testserver.Dialects, func(t *testing.T, dialect string) {
 		ctx := context.Background()
-		store := teststore.Open(t, dialect)
+		store := testserver.OpenStore(t, dialect)
 		layout := snowflake.DefaultLayout()
 		claim := func(holder string) allocator.ClaimResult {
 			t.Helper()

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen-project/idgen/internal/testtime"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // The targets idgen's generator is held to at its cap (docs/benchmarks.md):
@@ -164,12 +164,12 @@ func measure(b *testing.B, in impl, goroutines, batch int) {
 	busy0, busyOK := machineBusy() // it allocates: outside the timed part
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := testtime.ProcessCPU(b)
+	cpu0 := testkit.ProcessCPU(b)
 	start := time.Now()
 	close(goC)
 	wg.Wait()
 	elapsed := time.Since(start)
-	cpu := testtime.ProcessCPU(b) - cpu0
+	cpu := testkit.ProcessCPU(b) - cpu0
 	b.StopTimer()
 	busy1, busyOK1 := machineBusy()
 	if err, _ := failed.Load().(error); err != nil {

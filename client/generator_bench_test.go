@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/testkit"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/testtime"
 )
 
 // benchGenerator is a Generator on a broker of its own (a node on SQLite
@@ -34,7 +34,7 @@ func benchGenerator(b *testing.B) *Generator {
 // per millisecond, 4,096,000 per second with the default layout.
 func reportCap(b *testing.B, g *Generator, cpu0 time.Duration, start time.Time, ids int) {
 	elapsed := time.Since(start)
-	cpu := testtime.ProcessCPU(b) - cpu0
+	cpu := testkit.ProcessCPU(b) - cpu0
 	perMS := float64(g.Layout().MaxSequence() + 1)
 	b.ReportMetric(float64(cpu)/float64(ids), "CPU-ns/op")
 	b.ReportMetric(100*float64(cpu)/float64(elapsed), "CPU%wall")
@@ -46,7 +46,7 @@ func reportCap(b *testing.B, g *Generator, cpu0 time.Duration, start time.Time, 
 func BenchmarkGeneratorNext(b *testing.B) {
 	g := benchGenerator(b)
 	b.ReportAllocs()
-	cpu0, start := testtime.ProcessCPU(b), time.Now()
+	cpu0, start := testkit.ProcessCPU(b), time.Now()
 	for b.Loop() {
 		if _, err := g.Next(); err != nil {
 			b.Fatal(err)
@@ -61,7 +61,7 @@ func BenchmarkGeneratorNextN1000(b *testing.B) {
 	g := benchGenerator(b)
 	buf := make([]int64, 0, 1000)
 	b.ReportAllocs()
-	cpu0, start := testtime.ProcessCPU(b), time.Now()
+	cpu0, start := testkit.ProcessCPU(b), time.Now()
 	ids := 0
 	for ids < b.N {
 		var err error

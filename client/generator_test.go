@@ -14,8 +14,8 @@ import (
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/stores"
+	"github.com/idgen-project/idgen/internal/testkit"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/testtime"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -136,7 +136,7 @@ func TestGeneratorMovesOnWhenEvicted(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Evict: %v", err)
 	}
-	testtime.WaitFor(t, 20*time.Second, "a new lease after the eviction", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "a new lease after the eviction", func() bool {
 		st := g.Status()
 		return st.Held && (st.Lease.FencingVersion != first.FencingVersion || st.Lease.WorkerID != first.WorkerID)
 	})
@@ -149,7 +149,7 @@ func TestGeneratorMovesOnWhenEvicted(t *testing.T) {
 	if st.Lease.WorkerID == first.WorkerID && st.FloorMS <= evicted.CeilingMS {
 		t.Errorf("new lease of worker %d: floor %d, want above the evicted ceiling %d", st.Lease.WorkerID, st.FloorMS, evicted.CeilingMS)
 	}
-	testtime.WaitFor(t, 20*time.Second, "ready on the new lease", func() bool { return g.Ready() == nil })
+	testkit.WaitFor(t, 20*time.Second, "ready on the new lease", func() bool { return g.Ready() == nil })
 	id, err := g.Next()
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func TestGeneratorStopsAtItsDeadline(t *testing.T) {
 	defer close(block)
 	cut := time.Now()
 	var lastIssued time.Time // when the last call that returned an ID started
-	testtime.WaitFor(t, 20*time.Second, "a refusal", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "a refusal", func() bool {
 		start := time.Now()
 		_, err := g.Next()
 		if err == nil {

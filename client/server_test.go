@@ -10,9 +10,8 @@ import (
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
+	"github.com/idgen-project/idgen/internal/testkit"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/teststore"
-	"github.com/idgen-project/idgen/internal/testtime"
 )
 
 // testServer is a real idgen node (internal/testserver: the app.App idgen
@@ -30,7 +29,7 @@ func startServer(t *testing.T, lease bool) *testServer {
 	t.Helper()
 	o := testserver.Options{Keeper: allocator.KeeperSettings{TTL: 5 * time.Second}}
 	if !lease {
-		store := teststore.Open(t, "sqlite")
+		store := testserver.OpenStore(t, "sqlite")
 		testserver.HoldWorker(t, store, 0) // for the whole test
 		o.Store, o.Keeper.WorkerIDs, o.NoWait = store, &allocator.WorkerRange{Min: 0, Max: 0}, true
 	}
@@ -125,10 +124,10 @@ func (f *faults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // fakeClock is the client's clock in tests: Sleep records the wait and
 // moves the clock on at once, so waits are measured, not spent.
-type fakeClock struct{ *testtime.Manual }
+type fakeClock struct{ *testkit.Manual }
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{testtime.NewManual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
+	return &fakeClock{testkit.NewManual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
 }
 
 // Sleep is the client's clock's: it returns the context's error once the

@@ -22,10 +22,8 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
 	"github.com/idgen-project/idgen/audit"
-	"github.com/idgen-project/idgen/internal/etcdtest"
-	"github.com/idgen-project/idgen/internal/testproc"
+	"github.com/idgen-project/idgen/internal/testkit"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/teststore"
 )
 
 var (
@@ -46,7 +44,7 @@ func idgenBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "idgen")
-		buildErr = testproc.Build(t.Context(), binPath, "./cmd/idgen", "-ldflags", stamp)
+		buildErr = testkit.Build(t.Context(), binPath, "./cmd/idgen", "-ldflags", stamp)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -125,8 +123,8 @@ func TestMetricsExist(t *testing.T) {
 	// The etcd store exports the space of its backend and the compaction
 	// of its history besides: a node on a cluster of its own does both.
 	// It also writes an audit trail, whose metrics exist only then.
-	cluster := etcdtest.Start(t, etcdtest.Options{Members: 1})
-	node := testserver.Options{Store: teststore.OpenDSN(t, cluster.DSN("/idgen/")),
+	cluster := testkit.StartEtcd(t, testkit.EtcdOptions{Members: 1})
+	node := testserver.Options{Store: testserver.OpenStoreDSN(t, cluster.DSN("/idgen/")),
 		Audit: app.AuditConfig{Sink: "file:" + filepath.Join(t.TempDir(), "audit.jsonl")}}
 	for name := range scrapeNode(t, node).families {
 		families[name] = true

@@ -31,7 +31,6 @@ import (
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/teststore"
 	idgenv1 "github.com/idgen-project/idgen/proto/idgen/v1"
 	"github.com/idgen-project/idgen/proto/idgen/v1/idgenv1connect"
 )
@@ -355,7 +354,7 @@ func scrapeWithTraffic(t *testing.T) []string {
 	})
 	srv.CreateNamespace(t, allocator.NamespaceSpec{Name: "orders", Step: new(int64(100)), MaxStep: new(int64(1000))})
 
-	store := teststore.Open(t, "sqlite")
+	store := testserver.OpenStore(t, "sqlite")
 	release := testserver.HoldWorker(t, store, 0)
 	defer release()
 	unready := testserver.MustStart(t, testserver.Options{Store: store, NoWait: true,

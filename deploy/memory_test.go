@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen-project/idgen/internal/testproc"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // memoryLimit returns the memory limit of the Deployment's container, in
@@ -93,7 +93,7 @@ func TestLargestRequestFitsMemoryLimit(t *testing.T) {
 			addrFile := filepath.Join(dir, "addr")
 			var logs bytes.Buffer
 			cmd := exec.Command(bin, "serve", "--dsn", dsn, "--listen", "127.0.0.1:0", "--addr-file", addrFile, "--max-count", largest, "--drain-window", "0")
-			cmd.Env = testproc.Env() // GOGC as the binary sets it
+			cmd.Env = testkit.Env() // GOGC as the binary sets it
 			cmd.Stdout, cmd.Stderr = &logs, &logs
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)

@@ -22,7 +22,6 @@ import (
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/teststore"
 )
 
 const adminToken = "docs-test-token"
@@ -113,7 +112,7 @@ func newServer(t *testing.T, lease bool, token string, tokens ...string) *testse
 	o := testserver.Options{AdminToken: token, Keeper: allocator.KeeperSettings{TTL: 5 * time.Second,
 		WorkerIDs: &allocator.WorkerRange{Min: 0, Max: 0}}, Tokens: strings.Join(tokens, "\n")}
 	if !lease {
-		store := teststore.Open(t, "sqlite")
+		store := testserver.OpenStore(t, "sqlite")
 		testserver.HoldWorker(t, store, 0) // for the whole test
 		o.Store, o.Keeper.WorkerIDs, o.NoWait = store, &allocator.WorkerRange{Min: 0, Max: 0}, true
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/teststore"
 )
 
 // tables is what the admin API may change: the lease rows (but the node's
@@ -74,7 +73,7 @@ type eventsPage struct {
 }
 
 func TestAdminOperations(t *testing.T) {
-	teststore.Parallel(t, teststore.Dialects, testAdminOperations)
+	testserver.Parallel(t, testserver.Dialects, testAdminOperations)
 }
 
 func testAdminOperations(t *testing.T, dialect string) {

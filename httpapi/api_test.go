@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/idgen-project/idgen/httpapi"
-	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -116,7 +116,7 @@ func checkRanges(tb testing.TB, ids []int64, ranges []rangeJSON) {
 }
 
 func TestHappyPaths(t *testing.T) {
-	teststore.Parallel(t, teststore.Dialects, testHappyPaths)
+	testserver.Parallel(t, testserver.Dialects, testHappyPaths)
 }
 
 func testHappyPaths(t *testing.T, dialect string) {

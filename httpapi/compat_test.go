@@ -11,7 +11,6 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/teststore"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -238,7 +237,7 @@ func TestCompatTokens(t *testing.T) {
 }
 
 func TestCompatUnavailable(t *testing.T) {
-	store := teststore.Open(t, "sqlite")
+	store := testserver.OpenStore(t, "sqlite")
 	testserver.HoldWorker(t, store, 2)
 	e := newEnv(t, envOptions{store: store, workers: &allocator.WorkerRange{Min: 2, Max: 2}, noWait: true})
 	e.createNamespace(allocator.Namespace{Name: "test"})
@@ -255,7 +254,7 @@ func TestCompatUnavailable(t *testing.T) {
 	}
 
 	// A namespace whose database is unreachable: 503 in tinyid's envelope.
-	down := newEnv(t, envOptions{store: failingSegments{teststore.Open(t, "sqlite")}})
+	down := newEnv(t, envOptions{store: failingSegments{testserver.OpenStore(t, "sqlite")}})
 	down.createNamespace(allocator.Namespace{Name: "test"})
 	rec = down.do("GET", "/tinyid/id/nextId?bizType=test", "")
 	checkTinyidError(t, rec.Code, rec.Header(), rec.Body.Bytes(), 503, 6)

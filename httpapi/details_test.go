@@ -13,7 +13,6 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/teststore"
 )
 
 // storeInternals is the error text of a store that cannot be reached, as
@@ -58,7 +57,7 @@ func (s unreachableStore) ListNamespaces(ctx context.Context) ([]allocator.Names
 func TestStoreInternalsNotShown(t *testing.T) {
 	down := &atomic.Bool{}
 	logs := &testserver.LogBuffer{}
-	e := newEnv(t, envOptions{store: unreachableStore{teststore.Open(t, "sqlite"), down}, tokens: testTokens, token: testToken, logBuffer: logs})
+	e := newEnv(t, envOptions{store: unreachableStore{testserver.OpenStore(t, "sqlite"), down}, tokens: testTokens, token: testToken, logBuffer: logs})
 	e.createNamespace(allocator.Namespace{Name: "orders", Description: "order numbers"})
 	down.Store(true)
 
@@ -148,7 +147,7 @@ func TestStoreInternalsNotShown(t *testing.T) {
 // is statuspage.TestPublicDetails).
 func TestPublicStatusDetails(t *testing.T) {
 	down := &atomic.Bool{}
-	e := newEnv(t, envOptions{store: unreachableStore{teststore.Open(t, "sqlite"), down}, token: testToken})
+	e := newEnv(t, envOptions{store: unreachableStore{testserver.OpenStore(t, "sqlite"), down}, token: testToken})
 	e.createNamespace(allocator.Namespace{Name: "orders", Description: "order numbers"})
 	cfg := e.config()
 	cfg.Auth = idgen.NewAuthorizer(testToken, nil)

@@ -12,7 +12,6 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/teststore"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -253,7 +252,7 @@ func TestAdminValidation(t *testing.T) {
 func TestUnavailableWithoutLease(t *testing.T) {
 	// Another holder holds the node's one worker ID: the node claims no
 	// lease until it is released.
-	store := teststore.Open(t, "sqlite")
+	store := testserver.OpenStore(t, "sqlite")
 	release := testserver.HoldWorker(t, store, 2)
 	e := newEnv(t, envOptions{store: store, workers: &allocator.WorkerRange{Min: 2, Max: 2}, keeperTTL: 3 * time.Second, noWait: true})
 	e.createNamespace(allocator.Namespace{Name: "orders"})
@@ -292,7 +291,7 @@ func TestUnavailableWithoutLease(t *testing.T) {
 }
 
 func TestUnavailableWhilePoolHeldByAnother(t *testing.T) {
-	store := teststore.Open(t, "sqlite")
+	store := testserver.OpenStore(t, "sqlite")
 	one := &allocator.WorkerRange{Min: 3, Max: 3}
 	a := newEnv(t, envOptions{store: store, workers: one, holder: "node-a"})
 	b := newEnv(t, envOptions{store: store, workers: one, holder: "node-b", noWait: true})
@@ -320,7 +319,7 @@ func checkRetryAfter(tb testing.TB, v string) {
 }
 
 func TestNamespaceFallback(t *testing.T) {
-	e := newEnv(t, envOptions{store: failingSegments{teststore.Open(t, "sqlite")}})
+	e := newEnv(t, envOptions{store: failingSegments{testserver.OpenStore(t, "sqlite")}})
 	fb := e.createNamespace(allocator.Namespace{Name: "fb", Fallback: allocator.FallbackSnowflake, MaxID: 5000})
 	e.createNamespace(allocator.Namespace{Name: "nofb"})
 
@@ -465,7 +464,7 @@ func TestAdminFallbackLimit(t *testing.T) {
 // to the log only, as they do over gRPC.
 func TestNamespaceErrorsInCallersWords(t *testing.T) {
 	logs := &testserver.LogBuffer{}
-	e := newEnv(t, envOptions{store: failingSegments{teststore.Open(t, "sqlite")}, token: testToken, logBuffer: logs})
+	e := newEnv(t, envOptions{store: failingSegments{testserver.OpenStore(t, "sqlite")}, token: testToken, logBuffer: logs})
 	e.createNamespace(allocator.Namespace{Name: "top", MaxID: math.MaxInt64, Step: 2})
 	e.createNamespace(allocator.Namespace{Name: "down", Step: 10})
 

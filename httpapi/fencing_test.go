@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -13,7 +13,7 @@ import (
 // IDs, strict namespace answers the revision of their fetch, and buffered
 // namespace answers neither.
 func TestIDsFencingTokens(t *testing.T) {
-	teststore.Parallel(t, teststore.Dialects, testIDsFencingTokens)
+	testserver.Parallel(t, testserver.Dialects, testIDsFencingTokens)
 }
 
 func testIDsFencingTokens(t *testing.T, dialect string) {

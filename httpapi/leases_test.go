@@ -16,7 +16,6 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/teststore"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -139,7 +138,7 @@ func TestLeaseLayout(t *testing.T) {
 // database, and checks the rows and events each call leaves, with the
 // caller's name and the request ID.
 func TestLeaseLifecycle(t *testing.T) {
-	for _, dialect := range teststore.Dialects {
+	for _, dialect := range testserver.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			e := newLeaseEnv(t, dialect)
 			before := time.Now().UnixMilli()
@@ -347,7 +346,7 @@ func TestLeasePoolFull(t *testing.T) {
 // TestLeaseBadInput sends bad requests to the lease API on every database:
 // each gets a 4xx problem, and the lease table is the same afterwards.
 func TestLeaseBadInput(t *testing.T) {
-	for _, dialect := range teststore.Dialects {
+	for _, dialect := range testserver.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			e := newLeaseEnv(t, dialect)
 			a := e.acquire(`{"holder":"good","workers":{"min":3,"max":3},"ttl_ms":60000}`)

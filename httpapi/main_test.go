@@ -4,8 +4,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/idgen-project/idgen/internal/etcdtest"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // TestMain stops the etcd test cluster, if a test started one.
-func TestMain(m *testing.M) { os.Exit(etcdtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testkit.EtcdMain(m)) }

@@ -9,7 +9,6 @@ import (
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/teststore"
 )
 
 // generatedID is what the server makes up when the caller sends no valid
@@ -128,7 +127,7 @@ func TestRequestID(t *testing.T) {
 // ID in their context), and a 404 on /ids (which has no such context).
 func TestRequestIDOnErrorLines(t *testing.T) {
 	logs := &testserver.LogBuffer{}
-	e := newEnv(t, envOptions{store: brokenStore{teststore.Open(t, "sqlite")}, token: testToken, logBuffer: logs})
+	e := newEnv(t, envOptions{store: brokenStore{testserver.OpenStore(t, "sqlite")}, token: testToken, logBuffer: logs})
 	rec := e.do("GET", "/admin/leases", "", append([]string{"X-Request-ID", "req-panic"}, bearer(testToken)...)...)
 	wantStatus(t, rec, 500)
 	if got := rec.Header().Get("X-Request-ID"); got != "req-panic" {

@@ -16,7 +16,6 @@ import (
 	"github.com/idgen-project/idgen/httpapi"
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/teststore"
 )
 
 // serve runs e's HTTPServer on a loopback port until the test ends and
@@ -192,7 +191,7 @@ func (brokenStore) ListNamespaces(context.Context) ([]allocator.Namespace, error
 
 func TestStoreFailures(t *testing.T) {
 	logs := &testserver.LogBuffer{}
-	e := newEnv(t, envOptions{store: brokenStore{teststore.Open(t, "sqlite")}, token: testToken, logBuffer: logs})
+	e := newEnv(t, envOptions{store: brokenStore{testserver.OpenStore(t, "sqlite")}, token: testToken, logBuffer: logs})
 
 	// A panic is an internal error, logged with its stack, not a dropped connection.
 	wantStatus(t, e.admin("GET", "/admin/leases", ""), http.StatusInternalServerError)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/stores"
-	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/internal/testserver"
 )
 
 // spaceStore reports the space the test sets, as the etcd store does.
@@ -26,7 +26,7 @@ func (s spaceStore) Space(context.Context) (allocator.StoreSpace, error) { retur
 func TestReadyzNamesTheAlarm(t *testing.T) {
 	sp := &atomic.Pointer[allocator.StoreSpace]{}
 	sp.Store(&allocator.StoreSpace{Size: 5000, InUse: 4000, Quota: 5000, Revision: 9, Alarms: []string{"NOSPACE"}})
-	e := newEnv(t, envOptions{store: spaceStore{teststore.Open(t, "sqlite"), sp}})
+	e := newEnv(t, envOptions{store: spaceStore{testserver.OpenStore(t, "sqlite"), sp}})
 	rec := e.do("GET", "/readyz", "")
 	var r struct {
 		Ready    bool

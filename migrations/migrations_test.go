@@ -23,7 +23,7 @@ import (
 	"github.com/idgen-project/idgen/allocator/postgres"
 	"github.com/idgen-project/idgen/allocator/sqlite"
 	"github.com/idgen-project/idgen/internal/stores"
-	"github.com/idgen-project/idgen/internal/testdb"
+	"github.com/idgen-project/idgen/internal/testkit"
 	"github.com/idgen-project/idgen/migrations"
 	"github.com/idgen-project/idgen/snowflake"
 )
@@ -39,21 +39,21 @@ var dialects = []struct {
 	open    func(t *testing.T) store
 }{
 	{migrations.DialectPostgres, func(t *testing.T) store {
-		s, err := postgres.Open(t.Context(), testdb.Postgres(t))
+		s, err := postgres.Open(t.Context(), testkit.Postgres(t))
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}
 		return s
 	}},
 	{migrations.DialectMySQL, func(t *testing.T) store {
-		s, err := mysql.Open(t.Context(), testdb.MySQL(t))
+		s, err := mysql.Open(t.Context(), testkit.MySQL(t))
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}
 		return s
 	}},
 	{migrations.DialectSQLite, func(t *testing.T) store {
-		s, err := sqlite.Open(t.Context(), testdb.SQLite(t))
+		s, err := sqlite.Open(t.Context(), testkit.SQLite(t))
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}
@@ -177,7 +177,7 @@ func TestConcurrentUp(t *testing.T) {
 	for _, tt := range []struct {
 		dialect string
 		dsn     func(testing.TB) string
-	}{{"postgres", testdb.Postgres}, {"mysql", testdb.MySQL}} {
+	}{{"postgres", testkit.Postgres}, {"mysql", testkit.MySQL}} {
 		t.Run(tt.dialect, func(t *testing.T) {
 			dsn := tt.dsn(t)
 			var wg sync.WaitGroup
@@ -242,11 +242,11 @@ func testDSN(t *testing.T, d migrations.Dialect) string {
 	t.Helper()
 	switch d {
 	case migrations.DialectPostgres:
-		return testdb.Postgres(t)
+		return testkit.Postgres(t)
 	case migrations.DialectMySQL:
-		return testdb.MySQL(t)
+		return testkit.MySQL(t)
 	default:
-		return testdb.SQLite(t)
+		return testkit.SQLite(t)
 	}
 }
 

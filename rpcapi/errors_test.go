@@ -15,7 +15,6 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/stores"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/teststore"
 	idgenv1 "github.com/idgen-project/idgen/proto/idgen/v1"
 )
 
@@ -35,7 +34,7 @@ func (failingFetches) FetchSegment(context.Context, string, int64) (allocator.Se
 // …", a connection error), over NextIds and StreamIds alike.
 func TestErrorsInCallersWords(t *testing.T) {
 	logs := &testserver.LogBuffer{}
-	srv := testserver.MustStart(t, testserver.Options{Store: failingFetches{teststore.Open(t, "sqlite")},
+	srv := testserver.MustStart(t, testserver.Options{Store: failingFetches{testserver.OpenStore(t, "sqlite")},
 		Segments: allocator.SegmentSettings{RetryMin: 10e6, RetryMax: 100e6},
 		Logger:   slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	ctx := t.Context()

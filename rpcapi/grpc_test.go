@@ -22,7 +22,6 @@ import (
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/teststore"
 	idgenv1 "github.com/idgen-project/idgen/proto/idgen/v1"
 	"github.com/idgen-project/idgen/snowflake"
 )
@@ -367,7 +366,7 @@ func TestBadInput(t *testing.T) {
 // TestUnavailable: a node that cannot prove a lease answers UNAVAILABLE
 // with a RetryInfo.
 func TestUnavailable(t *testing.T) {
-	store := teststore.Open(t, "sqlite")
+	store := testserver.OpenStore(t, "sqlite")
 	release := testserver.HoldWorker(t, store, 4)
 	defer release()
 	srv := testserver.MustStart(t, testserver.Options{Store: store, NoWait: true,

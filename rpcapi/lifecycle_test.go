@@ -18,7 +18,7 @@ import (
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
-	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/internal/testserver"
 	idgenv1 "github.com/idgen-project/idgen/proto/idgen/v1"
 	"github.com/idgen-project/idgen/rpcapi"
 	"github.com/idgen-project/idgen/snowflake"
@@ -160,7 +160,7 @@ func TestCancelStopsGeneration(t *testing.T) {
 // IDs received before remain valid, and no goroutine of the node outlives
 // Close.
 func TestDrainOnClose(t *testing.T) {
-	dsn := teststore.DSN(t, "sqlite")
+	dsn := testserver.StoreDSN(t, "sqlite")
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
 	a, err := app.Open(context.Background(), app.Config{

@@ -1,10 +1,9 @@
 #!/bin/sh
 # Says at the end of `make test` what the tests could not run on, and why.
-# During the run the fixtures (internal/testdb for PostgreSQL and MySQL,
-# internal/etcdtest for etcd, internal/browsertest for Chromium) append a
-# line to the file IDGEN_TEST_DB_REPORT names for every test they skip,
-# with what was missing and why, and internal/testdb one for every container
-# it starts (internal/testdb/missing.Report). This prints a line or two for
+# During the run the fixtures of internal/testkit (PostgreSQL and MySQL,
+# etcd, Chromium) append a line to the file IDGEN_TEST_DB_REPORT names for
+# every test they skip, with what was missing and why, and one for every
+# database container they start (testkit.Report). This prints a line or two for
 # each kind, or nothing when every test had what it needed from servers set
 # in the environment.
 #

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen-project/idgen/internal/testtime"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // reportCap adds CPU-ns/op, the CPU time as a share of the wall time
@@ -12,7 +12,7 @@ import (
 // layout allows 4,096 IDs per millisecond, 244.14 ns per ID.
 func reportCap(b *testing.B, cpu0 time.Duration, start time.Time, ids int) {
 	elapsed := time.Since(start)
-	cpu := testtime.ProcessCPU(b) - cpu0
+	cpu := testkit.ProcessCPU(b) - cpu0
 	b.ReportMetric(float64(cpu)/float64(ids), "CPU-ns/op")
 	b.ReportMetric(100*float64(cpu)/float64(elapsed), "CPU%wall")
 	capNS := float64(time.Millisecond) / float64(DefaultLayout().MaxSequence()+1)
@@ -22,7 +22,7 @@ func reportCap(b *testing.B, cpu0 time.Duration, start time.Time, ids int) {
 func BenchmarkNext(b *testing.B) {
 	g := mustGenerator(b, Settings{})
 	b.ReportAllocs()
-	cpu0, start := testtime.ProcessCPU(b), time.Now()
+	cpu0, start := testkit.ProcessCPU(b), time.Now()
 	for b.Loop() {
 		if _, err := g.Next(); err != nil {
 			b.Fatal(err)
@@ -34,7 +34,7 @@ func BenchmarkNext(b *testing.B) {
 func BenchmarkNextParallel(b *testing.B) {
 	g := mustGenerator(b, Settings{})
 	b.ReportAllocs()
-	cpu0, start := testtime.ProcessCPU(b), time.Now()
+	cpu0, start := testkit.ProcessCPU(b), time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if _, err := g.Next(); err != nil {
@@ -51,7 +51,7 @@ func BenchmarkNextN1000(b *testing.B) {
 	g := mustGenerator(b, Settings{})
 	buf := make([]ID, 0, 1000)
 	b.ReportAllocs()
-	cpu0, start := testtime.ProcessCPU(b), time.Now()
+	cpu0, start := testkit.ProcessCPU(b), time.Now()
 	ids := 0
 	for b.Loop() {
 		var err error
@@ -81,7 +81,7 @@ func BenchmarkNextUncapped(b *testing.B) {
 func BenchmarkNextUncappedParallel(b *testing.B) {
 	g := mustGenerator(b, Settings{Layout: Layout{TimeBits: 41, SequenceBits: 22, Epoch: DefaultEpoch}})
 	b.ReportAllocs()
-	cpu0 := testtime.ProcessCPU(b)
+	cpu0 := testkit.ProcessCPU(b)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if _, err := g.Next(); err != nil {
@@ -90,7 +90,7 @@ func BenchmarkNextUncappedParallel(b *testing.B) {
 			}
 		}
 	})
-	b.ReportMetric(float64(testtime.ProcessCPU(b)-cpu0)/float64(b.N), "CPU-ns/op")
+	b.ReportMetric(float64(testkit.ProcessCPU(b)-cpu0)/float64(b.N), "CPU-ns/op")
 }
 
 // BenchmarkAppendEncoded reports the cost of writing one 63-bit ID in each

@@ -4,14 +4,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idgen-project/idgen/internal/testtime"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // fakeClock is a Clock that moves only when told to (Advance), or by
 // Sleep, which it records (Slept).
-type fakeClock = testtime.Manual
+type fakeClock = testkit.Manual
 
-func newFakeClock(t time.Time) *fakeClock { return testtime.NewManual(t) }
+func newFakeClock(t time.Time) *fakeClock { return testkit.NewManual(t) }
 
 // gateClock is a fake clock whose Sleep blocks until the test lets it
 // return; it counts the sleeps and how many were under way at once.

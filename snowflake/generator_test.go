@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen-project/idgen/internal/testtime"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // t0 is a fixed instant well inside the default layout, on a millisecond
@@ -454,7 +454,7 @@ func TestOneSleeperAtTheCap(t *testing.T) {
 		if rounds == callers/2+2 {
 			t.Fatalf("%d rounds and %d of %d callers served", rounds, served.Load(), callers)
 		}
-		testtime.WaitFor(t, 10*time.Second, "one sleeper and its waiters", func() bool {
+		testkit.WaitFor(t, 10*time.Second, "one sleeper and its waiters", func() bool {
 			entered, in, _ := clk.counts()
 			left := callers - int(served.Load())
 			return left == 0 || entered == rounds+1 && in == 1 && waiting() == left-1
@@ -518,7 +518,7 @@ func TestQueuedCallersTakeTurns(t *testing.T) {
 	for i := range queued + 1 {
 		wg.Go(func() { ids[i], errs[i] = g.Next() })
 		// Caller 0 sleeps on the clock; caller i > 0 is the i-th in the queue.
-		testtime.WaitFor(t, 10*time.Second, "the caller to sleep or queue", func() bool {
+		testkit.WaitFor(t, 10*time.Second, "the caller to sleep or queue", func() bool {
 			_, in, _ := clk.counts()
 			return in == 1 && waiting() == i
 		})
@@ -578,7 +578,7 @@ func TestTurnPassedOnWhenItsHolderPanics(t *testing.T) {
 		defer func() { recovered <- recover() }()
 		_, _ = g.Next()
 	}()
-	testtime.WaitFor(t, 10*time.Second, "the first caller to queue", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the first caller to queue", func() bool {
 		g.wait.mu.Lock()
 		defer g.wait.mu.Unlock()
 		return len(g.wait.queue) == 1
@@ -588,7 +588,7 @@ func TestTurnPassedOnWhenItsHolderPanics(t *testing.T) {
 		_, err := g.Next()
 		second <- err
 	}()
-	testtime.WaitFor(t, 10*time.Second, "the second caller to queue", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the second caller to queue", func() bool {
 		g.wait.mu.Lock()
 		defer g.wait.mu.Unlock()
 		return len(g.wait.queue) == 2
@@ -625,7 +625,7 @@ func TestStopWhileWaiting(t *testing.T) {
 	for i := range callers {
 		wg.Go(func() { _, errs[i] = g.Next() })
 	}
-	testtime.WaitFor(t, 10*time.Second, "the callers to wait", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the callers to wait", func() bool {
 		g.wait.mu.Lock()
 		defer g.wait.mu.Unlock()
 		_, in, _ := clk.counts()
@@ -794,7 +794,7 @@ func TestLosersAtTheCapShareOneSleep(t *testing.T) {
 		}
 		done <- id
 	}()
-	testtime.WaitFor(t, 10*time.Second, "the loser to wait for the sleeper", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the loser to wait for the sleeper", func() bool {
 		g.wait.mu.Lock()
 		defer g.wait.mu.Unlock()
 		return len(g.wait.queue) == 1

@@ -10,8 +10,7 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/allocator/postgres"
-	"github.com/idgen-project/idgen/internal/etcdtest"
-	"github.com/idgen-project/idgen/internal/testdb"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // The store benchmarks run etcd (the three-member test cluster) and
@@ -31,10 +30,10 @@ func benchStores(b *testing.B, kind string) []allocator.Store {
 	var open func() allocator.Store
 	switch kind {
 	case "etcd":
-		dsn := etcdtest.DSN(b)
+		dsn := testkit.EtcdDSN(b)
 		open = func() allocator.Store { return openDSN(b, dsn) }
 	case "postgres":
-		dsn := testdb.Postgres(b)
+		dsn := testkit.Postgres(b)
 		open = func() allocator.Store {
 			s, err := postgres.Open(b.Context(), dsn)
 			if err != nil {

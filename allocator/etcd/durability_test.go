@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idgen-project/idgen/internal/etcdtest"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // TestCheckDurability checks that the test cluster, whose members fsync,
@@ -24,14 +24,14 @@ func TestCheckDurability(t *testing.T) {
 // TestCheckDurabilityNoFsync checks that a cluster whose members run with
 // --unsafe-no-fsync is refused: one risk per member, none a warning.
 func TestCheckDurabilityNoFsync(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{Flags: []string{"--unsafe-no-fsync"}})
+	c := testkit.StartEtcd(t, testkit.EtcdOptions{Flags: []string{"--unsafe-no-fsync"}})
 	s := openDSN(t, c.DSN("idgen"))
 	risks, err := s.CheckDurability(t.Context())
 	if err != nil {
 		t.Fatalf("CheckDurability: %v", err)
 	}
-	if len(risks) != etcdtest.Members {
-		t.Fatalf("CheckDurability with --unsafe-no-fsync: got %d risks %v, want %d", len(risks), risks, etcdtest.Members)
+	if len(risks) != testkit.EtcdMembers {
+		t.Fatalf("CheckDurability with --unsafe-no-fsync: got %d risks %v, want %d", len(risks), risks, testkit.EtcdMembers)
 	}
 	for i, r := range risks {
 		if r.Warning || r.Setting != "unsafe-no-fsync" || !strings.HasPrefix(r.Value, "true on member m") ||

@@ -8,7 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/internal/teststore/storecheck"
+	"github.com/idgen-project/idgen/allocator/storetest"
 )
 
 // getKey returns the key-value of key, or nil.
@@ -167,7 +167,7 @@ func TestReleaseDeletesHolderKey(t *testing.T) {
 // in etcd (their compares fail) and that the store resolves the collisions
 // by retrying.
 func TestConcurrentClaimsConflict(t *testing.T) {
-	storecheck.ClaimsCollide(t, openTest)
+	storetest.ClaimsCollide(t, openTest)
 }
 
 // TestClaimOutlivesItsGrant checks that a claim whose etcd lease expired

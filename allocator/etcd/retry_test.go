@@ -17,12 +17,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/internal/etcdtest"
-	"github.com/idgen-project/idgen/internal/teststore/storecheck"
+	"github.com/idgen-project/idgen/allocator/storetest"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 func TestTransient(t *testing.T) {
-	storecheck.Classifies(t, "transient", transient, []storecheck.ErrCase{
+	storetest.Classifies(t, "transient", transient, []storetest.ErrCase{
 		{rpctypes.ErrNoLeader, true},
 		{fmt.Errorf("etcd: claim: %w", rpctypes.ErrTimeoutDueToLeaderFail), true},
 		{rpctypes.ErrLeaderChanged, true},
@@ -79,7 +79,7 @@ func TestRetryAttempts(t *testing.T) {
 // on: a claim still succeeds, on another member, and the heartbeats after
 // it stay there, never waiting for the paused one again.
 func TestTriesMoveOffAPausedMember(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{})
+	c := testkit.StartEtcd(t, testkit.EtcdOptions{})
 	s := openDSN(t, c.DSN("idgen"))
 	waitConnected(t, s)
 	paused, _ := s.pick()
@@ -116,7 +116,7 @@ func TestTriesMoveOffAPausedMember(t *testing.T) {
 // every member: a claim, several round trips, takes longer than a try's
 // first bound, and must still succeed on a later try with a longer one.
 func TestSlowClusterStillServed(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{})
+	c := testkit.StartEtcd(t, testkit.EtcdOptions{})
 	var eps []string
 	for i, ep := range c.Endpoints() {
 		server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
@@ -146,7 +146,7 @@ func TestSlowClusterStillServed(t *testing.T) {
 // Raft leader, unless it moved away from it lately; and asks at most once
 // a leaderCheckEvery.
 func TestConflictsFollowTheLeader(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{})
+	c := testkit.StartEtcd(t, testkit.EtcdOptions{})
 	s := openDSN(t, c.DSN("idgen"))
 	waitConnected(t, s)
 	m := s.members

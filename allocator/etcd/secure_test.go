@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/internal/etcdtest"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // TestTLSAndAuth runs the store against a member that serves TLS only,
@@ -19,7 +19,7 @@ import (
 // that never show the password.
 func TestTLSAndAuth(t *testing.T) {
 	const secret = "s3cr3t-pw"
-	sec := etcdtest.StartSecure(t, secret)
+	sec := testkit.StartSecureEtcd(t, secret)
 	ctx := t.Context()
 
 	s := openDSN(t, sec.DSN("idgen-secure"))

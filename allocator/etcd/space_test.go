@@ -12,7 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/internal/etcdtest"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 func TestNoSpace(t *testing.T) {
@@ -53,7 +53,7 @@ func TestAlarmNames(t *testing.T) {
 // TestSpaceAndCompaction runs on a cluster of its own: compaction is
 // cluster-wide, and the keys outside the prefix are counted.
 func TestSpaceAndCompaction(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{Members: 1, Flags: []string{"--quota-backend-bytes", "8388608"}})
+	c := testkit.StartEtcd(t, testkit.EtcdOptions{Members: 1, Flags: []string{"--quota-backend-bytes", "8388608"}})
 	s := openDSN(t, c.DSN("/idgen-a/"))
 	ctx := t.Context()
 
@@ -102,7 +102,7 @@ func TestSpaceAndCompaction(t *testing.T) {
 // TestSpaceUnreachable: a cluster that does not answer is an error, not
 // a report of zeros.
 func TestSpaceUnreachable(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	c := testkit.StartEtcd(t, testkit.EtcdOptions{Members: 1})
 	s := openDSN(t, c.DSN("/idgen/"))
 	c.Kill(0)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
@@ -118,7 +118,7 @@ func TestSpaceUnreachable(t *testing.T) {
 // strict fetch (the namespace record). It logs the bytes each rewrites,
 // the figures of docs/operations.md's sizing.
 func TestOneRevisionPerWrite(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	c := testkit.StartEtcd(t, testkit.EtcdOptions{Members: 1})
 	s := openDSN(t, c.DSN("/idgen/"))
 	ctx := t.Context()
 	res, err := s.Claim(ctx, allocator.ClaimRequest{DatacenterID: 0, MinWorkerID: 3, MaxWorkerID: 3, Holder: "node-a/1234/abcdef",

@@ -7,10 +7,10 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/allocator/storetest"
-	"github.com/idgen-project/idgen/internal/etcdtest"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
-func TestMain(m *testing.M) { os.Exit(etcdtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testkit.EtcdMain(m)) }
 
 // openTest opens a store on a fresh key prefix of the test cluster, closed
 // when t ends.
@@ -24,7 +24,7 @@ func openTest(t testing.TB) *Store {
 // the same prefix.
 func openTestDSN(t testing.TB) (*Store, string) {
 	t.Helper()
-	dsn := etcdtest.DSN(t)
+	dsn := testkit.EtcdDSN(t)
 	return openDSN(t, dsn), dsn
 }
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/internal/teststore/storecheck"
+	"github.com/idgen-project/idgen/allocator/storetest"
 )
 
 // TestDurabilityRules checks the rules on variables as the server would
@@ -30,7 +30,7 @@ func TestDurabilityRules(t *testing.T) {
 		}
 		return m
 	}
-	type want = storecheck.WantRisk
+	type want = storetest.WantRisk
 	for _, tc := range []struct {
 		name string
 		vars map[string]string
@@ -58,7 +58,7 @@ func TestDurabilityRules(t *testing.T) {
 		{"nothing read", map[string]string{}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			storecheck.CheckRisks(t, durabilityRisks(tc.vars), tc.want)
+			storetest.CheckRisks(t, durabilityRisks(tc.vars), tc.want)
 		})
 	}
 }

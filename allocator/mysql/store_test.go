@@ -12,18 +12,16 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/allocator/storetest"
-	"github.com/idgen-project/idgen/internal/testdb"
-	"github.com/idgen-project/idgen/internal/teststore/storecheck"
-	"github.com/idgen-project/idgen/internal/testtime"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // openTest opens a store on a fresh, migrated database, closed when t ends.
-var openTest = storecheck.Migrated(Open, testdb.MySQL)
+var openTest = storetest.Migrated(Open, testkit.MySQL)
 
 // openTestDSN opens and migrates the store dsn names, closed when t ends.
 func openTestDSN(t testing.TB, dsn string) *Store {
 	t.Helper()
-	return storecheck.OpenMigrated(t.Context(), t, Open, dsn)
+	return storetest.OpenMigrated(t.Context(), t, Open, dsn)
 }
 
 func TestStore(t *testing.T) {
@@ -51,7 +49,7 @@ func TestStoreSnapshotIsolation(t *testing.T) {
 		t.Fatalf("read innodb_snapshot_isolation: %v", err)
 	}
 	open := func(t *testing.T) *Store {
-		return openTestDSN(t, storecheck.WithParam(t, testdb.MySQL(t), "innodb_snapshot_isolation", "ON"))
+		return openTestDSN(t, storetest.WithParam(t, testkit.MySQL(t), "innodb_snapshot_isolation", "ON"))
 	}
 	t.Run("SessionVariable", func(t *testing.T) {
 		s := open(t)
@@ -70,7 +68,7 @@ func TestStoreSnapshotIsolation(t *testing.T) {
 // InnoDB (deadlocks under SERIALIZABLE) and that the store resolves the
 // collisions by retrying.
 func TestConcurrentClaimsRetry(t *testing.T) {
-	storecheck.ClaimsCollide(t, openTest)
+	storetest.ClaimsCollide(t, openTest)
 }
 
 func TestSession(t *testing.T) {
@@ -87,7 +85,7 @@ func TestSession(t *testing.T) {
 }
 
 func TestMigrationsLeaveStoreOpen(t *testing.T) {
-	storecheck.MigrationsLeaveStoreOpen(t, openTest(t))
+	storetest.MigrationsLeaveStoreOpen(t, openTest(t))
 }
 
 func TestParseDSN(t *testing.T) {
@@ -130,7 +128,7 @@ func TestParseDSN(t *testing.T) {
 
 func TestOpenErrorsHidePassword(t *testing.T) {
 	const secret = "s3cr3t-pw"
-	storecheck.OpenErrorsHidePassword(t, Open, secret, []storecheck.DSNCase{
+	storetest.OpenErrorsHidePassword(t, Open, secret, []storetest.DSNCase{
 		{"refused", "mysql://idgen:" + secret + "@127.0.0.1:1/idgen?timeout=2s"},
 		{"no database", "mysql://idgen:" + secret + "@127.0.0.1:3306"},
 		{"bad parameter", "mysql://idgen:" + secret + "@127.0.0.1/idgen?timeout=soon"},
@@ -142,7 +140,7 @@ func TestOpenErrorsHidePassword(t *testing.T) {
 }
 
 func TestRetryable(t *testing.T) {
-	storecheck.Classifies(t, "retryable", retryable, []storecheck.ErrCase{
+	storetest.Classifies(t, "retryable", retryable, []storetest.ErrCase{
 		{&gomysql.MySQLError{Number: 1213}, true},
 		{&gomysql.MySQLError{Number: 1205}, true},
 		{&gomysql.MySQLError{Number: 1020}, true}, // record changed since last read (snapshot isolation)
@@ -159,7 +157,7 @@ func TestRetryable(t *testing.T) {
 func TestInTx(t *testing.T) {
 	s := openTest(t)
 	conflict := &gomysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock"}
-	storecheck.RetriedTx(t, s, s.inTx, func(ctx context.Context, tx *sql.Tx, worker int) error {
+	storetest.RetriedTx(t, s, s.inTx, func(ctx context.Context, tx *sql.Tx, worker int) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO worker_leases (datacenter_id, worker_id) VALUES (9, ?)`, worker)
 		return err
 	}, conflict, errRetry)
@@ -192,8 +190,8 @@ func idleTxTimeout(t *testing.T, s *Store) int {
 // its row locks do not outlive its lease, and that the DSN can set the
 // timeout.
 func TestIdleTransactionTimeout(t *testing.T) {
-	dsn := testdb.MySQL(t)
-	withParam := func(v string) string { return storecheck.WithParam(t, dsn, idleTxTimeoutParam, v) }
+	dsn := testkit.MySQL(t)
+	withParam := func(v string) string { return storetest.WithParam(t, dsn, idleTxTimeoutParam, v) }
 	for _, tc := range []struct {
 		name, dsn string
 		want      int
@@ -351,7 +349,7 @@ func TestClaimLeavesOtherRowsUnlocked(t *testing.T) {
 		}
 		return n
 	}
-	testtime.WaitFor(t, 30*time.Second, "worker 1's lease expired", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "worker 1's lease expired", func() bool {
 		var expired bool // a plain read: it does not wait for the lock
 		err := s.db.QueryRowContext(ctx, `SELECT expires_at <= UTC_TIMESTAMP(6) FROM worker_leases
 			WHERE datacenter_id = 0 AND worker_id = 1`).Scan(&expired)
@@ -369,7 +367,7 @@ func TestClaimLeavesOtherRowsUnlocked(t *testing.T) {
 		_, err := claim(cctx, 0, 1, "spare", 3*time.Second)
 		spare <- err
 	}()
-	testtime.WaitFor(t, 30*time.Second, "the spare's claim waiting for worker 1's row", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the spare's claim waiting for worker 1's row", func() bool {
 		return lockWaits("worker_leases") > 0
 	})
 
@@ -381,7 +379,7 @@ func TestClaimLeavesOtherRowsUnlocked(t *testing.T) {
 	}()
 	// Until the heartbeat is answered or waits for a lock (a bound on a
 	// hang: 30 s).
-	testtime.WaitFor(t, 30*time.Second, "the heartbeat of worker 0", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the heartbeat of worker 0", func() bool {
 		select {
 		case err := <-beat:
 			if err != nil {

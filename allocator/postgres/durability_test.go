@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/internal/testdb"
-	"github.com/idgen-project/idgen/internal/teststore/storecheck"
+	"github.com/idgen-project/idgen/allocator/storetest"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 func TestDurabilityRules(t *testing.T) {
@@ -25,7 +25,7 @@ func TestDurabilityRules(t *testing.T) {
 		m[name] = pgSetting{value, source}
 		return m
 	}
-	type want = storecheck.WantRisk
+	type want = storetest.WantRisk
 	for _, tc := range []struct {
 		name     string
 		settings map[string]pgSetting
@@ -59,7 +59,7 @@ func TestDurabilityRules(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := pgServer{settings: tc.settings, database: "idgen", role: "app", replicas: tc.replicas}.durabilityRisks()
-			storecheck.CheckRisks(t, got, tc.want)
+			storetest.CheckRisks(t, got, tc.want)
 		})
 	}
 }
@@ -99,7 +99,7 @@ func TestCheckDurability(t *testing.T) {
 		}
 	})
 	t.Run("off in the DSN", func(t *testing.T) {
-		dsn := storecheck.WithParam(t, testdb.Postgres(t), "synchronous_commit", "off")
+		dsn := storetest.WithParam(t, testkit.Postgres(t), "synchronous_commit", "off")
 		checkOneRisk(t, dsn, "synchronous_commit=off", "remove synchronous_commit from the DSN")
 	})
 }

@@ -11,12 +11,11 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/allocator/storetest"
-	"github.com/idgen-project/idgen/internal/testdb"
-	"github.com/idgen-project/idgen/internal/teststore/storecheck"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // openTest opens a store on a fresh, migrated schema, closed when t ends.
-var openTest = storecheck.Migrated(Open, testdb.Postgres)
+var openTest = storetest.Migrated(Open, testkit.Postgres)
 
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) allocator.Store { return openTest(t) })
@@ -29,16 +28,16 @@ func TestRestoreFence(t *testing.T) {
 // TestConcurrentClaimsRetry checks that concurrent claims really collide in
 // PostgreSQL and that the store resolves the collisions by retrying.
 func TestConcurrentClaimsRetry(t *testing.T) {
-	storecheck.ClaimsCollide(t, openTest)
+	storetest.ClaimsCollide(t, openTest)
 }
 
 func TestMigrationsLeaveStoreOpen(t *testing.T) {
-	storecheck.MigrationsLeaveStoreOpen(t, openTest(t))
+	storetest.MigrationsLeaveStoreOpen(t, openTest(t))
 }
 
 func TestOpenErrorsHidePassword(t *testing.T) {
 	const secret = "s3cr3t-pw"
-	storecheck.OpenErrorsHidePassword(t, Open, secret, []storecheck.DSNCase{
+	storetest.OpenErrorsHidePassword(t, Open, secret, []storetest.DSNCase{
 		{"refused", "postgres://idgen:" + secret + "@127.0.0.1:1/idgen?sslmode=disable&connect_timeout=2"},
 		{"bad port", "postgres://idgen:" + secret + "@127.0.0.1:notaport/idgen"},
 		{"bad parameter", "postgres://idgen:" + secret + "@127.0.0.1/idgen?sslmode=sometimes"},
@@ -50,7 +49,7 @@ func TestOpenErrorsHidePassword(t *testing.T) {
 }
 
 func TestRetryable(t *testing.T) {
-	storecheck.Classifies(t, "retryable", retryable, []storecheck.ErrCase{
+	storetest.Classifies(t, "retryable", retryable, []storetest.ErrCase{
 		{&pgconn.PgError{Code: "40001"}, true},
 		{&pgconn.PgError{Code: "40P01"}, true},
 		{fmt.Errorf("commit: %w", &pgconn.PgError{Code: "40001"}), true},
@@ -66,7 +65,7 @@ func TestRetryable(t *testing.T) {
 func TestInTx(t *testing.T) {
 	s := openTest(t)
 	conflict := &pgconn.PgError{Code: "40001", Message: "could not serialize access"}
-	storecheck.RetriedTx(t, s, s.inTx, func(ctx context.Context, tx pgx.Tx, worker int) error {
+	storetest.RetriedTx(t, s, s.inTx, func(ctx context.Context, tx pgx.Tx, worker int) error {
 		_, err := tx.Exec(ctx, `INSERT INTO worker_leases (datacenter_id, worker_id) VALUES (9, $1)`, worker)
 		return err
 	}, conflict, errRetry)
@@ -82,8 +81,8 @@ func TestPruneLeaseEventsInBatches(t *testing.T) {
 // transaction left idle (a node cut off mid-heartbeat), so that its row
 // locks do not outlive its lease, and that the DSN can set the timeout.
 func TestIdleInTransactionTimeout(t *testing.T) {
-	dsn := testdb.Postgres(t)
-	withParam := func(v string) string { return storecheck.WithParam(t, dsn, idleTxTimeoutParam, v) }
+	dsn := testkit.Postgres(t)
+	withParam := func(v string) string { return storetest.WithParam(t, dsn, idleTxTimeoutParam, v) }
 	for _, tc := range []struct{ name, dsn, want string }{
 		{"default", dsn, "5s"},
 		{"off in the DSN", withParam("0"), "0"},

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen-project/idgen/internal/testtime"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // countingStore is a Store whose Reserve numbers requests from one
@@ -76,7 +76,7 @@ func TestServiceCombines(t *testing.T) {
 			<-store.entered // the first round trip is out, held
 			continue
 		}
-		testtime.WaitFor(t, 10*time.Second, fmt.Sprintf("caller %d to queue", i), func() bool { return svc.queued("inv") == i })
+		testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("caller %d to queue", i), func() bool { return svc.queued("inv") == i })
 	}
 	store.gate.Unlock()
 	next := int64(1)
@@ -116,7 +116,7 @@ func TestServiceBatchCap(t *testing.T) {
 				t.Error(err)
 			}
 		})
-		testtime.WaitFor(t, 10*time.Second, "a caller to queue", func() bool { return svc.queued("s") == i+1 })
+		testkit.WaitFor(t, 10*time.Second, "a caller to queue", func() bool { return svc.queued("s") == i+1 })
 	}
 	store.gate.Unlock()
 	wg.Wait()
@@ -157,7 +157,7 @@ func TestServiceCallerLeavesQueue(t *testing.T) {
 	<-store.entered
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() { _, err := svc.Reserve(ctx, "s", 1, "leaver", ""); done <- err }()
-	testtime.WaitFor(t, 10*time.Second, "the second caller to queue", func() bool { return svc.queued("s") == 1 })
+	testkit.WaitFor(t, 10*time.Second, "the second caller to queue", func() bool { return svc.queued("s") == 1 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("leaver: got %v, want context.Canceled", err)
@@ -190,7 +190,7 @@ func TestServiceRequestCap(t *testing.T) {
 				t.Error(err)
 			}
 		})
-		testtime.WaitFor(t, 10*time.Second, "a caller to queue", func() bool { return svc.queued("s") == i+1 })
+		testkit.WaitFor(t, 10*time.Second, "a caller to queue", func() bool { return svc.queued("s") == i+1 })
 	}
 	store.gate.Unlock()
 	wg.Wait()

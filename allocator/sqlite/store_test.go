@@ -6,13 +6,12 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/allocator/storetest"
-	"github.com/idgen-project/idgen/internal/testdb"
-	"github.com/idgen-project/idgen/internal/teststore/storecheck"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // openTest opens a store on a fresh, migrated database file, closed when t
 // ends.
-var openTest = storecheck.Migrated(Open, testdb.SQLite)
+var openTest = storetest.Migrated(Open, testkit.SQLite)
 
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) allocator.Store { return openTest(t) })
@@ -68,7 +67,7 @@ func TestParseDSN(t *testing.T) {
 }
 
 func TestMigrationsLeaveStoreOpen(t *testing.T) {
-	storecheck.MigrationsLeaveStoreOpen(t, openTest(t))
+	storetest.MigrationsLeaveStoreOpen(t, openTest(t))
 }
 
 func TestOpenMissingDirectory(t *testing.T) {

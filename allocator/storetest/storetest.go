@@ -2,11 +2,11 @@
 // pass, so that all stores behave alike under one contract.
 //
 // A store package's test calls Run with a function that opens a store on a
-// fresh, migrated database (see internal/testdb):
+// fresh, migrated database (see internal/testkit):
 //
 //	func TestStore(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) allocator.Store {
-//			s, err := postgres.Open(t.Context(), testdb.Postgres(t))
+//			s, err := postgres.Open(t.Context(), testkit.Postgres(t))
 //			…
 //			return s
 //		})

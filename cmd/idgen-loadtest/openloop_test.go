@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen-project/idgen/internal/testtime"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 func TestSchedule(t *testing.T) {
@@ -40,7 +40,7 @@ func TestSchedule(t *testing.T) {
 // count the stall).
 func TestPacerKeepsTheSchedule(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clk := testtime.NewManual(start)  // the pacer's goroutine and the test use it at once
+	clk := testkit.NewManual(start)   // the pacer's goroutine and the test use it at once
 	sched := newSchedule(start, 1000) // one request a millisecond
 	p := newPacer(sched, clk, 20)
 	var wg sync.WaitGroup

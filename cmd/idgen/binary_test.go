@@ -21,10 +21,8 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
-	"github.com/idgen-project/idgen/internal/etcdtest"
-	"github.com/idgen-project/idgen/internal/testproc"
+	"github.com/idgen-project/idgen/internal/testkit"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/teststore"
 )
 
 // proc is the idgen binary running as a process of its own.
@@ -42,7 +40,7 @@ type proc struct {
 // given.
 func buildBinary(t *testing.T, tags ...string) string {
 	t.Helper()
-	return testproc.MustBuild(t, t.TempDir(), "./cmd/idgen", "-tags", strings.Join(tags, ","))
+	return testkit.MustBuild(t, t.TempDir(), "./cmd/idgen", "-tags", strings.Join(tags, ","))
 }
 
 // runBinary runs the binary to completion and returns its exit code and output.
@@ -138,13 +136,13 @@ func (p *proc) node() *node {
 // lease, and that a restart continues right after the last namespace ID.
 func TestBinary(t *testing.T) {
 	bin := buildBinary(t)
-	for _, dialect := range teststore.Dialects {
+	for _, dialect := range testserver.Dialects {
 		t.Run(dialect, func(t *testing.T) {
 			dir := t.TempDir()
 			env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
 			dsn := "sqlite:" + filepath.Join(dir, "idgen.db") // where the default puts it
 			if dialect != "sqlite" {
-				dsn = teststore.DSN(t, dialect)
+				dsn = testserver.StoreDSN(t, dialect)
 				env = append(env, "IDGEN_DSN="+dsn)
 			}
 			p := startBinary(t, bin, dir, env, "--holder", "binary-test")
@@ -364,7 +362,7 @@ func TestBinaryDSNNotEncoded(t *testing.T) {
 			runs = append(runs, append(slices.Clone(args), "--dsn", dsn), append(slices.Clone(args), "IDGEN_DSN="+dsn))
 		}
 		for _, args := range runs {
-			env := testproc.Env()
+			env := testkit.Env()
 			if last := args[len(args)-1]; strings.HasPrefix(last, "IDGEN_DSN=") {
 				args, env = args[:len(args)-1], append(env, last)
 			}
@@ -400,12 +398,12 @@ func TestBinaryPortTaken(t *testing.T) {
 	addr := taken.Addr().String()
 	dir := t.TempDir()
 	sqliteFile := filepath.Join(dir, "idgen.db")
-	pg := teststore.DSN(t, "postgres")
-	if code, _, stderr := runBinaryBounded(t, 2*app.DefaultOpenTimeout, bin, dir, testproc.Env(), "migrate", "up", "--dsn", pg); code != 0 {
+	pg := testserver.StoreDSN(t, "postgres")
+	if code, _, stderr := runBinaryBounded(t, 2*app.DefaultOpenTimeout, bin, dir, testkit.Env(), "migrate", "up", "--dsn", pg); code != 0 {
 		t.Fatalf("migrate up: exit code %d, %s", code, stderr)
 	}
 	for _, dsn := range []string{"sqlite:" + sqliteFile, pg} {
-		code, stdout, stderr := runBinaryBounded(t, 2*app.DefaultOpenTimeout, bin, dir, testproc.Env("IDGEN_DSN="+dsn), "serve", "--listen", addr)
+		code, stdout, stderr := runBinaryBounded(t, 2*app.DefaultOpenTimeout, bin, dir, testkit.Env("IDGEN_DSN="+dsn), "serve", "--listen", addr)
 		ls := lines(stderr)
 		last := ls[len(ls)-1]
 		if code != 1 || !strings.HasPrefix(last, "idgen: ") || !strings.Contains(last, addr) || !strings.Contains(last, "address already in use") {
@@ -418,7 +416,7 @@ func TestBinaryPortTaken(t *testing.T) {
 	if _, err := os.Stat(sqliteFile); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("serve on a taken address created the SQLite database: stat: %v", err)
 	}
-	store := teststore.OpenDSN(t, pg)
+	store := testserver.OpenStoreDSN(t, pg)
 	leases, err := store.ListLeases(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -440,13 +438,13 @@ func TestBinaryPortTaken(t *testing.T) {
 // error; the log has it once, however many probes found it.
 func TestBinaryStoreInternalsNotShown(t *testing.T) {
 	const token = "Admin7okenOfTheBinaryTest"
-	cluster := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	cluster := testkit.StartEtcd(t, testkit.EtcdOptions{Members: 1})
 	const prefix = "internals-prefix-of-the-test"
 	dsn := cluster.DSN(prefix)
 	endpoint := cluster.Endpoints()[0]
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	p := startBinary(t, bin, dir, testproc.Env("IDGEN_DSN="+dsn, "IDGEN_ADMIN_TOKEN="+token), "--holder", "internals-node")
+	p := startBinary(t, bin, dir, testkit.Env("IDGEN_DSN="+dsn, "IDGEN_ADMIN_TOKEN="+token), "--holder", "internals-node")
 	n := p.node()
 	n.waitReady()
 	cluster.Kill(0)

@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen-project/idgen/internal/testproc"
+	"github.com/idgen-project/idgen/internal/testkit"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/testtime"
 )
 
 // checkDraining checks, in this order, that n's /readyz turns 503 saying
@@ -20,7 +19,7 @@ import (
 // not exited (exited is closed when it has).
 func checkDraining(t *testing.T, n *node, exited <-chan struct{}) {
 	t.Helper()
-	testtime.WaitFor(t, stopTimeout, "/readyz 503 after the first signal", func() bool {
+	testkit.WaitFor(t, stopTimeout, "/readyz 503 after the first signal", func() bool {
 		code, _, _ := n.get("/readyz")
 		return code == http.StatusServiceUnavailable
 	})
@@ -98,7 +97,7 @@ func TestServeDrainsUntilSecondSignal(t *testing.T) {
 func TestBinaryDrain(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	p := startBinary(t, bin, dir, testproc.Env(), "--dsn", "sqlite:"+filepath.Join(dir, "idgen.db"), "--drain-window", "1m")
+	p := startBinary(t, bin, dir, testkit.Env(), "--dsn", "sqlite:"+filepath.Join(dir, "idgen.db"), "--drain-window", "1m")
 	n := p.node()
 	n.waitReady()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idgen-project/idgen/internal/testdb"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // unsafePostgres creates a PostgreSQL database whose sessions commit with
@@ -19,7 +19,7 @@ import (
 // ends.
 func unsafePostgres(t *testing.T) (dsn, name string) {
 	t.Helper()
-	u, err := url.Parse(testdb.Postgres(t)) // the server, and a fresh name
+	u, err := url.Parse(testkit.Postgres(t)) // the server, and a fresh name
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestServeUnsafeDurabilityOverridden(t *testing.T) {
 // TestServeSafeDurability: on a safe database (the SQLite default) /readyz
 // says so.
 func TestServeSafeDurability(t *testing.T) {
-	n := startNode(t, "--dsn", testdb.SQLite(t))
+	n := startNode(t, "--dsn", testkit.SQLite(t))
 	var ready readyDurability
 	n.getJSON("/readyz", http.StatusOK, &ready)
 	if ready.Durability != "ok" {

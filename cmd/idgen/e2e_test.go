@@ -2,7 +2,7 @@ package main
 
 // End-to-end tests: idgen serve runs in-process through run, exactly as main
 // calls it, on each database (the embedded SQLite default, PostgreSQL and
-// MySQL/MariaDB, from internal/testdb), and is driven over HTTP and through
+// MySQL/MariaDB, from internal/testkit), and is driven over HTTP and through
 // the other commands. binary_test.go runs the built binary.
 
 import (
@@ -30,9 +30,8 @@ import (
 	"github.com/idgen-project/idgen/app"
 	"github.com/idgen-project/idgen/internal/dburl"
 	"github.com/idgen-project/idgen/internal/stores"
-	"github.com/idgen-project/idgen/internal/testdb"
+	"github.com/idgen-project/idgen/internal/testkit"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/teststore"
 	"github.com/idgen-project/idgen/migrations"
 	"github.com/idgen-project/idgen/snowflake"
 )
@@ -75,8 +74,8 @@ func migrationVersion(t *testing.T, file string) int64 {
 
 // forEachDialect runs f on a fresh database of every dialect.
 func forEachDialect(t *testing.T, f func(t *testing.T, dsn string)) {
-	for _, d := range teststore.Dialects {
-		t.Run(d, func(t *testing.T) { f(t, teststore.DSN(t, d)) })
+	for _, d := range testserver.Dialects {
+		t.Run(d, func(t *testing.T) { f(t, testserver.StoreDSN(t, d)) })
 	}
 }
 
@@ -857,7 +856,7 @@ func TestSecretsNeverShown(t *testing.T) {
 // here) unless its DSN has one, which then is the secret checked.
 func TestSecretsNotLogged(t *testing.T) {
 	const token = "Canary7okenValue"
-	dsn := testdb.Postgres(t)
+	dsn := testkit.Postgres(t)
 	u, err := url.Parse(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -908,7 +907,7 @@ func TestSecretsNotLogged(t *testing.T) {
 		}
 	}
 	// The failure path: a wrong password on the MySQL server.
-	mdsn := withPassword(t, testdb.MySQL(t), password+"-wrong")
+	mdsn := withPassword(t, testkit.MySQL(t), password+"-wrong")
 	r := cli(t, nil, "serve", "--listen", "127.0.0.1:0", "--dsn", mdsn)
 	if r.code != 1 || strings.Contains(r.stderr, password) || strings.Contains(fmt.Sprint(r.err), password) {
 		t.Errorf("serve with a wrong MySQL password: got exit code %d, stderr %q; want 1 and no password", r.code, r.stderr)
@@ -966,7 +965,7 @@ func idgenGoroutines() []string {
 // TestNamespacesCreate checks the defaults and the settings of idgen
 // namespaces create as the store recorded them.
 func TestNamespacesCreate(t *testing.T) {
-	dsn := testdb.SQLite(t)
+	dsn := testkit.SQLite(t)
 	mustCLI(t, "migrate", "up", "--dsn", dsn)
 	tests := []struct {
 		args []string
@@ -1031,7 +1030,7 @@ func TestNamespacesCreate(t *testing.T) {
 // created), and the limit is computed with the layout the database
 // records, which a different --layout may not contradict.
 func TestNamespacesCreateFallback(t *testing.T) {
-	dsn := testdb.SQLite(t)
+	dsn := testkit.SQLite(t)
 	mustCLI(t, "migrate", "up", "--dsn", dsn)
 	high := strconv.FormatInt(int64(snowflake.DefaultLayout().SmallestID(time.Now().Add(time.Hour))), 10)
 

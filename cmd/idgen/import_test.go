@@ -12,7 +12,6 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/peerimport"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/teststore"
 )
 
 // The source tables as Leaf and tinyid create them, in each dialect.
@@ -75,7 +74,7 @@ func TestNamespacesImport(t *testing.T) {
 
 func testNamespacesImport(t *testing.T, dialect string) {
 	ctx := context.Background()
-	from := teststore.DSN(t, dialect) // the source: a database of its own
+	from := testserver.StoreDSN(t, dialect) // the source: a database of its own
 	src, err := peerimport.Open(ctx, from)
 	if err != nil {
 		t.Fatal(err)
@@ -102,8 +101,8 @@ func testNamespacesImport(t *testing.T, dialect string) {
 	}
 	exec("INSERT INTO leaf_bad (biz_tag, max_id, step) VALUES (?, ?, ?), (?, ?, ?)", "Bad Tag", 10, 10, "fine", 10, 10)
 
-	dsn := teststore.DSN(t, dialect)   // idgen's: another fresh database
-	store := teststore.OpenDSN(t, dsn) // migrated
+	dsn := testserver.StoreDSN(t, dialect)   // idgen's: another fresh database
+	store := testserver.OpenStoreDSN(t, dsn) // migrated
 	// "raised" exists already, below Leaf's max_id.
 	pre, err := allocator.NamespaceSpec{Name: "raised", Start: new(int64(10))}.Namespace(0)
 	if err != nil {

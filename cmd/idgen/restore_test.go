@@ -18,8 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idgen-project/idgen/internal/testdb"
-	"github.com/idgen-project/idgen/internal/testproc"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // The lease settings of the nodes of the restore tests, and the fence's
@@ -135,7 +134,7 @@ func TestRestoreFence(t *testing.T) {
 
 func restoreRunbook(t *testing.T, bin string, st restoreStore, nodes int) {
 	dir := t.TempDir()
-	env := testproc.Env("IDGEN_DSN=" + st.dsn)
+	env := testkit.Env("IDGEN_DSN=" + st.dsn)
 	cliEnv := map[string]string{"IDGEN_DSN": st.dsn}
 	mustRun := func(args ...string) string {
 		t.Helper()
@@ -198,7 +197,7 @@ func restoreRunbook(t *testing.T, bin string, st restoreStore, nodes int) {
 	// Without the fence: a node without a state file hands out segment
 	// IDs again, and a node with one refuses to start.
 	other := st.restoreElsewhere(t)
-	unfenced := startBinary(t, bin, dir, testproc.Env("IDGEN_DSN="+other), "--lease-ttl", restoreLeaseTTL,
+	unfenced := startBinary(t, bin, dir, testkit.Env("IDGEN_DSN="+other), "--lease-ttl", restoreLeaseTTL,
 		"--max-clock-offset", restoreMaxOffset)
 	unfenced.node().waitReady()
 	probe := newIssued()
@@ -287,7 +286,7 @@ func postgresRestoreStore(t *testing.T) restoreStore {
 // of the tests, dropped when the test ends, and returns its DSN.
 func scratchDatabase(t *testing.T) string {
 	t.Helper()
-	u, err := url.Parse(testdb.Postgres(t)) // skips or fails the test without a server
+	u, err := url.Parse(testkit.Postgres(t)) // skips or fails the test without a server
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +332,7 @@ func runTool(t *testing.T, name string, args ...string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = testproc.Env()
+	cmd.Env = testkit.Env()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", name, err, out)

@@ -9,14 +9,14 @@ import (
 
 	"github.com/idgen-project/idgen/allocator/sequence"
 	"github.com/idgen-project/idgen/internal/stores"
-	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/internal/testserver"
 )
 
 // TestSequencesCLI creates a sequence, reserves numbers through the store
 // as a node would, and reads, exports and voids them with the CLI; bad
 // command lines exit 2 and change nothing.
 func TestSequencesCLI(t *testing.T) {
-	dsn := teststore.DSN(t, "sqlite")
+	dsn := testserver.StoreDSN(t, "sqlite")
 	mustCLI(t, "migrate", "up", "--dsn", dsn)
 
 	bad := []struct {
@@ -93,7 +93,7 @@ func TestSequencesCLI(t *testing.T) {
 // exit 2 and delete nothing, a dry run counts, the prune deletes, and
 // list, ledger and export say the period is pruned.
 func TestSequencesPruneCLI(t *testing.T) {
-	dsn := teststore.DSN(t, "sqlite")
+	dsn := testserver.StoreDSN(t, "sqlite")
 	mustCLI(t, "migrate", "up", "--dsn", dsn)
 	mustCLI(t, "sequences", "create", "m", "--format", "M{yyyyMM}-{seq:04}", "--reset", "monthly", "--ttl", "1m", "--dsn", dsn)
 	mustCLI(t, "sequences", "create", "flat", "--format", "F{seq:04}", "--dsn", dsn)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/client"
-	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/internal/testserver"
 )
 
 // The trust boundary of the lease API, through the binary: what a caller
@@ -79,7 +79,7 @@ func TestLeaseAPICannotReleaseNodeLease(t *testing.T) {
 	if code != 200 || json.Unmarshal(body, &first) != nil {
 		t.Fatalf("GET /ids: %d %s", code, body)
 	}
-	store := teststore.OpenDSN(t, dsn)
+	store := testserver.OpenStoreDSN(t, dsn)
 	before, err := store.ListLeases(context.Background())
 	if err != nil || len(before) == 0 || before[0].Holder != "svc/node1" {
 		t.Fatalf("lease rows: %+v, %v; want worker 0 held by svc/node1", before, err)

@@ -19,7 +19,7 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
-	"github.com/idgen-project/idgen/internal/browsertest"
+	"github.com/idgen-project/idgen/internal/testkit"
 	"github.com/idgen-project/idgen/internal/testserver"
 )
 
@@ -31,7 +31,7 @@ import (
 // the free worker IDs summarised. Set IDGEN_STATUS_SCREENSHOT=path.png to
 // keep the screenshot (docs/status-page.png is made so).
 func TestStatusPageInChromium(t *testing.T) {
-	browsertest.Chromium(t) // skip or fail early when there is none
+	testkit.Chromium(t) // skip or fail early when there is none
 	// A heartbeat a second, several in the window; a ttl long enough that
 	// heartbeats stalled on a loaded machine do not lose the lease (the
 	// page would then show a second worker ID held).
@@ -103,11 +103,11 @@ func TestStatusPageInChromium(t *testing.T) {
 		// The whole page, for people to look at, first: the lease part of
 		// the page is live, and the sooner it is taken the closer it is to
 		// the stopped clock.
-		browsertest.ScreenshotSize(t, srv.URL+"/", path, 1200, 1180)
+		testkit.ScreenshotSize(t, srv.URL+"/", path, 1200, 1180)
 		t.Logf("screenshot written to %s", path)
 	}
 
-	dom := browsertest.DumpDOM(t, srv.URL+"/")
+	dom := testkit.DumpDOM(t, srv.URL+"/")
 	section := func(id string) string {
 		m := regexp.MustCompile(`(?s)id="` + id + `".*?</(section|table|div)>`).FindString(dom)
 		if m == "" {
@@ -194,7 +194,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	// Visible: the series' colours are on screen in the first screenful,
 	// below the legend swatches (which show them whatever the data).
 	shot := filepath.Join(t.TempDir(), "status.png")
-	browsertest.Screenshot(t, srv.URL+"/", shot)
+	testkit.Screenshot(t, srv.URL+"/", shot)
 	img := readPNG(t, shot)
 	for _, c := range []struct{ name, hex string }{
 		{"snowflake line", "#1f6fb4"}, {"segment line", "#e08a00"}, {"refill bars", "#43a047"}, {"ceiling lead line", "#00838f"},

@@ -12,7 +12,6 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/testserver"
-	"github.com/idgen-project/idgen/internal/teststore"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -91,7 +90,7 @@ func TestMetricLayoutRemaining(t *testing.T) {
 // lease table with leases inside and outside the node's pool, live,
 // expired and released, on every store: expiry is the store's time.
 func TestMetricWorkerPool(t *testing.T) {
-	teststore.Parallel(t, teststore.StoreDialects, testMetricWorkerPool)
+	testserver.Parallel(t, testserver.StoreDialects, testMetricWorkerPool)
 }
 
 func testMetricWorkerPool(t *testing.T, dialect string) {

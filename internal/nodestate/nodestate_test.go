@@ -10,13 +10,13 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/nodestate"
-	"github.com/idgen-project/idgen/internal/teststore"
-	"github.com/idgen-project/idgen/internal/testtime"
+	"github.com/idgen-project/idgen/internal/testkit"
+	"github.com/idgen-project/idgen/internal/testserver"
 )
 
 var epoch = time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 
-func mustOpen(t *testing.T, path string, clock *testtime.Manual) *nodestate.File {
+func mustOpen(t *testing.T, path string, clock *testkit.Manual) *nodestate.File {
 	t.Helper()
 	f, err := nodestate.Open(path, clock)
 	if err != nil {
@@ -29,7 +29,7 @@ func mustOpen(t *testing.T, path string, clock *testtime.Manual) *nodestate.File
 // their writes, lowers are written at once, and neither moves the wrong way.
 func TestFileRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "node.state")
-	clock := testtime.NewManual(epoch)
+	clock := testkit.NewManual(epoch)
 	f := mustOpen(t, path, clock)
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a new file: got %v, want nothing written before a change", err)
@@ -87,7 +87,7 @@ func TestFileRoundTrip(t *testing.T) {
 // as it was; a store of another identity starts the file afresh.
 func TestFileStart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "node.state")
-	clock := testtime.NewManual(epoch)
+	clock := testkit.NewManual(epoch)
 	f := mustOpen(t, path, clock)
 	w := allocator.LeaseKey{WorkerID: 3}
 	if _, err := f.Start(allocator.StoreMark{StoreID: "s1", Generation: 1}); err != nil {
@@ -148,9 +148,9 @@ func TestStoreRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "node.state")
-	clock := testtime.NewManual(epoch)
+	clock := testkit.NewManual(epoch)
 	file := mustOpen(t, path, clock)
-	base := teststore.Open(t, "sqlite")
+	base := testserver.OpenStore(t, "sqlite")
 	s := nodestate.Wrap(base, file, slog.New(slog.DiscardHandler))
 
 	c, err := s.Claim(ctx, allocator.ClaimRequest{MinWorkerID: 0, MaxWorkerID: 3, Holder: "node", TTL: time.Minute,

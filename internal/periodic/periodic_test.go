@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen-project/idgen/internal/testtime"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 func TestLoopRunsUntilStop(t *testing.T) {
 	var calls atomic.Int64
 	l := Start(0, time.Millisecond, func(context.Context) { calls.Add(1) })
-	testtime.WaitFor(t, 10*time.Second, "three calls", func() bool { return calls.Load() >= 3 })
+	testkit.WaitFor(t, 10*time.Second, "three calls", func() bool { return calls.Load() >= 3 })
 	l.Stop()
 	select {
 	case <-l.Done():

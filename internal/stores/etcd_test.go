@@ -8,11 +8,11 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/internal/etcdtest"
+	"github.com/idgen-project/idgen/internal/testkit"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
-func TestMain(m *testing.M) { os.Exit(etcdtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testkit.EtcdMain(m)) }
 
 func TestDialect(t *testing.T) {
 	for _, tc := range []struct{ dsn, want string }{
@@ -35,7 +35,7 @@ func TestDialect(t *testing.T) {
 // way idgen serve and idgen migrate do.
 func TestOpenEtcd(t *testing.T) {
 	ctx := t.Context()
-	s, err := Open(ctx, etcdtest.DSN(t))
+	s, err := Open(ctx, testkit.EtcdDSN(t))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

@@ -3,7 +3,8 @@
 // the test asks for another), serving HTTP on a loopback port the system
 // picks, and closed when the test ends (requests finished, tails returned,
 // lease released). Tests reach it over HTTP at URL, or in-process through
-// Handler and the App's accessors.
+// Handler and the App's accessors. OpenStore gives a test a migrated Store
+// of its own on any dialect, for tests that need a store but not a node.
 package testserver
 
 import (
@@ -20,7 +21,6 @@ import (
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/app"
 	"github.com/idgen-project/idgen/internal/stores"
-	"github.com/idgen-project/idgen/internal/teststore"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -36,7 +36,7 @@ const (
 // database with the defaults of idgen serve, ready when MustStart returns.
 type Options struct {
 	// Dialect is the database: "sqlite" (the default), "postgres" or
-	// "mysql", a fresh one from internal/teststore.
+	// "mysql", a fresh one from OpenStore.
 	Dialect string
 	// Store, when not nil, is used instead of a fresh database: to share
 	// one between two nodes, or to wrap one with injected faults. It must
@@ -104,7 +104,7 @@ func MustStart(tb testing.TB, o Options) *Server {
 		if d == "" {
 			d = "sqlite"
 		}
-		store = teststore.Open(tb, d)
+		store = OpenStore(tb, d)
 	}
 	ks := o.Keeper
 	if ks.Holder == "" {

@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/internal/teststore"
+	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/internal/tracing"
 )
 
@@ -42,7 +42,7 @@ func attrs(s tracetest.SpanStub) map[attribute.Key]attribute.Value {
 // status and the attributes an operator looks for.
 func TestStoreSpans(t *testing.T) {
 	tp, exp := recorder(t)
-	store := tracing.WrapStore(teststore.Open(t, "sqlite"), tp, "sqlite")
+	store := tracing.WrapStore(testserver.OpenStore(t, "sqlite"), tp, "sqlite")
 	ctx := context.Background()
 
 	claim, err := store.Claim(ctx, allocator.ClaimRequest{

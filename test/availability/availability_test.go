@@ -20,8 +20,7 @@ import (
 	"time"
 
 	"github.com/idgen-project/idgen/client"
-	"github.com/idgen-project/idgen/internal/testproc"
-	"github.com/idgen-project/idgen/internal/testtime"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // The caller: one request for idsPerRequest IDs every interval, each in
@@ -50,15 +49,15 @@ type node struct {
 	name, addr string
 	bin, dsn   string
 	log        string
-	proc       *testproc.Proc
+	proc       *testkit.Proc
 }
 
 func (n *node) url() string { return "http://" + n.addr }
 
 func (n *node) start(t *testing.T) {
 	t.Helper()
-	n.proc = testproc.Start(t, testproc.Spec{
-		Name: n.name, Bin: n.bin, Log: n.log, Env: testproc.Env(), Mark: "--- start",
+	n.proc = testkit.Start(t, testkit.Spec{
+		Name: n.name, Bin: n.bin, Log: n.log, Env: testkit.Env(), Mark: "--- start",
 		Args: []string{"serve", "--listen", n.addr, "--dsn", n.dsn, "--holder", n.name, "--migrate=false",
 			"--lease-ttl", "3s", "--heartbeat", "1s", "--drain-window", drainWindow},
 	})
@@ -68,7 +67,7 @@ func (n *node) start(t *testing.T) {
 func (n *node) waitReady(t *testing.T) {
 	t.Helper()
 	hc := &http.Client{Timeout: 2 * time.Second}
-	testtime.WaitFor(t, startBound, n.name+" ready", func() bool {
+	testkit.WaitFor(t, startBound, n.name+" ready", func() bool {
 		if n.proc.Exited() {
 			t.Fatalf("%s exited:\n%s", n.name, n.proc.Tail(30))
 		}
@@ -220,11 +219,11 @@ func (f figures) String() string {
 // they depend on the machine's load.
 func TestCallerSeesNoFailure(t *testing.T) {
 	dir := t.TempDir()
-	bin := testproc.MustBuild(t, dir, "./cmd/idgen")
+	bin := testkit.MustBuild(t, dir, "./cmd/idgen")
 	dsn := "sqlite:" + filepath.Join(dir, "idgen.db")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	cmd := exec.CommandContext(ctx, bin, "migrate", "up", "--dsn", dsn)
-	cmd.Env = testproc.Env()
+	cmd.Env = testkit.Env()
 	out, err := cmd.CombinedOutput()
 	cancel()
 	if err != nil {

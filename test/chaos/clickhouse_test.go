@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen-project/idgen/internal/testdb"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // The ClickHouse server of the audit outage (TestChaosAuditOutage): the
@@ -35,7 +35,7 @@ const (
 // is not on this machine, or does not answer, fails it.
 func clickhouseServer(t *testing.T) *url.URL {
 	t.Helper()
-	u := testdb.ClickHouse(t)
+	u := testkit.ClickHouse(t)
 	switch u.Hostname() {
 	case "127.0.0.1", "localhost", "::1":
 	default:

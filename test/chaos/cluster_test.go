@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen-project/idgen/internal/testproc"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // Lease settings of every node: short, so that each scenario sees several
@@ -38,7 +38,7 @@ const adminToken = "chaos-admin-token"
 // release builds have no such flags.
 func buildIdgen(t testing.TB, dir string) string {
 	t.Helper()
-	return testproc.MustBuild(t, dir, "./cmd/idgen", "-tags", "idgen_testclock")
+	return testkit.MustBuild(t, dir, "./cmd/idgen", "-tags", "idgen_testclock")
 }
 
 // freeAddr returns a loopback address with a port nobody listens on now.
@@ -59,7 +59,7 @@ func runIdgen(t testing.TB, bin string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = testproc.Env()
+	cmd.Env = testkit.Env()
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -96,7 +96,7 @@ type restartable struct {
 	logPath string
 
 	mu      sync.Mutex
-	proc    *testproc.Proc // the current incarnation
+	proc    *testkit.Proc // the current incarnation
 	starts  int
 	expectd bool // the current incarnation is expected to exit (we stopped or killed it)
 }
@@ -117,11 +117,11 @@ func (r *restartable) launch(bin string, args, env []string, marked bool) {
 		mark = fmt.Sprintf("### harness: start #%d at %s: %s %s", r.starts, time.Now().UTC().Format(time.RFC3339Nano),
 			filepath.Base(bin), strings.Join(redactArgs(args), " "))
 	}
-	r.proc = testproc.Start(r.t, testproc.Spec{Name: r.name, Bin: bin, Args: args, Env: env, Log: r.logPath, Mark: mark})
+	r.proc = testkit.Start(r.t, testkit.Spec{Name: r.name, Bin: bin, Args: args, Env: env, Log: r.logPath, Mark: mark})
 	r.expectd = false
 }
 
-func (r *restartable) current() *testproc.Proc {
+func (r *restartable) current() *testkit.Proc {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.proc
@@ -169,7 +169,7 @@ func (r *restartable) stop(grace time.Duration) int {
 
 // exitedOnItsOwn returns the current incarnation if it exited without the
 // harness stopping it.
-func (r *restartable) exitedOnItsOwn() (*testproc.Proc, bool) {
+func (r *restartable) exitedOnItsOwn() (*testkit.Proc, bool) {
 	r.mu.Lock()
 	p, expected := r.proc, r.expectd
 	r.mu.Unlock()
@@ -220,7 +220,7 @@ func (n *node) args() []string {
 // start starts a new incarnation; it does not wait for it to serve.
 func (n *node) start() {
 	n.t.Helper()
-	n.launch(n.c.bin, n.args(), testproc.Env(), true)
+	n.launch(n.c.bin, n.args(), testkit.Env(), true)
 }
 
 // redactArgs hides the DSN's password in what the harness writes.
@@ -305,7 +305,7 @@ func (n *node) log() string {
 }
 
 // logTail returns the last lines of the node's log.
-func (n *node) logTail(lines int) string { return testproc.Tail(n.logPath, lines) }
+func (n *node) logTail(lines int) string { return testkit.Tail(n.logPath, lines) }
 
 // startAll starts every node and waits until each answers /healthz.
 func (c *cluster) startAll() {
@@ -343,7 +343,7 @@ func (c *cluster) stopAll() []string {
 }
 
 // closeClients closes the nodes' idle connections; it is the cluster's
-// cleanup, which runs after testproc's have killed whatever still ran.
+// cleanup, which runs after testkit's have killed whatever still ran.
 func (c *cluster) closeClients() {
 	for _, n := range c.nodes {
 		n.client.CloseIdleConnections()

@@ -26,7 +26,7 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/stores"
-	"github.com/idgen-project/idgen/internal/testdb"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // database is what one scenario runs on: a fresh schema (PostgreSQL) or
@@ -46,11 +46,11 @@ func freshDatabase(t *testing.T, name string) database {
 	t.Helper()
 	switch name {
 	case "postgres":
-		return database{name: name, dsn: testdb.Postgres(t)}
+		return database{name: name, dsn: testkit.Postgres(t)}
 	case "mysql":
-		return database{name: name, dsn: testdb.MySQL(t)}
+		return database{name: name, dsn: testkit.MySQL(t)}
 	case "sqlite":
-		return database{name: name, dsn: testdb.SQLite(t)}
+		return database{name: name, dsn: testkit.SQLite(t)}
 	}
 	t.Fatalf("unknown database %q", name)
 	return database{}
@@ -180,9 +180,9 @@ func (tp *toxicProxy) remove(t testing.TB, name string) {
 // serverDSN returns the server DSN of the environment for db.
 func serverDSN(db string) string {
 	if db == "postgres" {
-		return os.Getenv(testdb.EnvPostgres)
+		return os.Getenv(testkit.EnvPostgres)
 	}
-	return os.Getenv(testdb.EnvMySQL)
+	return os.Getenv(testkit.EnvMySQL)
 }
 
 // pingServer reports whether the server of db answers a fresh connection.

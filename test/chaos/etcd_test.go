@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen-project/idgen/internal/etcdtest"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // The etcd scenarios run the nodes on a three-member etcd cluster of their
-// own (internal/etcdtest: three etcd processes on loopback ports), and
+// own (internal/testkit: three etcd processes on loopback ports), and
 // inject faults into the cluster instead of a database server: they never
 // touch the shared PostgreSQL and MariaDB servers.
 //
@@ -22,7 +22,7 @@ import (
 
 // etcdEnv is the cluster of one etcd scenario.
 type etcdEnv struct {
-	cluster *etcdtest.Cluster
+	cluster *testkit.EtcdCluster
 	// proxies stand between the nodes and each member when the scenario
 	// asked for them (proxies[i] in front of member i); nil otherwise.
 	proxies []*toxicProxy
@@ -33,7 +33,7 @@ type etcdEnv struct {
 // each member and names the proxies in the DSN.
 func newEtcdEnv(t *testing.T, withProxies bool) *etcdEnv {
 	t.Helper()
-	c := etcdtest.Start(t, etcdtest.Options{})
+	c := testkit.StartEtcd(t, testkit.EtcdOptions{})
 	env := &etcdEnv{cluster: c}
 	eps := c.Endpoints()
 	if withProxies {
@@ -182,7 +182,7 @@ func (ee *etcdEnv) faultMembers(e *env, roles []string, fault, heal func(out *ou
 		time.Sleep(3 * time.Second)
 		m := ee.leader(e.t)
 		if role == "follower" {
-			m = (m + 1) % etcdtest.Members
+			m = (m + 1) % testkit.EtcdMembers
 		}
 		at := time.Now()
 		fault(&out, m)
@@ -276,11 +276,11 @@ func scenarioEtcdClusterRestart(e *env, ee *etcdEnv) (*cluster, *load, []Draw, o
 	c, l := etcdSetup(e)
 	out := outcome{recovery: -1}
 	outages := storeOutages(&out, func(hold time.Duration) (time.Time, error) {
-		for i := range etcdtest.Members {
+		for i := range testkit.EtcdMembers {
 			ee.cluster.Kill(i)
 		}
 		time.Sleep(hold)
-		for i := range etcdtest.Members {
+		for i := range testkit.EtcdMembers {
 			if err := ee.cluster.Restart(i); err != nil {
 				out.problem("restart member %d: %v", i, err)
 			}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/idgen-project/idgen"
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/internal/testproc"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // The local generators' scenarios: processes that hold a worker lease
@@ -74,7 +74,7 @@ func TestChaosGenerators(t *testing.T) {
 // buildHolder builds the lease holder (client/internal/holder) into dir.
 func buildHolder(t testing.TB, dir string) string {
 	t.Helper()
-	return testproc.MustBuild(t, dir, "./client/internal/holder")
+	return testkit.MustBuild(t, dir, "./client/internal/holder")
 }
 
 // genCluster is a cluster whose nodes serve the lease API, and the
@@ -129,7 +129,7 @@ func (g *gen) start() {
 	g.launch(g.gc.holderBin, []string{"--url", g.url, "--holder", g.name, "--out", g.out,
 		"--workers", g.gc.genWorkers, "--ttl", leaseTTL.String(), "--heartbeat", heartbeat.String(),
 		"--batch", "100", "--interval", "10ms", "--start-timeout", "120s"},
-		testproc.Env("IDGEN_HOLDER_TOKEN="+genSecret), false)
+		testkit.Env("IDGEN_HOLDER_TOKEN="+genSecret), false)
 }
 
 // holder is g's holder as the lease table names it.

@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/internal/testproc"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // secCheck counts the bad-input checks of one database and their failures.
@@ -245,13 +245,13 @@ func serveCanary(t *testing.T, bin, dsn string, viaEnv bool, logPath string) (st
 	addr := freeAddr(t)
 	args := []string{"serve", "--listen", addr, "--holder", "canary", "--lease-ttl", leaseTTL.String(),
 		"--heartbeat", heartbeat.String(), "--worker-ids", "4-5", "--admin-token", adminToken, "--drain-window", "0"}
-	env := testproc.Env()
+	env := testkit.Env()
 	if viaEnv {
 		env = append(env, "IDGEN_DSN="+dsn)
 	} else {
 		args = append(args, "--dsn", dsn)
 	}
-	p := testproc.Start(t, testproc.Spec{Name: "canary", Bin: bin, Args: args, Env: env, Log: logPath})
+	p := testkit.Start(t, testkit.Spec{Name: "canary", Bin: bin, Args: args, Env: env, Log: logPath})
 	defer p.Kill()
 	n := &node{addr: addr, client: newHTTPClient()}
 	defer n.client.CloseIdleConnections()
@@ -288,7 +288,7 @@ func serveCanary(t *testing.T, bin, dsn string, viaEnv bool, logPath string) (st
 const fuzzBudget = "150000x"
 
 func runFuzz(t *testing.T, sum *summaries) {
-	root, err := testproc.ModuleRoot()
+	root, err := testkit.ModuleRoot()
 	if err != nil {
 		t.Fatalf("module root: %v", err)
 	}

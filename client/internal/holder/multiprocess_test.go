@@ -18,8 +18,8 @@ import (
 
 	"github.com/idgen-project/idgen/allocator"
 	"github.com/idgen-project/idgen/internal/stores"
-	"github.com/idgen-project/idgen/internal/teststore"
-	"github.com/idgen-project/idgen/internal/testtime"
+	"github.com/idgen-project/idgen/internal/testkit"
+	"github.com/idgen-project/idgen/internal/testserver"
 	"github.com/idgen-project/idgen/snowflake"
 )
 
@@ -58,7 +58,7 @@ const (
 // timestamps.
 func TestMultiProcess(t *testing.T) {
 	idgen, holder := buildBinaries(t, t.TempDir())
-	for _, dialect := range teststore.Dialects {
+	for _, dialect := range testserver.Dialects {
 		t.Run(dialect, func(t *testing.T) { runMultiProcess(t, dialect, idgen, holder) })
 	}
 }
@@ -75,8 +75,8 @@ func runMultiProcess(t *testing.T, dialect, idgenBin, holderBin string) {
 			t.Fatal(err)
 		}
 	}
-	dsn := teststore.DSN(t, dialect)
-	store := teststore.OpenDSN(t, dsn) // migrated here: the nodes start on a migrated database
+	dsn := testserver.StoreDSN(t, dialect)
+	store := testserver.OpenStoreDSN(t, dsn) // migrated here: the nodes start on a migrated database
 	ctx := context.Background()
 	tokens := filepath.Join(dir, "tokens")
 	line := fmt.Sprintf("%s ids,leases %s\n", tokenName, idgen.HashSecret(tokenValue))
@@ -98,7 +98,7 @@ func runMultiProcess(t *testing.T, dialect, idgenBin, holderBin string) {
 	}
 	leased := func(h *holderProc) {
 		t.Helper()
-		testtime.WaitFor(t, 30*time.Second, h.holder+" holding a lease", func() bool {
+		testkit.WaitFor(t, 30*time.Second, h.holder+" holding a lease", func() bool {
 			if h.Exited() {
 				t.Fatalf("%s exited:\n%s", h.holder, h.Tail(20))
 			}
@@ -159,12 +159,12 @@ func runMultiProcess(t *testing.T, dialect, idgenBin, holderBin string) {
 	}
 	freedAt := time.Now()
 	var newLease leaseLine
-	testtime.WaitFor(t, 30*time.Second, "gen-5 on a new lease", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "gen-5 on a new lease", func() bool {
 		l, _ := paused.read(t).lastLease()
 		newLease = l
 		return l.version != pausedLease.version || l.worker != pausedLease.worker
 	})
-	testtime.WaitFor(t, 30*time.Second, "gen-5 issuing under its new lease", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "gen-5 issuing under its new lease", func() bool {
 		return countBatches(paused.read(t), newLease.worker, newLease.version, resumedAt) > 0
 	})
 	po := paused.read(t)
@@ -199,7 +199,7 @@ func runMultiProcess(t *testing.T, dialect, idgenBin, holderBin string) {
 	// it may have moved since its first), fenced on its version.
 	evicted := gens["gen-6"]
 	var evLease leaseLine
-	testtime.WaitFor(t, 30*time.Second, "the eviction of gen-6's lease", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the eviction of gen-6's lease", func() bool {
 		evLease, _ = evicted.read(t).lastLease()
 		body := strings.NewReader(fmt.Sprintf(`{"fencing_version":%d}`, evLease.version))
 		req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/admin/leases/0/%d/evict", nodes[0].url, evLease.worker), body)
@@ -220,7 +220,7 @@ func runMultiProcess(t *testing.T, dialect, idgenBin, holderBin string) {
 		return false
 	})
 	evictedAt := time.Now()
-	testtime.WaitFor(t, 30*time.Second, "gen-6 on a new lease", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "gen-6 on a new lease", func() bool {
 		l, _ := evicted.read(t).lastLease()
 		return l.version != evLease.version || l.worker != evLease.worker
 	})
@@ -384,7 +384,7 @@ func findEvent(t *testing.T, store stores.Store, kind allocator.EventKind, holde
 func waitEvent(t *testing.T, store stores.Store, kind allocator.EventKind, worker int64, what string, match func(allocator.LeaseEvent) bool) allocator.LeaseEvent {
 	t.Helper()
 	var found allocator.LeaseEvent
-	testtime.WaitFor(t, 30*time.Second, what, func() bool {
+	testkit.WaitFor(t, 30*time.Second, what, func() bool {
 		evs, err := store.ListLeaseEvents(context.Background(), allocator.LeaseEventFilter{Kind: kind, WorkerID: &worker, Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
@@ -430,7 +430,7 @@ func checkFloor(t *testing.T, gens map[string]*holderProc, takeover allocator.Le
 		return
 	}
 	var l leaseLine
-	testtime.WaitFor(t, 30*time.Second, fmt.Sprintf("%s reporting worker %d v%d", name, takeover.WorkerID, takeover.FencingVersion), func() bool {
+	testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("%s reporting worker %d v%d", name, takeover.WorkerID, takeover.FencingVersion), func() bool {
 		for _, l = range h.read(t).leases {
 			if l.worker == takeover.WorkerID && l.version == takeover.FencingVersion {
 				return true

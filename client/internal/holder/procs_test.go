@@ -16,8 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idgen-project/idgen/internal/testproc"
-	"github.com/idgen-project/idgen/internal/testtime"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // The processes of the multi-process tests: idgen nodes (the real binary)
@@ -26,19 +25,19 @@ import (
 // buildBinaries builds cmd/idgen and the holder into dir.
 func buildBinaries(t *testing.T, dir string) (idgen, holder string) {
 	t.Helper()
-	return testproc.MustBuild(t, dir, "./cmd/idgen"), testproc.MustBuild(t, dir, "./client/internal/holder")
+	return testkit.MustBuild(t, dir, "./cmd/idgen"), testkit.MustBuild(t, dir, "./client/internal/holder")
 }
 
 // startProc starts bin with args and extra environment, stdout and stderr
 // to logPath; it is killed when the test ends if it still runs.
-func startProc(t *testing.T, name, bin, logPath string, env []string, args ...string) *testproc.Proc {
+func startProc(t *testing.T, name, bin, logPath string, env []string, args ...string) *testkit.Proc {
 	t.Helper()
-	return testproc.Start(t, testproc.Spec{Name: name, Bin: bin, Args: args, Env: testproc.Env(env...), Log: logPath})
+	return testkit.Start(t, testkit.Spec{Name: name, Bin: bin, Args: args, Env: testkit.Env(env...), Log: logPath})
 }
 
 // node is an `idgen serve` process.
 type node struct {
-	*testproc.Proc
+	*testkit.Proc
 	url string
 }
 
@@ -51,7 +50,7 @@ func startNode(t *testing.T, bin, dir, name string, args ...string) *node {
 		"--lease-ttl", "3s", "--heartbeat", "1s", "--log-level", "info", "--drain-window", "0"}, args...)
 	p := startProc(t, name, bin, filepath.Join(dir, name+".log"), nil, all...)
 	var url string
-	testtime.WaitFor(t, 30*time.Second, name+" listening", func() bool {
+	testkit.WaitFor(t, 30*time.Second, name+" listening", func() bool {
 		if p.Exited() {
 			t.Fatalf("%s exited:\n%s", name, p.Tail(30))
 		}
@@ -62,7 +61,7 @@ func startNode(t *testing.T, bin, dir, name string, args ...string) *node {
 		url = "http://" + strings.TrimSpace(string(b))
 		return true
 	})
-	testtime.WaitFor(t, 30*time.Second, name+" ready", func() bool {
+	testkit.WaitFor(t, 30*time.Second, name+" ready", func() bool {
 		resp, err := http.Get(url + "/readyz")
 		if err != nil {
 			return false
@@ -75,7 +74,7 @@ func startNode(t *testing.T, bin, dir, name string, args ...string) *node {
 
 // holderProc is a holder process and its output file.
 type holderProc struct {
-	*testproc.Proc
+	*testkit.Proc
 	holder string // as it names itself; the broker stores "<token name>/<holder>"
 	out    string
 }

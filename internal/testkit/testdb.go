@@ -1,40 +1,7 @@
-// Package testdb gives integration tests a database of their own.
-//
-// Postgres, MySQL and SQLite each return the DSN of a fresh, empty schema
-// (PostgreSQL), database (MySQL/MariaDB) or file (SQLite) with a random name,
-// dropped when the test ends, so tests never see each other's rows. The DSNs
-// are in idgen's URL forms and can be given to the stores' Open functions:
-//
-//	postgres://user:pass@host:5432/db?sslmode=disable&search_path=<schema>
-//	mysql://user:pass@host:3306/<database>
-//	sqlite:<path in the test's temporary directory>
-//
-// The servers come from the environment, in this order:
-//
-//  1. IDGEN_TEST_POSTGRES_DSN and IDGEN_TEST_MYSQL_DSN, in the URL forms
-//     above, name a server on which the user may create and drop schemas or
-//     databases.
-//  2. When one is not set and a Docker engine answers, the package starts a
-//     container with testcontainers-go, once per test process and only when
-//     a test first asks for it: the image IDGEN_TEST_POSTGRES_IMAGE
-//     (default postgres:15) or IDGEN_TEST_MYSQL_IMAGE (default mysql:8; any
-//     image that behaves as the official one for its environment variables
-//     and log lines works, MariaDB's included). Its account has a random
-//     password, fresh in every process: idgen masks its DSN's password
-//     wherever it occurs in its output, so a password that is also a word
-//     idgen prints would mask that word. testcontainers' reaper removes the
-//     containers when the test run ends; where the reaper is turned off
-//     (TESTCONTAINERS_RYUK_DISABLED=true), remove them by their label
-//     org.testcontainers=true.
-//  3. Otherwise the test is skipped with a message saying how to run it, or
-//     fails when IDGEN_TEST_REQUIRE_DB=1 (as in CI), so that a missing
-//     database can never pass for a green run.
-//
-// When IDGEN_TEST_DB_REPORT names a file, every skip, with why, and every
-// container started is appended to it as a line (see [EnvReport]), so that
-// a test runner can say at the end of a run how many database tests did
-// not run and why (make test does).
-package testdb
+// Databases: Postgres, MySQL and SQLite each return the DSN of a fresh, empty
+// schema, database or file of a test's own; see the package doc.
+
+package testkit
 
 import (
 	"context"
@@ -58,12 +25,9 @@ import (
 	tcmysql "github.com/testcontainers/testcontainers-go/modules/mysql"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 	"github.com/testcontainers/testcontainers-go/wait"
-
-	"github.com/idgen-project/idgen/internal/testdb/missing"
-	"github.com/idgen-project/idgen/internal/testdb/testname"
 )
 
-// The environment variables testdb reads.
+// The environment variables the database fixtures read.
 const (
 	// EnvPostgres names a PostgreSQL server: postgres://user:pass@host:port/db?sslmode=disable.
 	EnvPostgres = "IDGEN_TEST_POSTGRES_DSN"
@@ -72,21 +36,12 @@ const (
 	// EnvClickHouse names a ClickHouse server's HTTP interface, for the
 	// audit trail's tests: http://127.0.0.1:8123.
 	EnvClickHouse = "IDGEN_TEST_CLICKHOUSE_URL"
-	// EnvRequire, set to 1, makes a missing database fail the test instead of
-	// skipping it.
-	EnvRequire = missing.EnvRequire
 	// EnvPostgresImage names the image of the PostgreSQL container started
 	// when EnvPostgres is not set (default postgres:15).
 	EnvPostgresImage = "IDGEN_TEST_POSTGRES_IMAGE"
 	// EnvMySQLImage names the image of the MySQL container started when
 	// EnvMySQL is not set (default mysql:8).
 	EnvMySQLImage = "IDGEN_TEST_MYSQL_IMAGE"
-	// EnvReport names a file to which testdb appends one tab-separated line
-	// per event (missing.Report): "skip", the database ("postgres" or
-	// "mysql"), the test's name and why, when a test is skipped for want of
-	// a server; "container", the database and the image when a container
-	// is started.
-	EnvReport = missing.EnvReport
 )
 
 // errNoDocker: no container could be had because no Docker engine
@@ -130,7 +85,7 @@ const (
 // port 0, so the line cannot match too early.
 const mysqlReady = `Version: '[^']*'\s+socket: '[^']*'\s+port: 3306\s`
 
-// The containers are the one piece of process-wide state in testdb: each is
+// The containers are the one piece of process-wide state of the database fixtures: each is
 // started at most once per test process, the first time a test needs it, and
 // every later test reuses it (starting a server per test would take seconds
 // each). sync.OnceValues keeps the outcome, success or error, so a process
@@ -149,7 +104,7 @@ func Postgres(tb testing.TB) string {
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		tb.Fatalf("testdb: %s is not a postgres:// URL", EnvPostgres)
 	}
-	schema := newName(tb)
+	schema := dbName(tb)
 	exec := func(ctx context.Context, stmt string) error {
 		conn, err := pgx.Connect(ctx, server)
 		if err != nil {
@@ -192,8 +147,8 @@ func MySQL(tb testing.TB) string {
 		tb.Fatalf("testdb: %s: %v", u.Redacted(), err)
 	}
 	defer db.Close()
-	name := newName(tb)
-	ident := "`" + name + "`" // newName returns [a-z0-9_] only
+	name := dbName(tb)
+	ident := "`" + name + "`" // dbName returns [a-z0-9_] only
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	if _, err := db.ExecContext(ctx, "CREATE DATABASE "+ident+" CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
@@ -222,7 +177,7 @@ func MySQL(tb testing.TB) string {
 // created by the first connection.
 func SQLite(tb testing.TB) string {
 	tb.Helper()
-	return "sqlite:" + filepath.Join(tb.TempDir(), newName(tb)+".db")
+	return "sqlite:" + filepath.Join(tb.TempDir(), dbName(tb)+".db")
 }
 
 // ClickHouse returns the ClickHouse server EnvClickHouse names; without
@@ -233,7 +188,7 @@ func ClickHouse(tb testing.TB) *url.URL {
 	raw := os.Getenv(EnvClickHouse)
 	if raw == "" {
 		msg := "testdb: no ClickHouse server for this test: set " + EnvClickHouse + " (e.g. http://127.0.0.1:8123; .ci/run installs and starts one)"
-		missing.Server(tb, msg, func() { missing.ReportSkip(tb, "clickhouse", EnvClickHouse+" not set") })
+		MissingServer(tb, msg, func() { ReportSkip(tb, "clickhouse", EnvClickHouse+" not set") })
 	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
@@ -253,20 +208,20 @@ func serverDSN(tb testing.TB, db, env, example string, container func() (string,
 	}
 	dsn, err := container()
 	if err != nil {
-		unavailable(tb, db, env, example, err)
+		dbUnavailable(tb, db, env, example, err)
 	}
 	return dsn
 }
 
-// unavailable skips tb, reporting the skip (report), or fails it when
-// EnvRequire is 1 (missing.Server), saying how to give the tests a
+// dbUnavailable skips tb, reporting the skip (report), or fails it when
+// EnvRequire is 1 (Server), saying how to give the tests a
 // database. db is "postgres" or "mysql".
-func unavailable(tb testing.TB, db, env, example string, cause error) {
+func dbUnavailable(tb testing.TB, db, env, example string, cause error) {
 	tb.Helper()
 	what := map[string]string{"postgres": "PostgreSQL", "mysql": "MySQL"}[db]
 	msg := fmt.Sprintf("testdb: no %s server for this test: set %s (e.g. %s) or run a Docker engine "+
 		"so that testcontainers-go can start one (%v)", what, env, example, cause)
-	missing.Server(tb, msg, func() { missing.ReportSkip(tb, db, skipReason(cause)) })
+	MissingServer(tb, msg, func() { ReportSkip(tb, db, skipReason(cause)) })
 }
 
 // skipReason says in one line why a database test was skipped, for the
@@ -295,12 +250,12 @@ func skipReason(cause error) string {
 	return cause.Error()
 }
 
-// newName returns a fresh random name for a schema or database, starting with
+// dbName returns a fresh random name for a schema or database, starting with
 // a short form of the test's name so that leftovers can be traced to a test:
 // idgen_<test>_<16 hex digits>, at most 48 characters of [a-z0-9_].
-func newName(tb testing.TB) string {
+func dbName(tb testing.TB) string {
 	tb.Helper()
-	return "idgen_" + testname.New(tb)
+	return "idgen_" + UniqueName(tb)
 }
 
 // openMySQL connects to the server named by a mysql:// URL.
@@ -394,7 +349,7 @@ func startContainer[C testcontainers.Container](db, env, def string,
 		_ = testcontainers.TerminateContainer(c)
 		return "", &containerError{image: img, err: fmt.Errorf("no address: %w", err)}
 	}
-	_ = missing.Report(missing.EventContainer, db, img)
+	_ = Report(EventContainer, db, img)
 	return addr, nil
 }
 

@@ -1,9 +1,8 @@
-// Package testname names what a test creates on a shared server (a
-// PostgreSQL schema, a MySQL database, an etcd key prefix) so that tests
-// never collide and leftovers can be traced to their test. testdb and
-// etcdtest share it; it imports neither, so etcdtest does not pull in
-// testdb's containers.
-package testname
+// Names: what a test creates on a shared server (a PostgreSQL schema, a
+// MySQL database, an etcd key prefix) is named after the test, so that tests
+// never collide and leftovers can be traced to their test.
+
+package testkit
 
 import (
 	"crypto/rand"
@@ -12,10 +11,10 @@ import (
 	"testing"
 )
 
-// New returns a fresh random name, starting with a short form of the
+// UniqueName returns a fresh random name, starting with a short form of the
 // test's name: <test>_<16 hex digits>, where <test> is at most 24
 // characters of [a-z0-9_] taken from tb.Name().
-func New(tb testing.TB) string {
+func UniqueName(tb testing.TB) string {
 	tb.Helper()
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {

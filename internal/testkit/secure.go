@@ -1,4 +1,4 @@
-package etcdtest
+package testkit
 
 import (
 	"context"
@@ -24,10 +24,10 @@ import (
 	"go.uber.org/zap"
 )
 
-// Secure is a one-member etcd cluster that serves clients over TLS only,
+// SecureEtcd is a one-member etcd cluster that serves clients over TLS only,
 // requires a client certificate signed by its CA, and has authentication
 // enabled, for the tests of those DSN options.
-type Secure struct {
+type SecureEtcd struct {
 	Endpoint string // host:port of the client URL
 	CAFile   string // PEM of the CA that signed the member's and the client's certificates
 	CertFile string // client certificate
@@ -37,20 +37,20 @@ type Secure struct {
 }
 
 // DSN returns an etcds:// DSN for the secure cluster with prefix.
-func (s *Secure) DSN(prefix string) string {
+func (s *SecureEtcd) DSN(prefix string) string {
 	q := url.Values{"ca_file": {s.CAFile}, "cert_file": {s.CertFile}, "key_file": {s.KeyFile}}
 	return fmt.Sprintf("etcds://%s@%s/%s?%s", url.UserPassword(s.User, s.Password).String(), s.Endpoint, prefix, q.Encode())
 }
 
-// StartSecure starts a secure one-member cluster for tb, with a root user
+// StartSecureEtcd starts a secure one-member cluster for tb, with a root user
 // whose password is password, and stops it when tb ends. It skips or fails
 // tb like DSN when no etcd binary can be had (a cluster named by
 // IDGEN_TEST_ETCD_DSN is no use here).
-func StartSecure(tb testing.TB, password string) *Secure {
+func StartSecureEtcd(tb testing.TB, password string) *SecureEtcd {
 	tb.Helper()
 	bin, err := binary()
 	if err != nil {
-		unavailable(tb, err)
+		etcdUnavailable(tb, err)
 	}
 	dir := tb.TempDir()
 	caCert, caKey := newCert(tb, dir, "ca", nil, nil)
@@ -60,7 +60,7 @@ func StartSecure(tb testing.TB, password string) *Secure {
 	if err != nil {
 		tb.Fatalf("etcdtest: %v", err)
 	}
-	s := &Secure{
+	s := &SecureEtcd{
 		Endpoint: fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		CAFile:   filepath.Join(dir, "ca.pem"),
 		CertFile: filepath.Join(dir, "client.pem"),

@@ -1,4 +1,4 @@
-package testtime
+package testkit
 
 import (
 	"sync"

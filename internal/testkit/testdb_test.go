@@ -1,4 +1,4 @@
-package testdb
+package testkit
 
 import (
 	"context"
@@ -15,8 +15,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/idgen-project/idgen/internal/testdb/missing"
 )
 
 func TestPostgres(t *testing.T) {
@@ -129,18 +127,18 @@ func TestSQLite(t *testing.T) {
 	}
 }
 
-func TestNewName(t *testing.T) {
+func TestDBName(t *testing.T) {
 	valid := regexp.MustCompile(`^idgen_[a-z0-9_]{0,25}_[0-9a-f]{16}$`)
 	seen := map[string]bool{}
 	for _, name := range []string{"Simple", "With Spaces/And#Symbols", strings.Repeat("VeryLong", 20)} {
 		t.Run(name, func(t *testing.T) {
 			for range 3 {
-				got := newName(t)
+				got := dbName(t)
 				if !valid.MatchString(got) || len(got) > 48 {
-					t.Errorf("newName = %q (%d characters), want %s, at most 48", got, len(got), valid)
+					t.Errorf("dbName = %q (%d characters), want %s, at most 48", got, len(got), valid)
 				}
 				if seen[got] {
-					t.Errorf("newName returned %q twice", got)
+					t.Errorf("dbName returned %q twice", got)
 				}
 				seen[got] = true
 			}
@@ -148,7 +146,7 @@ func TestNewName(t *testing.T) {
 	}
 }
 
-func TestUnavailable(t *testing.T) {
+func TestDBUnavailable(t *testing.T) {
 	for _, tc := range []struct {
 		require  string
 		wantSkip bool
@@ -161,8 +159,8 @@ func TestUnavailable(t *testing.T) {
 			t.Setenv(EnvRequire, tc.require)
 			reportFile := filepath.Join(t.TempDir(), "report")
 			t.Setenv(EnvReport, reportFile)
-			f := &missing.Recorder{TB: t}
-			unavailable(f, "postgres", EnvPostgres, "postgres://postgres@127.0.0.1:5432/postgres", fmt.Errorf("%w: %w", errNoDocker, sql.ErrConnDone))
+			f := &Recorder{TB: t}
+			dbUnavailable(f, "postgres", EnvPostgres, "postgres://postgres@127.0.0.1:5432/postgres", fmt.Errorf("%w: %w", errNoDocker, sql.ErrConnDone))
 			msg := f.SkipMsg + f.FailMsg
 			if gotSkip := f.SkipMsg != ""; gotSkip != tc.wantSkip || (f.FailMsg != "") == tc.wantSkip {
 				t.Errorf("skipped %q, failed %q; want skip = %v", f.SkipMsg, f.FailMsg, tc.wantSkip)
@@ -295,7 +293,7 @@ func TestSkipReason(t *testing.T) {
 
 // TestReportSummary checks what make test prints at the end of a run
 // (scripts/testdb-report.sh) against the lines the fixtures report
-// (missing.Report): each cause said as it is, and what to do about it.
+// (Report): each cause said as it is, and what to do about it.
 func TestReportSummary(t *testing.T) {
 	const (
 		noDocker = "no Docker engine answering"
@@ -334,7 +332,7 @@ func TestReportSummary(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "report")
 			t.Setenv(EnvReport, path)
 			for _, ev := range tc.events {
-				if err := missing.Report(ev[0], ev[1:]...); err != nil {
+				if err := Report(ev[0], ev[1:]...); err != nil {
 					t.Fatal(err)
 				}
 			}

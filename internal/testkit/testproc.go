@@ -1,11 +1,10 @@
-// Package testproc runs this repository's programs as child processes of a
-// test: Build compiles one (idgen, or the lease holder of
-// client/internal/holder), Start runs it with stdout and stderr appended to
-// a log file, in a process group of its own so that a signal meant for the
-// test does not reach it, and killed when the test process dies or the test
-// ends. The multi-process tests of client/internal/holder, the fault harness
-// in test/chaos and the binary tests of cmd/idgen and deploy use it.
-package testproc
+// Processes: runs this repository's programs as child processes of a test.
+// Build compiles one (idgen, or the lease holder of client/internal/holder);
+// Start runs it with stdout and stderr appended to a log file, in a process
+// group of its own so that a signal meant for the test does not reach it,
+// and killed when the test process dies or the test ends.
+
+package testkit
 
 import (
 	"context"

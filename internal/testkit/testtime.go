@@ -1,11 +1,10 @@
-// Package testtime is time as idgen's tests and benchmarks use it: WaitFor
-// waits, bounded, for something another goroutine or process does (a
-// keeper to take a lease, a node to count a reload, a generator's callers
-// to queue at the sequence cap); Manual is a fake clock that moves only
-// when told to; and ProcessCPU reads the CPU time the test process has
-// used, from which the benchmarks of snowflake, client and bench/ report
-// CPU-ns/op and CPU%wall.
-package testtime
+// Time: WaitFor waits, bounded, for something another goroutine or process
+// does (a keeper to take a lease, a node to count a reload, a generator's
+// callers to queue at the sequence cap); Manual is a fake clock that moves
+// only when told to; and ProcessCPU reads the CPU time the test process has
+// used, from which the benchmarks report CPU-ns/op and CPU%wall.
+
+package testkit
 
 import (
 	"syscall"

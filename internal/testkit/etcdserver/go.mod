@@ -1,4 +1,4 @@
-module github.com/idgen-project/idgen/internal/etcdtest/server
+module github.com/idgen-project/idgen/internal/testkit/etcdserver
 
 go 1.26.0
 

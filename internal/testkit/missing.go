@@ -1,12 +1,10 @@
-// Package missing is what idgen's test fixtures do when a test needs a
-// server they cannot give it (internal/testdb for PostgreSQL and MySQL,
-// internal/etcdtest for etcd, internal/browsertest for Chromium): skip the
-// test, unless EnvRequire forbids skipping, as CI does, where every test
-// must run; and say so in the run's report (Report), which make test
-// summarises at its end (scripts/testdb-report.sh). The fixtures share it;
-// it imports none of them, so etcdtest does not pull in testdb's
-// containers.
-package missing
+// Missing servers: what the fixtures do when a test needs a server they
+// cannot give it (PostgreSQL, MySQL, etcd, Chromium): skip the test, unless
+// EnvRequire forbids skipping, as CI does, where every test must run; and
+// say so in the run's report (Report), which make test summarises at its
+// end (scripts/testdb-report.sh).
+
+package testkit
 
 import (
 	"fmt"
@@ -77,10 +75,10 @@ func ReportSkip(tb testing.TB, what, why string) {
 	}
 }
 
-// Server ends tb, whose server is missing; msg says which server and how
+// MissingServer ends tb, whose server is missing; msg says which server and how
 // to give the tests one. When EnvRequire is 1 it fails tb; else it runs
 // onSkip (nil for nothing) and skips tb.
-func Server(tb testing.TB, msg string, onSkip func()) {
+func MissingServer(tb testing.TB, msg string, onSkip func()) {
 	tb.Helper()
 	if os.Getenv(EnvRequire) == "1" {
 		tb.Fatalf("%s; %s=1 forbids skipping", msg, EnvRequire)

@@ -1,4 +1,4 @@
-package etcdtest
+package testkit
 
 import (
 	"context"
@@ -13,11 +13,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-
-	"github.com/idgen-project/idgen/internal/testdb/missing"
 )
 
-func TestMain(m *testing.M) { os.Exit(Main(m)) }
+func TestMain(m *testing.M) { os.Exit(EtcdMain(m)) }
 
 func newClient(t *testing.T, endpoints []string) *clientv3.Client {
 	t.Helper()
@@ -32,9 +30,9 @@ func newClient(t *testing.T, endpoints []string) *clientv3.Client {
 // TestCluster checks that the cluster has three members, each its own
 // process answering on its own endpoint, in one Raft group.
 func TestCluster(t *testing.T) {
-	eps := Endpoints(t)
-	if len(eps) != Members {
-		t.Fatalf("got %d endpoints, want %d", len(eps), Members)
+	eps := EtcdEndpoints(t)
+	if len(eps) != EtcdMembers {
+		t.Fatalf("got %d endpoints, want %d", len(eps), EtcdMembers)
 	}
 	cli := newClient(t, eps)
 	ctx := t.Context()
@@ -42,8 +40,8 @@ func TestCluster(t *testing.T) {
 	if err != nil {
 		t.Fatalf("MemberList: %v", err)
 	}
-	if len(members.Members) != Members {
-		t.Errorf("got %d members, want %d", len(members.Members), Members)
+	if len(members.Members) != EtcdMembers {
+		t.Errorf("got %d members, want %d", len(members.Members), EtcdMembers)
 	}
 	ids := map[uint64]bool{}
 	var leaders int
@@ -74,9 +72,9 @@ func TestDSN(t *testing.T) {
 	var dsns []string
 	for i := range 2 {
 		t.Run(fmt.Sprint("inner", i), func(t *testing.T) {
-			dsn := DSN(t)
+			dsn := EtcdDSN(t)
 			dsns = append(dsns, dsn)
-			cli := newClient(t, Endpoints(t))
+			cli := newClient(t, EtcdEndpoints(t))
 			prefix := prefixOf(t, dsn)
 			resp, err := cli.Get(t.Context(), prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 			if err != nil || resp.Count != 0 {
@@ -94,7 +92,7 @@ func TestDSN(t *testing.T) {
 		t.Errorf("two tests got the same DSN %s", dsns[0])
 	}
 	re := regexp.MustCompile(`^etcd://127\.0\.0\.1:\d+,127\.0\.0\.1:\d+,127\.0\.0\.1:\d+/idgen-test/testdsn_inner\d_[0-9a-f]{16}$`)
-	cli := newClient(t, Endpoints(t))
+	cli := newClient(t, EtcdEndpoints(t))
 	for _, dsn := range dsns {
 		if !re.MatchString(dsn) {
 			t.Errorf("DSN %q does not match %s", dsn, re)
@@ -122,7 +120,7 @@ func prefixOf(t *testing.T, dsn string) string {
 // should (the members really are three processes in one Raft group), and
 // that a killed member started again rejoins.
 func TestMemberDown(t *testing.T) {
-	c := Start(t, Options{})
+	c := StartEtcd(t, EtcdOptions{})
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	eps := c.Endpoints()
@@ -187,15 +185,15 @@ func TestMemberDown(t *testing.T) {
 	}
 }
 
-func TestNewName(t *testing.T) {
+func TestUniqueName(t *testing.T) {
 	re := regexp.MustCompile(`^[a-z0-9_]+_[0-9a-f]{16}$`)
-	a, b := newName(t), newName(t)
-	if a == b || !re.MatchString(a) || !strings.HasPrefix(a, "testnewname_") {
-		t.Errorf("newName: got %q and %q, want two different names matching %s", a, b, re)
+	a, b := UniqueName(t), UniqueName(t)
+	if a == b || !re.MatchString(a) || !strings.HasPrefix(a, "testuniquename_") {
+		t.Errorf("UniqueName: got %q and %q, want two different names matching %s and starting testuniquename_", a, b, re)
 	}
 }
 
-func TestUnavailable(t *testing.T) {
+func TestEtcdUnavailable(t *testing.T) {
 	for _, tc := range []struct {
 		require  string
 		wantSkip bool
@@ -203,9 +201,9 @@ func TestUnavailable(t *testing.T) {
 		t.Run("require="+tc.require, func(t *testing.T) {
 			t.Setenv(EnvRequire, tc.require)
 			report := filepath.Join(t.TempDir(), "report")
-			t.Setenv(missing.EnvReport, report)
-			f := &missing.Recorder{TB: t}
-			unavailable(f, errors.New("no etcd here"))
+			t.Setenv(EnvReport, report)
+			f := &Recorder{TB: t}
+			etcdUnavailable(f, errors.New("no etcd here"))
 			got := f.SkipMsg
 			if !tc.wantSkip {
 				got = f.FailMsg
@@ -213,7 +211,7 @@ func TestUnavailable(t *testing.T) {
 			if got == "" || (tc.wantSkip && f.FailMsg != "") || (!tc.wantSkip && f.SkipMsg != "") {
 				t.Fatalf("skipped %q, failed %q; want only a %s", f.SkipMsg, f.FailMsg, map[bool]string{true: "skip", false: "failure"}[tc.wantSkip])
 			}
-			for _, want := range []string{EnvBinary, EnvDSN, "etcd-server", "no etcd here"} {
+			for _, want := range []string{EnvEtcdBinary, EnvEtcdDSN, "etcd-server", "no etcd here"} {
 				if !strings.Contains(got, want) {
 					t.Errorf("message %q does not mention %q", got, want)
 				}

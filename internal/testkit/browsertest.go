@@ -1,11 +1,10 @@
-// Package browsertest renders pages in headless Chromium for tests.
-//
-// It uses Debian's chromium package (/usr/bin/chromium) or the binary named
-// by IDGEN_CHROMIUM. When none is installed the test is skipped with a
-// message saying how to install it, and the skip is reported for the
-// summary at the end of make test (missing.Report), or fails when
-// IDGEN_TEST_REQUIRE_CHROMIUM=1 (as in CI).
-package browsertest
+// Chromium: renders pages in headless Chromium for tests. It uses Debian's
+// chromium package (/usr/bin/chromium) or the binary named by
+// IDGEN_CHROMIUM; when none is installed the test is skipped (reported for
+// the summary of make test), or fails when IDGEN_TEST_REQUIRE_CHROMIUM=1 (as
+// in CI).
+
+package testkit
 
 import (
 	"context"
@@ -14,14 +13,12 @@ import (
 	"os/exec"
 	"testing"
 	"time"
-
-	"github.com/idgen-project/idgen/internal/testdb/missing"
 )
 
-// The environment variables browsertest reads.
+// The environment variables the Chromium fixture reads.
 const (
-	EnvChromium = "IDGEN_CHROMIUM"
-	EnvRequire  = "IDGEN_TEST_REQUIRE_CHROMIUM"
+	EnvChromium        = "IDGEN_CHROMIUM"
+	EnvRequireChromium = "IDGEN_TEST_REQUIRE_CHROMIUM"
 )
 
 // Chromium returns the path of the Chromium binary, skipping or failing the
@@ -38,10 +35,10 @@ func Chromium(tb testing.TB) string {
 		}
 	}
 	msg := "no Chromium found: install Debian's chromium package (apt-get install chromium) or set " + EnvChromium
-	if os.Getenv(EnvRequire) == "1" {
-		tb.Fatal(msg + " (" + EnvRequire + "=1)")
+	if os.Getenv(EnvRequireChromium) == "1" {
+		tb.Fatal(msg + " (" + EnvRequireChromium + "=1)")
 	}
-	missing.ReportSkip(tb, "chromium", "no Chromium found")
+	ReportSkip(tb, "chromium", "no Chromium found")
 	tb.Skip(msg)
 	return ""
 }

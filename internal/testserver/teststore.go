@@ -1,16 +1,15 @@
-// Package teststore gives a test a migrated Store of its own on each
-// database idgen supports, built on internal/testdb and, for etcd,
-// internal/etcdtest.
-package teststore
+// Stores: a migrated Store of a test's own on each database idgen supports,
+// built on internal/testkit.
+
+package testserver
 
 import (
 	"context"
 	"testing"
 
-	"github.com/idgen-project/idgen/internal/etcdtest"
+	"github.com/idgen-project/idgen/allocator/storetest"
 	"github.com/idgen-project/idgen/internal/stores"
-	"github.com/idgen-project/idgen/internal/testdb"
-	"github.com/idgen-project/idgen/internal/teststore/storecheck"
+	"github.com/idgen-project/idgen/internal/testkit"
 )
 
 // Dialects are the databases every store-backed test runs on: the SQL
@@ -19,7 +18,7 @@ var Dialects = []string{"sqlite", "postgres", "mysql"}
 
 // StoreDialects are Dialects and etcd: every Store, for the tests of the
 // lease keeper and the segment allocator, which see a store only through
-// the allocator's interfaces. A package that runs them calls etcdtest.Main
+// the allocator's interfaces. A package that runs them calls testkit.EtcdMain
 // from its TestMain, so that the etcd test cluster is stopped.
 var StoreDialects = []string{"sqlite", "postgres", "mysql", "etcd"}
 
@@ -35,34 +34,34 @@ func Parallel(t *testing.T, dialects []string, test func(t *testing.T, dialect s
 	}
 }
 
-// DSN returns the DSN of a fresh, empty database of the dialect (for etcd,
-// a fresh key prefix on the test cluster); see testdb and etcdtest for
+// StoreDSN returns the DSN of a fresh, empty database of the dialect (for
+// etcd, a fresh key prefix on the test cluster); see internal/testkit for
 // where it comes from and when the test is skipped or fails instead.
-func DSN(tb testing.TB, dialect string) string {
+func StoreDSN(tb testing.TB, dialect string) string {
 	tb.Helper()
 	switch dialect {
 	case "postgres":
-		return testdb.Postgres(tb)
+		return testkit.Postgres(tb)
 	case "mysql":
-		return testdb.MySQL(tb)
+		return testkit.MySQL(tb)
 	case "sqlite":
-		return testdb.SQLite(tb)
+		return testkit.SQLite(tb)
 	case "etcd":
-		return etcdtest.DSN(tb)
+		return testkit.EtcdDSN(tb)
 	}
-	tb.Fatalf("teststore: unknown dialect %q", dialect)
+	tb.Fatalf("testserver: unknown dialect %q", dialect)
 	return ""
 }
 
-// Open returns a Store on a fresh database of the dialect with every
+// OpenStore returns a Store on a fresh database of the dialect with every
 // migration applied, closed when the test ends.
-func Open(tb testing.TB, dialect string) stores.Store {
+func OpenStore(tb testing.TB, dialect string) stores.Store {
 	tb.Helper()
-	return OpenDSN(tb, DSN(tb, dialect))
+	return OpenStoreDSN(tb, StoreDSN(tb, dialect))
 }
 
-// OpenDSN opens and migrates the store dsn names, closed when the test ends.
-func OpenDSN(tb testing.TB, dsn string) stores.Store {
+// OpenStoreDSN opens and migrates the store dsn names, closed when the test ends.
+func OpenStoreDSN(tb testing.TB, dsn string) stores.Store {
 	tb.Helper()
-	return storecheck.OpenMigrated(context.Background(), tb, stores.Open, dsn)
+	return storetest.OpenMigrated(context.Background(), tb, stores.Open, dsn)
 }

@@ -1,31 +1,29 @@
-// Package etcdtest gives integration tests an etcd key prefix of their own on
-// a real three-member etcd cluster.
+// etcd: a key prefix of a test's own on a real three-member etcd cluster.
 //
-// DSN returns an idgen etcd DSN naming the three members and a fresh random
-// key prefix, whose keys are deleted when the test ends, so tests never see
-// each other's keys:
+// EtcdDSN returns an idgen etcd DSN naming the three members and a fresh
+// random key prefix, whose keys are deleted when the test ends:
 //
 //	etcd://127.0.0.1:<port>,127.0.0.1:<port>,127.0.0.1:<port>/idgen-test/<test>_<16 hex digits>
 //
 // The cluster is started once per test process, the first time a test asks
-// for it: three etcd processes, each with its own loopback client and peer
-// ports and its own data directory. A package that uses etcdtest stops them
-// by calling Main from its TestMain; should the test process die first, the
-// kernel kills them with it (they are started with a parent-death signal).
+// for it: three etcd processes, each with its own loopback ports and data
+// directory. A package that uses it stops them by calling EtcdMain from its
+// TestMain; should the test process die first, the kernel kills them with it
+// (they are started with a parent-death signal).
 //
 // Where etcd comes from, in order:
 //
 //   - IDGEN_TEST_ETCD_DSN names a running cluster (etcd://host:port,…); no
 //     process is started and each test gets a prefix on it.
 //   - IDGEN_TEST_ETCD_BIN names an etcd binary to start.
-//   - Otherwise the etcd server pinned in ./server/go.mod (etcd v3.6, the
+//   - Otherwise the etcd server pinned in ./etcdserver/go.mod (etcd v3.6, the
 //     release line of idgen's client) is built with the go command from the
 //     module proxy, once, into the user's cache directory.
 //
 // When none of these works the test is skipped with a message saying how to
-// run it, or fails when IDGEN_TEST_REQUIRE_DB=1 (as in CI), like the
-// databases of internal/testdb.
-package etcdtest
+// run it, or fails when IDGEN_TEST_REQUIRE_DB=1 (as in CI).
+
+package testkit
 
 import (
 	"context"
@@ -47,34 +45,27 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-
-	"github.com/idgen-project/idgen/internal/testdb/missing"
-	"github.com/idgen-project/idgen/internal/testdb/testname"
 )
 
-// The environment variables etcdtest reads.
+// The environment variables the etcd fixture reads.
 const (
-	// EnvDSN names a running etcd cluster: etcd://host:port,host:port/.
-	EnvDSN = "IDGEN_TEST_ETCD_DSN"
-	// EnvBinary names an etcd binary to start the test cluster with.
-	EnvBinary = "IDGEN_TEST_ETCD_BIN"
-	// EnvRequire, set to 1, makes a missing etcd fail the test instead of
-	// skipping it (the same variable as internal/testdb's).
-	EnvRequire = missing.EnvRequire
+	// EnvEtcdDSN names a running etcd cluster: etcd://host:port,host:port/.
+	EnvEtcdDSN = "IDGEN_TEST_ETCD_DSN"
+	// EnvEtcdBinary names an etcd binary to start the test cluster with.
+	EnvEtcdBinary = "IDGEN_TEST_ETCD_BIN"
 )
 
-// Members is the size of the test cluster.
-const Members = 3
+// EtcdMembers is the size of the test cluster.
+const EtcdMembers = 3
 
 // Time limits: building etcd may download its modules; a member starts in
 // about a second.
 const (
-	buildTimeout = 10 * time.Minute
-	startTimeout = 60 * time.Second
-	setupTimeout = 30 * time.Second
+	etcdBuildTimeout = 10 * time.Minute
+	startTimeout     = 60 * time.Second
 )
 
-// The cluster is the one piece of process-wide state in etcdtest: it is
+// The cluster is the one piece of process-wide state of the etcd fixture: it is
 // started at most once per test process, the first time a test needs it,
 // and every later test reuses it. sync.OnceValues keeps the outcome, success
 // or error, so a process without etcd tries only once. Main stops it.
@@ -82,13 +73,13 @@ var cluster = sync.OnceValues(startCluster)
 
 // started is the cluster startCluster launched, for Main to stop; nil when
 // none was (not needed yet, or named by EnvDSN).
-var started atomic.Pointer[Cluster]
+var started atomic.Pointer[EtcdCluster]
 
-// Main runs the tests of m and then stops the test cluster, if one was
+// EtcdMain runs the tests of m and then stops the test cluster, if one was
 // started, and returns the exit code for os.Exit. Call it from TestMain:
 //
-//	func TestMain(m *testing.M) { os.Exit(etcdtest.Main(m)) }
-func Main(m *testing.M) int {
+//	func TestMain(m *testing.M) { os.Exit(testkit.EtcdMain(m)) }
+func EtcdMain(m *testing.M) int {
 	code := m.Run()
 	// Calling cluster() here would start one; only stop what ran.
 	if c := started.Swap(nil); c != nil {
@@ -97,15 +88,15 @@ func Main(m *testing.M) int {
 	return code
 }
 
-// DSN returns the DSN of a fresh, empty key prefix on the test cluster,
+// EtcdDSN returns the EtcdDSN of a fresh, empty key prefix on the test cluster,
 // whose keys are deleted when tb ends.
-func DSN(tb testing.TB) string {
+func EtcdDSN(tb testing.TB) string {
 	tb.Helper()
 	c, err := cluster()
 	if err != nil {
-		unavailable(tb, err)
+		etcdUnavailable(tb, err)
 	}
-	prefix := "/idgen-test/" + newName(tb)
+	prefix := "/idgen-test/" + UniqueName(tb)
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 		defer cancel()
@@ -116,39 +107,31 @@ func DSN(tb testing.TB) string {
 	return c.dsn + prefix
 }
 
-// Endpoints returns the client addresses (host:port) of the test cluster's
+// EtcdEndpoints returns the client addresses (host:port) of the test cluster's
 // members, starting it if needed.
-func Endpoints(tb testing.TB) []string {
+func EtcdEndpoints(tb testing.TB) []string {
 	tb.Helper()
 	c, err := cluster()
 	if err != nil {
-		unavailable(tb, err)
+		etcdUnavailable(tb, err)
 	}
 	return append([]string(nil), c.endpoints...)
 }
 
-// unavailable skips tb, or fails it when EnvRequire is 1 (missing.Server),
+// etcdUnavailable skips tb, or fails it when EnvRequire is 1 (Server),
 // saying how to give the tests an etcd.
-func unavailable(tb testing.TB, cause error) {
+func etcdUnavailable(tb testing.TB, cause error) {
 	tb.Helper()
-	missing.Server(tb, fmt.Sprintf("etcdtest: no etcd cluster for this test: set %s to an etcd binary "+
+	MissingServer(tb, fmt.Sprintf("etcdtest: no etcd cluster for this test: set %s to an etcd binary "+
 		"(Debian: apt-get install etcd-server, then %s=/usr/bin/etcd), set %s to a running cluster "+
 		"(etcd://host:2379,host:2379), or let the test build the pinned server (needs the go command "+
-		"and the module proxy): %v", EnvBinary, EnvBinary, EnvDSN, cause),
-		func() { missing.ReportSkip(tb, "etcd", "no etcd cluster: "+cause.Error()) })
+		"and the module proxy): %v", EnvEtcdBinary, EnvEtcdBinary, EnvEtcdDSN, cause),
+		func() { ReportSkip(tb, "etcd", "no etcd cluster: "+cause.Error()) })
 }
 
-// newName returns a fresh random prefix name, starting with a short form of
-// the test's name so that leftovers can be traced to a test:
-// <test>_<16 hex digits>, of [a-z0-9_].
-func newName(tb testing.TB) string {
-	tb.Helper()
-	return testname.New(tb)
-}
-
-// Cluster is a running etcd cluster the tests use: the one DSN and
+// EtcdCluster is a running etcd cluster the tests use: the one DSN and
 // Endpoints give, or one of a test's own from Start.
-type Cluster struct {
+type EtcdCluster struct {
 	dsn       string   // etcd://host:port,…  without a prefix
 	endpoints []string // host:port of each member's client URL
 	cli       *clientv3.Client
@@ -170,15 +153,15 @@ type member struct {
 }
 
 // startCluster returns the cluster named by EnvDSN, or starts one.
-func startCluster() (*Cluster, error) {
-	if dsn := os.Getenv(EnvDSN); dsn != "" {
+func startCluster() (*EtcdCluster, error) {
+	if dsn := os.Getenv(EnvEtcdDSN); dsn != "" {
 		eps, err := endpointsOf(dsn)
 		if err != nil {
 			return nil, err
 		}
-		c := &Cluster{dsn: "etcd://" + strings.Join(eps, ","), endpoints: eps}
+		c := &EtcdCluster{dsn: "etcd://" + strings.Join(eps, ","), endpoints: eps}
 		if err := c.connect(); err != nil {
-			return nil, fmt.Errorf("%s: %w", EnvDSN, err)
+			return nil, fmt.Errorf("%s: %w", EnvEtcdDSN, err)
 		}
 		return c, nil
 	}
@@ -186,7 +169,7 @@ func startCluster() (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := launch(bin, Options{})
+	c, err := launch(bin, EtcdOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -198,11 +181,11 @@ func startCluster() (*Cluster, error) {
 func endpointsOf(dsn string) ([]string, error) {
 	rest, ok := strings.CutPrefix(dsn, "etcd://")
 	if !ok {
-		return nil, fmt.Errorf("%s is not an etcd:// DSN", EnvDSN)
+		return nil, fmt.Errorf("%s is not an etcd:// DSN", EnvEtcdDSN)
 	}
 	hosts, _, _ := strings.Cut(rest, "/")
 	if hosts == "" || strings.Contains(hosts, "@") || strings.Contains(hosts, "?") {
-		return nil, fmt.Errorf("%s: want etcd://host:port,host:port/ without user or parameters", EnvDSN)
+		return nil, fmt.Errorf("%s: want etcd://host:port,host:port/ without user or parameters", EnvEtcdDSN)
 	}
 	return strings.Split(hosts, ","), nil
 }
@@ -210,25 +193,25 @@ func endpointsOf(dsn string) ([]string, error) {
 // binary returns the etcd binary to start: EnvBinary, or the pinned server
 // built into the cache directory.
 func binary() (string, error) {
-	if bin := os.Getenv(EnvBinary); bin != "" {
+	if bin := os.Getenv(EnvEtcdBinary); bin != "" {
 		if _, err := os.Stat(bin); err != nil {
-			return "", fmt.Errorf("%s: %w", EnvBinary, err)
+			return "", fmt.Errorf("%s: %w", EnvEtcdBinary, err)
 		}
 		return bin, nil
 	}
-	return Build(context.Background())
+	return BuildEtcd(context.Background())
 }
 
-// Build builds the etcd server pinned in this package's server/go.mod into
+// BuildEtcd builds the etcd server pinned in etcdserver/go.mod into
 // the user's cache directory, unless a build of the same sources is there
 // already, and returns the binary's path. It needs the go command and the
 // module proxy (or a module cache holding etcd's modules).
-func Build(ctx context.Context) (string, error) {
+func BuildEtcd(ctx context.Context) (string, error) {
 	_, self, _, ok := runtime.Caller(0)
 	if !ok {
-		return "", errors.New("cannot locate the etcdtest sources")
+		return "", errors.New("cannot locate the etcd fixture's sources")
 	}
-	src := filepath.Join(filepath.Dir(self), "server")
+	src := filepath.Join(filepath.Dir(self), "etcdserver")
 	h := sha256.New()
 	for _, f := range []string{"go.mod", "go.sum", "main.go"} {
 		b, err := os.ReadFile(filepath.Join(src, f))
@@ -249,7 +232,7 @@ func Build(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("build etcd: no go command in PATH: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, buildTimeout)
+	ctx, cancel := context.WithTimeout(ctx, etcdBuildTimeout)
 	defer cancel()
 	// Build next to the target and rename, so that concurrent test
 	// processes never start a half-written binary.
@@ -291,8 +274,8 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// Options are the settings of a cluster of a test's own (Start).
-type Options struct {
+// EtcdOptions are the settings of a cluster of a test's own (Start).
+type EtcdOptions struct {
 	// Members is the number of members; default Members.
 	Members int
 	// Flags are added to every member's command line, e.g.
@@ -300,15 +283,15 @@ type Options struct {
 	Flags []string
 }
 
-// Start starts an etcd cluster of tb's own, for tests that stop, kill or
+// StartEtcd starts an etcd cluster of tb's own, for tests that stop, kill or
 // pause members, and stops it when tb ends. It skips or fails tb like DSN
 // when no etcd binary can be had (a cluster named by EnvDSN is no use here:
 // the test needs the processes).
-func Start(tb testing.TB, opts Options) *Cluster {
+func StartEtcd(tb testing.TB, opts EtcdOptions) *EtcdCluster {
 	tb.Helper()
 	bin, err := binary()
 	if err != nil {
-		unavailable(tb, err)
+		etcdUnavailable(tb, err)
 	}
 	c, err := launch(bin, opts)
 	if err != nil {
@@ -320,10 +303,10 @@ func Start(tb testing.TB, opts Options) *Cluster {
 
 // launch starts a cluster of etcd processes on loopback ports and waits
 // until it answers a linearizable read.
-func launch(bin string, opts Options) (*Cluster, error) {
+func launch(bin string, opts EtcdOptions) (*EtcdCluster, error) {
 	n := opts.Members
 	if n == 0 {
-		n = Members
+		n = EtcdMembers
 	}
 	dir, err := os.MkdirTemp("", "idgen-etcdtest-")
 	if err != nil {
@@ -334,7 +317,7 @@ func launch(bin string, opts Options) (*Cluster, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	c := &Cluster{dir: dir}
+	c := &EtcdCluster{dir: dir}
 	var initial []string
 	for i := range n {
 		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, ports[2*i+1]))
@@ -429,25 +412,25 @@ func (m *member) kill() {
 }
 
 // Endpoints returns the client addresses (host:port) of the members.
-func (c *Cluster) Endpoints() []string { return append([]string(nil), c.endpoints...) }
+func (c *EtcdCluster) Endpoints() []string { return append([]string(nil), c.endpoints...) }
 
 // DSN returns an etcd:// DSN naming every member and prefix.
-func (c *Cluster) DSN(prefix string) string {
+func (c *EtcdCluster) DSN(prefix string) string {
 	return c.dsn + "/" + strings.TrimPrefix(prefix, "/")
 }
 
 // Client returns a client of every member, owned by the cluster.
-func (c *Cluster) Client() *clientv3.Client { return c.cli }
+func (c *EtcdCluster) Client() *clientv3.Client { return c.cli }
 
 // Kill kills member i with SIGKILL and waits until it has exited.
-func (c *Cluster) Kill(i int) { c.members[i].kill() }
+func (c *EtcdCluster) Kill(i int) { c.members[i].kill() }
 
 // Restart starts member i again after Kill, on its ports and data
 // directory; it does not wait for the member to rejoin.
-func (c *Cluster) Restart(i int) error { return c.members[i].start() }
+func (c *EtcdCluster) Restart(i int) error { return c.members[i].start() }
 
 // Signal sends sig to member i (SIGSTOP and SIGCONT pause and resume it).
-func (c *Cluster) Signal(i int, sig syscall.Signal) error {
+func (c *EtcdCluster) Signal(i int, sig syscall.Signal) error {
 	cmd, _ := c.members[i].current()
 	if cmd == nil {
 		return fmt.Errorf("etcd member %s never started", c.members[i].name)
@@ -457,7 +440,7 @@ func (c *Cluster) Signal(i int, sig syscall.Signal) error {
 
 // Leader returns the index of the member that leads, asking each member
 // (for at most a second each) until one names a leader.
-func (c *Cluster) Leader(ctx context.Context) (int, error) {
+func (c *EtcdCluster) Leader(ctx context.Context) (int, error) {
 	status := func(ep string) (*clientv3.StatusResponse, error) {
 		sctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
@@ -489,7 +472,7 @@ func (c *Cluster) Leader(ctx context.Context) (int, error) {
 
 // WaitReady waits until the cluster answers a linearizable read, or ctx
 // ends.
-func (c *Cluster) WaitReady(ctx context.Context) error {
+func (c *EtcdCluster) WaitReady(ctx context.Context) error {
 	for {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
 		_, err := c.cli.Get(rctx, "/idgen-test/ping")
@@ -507,7 +490,7 @@ func (c *Cluster) WaitReady(ctx context.Context) error {
 
 // connect opens the cluster's client and waits for a linearizable read to
 // succeed, which needs an elected leader.
-func (c *Cluster) connect() error {
+func (c *EtcdCluster) connect() error {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   c.endpoints,
 		DialTimeout: 5 * time.Second,
@@ -537,7 +520,7 @@ func (c *Cluster) connect() error {
 }
 
 // exited returns the name of a member process that has exited, or "".
-func (c *Cluster) exited() string {
+func (c *EtcdCluster) exited() string {
 	for _, m := range c.members {
 		_, doneC := m.current()
 		select {
@@ -550,7 +533,7 @@ func (c *Cluster) exited() string {
 }
 
 // tailLogs returns the end of each member's log, for an error message.
-func (c *Cluster) tailLogs() string {
+func (c *EtcdCluster) tailLogs() string {
 	var b strings.Builder
 	for _, m := range c.members {
 		data, _ := os.ReadFile(m.logPath)
@@ -563,14 +546,14 @@ func (c *Cluster) tailLogs() string {
 }
 
 // deletePrefix deletes every key under prefix.
-func (c *Cluster) deletePrefix(ctx context.Context, prefix string) error {
+func (c *EtcdCluster) deletePrefix(ctx context.Context, prefix string) error {
 	_, err := c.cli.Delete(ctx, prefix, clientv3.WithPrefix())
 	return err
 }
 
 // Stop kills the member processes the package started, waits for them and
 // removes their data directories. A cluster named by EnvDSN is left alone.
-func (c *Cluster) Stop() {
+func (c *EtcdCluster) Stop() {
 	if c.cli != nil {
 		_ = c.cli.Close()
 	}

@@ -1,9 +1,8 @@
-// Package storecheck holds the checks that every store package's own tests
-// (allocator/mysql, postgres, sqlite and etcd, in package) run on their
-// Store. They cannot use teststore, which imports every store through
-// internal/stores; storecheck imports none of them, so each store passes in
+package storetest
+
+// The helpers below are shared by the in-package tests of idgen's own
+// stores (allocator/mysql, postgres, sqlite and etcd); each store passes in
 // what differs: its Open, its transaction helper, its driver's errors.
-package storecheck
 
 import (
 	"context"
@@ -15,7 +14,6 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/idgen-project/idgen/allocator"
-	"github.com/idgen-project/idgen/allocator/storetest"
 )
 
 // Migratable is what OpenMigrated needs of a store: every idgen store has
@@ -47,8 +45,8 @@ func OpenMigrated[S Migratable](ctx context.Context, tb testing.TB, open func(co
 }
 
 // Migrated returns the openTest of a SQL store package's tests: it opens a
-// store with open on the fresh database that fresh (testdb.Postgres,
-// testdb.MySQL, testdb.SQLite) gives the test, migrated by OpenMigrated and
+// store with open on the fresh database that fresh (testkit.Postgres,
+// testkit.MySQL, testkit.SQLite) gives the test, migrated by OpenMigrated and
 // closed when the test ends.
 func Migrated[S Migratable](open func(context.Context, string) (S, error), fresh func(testing.TB) string) func(testing.TB) S {
 	return func(tb testing.TB) S {
@@ -93,7 +91,7 @@ func ClaimsCollide[S RetryingStore](t *testing.T, open func(testing.TB) S) {
 	const rounds = 10
 	for round := 1; round <= rounds; round++ {
 		s := open(t)
-		storetest.ClaimConcurrently(t, s, 32, 8)
+		ClaimConcurrently(t, s, 32, 8)
 		if got := s.SerializationRetries(); got > 0 {
 			t.Logf("round %d: %d serialization retries", round, got)
 			return

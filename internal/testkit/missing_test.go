@@ -1,4 +1,4 @@
-package missing
+package testkit
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package browsertest
+package testkit
 
 import (
 	"net/http"
@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/idgen-project/idgen/internal/testdb/missing"
 )
 
 func TestDumpDOMRunsScripts(t *testing.T) {
@@ -28,12 +26,12 @@ func TestDumpDOMRunsScripts(t *testing.T) {
 // the skip goes to the run's report, so that make test's summary names it.
 func TestChromiumMissingReported(t *testing.T) {
 	report := filepath.Join(t.TempDir(), "report")
-	t.Setenv(missing.EnvReport, report)
-	t.Setenv(missing.EnvRequire, "")
+	t.Setenv(EnvReport, report)
 	t.Setenv(EnvRequire, "")
+	t.Setenv(EnvRequireChromium, "")
 	t.Setenv(EnvChromium, "")
 	t.Setenv("PATH", t.TempDir()) // no Chromium on it
-	r := &missing.Recorder{TB: t}
+	r := &Recorder{TB: t}
 	if got := Chromium(r); got != "" || !strings.Contains(r.SkipMsg, "apt-get install chromium") {
 		t.Fatalf("Chromium without one: got %q, skip %q; want a skip saying how to install it", got, r.SkipMsg)
 	}
