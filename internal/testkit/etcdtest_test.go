@@ -2,10 +2,8 @@ package testkit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -27,9 +25,9 @@ func newClient(t *testing.T, endpoints []string) *clientv3.Client {
 	return cli
 }
 
-// TestCluster checks that the cluster has three members, each its own
+// TestEtcdCluster checks that the cluster has three members, each its own
 // process answering on its own endpoint, in one Raft group.
-func TestCluster(t *testing.T) {
+func TestEtcdCluster(t *testing.T) {
 	eps := EtcdEndpoints(t)
 	if len(eps) != EtcdMembers {
 		t.Fatalf("got %d endpoints, want %d", len(eps), EtcdMembers)
@@ -66,9 +64,9 @@ func TestCluster(t *testing.T) {
 	}
 }
 
-// TestDSN checks that each test gets a fresh prefix and that its keys are
+// TestEtcdDSN checks that each test gets a fresh prefix and that its keys are
 // deleted when the test ends.
-func TestDSN(t *testing.T) {
+func TestEtcdDSN(t *testing.T) {
 	var dsns []string
 	for i := range 2 {
 		t.Run(fmt.Sprint("inner", i), func(t *testing.T) {
@@ -91,7 +89,7 @@ func TestDSN(t *testing.T) {
 	if dsns[0] == dsns[1] {
 		t.Errorf("two tests got the same DSN %s", dsns[0])
 	}
-	re := regexp.MustCompile(`^etcd://127\.0\.0\.1:\d+,127\.0\.0\.1:\d+,127\.0\.0\.1:\d+/idgen-test/testdsn_inner\d_[0-9a-f]{16}$`)
+	re := regexp.MustCompile(`^etcd://127\.0\.0\.1:\d+,127\.0\.0\.1:\d+,127\.0\.0\.1:\d+/idgen-test/testetcddsn_inner\d_[0-9a-f]{16}$`)
 	cli := newClient(t, EtcdEndpoints(t))
 	for _, dsn := range dsns {
 		if !re.MatchString(dsn) {
@@ -115,11 +113,11 @@ func prefixOf(t *testing.T, dsn string) string {
 	return "/" + path
 }
 
-// TestMemberDown checks, on a cluster of the test's own, that the cluster
+// TestEtcdMemberDown checks, on a cluster of the test's own, that the cluster
 // serves writes with one member paused or killed, as a three-member cluster
 // should (the members really are three processes in one Raft group), and
 // that a killed member started again rejoins.
-func TestMemberDown(t *testing.T) {
+func TestEtcdMemberDown(t *testing.T) {
 	c := StartEtcd(t, EtcdOptions{})
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
@@ -190,42 +188,5 @@ func TestUniqueName(t *testing.T) {
 	a, b := UniqueName(t), UniqueName(t)
 	if a == b || !re.MatchString(a) || !strings.HasPrefix(a, "testuniquename_") {
 		t.Errorf("UniqueName: got %q and %q, want two different names matching %s and starting testuniquename_", a, b, re)
-	}
-}
-
-func TestEtcdUnavailable(t *testing.T) {
-	for _, tc := range []struct {
-		require  string
-		wantSkip bool
-	}{{"", true}, {"0", true}, {"1", false}} {
-		t.Run("require="+tc.require, func(t *testing.T) {
-			t.Setenv(EnvRequire, tc.require)
-			report := filepath.Join(t.TempDir(), "report")
-			t.Setenv(EnvReport, report)
-			f := &Recorder{TB: t}
-			etcdUnavailable(f, errors.New("no etcd here"))
-			got := f.SkipMsg
-			if !tc.wantSkip {
-				got = f.FailMsg
-			}
-			if got == "" || (tc.wantSkip && f.FailMsg != "") || (!tc.wantSkip && f.SkipMsg != "") {
-				t.Fatalf("skipped %q, failed %q; want only a %s", f.SkipMsg, f.FailMsg, map[bool]string{true: "skip", false: "failure"}[tc.wantSkip])
-			}
-			for _, want := range []string{EnvEtcdBinary, EnvEtcdDSN, "etcd-server", "no etcd here"} {
-				if !strings.Contains(got, want) {
-					t.Errorf("message %q does not mention %q", got, want)
-				}
-			}
-			// A skip is reported, with why, for make test's summary; a
-			// failure is not (the run fails anyway).
-			lines, _ := os.ReadFile(report)
-			want := ""
-			if tc.wantSkip {
-				want = "skip\tetcd\t" + t.Name() + "\tno etcd cluster: no etcd here\n"
-			}
-			if string(lines) != want {
-				t.Errorf("report: got %q, want %q", lines, want)
-			}
-		})
 	}
 }

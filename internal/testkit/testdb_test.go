@@ -2,7 +2,6 @@ package testkit
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -146,41 +145,6 @@ func TestDBName(t *testing.T) {
 	}
 }
 
-func TestDBUnavailable(t *testing.T) {
-	for _, tc := range []struct {
-		require  string
-		wantSkip bool
-	}{
-		{"", true},
-		{"0", true},
-		{"1", false},
-	} {
-		t.Run("require="+tc.require, func(t *testing.T) {
-			t.Setenv(EnvRequire, tc.require)
-			reportFile := filepath.Join(t.TempDir(), "report")
-			t.Setenv(EnvReport, reportFile)
-			f := &Recorder{TB: t}
-			dbUnavailable(f, "postgres", EnvPostgres, "postgres://postgres@127.0.0.1:5432/postgres", fmt.Errorf("%w: %w", errNoDocker, sql.ErrConnDone))
-			msg := f.SkipMsg + f.FailMsg
-			if gotSkip := f.SkipMsg != ""; gotSkip != tc.wantSkip || (f.FailMsg != "") == tc.wantSkip {
-				t.Errorf("skipped %q, failed %q; want skip = %v", f.SkipMsg, f.FailMsg, tc.wantSkip)
-			}
-			if !strings.Contains(msg, EnvPostgres) || !strings.Contains(msg, "Docker") || !strings.Contains(msg, "PostgreSQL") {
-				t.Errorf("message %q does not say how to run the tests (%s or Docker)", msg, EnvPostgres)
-			}
-			// A skip is reported, a failure is not (the run fails anyway).
-			got, _ := os.ReadFile(reportFile)
-			want := ""
-			if tc.wantSkip {
-				want = "skip\tpostgres\t" + t.Name() + "\tno Docker engine answering\n"
-			}
-			if string(got) != want {
-				t.Errorf("report file holds %q, want %q", got, want)
-			}
-		})
-	}
-}
-
 // TestContainerPasswordNeverInOutput checks that the password of the
 // containers' accounts can occur in no text idgen prints. idgen masks its
 // DSN's password wherever it occurs in its output, so a password that is
@@ -234,7 +198,7 @@ func TestContainerPasswordNeverInOutput(t *testing.T) {
 	}
 }
 
-func TestImage(t *testing.T) {
+func TestContainerImage(t *testing.T) {
 	for _, tc := range []struct{ env, want string }{
 		{"", "postgres:15"},
 		{"  ", "postgres:15"},
